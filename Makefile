@@ -1,0 +1,41 @@
+# Set-up, tests and documentation of experimental_experiment.
+# Every target that needs Python installs the virtual environment first (once).
+
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+# torch must stay pinned: an unpinned requirement would pull a huge CUDA build.
+CONSTRAINTS := constraints.txt
+# python3.11 when it runs (a pyenv shim may exist without the version), else python3
+BOOT_PYTHON := $(shell for p in python3.11 python3; do \
+	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
+
+.PHONY: install test html lint clean
+
+install: $(STAMP)
+
+$(PY):
+	$(BOOT_PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
+	$(PIP) install -c $(CONSTRAINTS) torch==2.13.0
+	$(PIP) install -c $(CONSTRAINTS) -e ".[test,doc]"
+	touch $(STAMP)
+
+# pytest exits with 5 when it collects no test: reported, not a failure.
+test: install
+	$(PY) -m pytest _unittests -n 2 -q --durations=20 || { rc=$$?; \
+		if [ $$rc -eq 5 ]; then echo "WARNING: pytest collected no test"; else exit $$rc; fi; }
+
+html: install
+	$(PY) -m sphinx -M html _doc _doc/_build -W -j 1
+	$(PY) _doc/check_html.py _doc/_build/html
+
+lint: install
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf _doc/_build _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
+	find . -path ./$(VENV) -prune -o -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

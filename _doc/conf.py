@@ -1,0 +1,76 @@
+"""Sphinx configuration of the documentation of experimental_experiment."""
+
+import logging
+
+# furo's dependency accessible-pygments sets the root logger to INFO on import.
+logging.basicConfig(level=logging.WARNING)
+
+import os
+import sys
+
+# The package is installed in the environment (pip install -e .); the path is
+# added for a build run from a source tree where it is not.
+sys.path.insert(0, os.path.abspath(".."))
+
+import experimental_experiment
+
+project = "experimental_experiment"
+author = "experimental_experiment developers"
+copyright = "2025, experimental_experiment developers"
+version = experimental_experiment.__version__
+release = version
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx_gallery.gen_gallery",
+    "sphinx_runpython.runpython.sphinx_runpython_extension",
+    "sphinx_runpython.epkg.sphinx_epkg_extension",
+]
+
+templates_path = []
+exclude_patterns = [
+    "_build",
+    "Thumbs.db",
+    ".DS_Store",
+    # galleries: only their generated pages are part of the site
+    "examples/*",
+    "recipes/*",
+]
+source_suffix = {".rst": "restructuredtext"}
+master_doc = "index"
+language = "en"
+
+html_theme = "furo"
+html_title = f"experimental_experiment {version}"
+html_static_path = []
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"undoc-members": False}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+# External pages referenced with :epkg:`name`.
+epkg_dictionary = {
+    "ONNX": "https://onnx.ai/",
+    "onnx": "https://onnx.ai/onnx/",
+    "onnxruntime": "https://onnxruntime.ai/",
+    "onnxscript": "https://microsoft.github.io/onnxscript/",
+    "pytorch": "https://pytorch.org/",
+    "torch": "https://pytorch.org/docs/stable/",
+    "sphinx-gallery": "https://sphinx-gallery.github.io/",
+}
+
+sphinx_gallery_conf = {
+    "examples_dirs": ["examples", "recipes"],
+    "gallery_dirs": ["auto_examples", "auto_recipes"],
+    # every script named plot_*.py is executed
+    "filename_pattern": r"/plot_",
+    "image_scrapers": ("matplotlib",),
+    # library changes do not touch the scripts: always run them again
+    "run_stale_examples": True,
+    "download_all_examples": False,
+    "within_subsection_order": "FileNameSortKey",
+    "show_memory": False,
+}

@@ -1,0 +1,63 @@
+"""Matrix products: mm, bmm, addmm, matmul, linear, baddbmm, dot."""
+
+from __future__ import annotations
+
+from ...xbuilder import GraphBuilder
+from ..registry import converter
+from ._helpers import aten, out_dtype
+
+
+@converter(aten.mm.default, aten.bmm.default, aten.matmul.default, aten.dot.default,
+           aten.mv.default)
+def aten_matmul(g: GraphBuilder, x, y):
+    """matmul(Tensor self, Tensor other) -> Tensor"""
+    return g.op.MatMul(x, y)
+
+
+@converter(aten.t.default, aten.numpy_T.default)
+def aten_t(g: GraphBuilder, x):
+    """t(Tensor self) -> Tensor (2-D transposed, 0-D and 1-D unchanged)"""
+    rank = g.get_rank(x)
+    if rank is not None and rank < 2:
+        return g.op.Identity(x)
+    return g.op.Transpose(x, perm=list(reversed(range(rank))))
+
+
+@converter(aten.linear.default)
+def aten_linear(g: GraphBuilder, x, weight, bias=None):
+    """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
+    if g.get_rank(x) == 2 and g.get_rank(weight) == 2:
+        return g.op.Gemm(x, weight, bias, transB=1) if bias else g.op.Gemm(x, weight, transB=1)
+    wt = g.op.Transpose(weight, perm=[1, 0]) if g.get_rank(weight) == 2 else weight
+    y = g.op.MatMul(x, wt)
+    return g.op.Add(y, bias) if bias else y
+
+
+@converter(aten.addmm.default)
+def aten_addmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
+    """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)"""
+    return g.op.Gemm(x, y, bias, alpha=float(alpha), beta=float(beta))
+
+
+@converter(aten.baddbmm.default, aten.addbmm.default)
+def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
+    """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1)"""
+    prod = g.op.MatMul(x, y)
+    if g.current.node.target == aten.addbmm.default:
+        prod = g.op.ReduceSum(prod, [0], keepdims=0)
+    if alpha != 1:
+        prod = g.op.Mul(prod, float(alpha))
+    if beta == 0:
+        return prod
+    if beta != 1:
+        bias = g.op.Mul(bias, float(beta))
+    return g.op.Add(prod, bias)
+
+
+@converter(aten.addmv.default)
+def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1):
+    """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"""
+    return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha)
+
+
+_ = out_dtype

@@ -1,0 +1,58 @@
+"""Capture: torch.export.export with the strategy of ExportOptions."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from .errors import CaptureError
+from .export_options import ExportOptions
+
+logger = logging.getLogger(__name__)
+
+
+def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
+            options: ExportOptions) -> torch.export.ExportedProgram:
+    """Runs torch.export.export, then the decompositions the options ask for."""
+    attempts = [options.strict]
+    if options.fallback:
+        attempts.append(not options.strict)
+    errors = []
+    for strict in attempts:
+        try:
+            ep = torch.export.export(
+                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+            )
+            break
+        except Exception as e:
+            logger.info("torch.export.export(strict=%s) failed: %s", strict, e)
+            errors.append((strict, e))
+    else:
+        text = "\n".join(
+            f"- strict={s}: {type(e).__name__}: {_first_lines(str(e))}" for s, e in errors
+        )
+        raise CaptureError(
+            f"torch.export.export could not capture {type(model).__name__}:\n{text}\n"
+            "What to try: ExportOptions(strict=...) with the other value or "
+            "fallback=True; check dynamic_shapes (a dimension marked dynamic that "
+            "the code specializes fails here); for transformers models use "
+            "bypass_export_some_errors(patch_transformers=True)."
+        ) from errors[-1][1]
+    return decompose(ep, options.decomposition_table)
+
+
+def decompose(ep: torch.export.ExportedProgram, table) -> torch.export.ExportedProgram:
+    """Applies a decomposition table (None: nothing, 'default': torch's)."""
+    if table is None:
+        return ep
+    if isinstance(table, str):
+        if table != "default":
+            raise ValueError(f"unknown decomposition table {table!r}")
+        return ep.run_decompositions()
+    return ep.run_decompositions(table)
+
+
+def _first_lines(text: str, n: int = 12) -> str:
+    lines = text.strip().splitlines()
+    return "\n  ".join(lines[:n]) + ("\n  ..." if len(lines) > n else "")

@@ -1,0 +1,238 @@
+"""FX interpreter: walks the graph and calls one converter per node."""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..xbuilder import GraphBuilder
+from ._dims import DimNamer
+from ._torch_helper import TorchTensorRef, torch_dtype_to_onnx
+from .dispatcher import Dispatcher
+from .errors import ConversionError, ExportError, UnsupportedOpError, user_source_line
+from .registry import find_converter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class InputPlan:
+    """What each placeholder becomes: a graph input, an initializer or nothing."""
+
+    inputs: dict[str, str] = field(default_factory=dict)  # placeholder -> input name
+    initializers: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    skipped: set[str] = field(default_factory=set)
+
+
+class NodeContext:
+    """What a converter may ask about the FX node it converts (``g.current``)."""
+
+    def __init__(self, node: torch.fx.Node, namer: DimNamer):
+        self.node = node
+        self._namer = namer
+
+    @property
+    def val(self):
+        return self.node.meta.get("val")
+
+    def _val(self, i: int):
+        val = self.val
+        return val[i] if isinstance(val, (list, tuple)) else val
+
+    def torch_dtype(self, i: int = 0) -> torch.dtype:
+        """Torch dtype of the i-th output."""
+        val = self._val(i)
+        if isinstance(val, torch.Tensor):
+            return val.dtype
+        if isinstance(val, (bool, torch.SymBool)):
+            return torch.bool
+        if isinstance(val, (int, torch.SymInt)):
+            return torch.int64
+        return torch.float32
+
+    def dtype(self, i: int = 0) -> int:
+        """ONNX element type of the i-th output."""
+        return torch_dtype_to_onnx(self.torch_dtype(i))
+
+    def shape(self, i: int = 0) -> tuple:
+        """Shape of the i-th output: ints and strings for symbolic dims."""
+        return self._namer.shape(self._val(i).shape)
+
+
+class Interpreter:
+    """Converts a torch.fx graph into nodes of a :class:`GraphBuilder`."""
+
+    def __init__(self, builder: GraphBuilder, graph_module: torch.fx.GraphModule,
+                 plan: InputPlan, *, dispatcher: Dispatcher | None = None,
+                 namer: DimNamer | None = None):
+        self.g = builder
+        self.gm = graph_module
+        self.plan = plan
+        self.dispatcher = dispatcher
+        self.namer = namer or DimNamer()
+        self.env: dict[str, Any] = {}
+
+    def run(self, output_names: list[str | None]) -> list[str]:
+        """Converts every node; ``output_names[i]`` is None for an output to drop."""
+        for node in self.gm.graph.nodes:
+            if node.op == "output":
+                return self.output(node, output_names)
+            self.env[node.name] = getattr(self, node.op)(node)
+        raise ExportError("the FX graph has no output node")
+
+    # one method per node kind
+    def placeholder(self, node: torch.fx.Node):
+        name = node.name
+        if name in self.plan.skipped:
+            return None
+        if name in self.plan.initializers:
+            init_name, tensor = self.plan.initializers[name]
+            return self._initializer(init_name, tensor)
+        input_name = self.plan.inputs.get(name, name)
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return self.g.make_tensor_input(
+                input_name, torch_dtype_to_onnx(val.dtype), self.namer.shape(val.shape)
+            )
+        if isinstance(val, (torch.SymInt, int)):
+            return self.g.make_tensor_input(input_name, torch_dtype_to_onnx(torch.int64), ())
+        if isinstance(val, (torch.SymFloat, float)):
+            return self.g.make_tensor_input(input_name, torch_dtype_to_onnx(torch.float32), ())
+        if val is None and "example_value" not in node.meta:
+            return None
+        raise ConversionError(f"placeholder {name!r} has an unsupported value {type(val)}")
+
+    def get_attr(self, node: torch.fx.Node):
+        value = self.gm
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        if isinstance(value, torch.Tensor):
+            return self._initializer(node.target, value)
+        return value  # a submodule: a control-flow branch
+
+    def _initializer(self, name: str, tensor: torch.Tensor) -> str:
+        exact = not self.g.has_name(name)
+        return self.g.make_initializer(name, TorchTensorRef(tensor), exact_name=exact)
+
+    def call_function(self, node: torch.fx.Node):
+        if node.target is operator.getitem:
+            seq = self.env[node.args[0].name]
+            result = seq[node.args[1]]
+            self._stamp(node, result)
+            return result
+        fn = self._find_converter(node)
+        args = torch.fx.node.map_arg(node.args, lambda n: self.env[n.name])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n.name])
+        start = len(self.g.nodes)
+        self.g.current = NodeContext(node, self.namer)
+        try:
+            result = fn(self.g, *args, **kwargs)
+        except ExportError:
+            raise
+        except Exception as e:
+            raise ConversionError(
+                f"converter {fn.__name__} failed on node {node.name!r} "
+                f"({node.format_node()}): {type(e).__name__}: {e}\n"
+                f"from the user's code: {user_source_line(node)}"
+            ) from e
+        finally:
+            self.g.current = None
+        if isinstance(result, str):
+            result = self._rename(result, node.name, start)
+        self._stamp(node, result)
+        return result
+
+    def call_module(self, node: torch.fx.Node):
+        raise UnsupportedOpError(
+            f"call_module node {node.name!r} ({node.target}): the graph must be "
+            "captured by torch.export.export first"
+        )
+
+    def call_method(self, node: torch.fx.Node):
+        raise UnsupportedOpError(
+            f"call_method node {node.name!r} ({node.target}): the graph must be "
+            "captured by torch.export.export first"
+        )
+
+    def output(self, node: torch.fx.Node, output_names: list[str | None]) -> list[str]:
+        values = node.args[0]
+        values = list(values) if isinstance(values, (list, tuple)) else [values]
+        names = []
+        for value, out_name in zip(values, output_names):
+            if out_name is None:
+                continue
+            if value is None:
+                raise ConversionError(f"output {out_name!r} is None and cannot be exported")
+            result = self.env[value.name] if isinstance(value, torch.fx.Node) else value
+            if not isinstance(result, str):
+                result = self.g.make_constant(_as_array(result))
+            names.append(self.g.make_tensor_output(result, output_name=out_name))
+        return names
+
+    # helpers
+    def _find_converter(self, node: torch.fx.Node):
+        op = node.target
+        if self.dispatcher is not None:
+            fn = self.dispatcher.find(op)
+            if fn is not None:
+                return fn
+        fn = find_converter(op, self.g.main_opset)
+        if fn is None:
+            raise UnsupportedOpError(
+                f"no converter for {op} (node {node.name!r}: {node.format_node()})\n"
+                f"from the user's code: {user_source_line(node)}\n"
+                "What to try: register a converter for this op with "
+                "Dispatcher({op: fn}) passed as to_onnx(..., dispatcher=...), or "
+                "decompose it with ExportOptions(decomposition_table='default')."
+            )
+        return fn
+
+    def _rename(self, result: str, fx_name: str, start: int) -> str:
+        if result == fx_name:
+            return result
+        new_name = fx_name if not self.g.has_name(fx_name) else self.g.unique_name(fx_name)
+        if self.g.rename_last_output(result, new_name, start):
+            return new_name
+        return result
+
+    def _stamp(self, node: torch.fx.Node, result) -> None:
+        """Stamps dtype and shape of the node's value on the result."""
+        val = node.meta.get("val")
+        if isinstance(val, (list, tuple)) and isinstance(result, (list, tuple)):
+            for v, r in zip(val, result):
+                self._stamp_one(node, v, r)
+        else:
+            self._stamp_one(node, val, result)
+
+    def _stamp_one(self, node, val, name) -> None:
+        if not isinstance(name, str) or not name:
+            return
+        if isinstance(val, torch.Tensor):
+            expected = torch_dtype_to_onnx(val.dtype)
+            shape = self.namer.shape(val.shape)
+        elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            expected, shape = torch_dtype_to_onnx(torch.int64), ()
+        else:
+            return
+        got = self.g.get_type(name)
+        if got and got != expected:
+            raise ConversionError(
+                f"node {node.name!r} ({node.format_node()}): the converter produced "
+                f"element type {got}, torch expects {expected} ({getattr(val, 'dtype', '')})"
+            )
+        self.g.set_type(name, expected)
+        self.g.set_shape(name, shape)
+
+
+def _as_array(value):
+    import numpy as np
+
+    if isinstance(value, torch.Tensor):
+        from ._torch_helper import tensor_to_numpy
+
+        return tensor_to_numpy(value)
+    return np.asarray(value)

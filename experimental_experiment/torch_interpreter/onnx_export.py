@@ -1,0 +1,236 @@
+"""to_onnx: the exporter's entry point."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from typing import Any
+
+import onnx
+import torch
+
+from ..xbuilder import GraphBuilder, OptimizationOptions
+from . import aten  # noqa: F401  registers the converters
+from ._dims import DimNamer
+from .capture import capture
+from .dispatcher import Dispatcher
+from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
+from .errors import InvalidArgumentError
+from .export_options import ExportOptions
+from .interpreter import InputPlan, Interpreter
+
+logger = logging.getLogger(__name__)
+
+_KEPT_OUTPUTS = ("USER_OUTPUT",)
+
+
+def to_onnx(
+    model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
+    args: tuple | None = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes=None,
+    input_names: list[str] | None = None,
+    output_names: list[str] | None = None,
+    target_opset: int | dict[str, int] | None = None,
+    options: OptimizationOptions | None = None,
+    dispatcher: Dispatcher | None = None,
+    export_options: ExportOptions | None = None,
+    optimize: bool = True,
+    large_model: bool = False,
+    external_threshold: int = 1024,
+    filename: str | None = None,
+    verbose: int = 0,
+    return_builder: bool = False,
+    return_optimize_report: bool = False,
+):
+    """Exports a torch model to ONNX through torch.export.export.
+
+    :param model: an ``nn.Module``, a ``torch.fx.GraphModule`` (what a torch.compile
+        backend receives, its nodes must have ``meta["val"]``) or an ``ExportedProgram``
+    :param args: positional inputs (a tuple)
+    :param kwargs: keyword inputs
+    :param dynamic_shapes: as :func:`torch.export.export` takes them; strings are
+        accepted as dimension names (``{"x": {0: "batch"}}``) and become the
+        ``dim_param`` of the ONNX inputs and outputs
+    :param input_names: names of the ONNX inputs (default: the flattened argument names)
+    :param output_names: names of the ONNX outputs (default: ``output_0``, ...)
+    :param target_opset: opset of the default domain (default
+        :data:`experimental_experiment.xbuilder.DEFAULT_OPSET`) or ``{domain: version}``
+    :param options: optimization options
+    :param dispatcher: user converters, they win over the built-in ones
+    :param export_options: capture strategy (strict, decompositions, fallback)
+    :param optimize: runs the optimization passes
+    :param large_model: not supported yet, raises NotImplementedError
+    :param external_threshold: size above which weights go to external data (large models)
+    :param filename: saves the model there (written to a temporary file then renamed)
+    :param verbose: verbosity
+    :param return_builder: returns ``(model, builder)``
+    :param return_optimize_report: returns ``(model, report)`` (or
+        ``(model, builder, report)`` with ``return_builder``)
+    :return: an ``onnx.ModelProto``
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_interpreter import to_onnx
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        onx = to_onnx(model, (torch.randn(2, 4),), dynamic_shapes=({0: "batch"},))
+        print(onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param)  # batch
+    """
+    if verbose:
+        logging.getLogger("experimental_experiment").setLevel(
+            logging.INFO if verbose == 1 else logging.DEBUG
+        )
+    args, kwargs = _check_arguments(model, args, kwargs, export_options, options, dispatcher)
+    if large_model:
+        raise NotImplementedError("large_model=True is not implemented yet")
+    builder = GraphBuilder(target_opset, verbose=verbose)
+    gm, plan, namer, out_names = _prepare(
+        model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
+        input_names, output_names,
+    )
+    Interpreter(builder, gm, plan, dispatcher=dispatcher, namer=namer).run(out_names)
+    report = builder.optimize(options) if optimize else {}
+    onx = builder.to_onnx(optimize=False)
+    if filename:
+        save_atomically(onx, filename)
+    result = (onx,)
+    if return_builder:
+        result += (builder,)
+    if return_optimize_report:
+        result += (report,)
+    return result[0] if len(result) == 1 else result
+
+
+def _check_arguments(model, args, kwargs, export_options, options, dispatcher):
+    if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
+        raise InvalidArgumentError(
+            f"model must be a torch.nn.Module, a torch.fx.GraphModule or an "
+            f"ExportedProgram, not {type(model).__name__}"
+        )
+    if args is None:
+        args = ()
+    if isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple):
+        raise InvalidArgumentError(
+            f"args must be a tuple of inputs, not {type(args).__name__}; "
+            "for a single tensor write (x,)"
+        )
+    kwargs = kwargs or {}
+    if not isinstance(kwargs, dict):
+        raise InvalidArgumentError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+    for value, cls, name in [(export_options, ExportOptions, "export_options"),
+                             (options, OptimizationOptions, "options"),
+                             (dispatcher, Dispatcher, "dispatcher")]:
+        if value is not None and not isinstance(value, cls):
+            raise InvalidArgumentError(
+                f"{name} must be a {cls.__name__}, not {type(value).__name__}"
+            )
+    return args, kwargs
+
+
+def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names):
+    """Captures if needed; returns the graph module, the input plan, the dim namer and
+    the output names (None for outputs to drop)."""
+    if isinstance(model, torch.fx.GraphModule) and not isinstance(
+        model, torch.export.ExportedProgram
+    ) and _has_meta(model):
+        return _prepare_graph_module(model, args, input_names, output_names)
+    if isinstance(model, torch.export.ExportedProgram):
+        ep, names = model, {}
+        paths = None
+    else:
+        ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+        ep = capture(model, args, kwargs, ds, export_options)
+        paths = [p for p, _ in leaf_paths(model, args, kwargs)]
+    return _prepare_exported_program(ep, names, paths, input_names, output_names)
+
+
+def _has_meta(gm: torch.fx.GraphModule) -> bool:
+    return all("val" in n.meta or n.op in ("output", "get_attr") for n in gm.graph.nodes
+               if n.op in ("placeholder", "call_function"))
+
+
+def _prepare_graph_module(gm, args, input_names, output_names):
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = list(input_names) if input_names else [p.name for p in placeholders]
+    if len(names) != len(placeholders):
+        raise InvalidArgumentError(
+            f"{len(names)} input names for {len(placeholders)} graph inputs"
+        )
+    plan = InputPlan(inputs={p.name: n for p, n in zip(placeholders, names)})
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    n_out = len(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else 1
+    return gm, plan, DimNamer(), _output_names(output_names, [True] * n_out)
+
+
+def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    gm = ep.graph_module
+    placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    plan = InputPlan()
+    user = []
+    for spec in ep.graph_signature.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.USER_INPUT:
+            val = placeholders[name].meta.get("val")
+            if isinstance(val, torch.Tensor) or isinstance(val, torch.SymInt):
+                user.append(name)
+            else:
+                logger.info("input %r is a constant (%r) baked into the graph", name, val)
+                plan.skipped.add(name)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            tensor = ep.state_dict.get(spec.target)
+            if tensor is None:
+                tensor = ep.constants[spec.target]
+            plan.initializers[name] = (spec.target, tensor)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            plan.initializers[name] = (spec.target, ep.constants[spec.target])
+        else:
+            plan.skipped.add(name)
+    if input_names is not None:
+        if len(input_names) != len(user):
+            raise InvalidArgumentError(
+                f"{len(input_names)} input names for {len(user)} tensor inputs {user}"
+            )
+        plan.inputs = dict(zip(user, input_names))
+    namer = DimNamer()
+    if dim_names and paths is not None:
+        nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
+                 if s.kind == InputKind.USER_INPUT]
+        namer = DimNamer(symbol_names(nodes, paths, dim_names))
+    keep = []
+    for spec in ep.graph_signature.output_specs:
+        keep.append(spec.kind == OutputKind.USER_OUTPUT)
+        if spec.kind != OutputKind.USER_OUTPUT:
+            logger.warning("output %r (%s) is dropped: a mutation of %r is not exported",
+                           spec.arg.name, spec.kind.name, spec.target)
+    return gm, plan, namer, _output_names(output_names, keep)
+
+
+def _output_names(output_names, keep: list[bool]) -> list[str | None]:
+    n_user = sum(keep)
+    if output_names is not None and len(output_names) != n_user:
+        raise InvalidArgumentError(f"{len(output_names)} output names for {n_user} outputs")
+    it = iter(output_names or [f"output_{i}" for i in range(n_user)])
+    return [next(it) if k else None for k in keep]
+
+
+def save_atomically(model: onnx.ModelProto, filename: str) -> None:
+    """Writes the model to a temporary file in the same folder then renames it."""
+    folder = os.path.dirname(os.path.abspath(filename))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(model.SerializeToString())
+        os.replace(tmp, filename)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

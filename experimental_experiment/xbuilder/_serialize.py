@@ -1,0 +1,59 @@
+"""Writes a GraphBuilder as an onnx.ModelProto."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import ModelProto, TensorProto, TypeProto, ValueInfoProto, helper, numpy_helper
+
+from .. import __version__
+
+MAX_IR_VERSION = 13
+
+
+def make_value_info(name: str, elem_type: int, shape) -> ValueInfoProto:
+    """A tensor value info; string dims become ``dim_param``, None stays unknown."""
+    vi = ValueInfoProto()
+    vi.name = name
+    tt = vi.type.tensor_type
+    tt.elem_type = elem_type or TensorProto.UNDEFINED
+    if shape is not None:
+        tt.shape.SetInParent()
+        for d in shape:
+            dim = tt.shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str):
+                dim.dim_param = d
+    return vi
+
+
+def tensor_proto(name: str, value) -> TensorProto:
+    """Serializes an initializer value (numpy array or reference object)."""
+    if isinstance(value, np.ndarray):
+        return numpy_helper.from_array(value, name=name)
+    return value.to_tensor_proto(name)
+
+
+def ir_version_for(opsets: dict[str, int]) -> int:
+    """Smallest IR version for the default opset, capped at what onnxruntime runs."""
+    ir = helper.find_min_ir_version_for([helper.make_opsetid("", opsets[""])])
+    return min(max(ir, 8), MAX_IR_VERSION)
+
+
+def builder_to_model(g) -> ModelProto:
+    """Builds the ModelProto from the builder's state (no copy of numpy buffers)."""
+    inputs = [make_value_info(n, g.get_type(n), g.get_shape(n)) for n in g.inputs]
+    outputs = [make_value_info(n, g.get_type(n), g.get_shape(n)) for n in g.outputs]
+    inits = [tensor_proto(n, v) for n, v in g.initializers.items()]
+    graph = helper.make_graph(g.nodes, "experiment", inputs, outputs, inits)
+    opsets = [helper.make_opsetid(d, v) for d, v in sorted(g.opsets.items())]
+    model = helper.make_model(graph, opset_imports=opsets, functions=list(g.functions.values()))
+    model.ir_version = ir_version_for(g.opsets)
+    model.producer_name = "experimental_experiment"
+    model.producer_version = __version__
+    return model
+
+
+def type_proto(elem_type: int, shape) -> TypeProto:
+    """TypeProto of a tensor (used for subgraph inputs)."""
+    return make_value_info("", elem_type, shape).type

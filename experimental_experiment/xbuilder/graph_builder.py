@@ -1,0 +1,281 @@
+"""GraphBuilder: builds an ONNX graph node by node, tracking dtypes and shapes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+from onnx import FunctionProto, ModelProto, NodeProto, TensorProto, helper
+
+from ._dtypes import np_dtype_to_onnx
+from ._op_proxy import OpProxy
+from ._shape_rules import infer_node
+from .errors import GraphBuilderError
+from .optimization_options import OptimizationOptions
+
+logger = logging.getLogger(__name__)
+
+#: Default opset of the whole package, see :ref:`the design page <l-design>`.
+DEFAULT_OPSET = 18
+
+#: Highest IR version the pinned onnxruntime accepts.
+MAX_IR_VERSION = 13
+
+
+class GraphBuilder:
+    """Builds an ONNX graph with dtype, shape and rank tracking.
+
+    :param target_opset: opset of the default domain, or a dict ``{domain: version}``
+    :param verbose: verbosity, raises the logging level when > 0
+
+    Shapes are tuples of ints (static dims), strings (symbolic dims, written as
+    ``dim_param``) or None (unknown dim).
+
+    .. code-block:: python
+
+        import numpy as np
+        from onnx import TensorProto
+        from experimental_experiment.xbuilder import GraphBuilder
+
+        g = GraphBuilder(18)
+        x = g.make_tensor_input("x", TensorProto.FLOAT, ("batch", 4))
+        y = g.op.Relu(g.op.Add(x, np.ones((4,), dtype=np.float32)))
+        g.make_tensor_output(y, name="y")
+        model = g.to_onnx()
+    """
+
+    def __init__(self, target_opset: int | dict[str, int] | None = None, *, verbose: int = 0):
+        if target_opset is None:
+            target_opset = DEFAULT_OPSET
+        if isinstance(target_opset, int):
+            target_opset = {"": target_opset}
+        self.opsets: dict[str, int] = dict(target_opset)
+        self.opsets.setdefault("", DEFAULT_OPSET)
+        self.main_opset: int = self.opsets[""]
+        self.verbose = verbose
+        self.op = OpProxy(self)
+        self.nodes: list[NodeProto] = []
+        self.inputs: list[str] = []
+        self.outputs: list[str] = []
+        self.initializers: dict[str, Any] = {}
+        self.functions: dict[tuple[str, str], FunctionProto] = {}
+        self._types: dict[str, int] = {}
+        self._shapes: dict[str, tuple] = {}
+        self._ranks: dict[str, int] = {}
+        self._names: set[str] = set()
+        self._counters: dict[str, int] = {}
+        self._constant_cache: dict[tuple, str] = {}
+        self._constant_arrays: dict[str, np.ndarray] = {}
+        #: context of the node being converted, set by the caller (the FX interpreter)
+        self.current: Any = None
+
+    # names
+    def unique_name(self, prefix: str) -> str:
+        """Returns a name starting with ``prefix`` never returned before."""
+        prefix = prefix or "_"
+        if prefix not in self._names:
+            self._names.add(prefix)
+            return prefix
+        n = self._counters.get(prefix, 0)
+        while True:
+            n += 1
+            name = f"{prefix}_{n}"
+            if name not in self._names:
+                self._counters[prefix] = n
+                self._names.add(name)
+                return name
+
+    def has_name(self, name: str) -> bool:
+        """Tells if ``name`` is already used by a result."""
+        return name in self._names
+
+    # dtype / shape table
+    def has_type(self, name: str) -> bool:
+        return self._types.get(name, 0) != 0
+
+    def get_type(self, name: str) -> int:
+        """ONNX element type of ``name``, 0 if unknown."""
+        return self._types.get(name, 0)
+
+    def set_type(self, name: str, elem_type: int) -> None:
+        self._types[name] = int(elem_type)
+
+    def has_shape(self, name: str) -> bool:
+        return name in self._shapes
+
+    def get_shape(self, name: str) -> tuple | None:
+        """Shape of ``name`` (ints, strings, None) or None if unknown."""
+        return self._shapes.get(name)
+
+    def set_shape(self, name: str, shape: Sequence) -> None:
+        shape = tuple(shape)
+        self._shapes[name] = shape
+        self._ranks[name] = len(shape)
+
+    def get_rank(self, name: str) -> int | None:
+        return self._ranks.get(name)
+
+    def set_rank(self, name: str, rank: int) -> None:
+        self._ranks[name] = rank
+
+    def is_static_shape(self, name: str) -> bool:
+        shape = self._shapes.get(name)
+        return shape is not None and all(isinstance(d, int) for d in shape)
+
+    # inputs, outputs, constants
+    def make_tensor_input(self, name: str, elem_type: int, shape: Sequence | None) -> str:
+        """Adds a graph input and returns its name (unchanged, must be new)."""
+        if name in self._names:
+            raise GraphBuilderError(f"input name {name!r} is already used")
+        self._names.add(name)
+        self.inputs.append(name)
+        self.set_type(name, elem_type)
+        if shape is not None:
+            self.set_shape(name, shape)
+        return name
+
+    def make_tensor_output(self, name: str, *, elem_type: int | None = None,
+                           shape: Sequence | None = None, output_name: str | None = None) -> str:
+        """Declares ``name`` as a graph output, renamed ``output_name`` when given.
+
+        An Identity node is inserted when the result is an input, an initializer,
+        already an output or when a new name is requested.
+        """
+        target = name
+        if (output_name and output_name != name) or name in self.inputs or (
+            name in self.initializers or name in self.outputs
+        ):
+            target = self.make_node("Identity", [name], [output_name or name])
+        if elem_type:
+            self.set_type(target, elem_type)
+        if shape is not None:
+            self.set_shape(target, shape)
+        self.outputs.append(target)
+        return target
+
+    def make_initializer(self, name: str, value: Any, *, exact_name: bool = False) -> str:
+        """Adds an initializer: a numpy array or an object with ``to_tensor_proto``."""
+        if exact_name and name in self._names:
+            raise GraphBuilderError(f"initializer name {name!r} is already used")
+        name = name if exact_name else self.unique_name(name)
+        self._names.add(name)
+        self.initializers[name] = value
+        if isinstance(value, np.ndarray):
+            self.set_type(name, np_dtype_to_onnx(value.dtype))
+            self._constant_arrays[name] = value
+        else:
+            self.set_type(name, value.elem_type)
+        self.set_shape(name, tuple(value.shape))
+        return name
+
+    def make_constant(self, value: np.ndarray) -> str:
+        """Adds a small constant, shared with every identical constant."""
+        value = np.asarray(value)
+        key = (value.dtype.str, value.shape, value.tobytes())
+        if key in self._constant_cache and self._constant_cache[key] in self.initializers:
+            return self._constant_cache[key]
+        name = self.make_initializer("c_" + _const_suffix(value), value)
+        self._constant_cache[key] = name
+        return name
+
+    def is_constant(self, name: str) -> bool:
+        return name in self.initializers
+
+    def get_constant(self, name: str) -> np.ndarray:
+        """Value of an initializer as a numpy array."""
+        if name in self._constant_arrays:
+            return self._constant_arrays[name]
+        value = self.initializers[name]
+        arr = value if isinstance(value, np.ndarray) else value.to_numpy()
+        self._constant_arrays[name] = arr
+        return arr
+
+    # nodes
+    def make_node(self, op_type: str, inputs: Sequence[str], outputs: int | Sequence[str] = 1,
+                  *, domain: str = "", name: str | None = None, **attributes: Any):
+        """Adds a node; returns its output name, or a tuple when there are several."""
+        for i in inputs:
+            if i and i not in self._names:
+                raise GraphBuilderError(f"{op_type}: unknown input {i!r}")
+        if isinstance(outputs, int):
+            prefix = name or op_type.lower()
+            outputs = [self.unique_name(f"_{prefix}") for _ in range(outputs)]
+        else:
+            outputs = [o if not o or o not in self._names else self.unique_name(o)
+                       for o in outputs]
+            self._names.update(o for o in outputs if o)
+        if domain and domain not in self.opsets:
+            self.opsets[domain] = 1
+        attributes = {k: v for k, v in attributes.items() if v is not None}
+        node = helper.make_node(op_type, list(inputs), outputs, domain=domain or None,
+                                name=self.unique_name(f"n_{name or op_type}"), **attributes)
+        self.nodes.append(node)
+        infer_node(self, node)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def add_function(self, function: FunctionProto) -> None:
+        """Registers a local function callable with ``g.op.<name>(..., domain=...)``."""
+        key = (function.domain, function.name)
+        self.functions[key] = function
+        if function.domain not in self.opsets:
+            self.opsets[function.domain] = 1
+        for oi in function.opset_import:
+            if oi.domain not in self.opsets:
+                self.opsets[oi.domain] = oi.version
+
+    def rename_last_output(self, old: str, new: str, since: int) -> bool:
+        """Renames result ``old`` produced by a node added at index ``since`` or later.
+
+        Returns False (nothing done) when no such node produces ``old``.
+        """
+        found = False
+        for node in self.nodes[since:]:
+            for i, o in enumerate(node.output):
+                if o == old:
+                    node.output[i] = new
+                    found = True
+            for i, name in enumerate(node.input):
+                if name == old:
+                    node.input[i] = new
+        if not found:
+            return False
+        self._names.add(new)
+        for table in (self._types, self._shapes, self._ranks):
+            if old in table:
+                table[new] = table.pop(old)
+        return True
+
+    # output
+    def optimize(self, options: OptimizationOptions | None = None) -> dict[str, int]:
+        """Runs the optimization passes selected by ``options``; returns removed counts."""
+        from ._passes import run_passes
+
+        return run_passes(self, options or OptimizationOptions())
+
+    def to_onnx(self, *, optimize: bool | OptimizationOptions = True) -> ModelProto:
+        """Returns the ModelProto (after optimization unless ``optimize=False``)."""
+        from ._serialize import builder_to_model
+
+        if optimize:
+            self.optimize(optimize if isinstance(optimize, OptimizationOptions) else None)
+        return builder_to_model(self)
+
+
+def _const_suffix(value: np.ndarray) -> str:
+    """A short readable suffix for a constant's name."""
+    if value.size == 1:
+        v = value.reshape(-1)[0]
+        text = str(v.item() if hasattr(v, "item") else v)
+        text = text.replace("-", "m").replace(".", "p").replace("+", "")
+        if len(text) <= 12 and text.replace("_", "").isalnum():
+            return f"{value.dtype.name}_{text}" + ("" if value.ndim == 0 else "_1d")
+    return f"{value.dtype.name}_{'x'.join(map(str, value.shape)) or 's'}"
+
+
+def elem_type_of(value: np.ndarray) -> int:
+    """ONNX element type of a numpy array."""
+    return np_dtype_to_onnx(value.dtype)
+
+
+__all__ = ["GraphBuilder", "DEFAULT_OPSET", "MAX_IR_VERSION", "TensorProto"]

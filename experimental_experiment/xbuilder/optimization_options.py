@@ -1,0 +1,32 @@
+"""Options of the optimizer run at the end of :meth:`GraphBuilder.to_onnx`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OptimizationOptions:
+    """Which passes the builder runs before writing the model.
+
+    :param remove_unused: removes nodes whose outputs are never used
+    :param remove_identity: removes Identity nodes, renaming their inputs
+    :param constant_folding: evaluates nodes whose inputs are all constants
+    :param constant_size_cap: folding is skipped when a result would have more elements
+    :param patterns: pattern sets to apply (``"default"``, ``"default+onnxruntime"``,
+        ``None`` for none); pattern rewriting is done by :mod:`experimental_experiment.xoptim`
+    :param verbose: verbosity (logged with :mod:`logging`)
+
+    .. code-block:: python
+
+        from experimental_experiment.xbuilder import OptimizationOptions
+
+        options = OptimizationOptions(constant_folding=False, patterns=None)
+    """
+
+    remove_unused: bool = True
+    remove_identity: bool = True
+    constant_folding: bool = True
+    constant_size_cap: int = 1 << 20
+    patterns: str | None = "default"
+    verbose: int = 0

@@ -1,0 +1,1 @@
+"""Pattern-based optimizer of ONNX graphs (never imports torch)."""
