@@ -163,9 +163,10 @@ def _prepare_graph_module(gm, args, input_names, output_names):
             f"{len(names)} input names for {len(placeholders)} graph inputs"
         )
     plan = InputPlan(inputs={p.name: n for p, n in zip(placeholders, names)})
-    out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    n_out = len(out_node.args[0]) if isinstance(out_node.args[0], (list, tuple)) else 1
-    return gm, plan, DimNamer(), _output_names(output_names, [True] * n_out)
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    out = out if isinstance(out, (list, tuple)) else [out]
+    # None outputs (gradients of inputs not requiring one) have no ONNX counterpart
+    return gm, plan, DimNamer(), _output_names(output_names, [o is not None for o in out])
 
 
 def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):

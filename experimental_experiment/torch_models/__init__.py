@@ -1,0 +1,1 @@
+"""Helpers around models: training loops with the onnxruntime backend, dumps."""
