@@ -76,7 +76,7 @@ for init in onx.graph.initializer:
     print("initializer:", init.name, list(init.dims))
 
 # %%
-# And the nodes: the linear layer becomes a few ONNX operators.
+# And the nodes, what the linear layer became in ONNX.
 
 for node in onx.graph.node:
     print(f"{node.op_type}({', '.join(node.input)}) -> {', '.join(node.output)}")
