@@ -46,7 +46,8 @@ class OpProxy:
         g = self._builder
         like = 0
         if op_type in _SAME_TYPE_INPUTS:
-            for i in inputs:
+            # Where: the condition (bool) does not give the type of the branches
+            for i in inputs[1:] if op_type == "Where" else inputs:
                 if isinstance(i, str) and i and g.has_type(i):
                     like = g.get_type(i)
                     break
@@ -58,6 +59,8 @@ class OpProxy:
                 names.append(i)
             else:
                 names.append(g.make_constant(_to_array(i, like)))
+        while names and not names[-1]:
+            names.pop()  # trailing missing optional inputs are omitted (onnxruntime)
         return names
 
 

@@ -40,10 +40,18 @@ def ir_version_for(opsets: dict[str, int]) -> int:
     return min(max(ir, 8), MAX_IR_VERSION)
 
 
+def _shape_or_rank(g, name: str):
+    """The shape, or unknown dims when only the rank is known (the checker wants a shape)."""
+    shape = g.get_shape(name)
+    if shape is None and g.get_rank(name) is not None:
+        return (None,) * g.get_rank(name)
+    return shape
+
+
 def builder_to_model(g) -> ModelProto:
     """Builds the ModelProto from the builder's state (no copy of numpy buffers)."""
-    inputs = [make_value_info(n, g.get_type(n), g.get_shape(n)) for n in g.inputs]
-    outputs = [make_value_info(n, g.get_type(n), g.get_shape(n)) for n in g.outputs]
+    inputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.inputs]
+    outputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.outputs]
     inits = [tensor_proto(n, v) for n, v in g.initializers.items()]
     graph = helper.make_graph(g.nodes, "experiment", inputs, outputs, inits)
     opsets = [helper.make_opsetid(d, v) for d, v in sorted(g.opsets.items())]

@@ -269,7 +269,9 @@ def _rule_expand(g, node):
         _set(g, node.output[0], g.get_type(x), broadcast_shapes(g.get_shape(x), tuple(target)))
         return
     s = g.get_shape(node.input[1])
-    _set(g, node.output[0], g.get_type(x), rank=s[0] if s and isinstance(s[0], int) else None)
+    n, r = (s[0] if s and isinstance(s[0], int) else None), g.get_rank(x)
+    # the output rank is the largest of the input rank and the shape's length
+    _set(g, node.output[0], g.get_type(x), rank=None if n is None or r is None else max(n, r))
 
 
 def _rule_same_rank(g, node):
@@ -394,7 +396,7 @@ def _rule_topk(g, node):
 def _rule_layer_norm(g, node):
     _rule_unary(g, node)
     for o in node.output[1:]:
-        _set(g, o, TensorProto.FLOAT)
+        _set(g, o, _attr(node, "stash_type", TensorProto.FLOAT))
 
 
 def _rule_batch_norm(g, node):

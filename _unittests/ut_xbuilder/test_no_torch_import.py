@@ -1,0 +1,26 @@
+"""xbuilder and xoptim never import torch (checked in a fresh interpreter)."""
+
+import subprocess
+import sys
+
+CODE = """
+import sys
+import experimental_experiment.xbuilder
+import experimental_experiment.xoptim
+from experimental_experiment.xbuilder import GraphBuilder
+from onnx import TensorProto
+g = GraphBuilder()
+x = g.make_tensor_input("x", TensorProto.FLOAT, ("n", 2))
+g.make_tensor_output(g.op.Relu(g.op.Add(x, 1.0)), output_name="y")
+g.to_onnx()
+torch_modules = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
+assert not torch_modules, torch_modules[:5]
+print("OK")
+"""
+
+
+def test_no_torch_import():
+    res = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "OK"
