@@ -42,9 +42,26 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     return decompose(ep, options.decomposition_table)
 
 
+def has_mutations(ep: torch.export.ExportedProgram) -> bool:
+    """Tells if the graph calls in-place operators (``copy_``, ``add_``, ``index_put_``...)."""
+    for node in ep.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op == "call_function" and schema is not None and schema.is_mutable:
+            return True
+    return False
+
+
 def decompose(ep: torch.export.ExportedProgram, table) -> torch.export.ExportedProgram:
-    """Applies a decomposition table (None: nothing, 'default': torch's)."""
+    """Applies a decomposition table (None: nothing, 'default': torch's).
+
+    With no table, a graph with in-place operators is still functionalized
+    (``run_decompositions({})``): ``x[..., i] = y`` becomes ``select_scatter``, and
+    buffer updates become outputs, while every other operator is kept as is.
+    """
     if table is None:
+        if has_mutations(ep):
+            logger.info("the graph has in-place operators: functionalizing it")
+            return ep.run_decompositions({})
         return ep
     if isinstance(table, str):
         if table != "default":

@@ -24,7 +24,8 @@ class ConversionError(ExportError):
 
 
 def user_source_line(node) -> str:
-    """The last frame of the node's stack trace: the user's line that created it."""
+    """The last frame of the node's stack trace outside torch's own modules
+    (``nn.Conv2d.forward`` is not the user's line): the user's line that created it."""
     trace = node.meta.get("stack_trace") if node is not None else None
     if not trace:
         return "<unknown source line>"
@@ -32,6 +33,17 @@ def user_source_line(node) -> str:
     frames = [i for i, line in enumerate(lines) if line.startswith("File ")]
     if not frames:
         return lines[-1]
-    last = frames[-1]
+    torch_dir = _torch_dir()
+    outside = [i for i in frames if torch_dir not in lines[i]]
+    last = (outside or frames)[-1]
     code = lines[last + 1] if last + 1 < len(lines) else ""
     return f"{lines[last]}\n    {code}".rstrip()
+
+
+def _torch_dir() -> str:
+    """Folder of the torch package, as written in stack traces."""
+    import os
+
+    import torch
+
+    return os.path.dirname(torch.__file__) + os.sep
