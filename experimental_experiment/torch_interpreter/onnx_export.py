@@ -13,7 +13,7 @@ import torch
 from ..xbuilder import GraphBuilder, OptimizationOptions
 from . import aten  # noqa: F401  registers the converters
 from ._dims import DimNamer
-from .capture import capture
+from .capture import capture, decompose
 from .dispatcher import Dispatcher
 from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import InvalidArgumentError
@@ -141,7 +141,8 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
     ) and _has_meta(model):
         return _prepare_graph_module(model, args, input_names, output_names)
     if isinstance(model, torch.export.ExportedProgram):
-        ep, names = model, {}
+        # functionalized like a captured model when it has in-place operators
+        ep, names = decompose(model, export_options.decomposition_table), {}
         paths = None
     else:
         ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)

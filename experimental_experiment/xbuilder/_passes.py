@@ -73,10 +73,15 @@ def remove_identity(g) -> int:
         if x in producer and x not in outputs and not any(
             x in used_names(n) for n in _subgraph_users(g)
         ):
-            src = producer[x]
+            src = producer.pop(x)
             src.output[list(src.output).index(x)] = y
+            producer[y] = src
             for n in kept:
                 rename_inputs(n, {x: y})
+            # names already mapped to x (removed identities) now map to y
+            for k, v in mapping.items():
+                if v == x:
+                    mapping[k] = y
             mapping[x] = y
             continue
         kept.append(node)

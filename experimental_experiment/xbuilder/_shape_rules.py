@@ -503,3 +503,26 @@ def infer_node(g, node: NodeProto) -> None:
     rule = RULES.get(node.op_type)
     if rule is not None:
         rule(g, node)
+
+
+# --- neural-network ops (activation, normalization, convolution, attention) ---
+
+
+def _rule_max_pool(g, node):
+    _rule_same_rank(g, node)
+    if len(node.output) > 1:
+        _set(g, node.output[1], TensorProto.INT64, rank=g.get_rank(node.input[0]))
+
+
+def _rule_dropout(g, node):
+    _rule_unary(g, node)
+    if len(node.output) > 1:
+        x = node.input[0]
+        _set(g, node.output[1], TensorProto.BOOL, g.get_shape(x), g.get_rank(x))
+
+
+RULES.update({
+    "MaxPool": _rule_max_pool,
+    "Dropout": _rule_dropout,
+})
+# --- end of neural-network ops ---

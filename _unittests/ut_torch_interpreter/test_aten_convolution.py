@@ -1,0 +1,328 @@
+"""Convolution, pooling, padding, upsampling and embedding converters against onnxruntime
+and eager torch, with dynamic shapes checked on a second shape."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from experimental_experiment.ext_test_case import OpModule, check_export
+from experimental_experiment.torch_interpreter import ExportOptions, to_onnx
+from experimental_experiment.torch_interpreter.registry import find_converter
+
+DS1 = ({0: "batch", 2: "n"},)
+DS2 = ({0: "batch", 2: "h", 3: "w"},)
+DS3 = ({0: "batch", 2: "d", 3: "h", 4: "w"},)
+DECOMPOSE = ExportOptions(decomposition_table="default")
+
+
+def _tol(dtype):
+    return dict(atol=1e-2, rtol=1e-2) if dtype == torch.float16 else {}
+
+
+def _x1(c=3, dtype=torch.float32):
+    return [(torch.randn(2, c, 9).to(dtype),), (torch.randn(3, c, 12).to(dtype),)]
+
+
+def _x2(c=3, dtype=torch.float32):
+    return [(torch.randn(2, c, 8, 9).to(dtype),), (torch.randn(3, c, 11, 7).to(dtype),)]
+
+
+def _x3(c=2):
+    return [(torch.randn(2, c, 5, 6, 7),), (torch.randn(3, c, 6, 4, 5),)]
+
+
+# convolution
+
+CONV2D = {
+    "default": dict(),
+    "stride_pad": dict(stride=2, padding=1),
+    "dilation": dict(dilation=2, padding=(2, 1)),
+    "groups": dict(groups=3, padding=1),
+    "same": dict(padding="same"),
+    "same_dilation": dict(padding="same", dilation=(2, 1)),
+    "valid": dict(padding="valid", bias=False),
+    "rect": dict(stride=(1, 2), padding=(0, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV2D))
+def test_conv2d(name):
+    kernel = (3, 2) if name == "same" else 3
+    model = torch.nn.Conv2d(3, 6, kernel, **CONV2D[name])
+    check_export(model, _x2(), dynamic_shapes=DS2)
+
+
+@pytest.mark.parametrize("name", ["stride_pad", "groups", "same"])
+def test_conv2d_decomposed(name):
+    # aten.convolution.default
+    kernel = (3, 2) if name == "same" else 3
+    model = torch.nn.Conv2d(3, 6, kernel, **CONV2D[name])
+    check_export(model, _x2(), dynamic_shapes=DS2, export_options=DECOMPOSE)
+
+
+@pytest.mark.parametrize("padding", [0, 1, "same", "valid"])
+def test_conv1d(padding):
+    model = torch.nn.Conv1d(3, 4, 3, padding=padding)
+    check_export(model, _x1(), dynamic_shapes=DS1)
+
+
+def test_conv1d_stride_dilation_groups():
+    model = torch.nn.Conv1d(4, 8, 3, stride=2, dilation=2, groups=2, padding=2)
+    check_export(model, _x1(c=4), dynamic_shapes=DS1)
+
+
+def test_conv3d():
+    model = torch.nn.Conv3d(2, 4, 3, stride=(1, 2, 1), padding=1)
+    check_export(model, _x3(), dynamic_shapes=DS3)
+
+
+def test_conv2d_float16():
+    model = torch.nn.Conv2d(3, 4, 3, padding=1).half()
+    check_export(model, _x2(dtype=torch.float16), dynamic_shapes=DS2, **_tol(torch.float16))
+
+
+def test_conv2d_unbatched():
+    model = torch.nn.Conv2d(3, 4, 3, padding=1)
+    sets = [(torch.randn(3, 8, 9),), (torch.randn(3, 6, 5),)]
+    check_export(model, sets, dynamic_shapes=({1: "h", 2: "w"},))
+
+
+def test_conv_functional_weight_input():
+    fn = OpModule(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1))
+    w, b = torch.randn(4, 3, 3, 3), torch.randn(4)
+    sets = [(x, w, b) for (x,) in _x2()]
+    check_export(fn, sets, dynamic_shapes=(DS2[0], None, None))
+
+
+CONV_T = {
+    "default": dict(),
+    "stride": dict(stride=2),
+    "stride_pad_outpad": dict(stride=2, padding=1, output_padding=1),
+    "groups_dilation": dict(groups=3, dilation=2, padding=1, bias=False),
+    "rect": dict(stride=(2, 3), padding=(1, 0), output_padding=(0, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV_T))
+def test_conv_transpose2d(name):
+    model = torch.nn.ConvTranspose2d(3, 6, 3, **CONV_T[name])
+    check_export(model, _x2(), dynamic_shapes=DS2)
+    if name == "stride_pad_outpad":  # aten.convolution.default, transposed=True
+        check_export(model, _x2(), dynamic_shapes=DS2, export_options=DECOMPOSE)
+
+
+def test_conv_transpose1d_3d():
+    model = torch.nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1, output_padding=1)
+    check_export(model, _x1(), dynamic_shapes=DS1)
+    model = torch.nn.ConvTranspose3d(2, 3, 3, stride=2, padding=1)
+    check_export(model, _x3(), dynamic_shapes=DS3)
+
+
+def test_convolution_aten_direct():
+    w, b = torch.randn(4, 3, 3, 3), torch.randn(4)
+
+    def fn(x):
+        y = torch.ops.aten._convolution(x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                        False, False, True, True)
+        return y + torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False,
+                                              [0, 0], 1)
+
+    check_export(OpModule(fn), _x2(), dynamic_shapes=DS2)
+
+
+# pooling
+
+POOL2D = {
+    "max": lambda x: F.max_pool2d(x, 2),
+    "max_stride_pad": lambda x: F.max_pool2d(x, 3, 2, 1),
+    "max_dilation": lambda x: F.max_pool2d(x, 2, 1, 0, dilation=2),
+    "max_ceil": lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+    "max_indices": lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
+    "max_indices_ceil": lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True,
+                                               return_indices=True),
+    "avg": lambda x: F.avg_pool2d(x, 2),
+    "avg_pad": lambda x: F.avg_pool2d(x, 3, 2, 1),
+    "avg_pad_exclude": lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+    "avg_ceil": lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+    "avg_ceil_exclude": lambda x: F.avg_pool2d(x, 2, 3, 1, ceil_mode=True,
+                                               count_include_pad=False),
+    "avg_divisor": lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=2),
+    "adaptive_1": lambda x: F.adaptive_avg_pool2d(x, 1),
+    "adaptive_uneven": lambda x: F.adaptive_avg_pool2d(x, (3, 2)),
+    "adaptive_max": lambda x: F.adaptive_max_pool2d(x, 1),
+    "adaptive_max_indices": lambda x: F.adaptive_max_pool2d(x, 1, return_indices=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOL2D))
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_pool2d(name, dynamic):
+    fn = OpModule(POOL2D[name])
+    if name.startswith("adaptive_uneven") and dynamic:
+        with pytest.raises(Exception, match="dynamic"):
+            to_onnx(fn, _x2()[0], dynamic_shapes=DS2)
+        return
+    if dynamic:
+        check_export(fn, _x2(), dynamic_shapes=DS2)
+    else:
+        check_export(fn, _x2()[:1])
+        check_export(fn, _x2()[1:])
+
+
+@pytest.mark.parametrize("name", ["max", "max_indices", "avg_pad", "adaptive_1"])
+def test_pool2d_decomposed_and_float16(name):
+    fn = OpModule(POOL2D[name])
+    check_export(fn, _x2(), dynamic_shapes=DS2, export_options=DECOMPOSE)
+    check_export(fn, _x2(dtype=torch.float16), dynamic_shapes=DS2, **_tol(torch.float16))
+
+
+def test_adaptive_avg_pool2d_divisible_static():
+    fn = OpModule(lambda x: F.adaptive_avg_pool2d(x, (4, 3)) + 0)
+    sets = [(torch.randn(2, 3, 8, 9),), (torch.randn(4, 3, 8, 9),)]
+    onx = check_export(fn, sets, dynamic_shapes=({0: "batch"},))
+    assert "AveragePool" in [n.op_type for n in onx.graph.node]
+
+
+def test_adaptive_max_pool_divisible_static():
+    fn = OpModule(lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True))
+    sets = [(torch.randn(2, 3, 8, 9),), (torch.randn(4, 3, 8, 9),)]
+    check_export(fn, sets, dynamic_shapes=({0: "batch"},))
+    fn = OpModule(lambda x: F.adaptive_max_pool1d(x, 1, return_indices=True))
+    check_export(fn, _x1(), dynamic_shapes=DS1)
+    with pytest.raises(Exception, match="divisible"):
+        to_onnx(OpModule(lambda x: F.adaptive_max_pool2d(x, (3, 3))), _x2()[0])
+
+
+def test_adaptive_avg_pool_1d_3d():
+    fn = OpModule(lambda x: F.adaptive_avg_pool1d(x, 4))
+    check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(4, 3, 10),)],
+                 dynamic_shapes=({0: "batch"},))
+    fn = OpModule(lambda x: F.adaptive_avg_pool3d(x, (1, 2, 3)))
+    check_export(fn, [(torch.randn(2, 3, 4, 5, 7),), (torch.randn(4, 3, 6, 5, 7),)],
+                 dynamic_shapes=({0: "batch", 2: "d"},))
+
+
+def test_pool_1d_3d_and_unbatched():
+    # torch.export specializes the length of 1-D pooling: dynamic batch only
+    fn = OpModule(lambda x: (F.max_pool1d(x, 3, 2, 1), F.avg_pool1d(x, 3, 2, 1)))
+    sets = [(torch.randn(2, 3, 9),), (torch.randn(4, 3, 9),)]
+    check_export(fn, sets, dynamic_shapes=({0: "batch"},))
+    fn = OpModule(lambda x: (F.max_pool3d(x, 2), F.avg_pool3d(x, 2, ceil_mode=True)))
+    check_export(fn, _x3(), dynamic_shapes=DS3)
+    fn = OpModule(lambda x: F.max_pool2d(x, 2) + F.avg_pool2d(x, 2))
+    sets = [(torch.randn(3, 8, 9),), (torch.randn(3, 6, 5),)]
+    check_export(fn, sets, dynamic_shapes=({1: "h", 2: "w"},))
+
+
+def test_max_pool3d_with_indices():
+    fn = OpModule(lambda x: F.max_pool3d(x, 2, return_indices=True))
+    check_export(fn, _x3(), dynamic_shapes=DS3)
+
+
+def test_avg_pool_divisor_ceil_refused():
+    fn = OpModule(lambda x: F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3))
+    with pytest.raises(Exception, match="divisor_override"):
+        to_onnx(fn, _x2()[0])
+
+
+# padding
+
+PADS = {
+    "constant": lambda x: F.pad(x, (1, 2)),
+    "constant_value": lambda x: F.pad(x, (1, 2, 0, 3), value=-1.5),
+    "constant_negative": lambda x: F.pad(x, (-1, 2, 1, -2)),
+    "reflect": lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"),
+    "replicate": lambda x: F.pad(x, (2, 1, 1, 2), mode="replicate"),
+    "circular": lambda x: F.pad(x, (2, 1, 1, 0), mode="circular"),
+    "zero_pad2d": lambda x: torch.nn.functional.pad(x, (0, 0, 1, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PADS))
+@pytest.mark.parametrize("decompose", [False, True])
+def test_pad(name, decompose):
+    if decompose and name == "circular" and find_converter(
+            torch.ops.aten.slice_scatter.default, 18) is None:
+        pytest.skip("decomposed circular pad needs slice_scatter (indexing family)")
+    check_export(OpModule(PADS[name]), _x2(), dynamic_shapes=DS2,
+                 export_options=DECOMPOSE if decompose else None)
+
+
+def test_pad_int64_and_1d_reflect():
+    sets = [(torch.randint(-5, 5, s),) for s in [(2, 3, 5), (3, 4, 7)]]
+    fn = OpModule(lambda x: F.pad(x, (1, 2), value=7) + F.pad(x, (2, 1), mode="replicate"))
+    check_export(fn, sets, dynamic_shapes=({0: "batch", 1: "c", 2: "n"},))
+
+
+def test_pad_dynamic_amount():
+    fn = OpModule(lambda x, y: F.pad(x, (0, y.shape[0] - x.shape[-1])))
+    sets = [(torch.randn(2, 3), torch.randn(5)), (torch.randn(4, 2), torch.randn(7))]
+    check_export(fn, sets, dynamic_shapes=({0: "a", 1: "b"}, {0: "c"}))
+
+
+@pytest.mark.parametrize("opset", [18, 19])
+def test_pad_circular_opsets(opset):
+    fn = OpModule(lambda x: F.pad(x, (1, 2), mode="circular"))
+    check_export(fn, _x1(), dynamic_shapes=DS1, target_opset=opset)
+
+
+# upsampling
+
+UPSAMPLE = {
+    "nearest_scale": lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+    "nearest_size": lambda x: F.interpolate(x, size=(5, 13), mode="nearest"),
+    "nearest_exact": lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact"),
+    "bilinear": lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+    "bilinear_size": lambda x: F.interpolate(x, size=(5, 13), mode="bilinear"),
+    "bilinear_align": lambda x: F.interpolate(x, size=(5, 13), mode="bilinear",
+                                              align_corners=True),
+    "bilinear_down": lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear"),
+    "bicubic": lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
+    "bicubic_align": lambda x: F.interpolate(x, size=(5, 13), mode="bicubic",
+                                             align_corners=True),
+    "upsample_module": torch.nn.Upsample(scale_factor=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSAMPLE))
+def test_upsample(name):
+    check_export(OpModule(UPSAMPLE[name]), _x2(), dynamic_shapes=DS2)
+
+
+@pytest.mark.parametrize("name", ["nearest_size", "bilinear", "bicubic_align"])
+def test_upsample_decomposed(name):
+    check_export(OpModule(UPSAMPLE[name]), _x2(), dynamic_shapes=DS2,
+                 export_options=DECOMPOSE)
+
+
+def test_upsample_1d_3d():
+    fn = OpModule(lambda x: F.interpolate(x, scale_factor=2, mode="linear")
+                  + F.interpolate(x, scale_factor=2))
+    check_export(fn, _x1(), dynamic_shapes=DS1)
+    fn = OpModule(lambda x: F.interpolate(x, scale_factor=2, mode="trilinear")
+                  + F.interpolate(x, scale_factor=2))
+    check_export(fn, _x3(), dynamic_shapes=DS3)
+
+
+def test_upsample_dynamic_size():
+    fn = OpModule(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear"))
+    sets = [(x, torch.randn(1, 1, 11, 12)) for (x,) in _x2()]
+    check_export(fn, sets, dynamic_shapes=(DS2[0], {2: "h2", 3: "w2"}))
+
+
+# embedding
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_embedding(dtype):
+    model = torch.nn.Embedding(10, 4, padding_idx=0)
+    sets = [(torch.randint(0, 10, (2, 3), dtype=dtype),),
+            (torch.randint(0, 10, (4, 5), dtype=dtype),)]
+    check_export(model, sets, dynamic_shapes=({0: "batch", 1: "seq"},))
+
+
+def test_embedding_float16_weight_input():
+    fn = OpModule(lambda w, i: F.embedding(i, w))
+    sets = [(torch.randn(10, 4).half(), torch.randint(0, 10, (3,))),
+            (torch.randn(7, 4).half(), torch.randint(0, 7, (6,)))]
+    check_export(fn, sets, dynamic_shapes=({0: "v"}, {0: "n"}))

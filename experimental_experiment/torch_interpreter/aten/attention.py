@@ -1,0 +1,126 @@
+"""Scaled dot-product attention and the CPU kernels torch.compile lowers it to.
+
+softmax(q @ k^T * scale + mask) @ v, computed in float32 for float16/bfloat16 inputs
+as torch does on CPU. ``dropout_p`` is ignored: the exported graph is for inference.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...xbuilder import GraphBuilder
+from ..registry import converter
+from ._helpers import BOOL, aten, cast_to, out_dtype, rank_of
+from ._nn_helpers import upcast
+
+_LAST = np.array([-1], dtype=np.int64)
+
+
+def _scaled_query(g: GraphBuilder, q, scale):
+    if scale is not None:
+        return g.op.Mul(q, float(scale))
+    e = (g.get_shape(q) or (None,))[-1]
+    if isinstance(e, int):
+        return g.op.Mul(q, 1.0 / math.sqrt(e))
+    e = g.op.Cast(g.op.Shape(q, start=-1), to=g.get_type(q))
+    return g.op.Div(q, g.op.Sqrt(e))
+
+
+def _repeat_kv(g: GraphBuilder, k, q_heads, kv_heads):
+    """repeat_interleave of the heads (axis -3) of k or v: Hkv -> Hq (grouped queries)."""
+    if not isinstance(q_heads, int) or not isinstance(kv_heads, int):
+        raise NotImplementedError("enable_gqa needs static numbers of heads")
+    if q_heads == kv_heads:
+        return k
+    rep = q_heads // kv_heads
+    rank = rank_of(g, k)
+    k5 = g.op.Unsqueeze(k, np.array([rank - 2], dtype=np.int64))
+    k5 = g.op.Expand(k5, np.array([1] * (rank - 2) + [rep, 1, 1], dtype=np.int64))
+    shape = g.op.Concat(g.op.Shape(k, end=rank - 3), np.array([q_heads], dtype=np.int64),
+                        g.op.Shape(k, start=rank - 2), axis=0)
+    return g.op.Reshape(k5, shape)
+
+
+def _causal_mask(g: GraphBuilder, q, k):
+    """Boolean [L, S] mask, True where key j <= query i (top-left aligned, as torch)."""
+    L, S = (g.get_shape(q) or (None, None))[-2], (g.get_shape(k) or (None, None))[-2]
+    if isinstance(L, int) and isinstance(S, int):
+        return g.make_constant(np.tril(np.ones((L, S), dtype=np.bool_)))
+
+    def arange(x):
+        n = g.op.Squeeze(g.op.Shape(x, start=-2, end=-1), np.array([0], dtype=np.int64))
+        return g.op.Range(np.array(0, dtype=np.int64), n, np.array(1, dtype=np.int64))
+
+    rows = g.op.Unsqueeze(arange(q), _LAST)
+    return g.op.LessOrEqual(arange(k), rows)
+
+
+def _attention(g: GraphBuilder, q, k, v, attn_mask=None, is_causal=False, scale=None,
+               enable_gqa=False):
+    """Returns the scores after masking, the probabilities and the attention output
+    (float), and the rows fully masked (bool, None without attn_mask)."""
+    q, k, v = upcast(g, q), upcast(g, k), upcast(g, v)
+    ct = g.get_type(q)
+    if enable_gqa:
+        hq, hk = (g.get_shape(q) or (None,) * 3)[-3], (g.get_shape(k) or (None,) * 3)[-3]
+        k, v = _repeat_kv(g, k, hq, hk), _repeat_kv(g, v, hq, hk)
+    rank = rank_of(g, k)
+    kt = g.op.Transpose(k, perm=list(range(rank - 2)) + [rank - 1, rank - 2])
+    scores = g.op.MatMul(_scaled_query(g, q, scale), kt)
+    minus_inf = cast_to(g, -np.inf, ct)
+    if is_causal:
+        scores = g.op.Where(_causal_mask(g, q, k), scores, minus_inf)
+    if attn_mask is not None:
+        if g.get_type(attn_mask) == BOOL:
+            scores = g.op.Where(attn_mask, scores, minus_inf)
+        else:
+            scores = g.op.Add(scores, cast_to(g, attn_mask, ct))
+    probs = g.op.Softmax(scores, axis=-1)
+    masked = None
+    if attn_mask is not None:
+        # torch gives 0 (not NaN) to the rows where every key is masked
+        masked = g.op.Equal(g.op.ReduceMax(scores, _LAST, keepdims=1), minus_inf)
+        probs = g.op.Where(masked, cast_to(g, 0.0, ct), probs)
+    return scores, probs, g.op.MatMul(probs, v), masked
+
+
+@converter(aten.scaled_dot_product_attention.default)
+def aten_scaled_dot_product_attention(g: GraphBuilder, query, key, value, attn_mask=None,
+                                      dropout_p=0.0, is_causal=False, *, scale=None,
+                                      enable_gqa=False):
+    """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value,
+    Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None,
+    bool enable_gqa=False) -> Tensor"""
+    _, _, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    return cast_to(g, out, out_dtype(g))
+
+
+@converter(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def aten__scaled_dot_product_flash_attention_for_cpu(g: GraphBuilder, query, key, value,
+                                                     dropout_p=0.0, is_causal=False, *,
+                                                     attn_mask=None, scale=None):
+    """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value,
+    float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None)
+    -> (Tensor output, Tensor logsumexp)"""
+    scores, _, out, masked = _attention(g, query, key, value, attn_mask, is_causal, scale)
+    lse = g.op.ReduceLogSumExp(scores, _LAST, keepdims=1)
+    if masked is not None:
+        lse = g.op.Where(masked, cast_to(g, 0.0, g.get_type(lse)), lse)
+    lse = g.op.Squeeze(lse, _LAST)
+    return cast_to(g, out, out_dtype(g, 0)), cast_to(g, lse, out_dtype(g, 1))
+
+
+@converter(aten._scaled_dot_product_attention_math.default)
+def aten__scaled_dot_product_attention_math(g: GraphBuilder, query, key, value,
+                                            attn_mask=None, dropout_p=0.0, is_causal=False,
+                                            dropout_mask=None, *, scale=None,
+                                            enable_gqa=False):
+    """_scaled_dot_product_attention_math(Tensor query, Tensor key, Tensor value,
+    Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False,
+    Tensor? dropout_mask=None, *, float? scale=None, bool enable_gqa=False)
+    -> (Tensor output, Tensor attn_weights)"""
+    _, probs, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale,
+                                  enable_gqa)
+    return cast_to(g, out, out_dtype(g, 0)), cast_to(g, probs, out_dtype(g, 1))

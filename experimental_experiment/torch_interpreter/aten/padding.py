@@ -1,0 +1,90 @@
+"""Padding: constant_pad_nd, pad (constant, reflect, replicate, circular) and the
+reflection / replication / circular pad operators."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...xbuilder import GraphBuilder
+from ..registry import converter
+from ._helpers import aten, cast_to, rank_of, shape_tensor
+
+
+def _onnx_pads(g: GraphBuilder, x, pad) -> str:
+    """torch pads (last axis first, (begin, end) pairs) as ONNX pads (all begins, all ends)."""
+    rank = rank_of(g, x)
+    if len(pad) % 2 or len(pad) // 2 > rank:
+        raise ValueError(f"pad={pad} does not fit a tensor of rank {rank}")
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pad) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    return shape_tensor(g, begins + ends)
+
+
+@converter(aten.constant_pad_nd.default)
+def aten_constant_pad_nd(g: GraphBuilder, x, pad, value=0):
+    """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
+    value = cast_to(g, 0 if value is None else value, g.get_type(x))
+    return g.op.Pad(x, _onnx_pads(g, x, pad), value, mode="constant")
+
+
+def _mode_pad(mode: str):
+    def fn(g: GraphBuilder, x, padding):
+        return g.op.Pad(x, _onnx_pads(g, x, padding), mode=mode)
+
+    return fn
+
+
+for _n in (1, 2, 3):
+    _fn = _mode_pad("reflect")
+    _fn.__name__ = f"aten_reflection_pad{_n}d"
+    _fn.__doc__ = f"reflection_pad{_n}d(Tensor self, SymInt[{2 * _n}] padding) -> Tensor"
+    converter(getattr(aten, f"reflection_pad{_n}d").default)(_fn)
+    _fn = _mode_pad("edge")
+    _fn.__name__ = f"aten_replication_pad{_n}d"
+    _fn.__doc__ = f"replication_pad{_n}d(Tensor self, SymInt[{2 * _n}] padding) -> Tensor"
+    converter(getattr(aten, f"replication_pad{_n}d").default)(_fn)
+
+
+def _as_1d(g: GraphBuilder, v) -> str:
+    if isinstance(v, int):
+        return g.make_constant(np.array([v], dtype=np.int64))
+    return shape_tensor(g, [v])
+
+
+@converter(aten._pad_circular.default)
+def aten_pad_circular(g: GraphBuilder, x, pad):
+    """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (Slice + Concat per axis)"""
+    if g.main_opset >= 19:
+        return g.op.Pad(x, _onnx_pads(g, x, pad), mode="wrap")
+    rank = rank_of(g, x)
+    big = np.array([np.iinfo(np.int64).max], dtype=np.int64)
+    zero = np.array([0], dtype=np.int64)
+    for i in range(len(pad) // 2):
+        axis = rank - 1 - i
+        left, right = pad[2 * i], pad[2 * i + 1]
+        if (isinstance(left, int) and left < 0) or (isinstance(right, int) and right < 0):
+            raise NotImplementedError(f"circular padding with negative pads {pad}")
+        axes = np.array([axis], dtype=np.int64)
+        parts = []
+        if not (isinstance(left, int) and left == 0):
+            parts.append(g.op.Slice(x, g.op.Neg(_as_1d(g, left)), big, axes))
+        parts.append(x)
+        if not (isinstance(right, int) and right == 0):
+            parts.append(g.op.Slice(x, zero, _as_1d(g, right), axes))
+        x = g.op.Concat(*parts, axis=axis) if len(parts) > 1 else x
+    return g.op.Identity(x) if all(isinstance(p, int) and p == 0 for p in pad) else x
+
+
+@converter(aten.pad.default)
+def aten_pad(g: GraphBuilder, x, pad, mode="constant", value=None):
+    """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
+    if mode == "constant":
+        return aten_constant_pad_nd(g, x, pad, 0 if value is None else value)
+    if mode == "circular":
+        return aten_pad_circular(g, x, pad)
+    onnx_mode = {"reflect": "reflect", "replicate": "edge"}.get(mode)
+    if onnx_mode is None:
+        raise NotImplementedError(f"pad mode={mode!r}")
+    return g.op.Pad(x, _onnx_pads(g, x, pad), mode=onnx_mode)
+
