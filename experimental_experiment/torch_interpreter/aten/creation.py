@@ -15,8 +15,9 @@ DOUBLE = TensorProto.DOUBLE
 
 
 _FUNCTIONALIZE = (
-    "What to try: to_onnx(..., export_options=ExportOptions(decomposition_table={})) "
-    "functionalizes the graph, or use out-of-place operators in the model."
+    "What to try: give to_onnx the nn.Module or the ExportedProgram rather than a raw "
+    "graph module (they are functionalized before conversion), or use out-of-place "
+    "operators in the model."
 )
 
 

@@ -36,6 +36,9 @@ def input_dim(g: GraphBuilder, x: str, axis: int):
     shape = g.get_shape(x)
     if shape is not None and isinstance(shape[axis], int):
         return shape[axis]
+    if axis < 0:
+        # Shape(start=-1, end=0) would be empty
+        axis += rank_of(g, x)
     return g.op.Shape(x, start=axis, end=axis + 1)
 
 
