@@ -1,0 +1,1 @@
+"""Benchmarks, runnable as ``python -m experimental_experiment.bench.<name>``."""
