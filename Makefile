@@ -11,7 +11,7 @@ CONSTRAINTS := constraints.txt
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html lint clean
+.PHONY: install test html html-quick lint clean
 
 install: $(STAMP)
 
@@ -32,10 +32,15 @@ html: install
 	$(PY) -m sphinx -M html _doc _doc/_build -W -j 1
 	$(PY) _doc/check_html.py _doc/_build/html
 
+# quick build: the gallery scripts are not executed (their pages show the code only)
+html-quick: install
+	$(PY) -m sphinx -M html _doc _doc/_build_quick -W -j 1 -D plot_gallery=0
+	$(PY) _doc/check_html.py _doc/_build_quick/html
+
 lint: install
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf _doc/_build _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst
+	rm -rf _doc/_build _doc/_build_quick _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
 	find . -path ./$(VENV) -prune -o -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

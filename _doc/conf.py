@@ -11,6 +11,8 @@ import sys
 # The package is installed in the environment (pip install -e .); the path is
 # added for a build run from a source tree where it is not.
 sys.path.insert(0, os.path.abspath(".."))
+# _gallery_sort.py, the order of the gallery scripts
+sys.path.insert(0, os.path.abspath(os.path.dirname(__file__)))
 
 import experimental_experiment
 
@@ -57,6 +59,12 @@ epkg_dictionary = {
     "onnx": "https://onnx.ai/onnx/",
     "onnxruntime": "https://onnxruntime.ai/",
     "onnxscript": "https://microsoft.github.io/onnxscript/",
+    "onnxscript Tutorial": "https://microsoft.github.io/onnxscript/tutorial/index.html",
+    "Pattern-based Rewrite Using Rules With onnxscript": (
+        "https://microsoft.github.io/onnxscript/tutorial/rewriter/rewrite_patterns.html"
+    ),
+    "ExecuTorch": "https://pytorch.org/executorch/",
+    "transformers": "https://huggingface.co/docs/transformers/",
     "pytorch": "https://pytorch.org/",
     "torch": "https://pytorch.org/docs/stable/",
     "sphinx-gallery": "https://sphinx-gallery.github.io/",
@@ -71,6 +79,7 @@ sphinx_gallery_conf = {
     # library changes do not touch the scripts: always run them again
     "run_stale_examples": True,
     "download_all_examples": False,
-    "within_subsection_order": "FileNameSortKey",
+    # by tier (101, 102, 201, 301), recipes by topic
+    "within_subsection_order": "_gallery_sort.TierSortKey",
     "show_memory": False,
 }

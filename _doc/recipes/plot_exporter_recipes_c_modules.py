@@ -1,14 +1,15 @@
 """
 .. _l-plot-exporter-recipes-custom-modules:
 
-to_onnx and a model made of submodules
+to_onnx, submodules and dynamic shapes
 ======================================
 
 Real models are built from submodules. The exporter sees through them:
 :func:`torch.export.export` inlines every submodule into one graph before the
 conversion to ONNX. This recipe exports a small multi-layer perceptron made of
 two blocks with a dynamic batch dimension, then checks the ONNX model with
-:epkg:`onnxruntime` on several batch sizes.
+:epkg:`onnxruntime` on several batch sizes. The same model is exported with
+:func:`torch.onnx.export` in :ref:`l-plot-exporter-recipes-onnx-exporter-modules`.
 
 The model
 +++++++++
@@ -60,7 +61,11 @@ print(model)
 
 onx = to_onnx(model, (x,), dynamic_shapes=({0: "batch"},))
 onnx.checker.check_model(onx)
-print(onnx.printer.to_text(onx.graph))
+for value in [*onx.graph.input, *onx.graph.output]:
+    dims = value.type.tensor_type.shape.dim
+    print(value.name, [d.dim_param or d.dim_value for d in dims])
+for node in onx.graph.node:
+    print(f"{node.op_type}({', '.join(node.input)}) -> {', '.join(node.output)}")
 
 # %%
 # Which operators the model uses:

@@ -46,7 +46,10 @@ def has_mutations(ep: torch.export.ExportedProgram) -> bool:
     """Tells if the graph calls in-place operators (``copy_``, ``add_``, ``index_put_``...)."""
     for node in ep.graph.nodes:
         schema = getattr(node.target, "_schema", None)
-        if node.op == "call_function" and schema is not None and schema.is_mutable:
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        # detach_ on lifted constants changes no value
+        if node.target is not torch.ops.aten.detach_.default:
             return True
     return False
 

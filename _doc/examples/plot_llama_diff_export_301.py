@@ -1,0 +1,109 @@
+"""
+.. _l-plot-llama-diff-export:
+
+Compare two exports of a tiny Llama
+===================================
+
+The same model exported by :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>`
+and by :func:`torch.onnx.export`: how long each export takes, which operators each
+model uses, and whether both agree with torch on inputs of another shape.
+The model is a Llama from :epkg:`transformers` built from a configuration with random
+weights (one layer, hidden size 64, nothing is downloaded).
+
+The model
++++++++++
+"""
+
+import collections
+import time
+
+import numpy as np
+import onnxruntime
+import pandas
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from experimental_experiment.torch_interpreter import ExportError, to_onnx
+
+config = LlamaConfig(
+    vocab_size=1024,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    use_cache=False,
+)
+torch.manual_seed(0)
+model = LlamaForCausalLM(config).eval()
+
+
+def inputs(batch: int, seq: int):
+    return dict(
+        input_ids=torch.randint(0, config.vocab_size, (batch, seq)),
+        attention_mask=torch.ones(batch, seq, dtype=torch.int64),
+    )
+
+
+dynamic_shapes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+
+# %%
+# Both exports
+# ++++++++++++
+
+models = {}
+begin = time.perf_counter()
+try:
+    with torch.no_grad():
+        models["to_onnx"] = to_onnx(model, (), inputs(2, 8), dynamic_shapes=dynamic_shapes)
+    print(f"to_onnx: {time.perf_counter() - begin:.1f} s")
+except ExportError as e:
+    print(f"to_onnx failed: {type(e).__name__}: {e}")
+
+begin = time.perf_counter()
+with torch.no_grad():
+    program = torch.onnx.export(
+        model, (), kwargs=inputs(2, 8), dynamic_shapes=dynamic_shapes, dynamo=True, verbose=False
+    )
+models["torch.onnx.export"] = program.model_proto
+print(f"torch.onnx.export: {time.perf_counter() - begin:.1f} s")
+
+# %%
+# The operators
+# +++++++++++++
+
+counts = (
+    pandas.DataFrame(
+        {
+            name: collections.Counter(f"{n.domain}.{n.op_type}".lstrip(".") for n in onx.graph.node)
+            for name, onx in models.items()
+        }
+    )
+    .fillna(0)
+    .astype(int)
+)
+counts.loc["total"] = counts.sum()
+print(counts.sort_values(list(models)[0], ascending=False))
+
+# %%
+# The opsets and the size of the models:
+
+for name, onx in models.items():
+    print(
+        f"{name:18s} opsets={[(o.domain or 'ai.onnx', o.version) for o in onx.opset_import]} "
+        f"ir_version={onx.ir_version} size={len(onx.SerializeToString()):,} bytes"
+    )
+
+# %%
+# Discrepancies with torch on another shape
+# +++++++++++++++++++++++++++++++++++++++++
+
+feeds = inputs(3, 17)
+with torch.no_grad():
+    expected = model(**feeds).logits.numpy()
+for name, onx in models.items():
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    got = sess.run(None, dict(zip(names, [feeds[k].numpy() for k in feeds])))[0]
+    print(f"{name:18s} max absolute difference {np.abs(got - expected).max():.3g}")

@@ -1,0 +1,112 @@
+"""
+.. _l-plot-torch-dort-201:
+
+Train a tiny Llama with the onnxruntime backend
+===============================================
+
+:func:`make_aot_ort <experimental_experiment.torch_models.training_helper.make_aot_ort>`
+builds a backend for :func:`torch.compile` from two compilers given to ``aot_autograd``
+(see :ref:`l-torch-aot-201`): the forward graph and the backward graph are converted
+to ONNX with :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` and run
+with :epkg:`onnxruntime`. This example trains a tiny Llama model from :epkg:`transformers`
+(random weights, one layer) for a few steps and compares with eager PyTorch.
+
+The model
++++++++++
+"""
+
+import os
+
+import torch
+from transformers import LlamaConfig, LlamaModel
+
+from experimental_experiment.torch_models.dump_helper import dump_onnx
+from experimental_experiment.torch_models.training_helper import make_aot_ort, train_loop
+
+config = LlamaConfig(
+    vocab_size=1024,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    use_cache=False,
+)
+torch.manual_seed(0)
+model = LlamaModel(config)
+eager = LlamaModel(config)
+eager.load_state_dict(model.state_dict())
+input_ids = torch.randint(0, config.vocab_size, (2, 16))
+input_mask = torch.ones(2, 16, dtype=torch.int64)
+
+# %%
+# Compile and train
+# +++++++++++++++++
+#
+# Every model the backend builds is saved in folder ``dump_dort``. If an operator of
+# the model has no converter yet, torch.compile raises an error naming it.
+
+local_aot_ort, _ = make_aot_ort(dynamic=False)
+optimized = torch.compile(model, backend=local_aot_ort, fullgraph=True)
+
+try:
+    with dump_onnx("dort-llama-ort", folder="dump_dort", clean=True):
+        losses = train_loop(optimized, input_ids, input_mask, steps=3)
+    print("losses with onnxruntime:", losses)
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+    losses = None
+
+print("losses in eager mode:   ", train_loop(eager, input_ids, input_mask, steps=3))
+
+# %%
+# The attention of the model
+# ++++++++++++++++++++++++++
+#
+# :epkg:`transformers` computes the attention with
+# :func:`torch.nn.functional.scaled_dot_product_attention` by default (``sdpa``).
+# If its backward operator has no converter yet, the error above names it; support
+# for the backward operators is tracked with the torch.compile backends.
+# The eager implementation of the attention uses simpler operators.
+
+if losses is None:
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = LlamaModel(config)
+    eager = LlamaModel(config)
+    eager.load_state_dict(model.state_dict())
+    torch._dynamo.reset()
+    optimized = torch.compile(model, backend=local_aot_ort, fullgraph=True)
+    with dump_onnx("dort-llama-ort", folder="dump_dort", clean=True):
+        losses = train_loop(optimized, input_ids, input_mask, steps=3)
+    print("losses with onnxruntime:", losses)
+    print("losses in eager mode:   ", train_loop(eager, input_ids, input_mask, steps=3))
+
+# %%
+# The weights after training
+# ++++++++++++++++++++++++++
+
+if losses is not None:
+    diffs = [
+        (p.detach() - q.detach()).abs().max().item()
+        for p, q in zip(model.parameters(), eager.parameters())
+    ]
+    print("largest difference between the weights:", max(diffs))
+
+# %%
+# The models built by the backend
+# +++++++++++++++++++++++++++++++
+#
+# One for the forward pass, one for the backward pass.
+
+import onnx
+
+if os.path.exists("dump_dort"):
+    for name in sorted(os.listdir("dump_dort")):
+        if name.endswith(".onnx"):
+            onx = onnx.load(os.path.join("dump_dort", name))
+            print(
+                f"{name}: {len(onx.graph.input)} inputs, {len(onx.graph.output)} outputs, "
+                f"{len(onx.graph.node)} nodes"
+            )

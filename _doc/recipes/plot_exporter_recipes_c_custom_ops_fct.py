@@ -1,0 +1,90 @@
+"""
+.. _l-plot-exporter-recipes-custom-custom-ops-fct:
+
+to_onnx and a custom operator
+=============================
+
+A function torch cannot trace, declared as a custom operator with
+:func:`torch.library.custom_op`, is one node of the exported graph.
+:func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` needs a
+converter for it, given through a
+:class:`Dispatcher <experimental_experiment.torch_interpreter.Dispatcher>`:
+a python function receiving the graph builder ``g`` and the arguments of the
+operator (tensors as the names of ONNX results), adding nodes with
+``g.op.<OnnxOperator>(...)`` and returning the name of the result.
+The same model is exported with :func:`torch.onnx.export` in
+:ref:`l-plot-exporter-recipes-onnx-exporter-custom-ops-fct`.
+
+The custom operator
++++++++++++++++++++
+"""
+
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+
+from experimental_experiment.torch_interpreter import Dispatcher, ExportError, to_onnx
+
+
+@torch.library.custom_op("mylib::numpy_scaled_tanh", mutates_args=())
+def numpy_scaled_tanh(x: torch.Tensor, scale: float) -> torch.Tensor:
+    return torch.from_numpy(np.tanh(x.detach().numpy()) * scale)
+
+
+@numpy_scaled_tanh.register_fake
+def _(x, scale):
+    return torch.empty_like(x)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return numpy_scaled_tanh(self.linear(x), 2.0)
+
+
+model = Model().eval()
+x = torch.randn(3, 4)
+
+# %%
+# Without a converter
+# +++++++++++++++++++
+#
+# The exporter stops and says which operator has no converter and where the
+# model calls it.
+
+try:
+    to_onnx(model, (x,))
+except ExportError as e:
+    print(f"{type(e).__name__}: {e}")
+
+# %%
+# With a converter
+# ++++++++++++++++
+#
+# The python float ``scale`` arrives as a float; given to ``g.op.Mul`` it becomes
+# a constant of the type of the other input. The converter does not declare the
+# type or the shape of its result: the exporter takes them from the captured graph.
+
+
+def convert_scaled_tanh(g, x: str, scale: float) -> str:
+    return g.op.Mul(g.op.Tanh(x), scale)
+
+
+dispatcher = Dispatcher({torch.ops.mylib.numpy_scaled_tanh.default: convert_scaled_tanh})
+onx = to_onnx(model, (x,), dynamic_shapes=({0: "batch"},), dispatcher=dispatcher)
+print(onnx.printer.to_text(onx.graph))
+
+# %%
+# Check
+# +++++
+
+sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+xb = torch.randn(6, 4)
+got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
+with torch.no_grad():
+    expected = model(xb).numpy()
+print("max absolute difference:", np.abs(got - expected).max())

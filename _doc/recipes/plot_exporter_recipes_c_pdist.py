@@ -1,0 +1,85 @@
+"""
+.. _l-plot-exporter-recipes-custom-pdist:
+
+to_onnx and a loop: scan for pairwise distances
+===============================================
+
+``scan`` (from ``torch._higher_order_ops.scan``) keeps a loop over the rows of a
+tensor in the exported graph, whatever the number of rows.
+:func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` has to turn
+``torch.ops.higher_order.scan`` into an ONNX ``Scan`` or ``Loop`` operator.
+The same model is exported with :func:`torch.onnx.export` in
+:ref:`l-plot-exporter-recipes-onnx-exporter-pdist`.
+
+The model
++++++++++
+"""
+
+import numpy as np
+import onnxruntime
+import torch
+from torch._higher_order_ops.scan import scan
+
+from experimental_experiment.torch_interpreter import ExportError, to_onnx
+
+
+def dist(y: torch.Tensor, scanned_x: torch.Tensor):
+    sub = y - scanned_x.reshape((1, -1))
+    sq = sub * sub
+    rd = torch.sqrt(sq.sum(dim=1))
+    # the state is returned unchanged, a clone avoids an alias
+    return y.clone(), rd
+
+
+class ModuleWithControlFlowLoop(torch.nn.Module):
+    def forward(self, x, y):
+        _carry, out = scan(dist, y, x, dim=0)
+        return out
+
+
+model = ModuleWithControlFlowLoop().eval()
+x, y = torch.randn(3, 4), torch.randn(5, 4)
+expected = model(x, y)
+print(expected.shape, torch.abs(expected - torch.cdist(x, y)).max().item())
+
+# %%
+# The captured graph
+# ++++++++++++++++++
+#
+# The body of the loop is a subgraph called by ``torch.ops.higher_order.scan``.
+
+DYN = torch.export.Dim.DYNAMIC
+ep = torch.export.export(model, (x, y), dynamic_shapes=({0: DYN}, {0: DYN}))
+print(ep.graph)
+
+# %%
+# Export
+# ++++++
+#
+# The converter of ``torch.ops.higher_order.scan`` is not written yet: the exporter
+# stops with an error naming the operator. Its support is tracked with the other
+# control flow operators (*dynamic shapes, control flow, custom ops*).
+# When it lands, this example checks the model on several numbers of rows.
+
+try:
+    onx = to_onnx(model, (x, y), dynamic_shapes=({0: "n"}, {0: "m"}))
+except ExportError as e:
+    print(f"{type(e).__name__}: {e}")
+    onx = None
+
+# %%
+# Check with other numbers of rows
+# ++++++++++++++++++++++++++++++++
+
+if onx is not None:
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for n, m in [(2, 3), (6, 1), (4, 9)]:
+        xb, yb = torch.randn(n, 4), torch.randn(m, 4)
+        got = sess.run(None, dict(zip(names, [xb.numpy(), yb.numpy()])))[0]
+        print(
+            f"{n}x{m}: max absolute difference "
+            f"{np.abs(got - torch.cdist(xb, yb).numpy()).max():.3g}"
+        )
+else:
+    print("not converted: scan is not supported by to_onnx yet")
