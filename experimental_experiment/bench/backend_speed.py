@@ -7,13 +7,15 @@ against eager PyTorch and ``torch.compile``'s default backend (inductor), on CPU
     python -m experimental_experiment.bench.backend_speed
     python -m experimental_experiment.bench.backend_speed --models mlp --repeat 50
     python -m experimental_experiment.bench.backend_speed --backends eager,ort --seq 256
+    python -m experimental_experiment.bench.backend_speed --threads 1
 
 Models: ``llama`` is the tiny LlamaModel of seed 000_935d5d4648d66da2 (eager attention,
 batch 2, sequence ``--seq``), ``mlp`` a 4-layer perceptron (batch 256, width 512).
 A step is ``zero_grad``, forward, loss (sum of squares), backward; the first
-``--warmup`` steps (compilation included) are not timed, the median of ``--repeat``
-steps is reported with its ratio to eager and to inductor. One run, one process:
-the numbers move by some percent from one run to the next.
+``--warmup`` steps (compilation included) are not timed, then the backends run
+``--repeat`` steps in turn (interleaved, so that the load of the machine weighs on
+all of them alike); the median step is reported with its ratio to eager and to
+inductor. One run, one process: the numbers move from one run to the next.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Callable
 import torch
 
 BACKENDS = ("eager", "ort", "inductor")
+THREADS = [0]  # --threads: torch and onnxruntime use the same number of threads
 
 
 def make_llama(seq: int = 1024, batch: int = 2):
@@ -66,7 +69,13 @@ def compiled(model: torch.nn.Module, backend: str) -> torch.nn.Module:
     if backend == "ort":
         from ..torch_models.training_helper import make_aot_ort
 
-        aot_ort, _ = make_aot_ort(dynamic=False)
+        options = None
+        if THREADS[0]:
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = THREADS[0]
+        aot_ort, _ = make_aot_ort(dynamic=False, session_options=options)
         return torch.compile(model, backend=aot_ort, fullgraph=True)
     raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
 
@@ -81,8 +90,9 @@ def step_function(model: torch.nn.Module, args: tuple) -> Callable[[], None]:
     return step
 
 
-def measure(make: Callable, backend: str, warmup: int, repeat: int) -> dict:
-    """Times ``repeat`` steps after ``warmup`` ones; returns the timings."""
+def prepare(make: Callable, backend: str, warmup: int) -> tuple[Callable, float]:
+    """Compiles and runs ``warmup`` steps; returns the step function and the time of
+    the first step (compilation included)."""
     model, args = make()
     step = step_function(compiled(copy.deepcopy(model), backend), args)
     begin = time.perf_counter()
@@ -90,27 +100,37 @@ def measure(make: Callable, backend: str, warmup: int, repeat: int) -> dict:
     first = time.perf_counter() - begin
     for _ in range(warmup - 1):
         step()
-    times = []
-    for _ in range(repeat):
-        begin = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - begin)
-    return {"first": first, "median": statistics.median(times), "min": min(times)}
+    return step, first
 
 
 def run(models: list[str], backends: list[str], warmup: int, repeat: int,
         seq: int) -> list[dict]:
+    """Measures every backend on every model. The timed steps of the backends are
+    interleaved (one step of each in turn) so that a slower period of the machine
+    weighs on all of them alike."""
     makers = {"llama": lambda: make_llama(seq), "mlp": make_mlp}
     rows = []
     for name in models:
+        steps = {}
         for backend in backends:
             torch._dynamo.reset()
+            row = {"model": name, "backend": backend}
             try:
-                res = measure(makers[name], backend, warmup, repeat)
+                steps[backend], row["first"] = prepare(makers[name], backend, warmup)
             except Exception as e:  # inductor may miss a C++ compiler
                 msg = str(e).strip().splitlines()
-                res = {"error": f"{type(e).__name__}: {msg[0] if msg else ''}"[:200]}
-            rows.append({"model": name, "backend": backend, **res})
+                row["error"] = f"{type(e).__name__}: {msg[0] if msg else ''}"[:200]
+            rows.append(row)
+        times = {b: [] for b in steps}
+        for _ in range(repeat):
+            for backend, step in steps.items():
+                begin = time.perf_counter()
+                step()
+                times[backend].append(time.perf_counter() - begin)
+        for row in rows[-len(backends):]:
+            if row["backend"] in times:
+                row["median"] = statistics.median(times[row["backend"]])
+                row["min"] = min(times[row["backend"]])
     _add_ratios(rows)
     return rows
 
@@ -146,7 +166,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps")
     parser.add_argument("--repeat", type=int, default=20, help="timed steps")
     parser.add_argument("--seq", type=int, default=1024, help="llama sequence length")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads of torch and onnxruntime (0: their defaults)")
     ns = parser.parse_args(argv)
+    if ns.threads:
+        torch.set_num_threads(ns.threads)
+        THREADS[0] = ns.threads
     rows = run(ns.models.split(","), ns.backends.split(","), ns.warmup, ns.repeat, ns.seq)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     print(format_rows(rows))

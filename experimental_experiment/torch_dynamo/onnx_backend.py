@@ -1,159 +1,229 @@
-"""torch.compile backends running each FX graph converted to ONNX in onnxruntime."""
+"""torch.compile backends running each FX graph converted to ONNX in onnxruntime.
+
+Both are *compilers* for :func:`torch._dynamo.backends.common.aot_autograd`: it calls
+them once for the forward graph and once for the backward graph (see
+:func:`experimental_experiment.torch_models.training_helper.make_aot_ort`).
+
+* :func:`onnx_custom_backend` runs the models with onnxruntime; sessions are cached
+  per graph and input signature (dtype, shape or symbolic shape, device).
+* :func:`onnx_debug_backend` runs them with onnx's reference evaluator and can save
+  every intermediate result.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 import onnx
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from ..torch_interpreter._torch_helper import tensor_to_numpy
-from ..torch_interpreter.onnx_export import to_onnx
 from ..xbuilder import OptimizationOptions
 from . import dump
+from ._export import default_exporter, export_graph_module, graph_signature
+from ._runner import OrtRunner, assemble, providers_for, to_numpy, verified
 
 logger = logging.getLogger(__name__)
 
+_CACHE: OrderedDict[str, tuple[onnx.ModelProto, OrtRunner]] = OrderedDict()
+_CACHE_SIZE = 64
+STATS = {"exported": 0, "cache_hits": 0}
 
-def _output_layout(gm: torch.fx.GraphModule) -> list[str]:
-    """Kind of each output of the graph: 'tensor', 'none', 'int'."""
-    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    out = out if isinstance(out, (list, tuple)) else [out]
-    kinds = []
-    for o in out:
-        if o is None:
-            kinds.append("none")
-        elif isinstance(o, torch.fx.Node) and isinstance(o.meta.get("val"), torch.Tensor):
-            kinds.append("tensor")
+
+def clear_cache() -> None:
+    """Forgets every cached session and resets :data:`STATS`."""
+    _CACHE.clear()
+    STATS.update(exported=0, cache_hits=0)
+
+
+def _boxed(fn: Callable) -> Callable:
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(fn)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    exporter: str
+    target_opset: int | None
+    options: OptimizationOptions | None
+    providers: tuple
+    session_options: Any
+    use_dlpack: bool
+    verbose: int
+
+    def key(self) -> tuple:
+        so = id(self.session_options) if self.session_options is not None else None
+        return (self.exporter, self.target_opset, repr(self.options), repr(self.providers),
+                so, self.use_dlpack)
+
+
+def _session(gm: torch.fx.GraphModule, args, settings: _Settings,
+             use_cache: bool) -> tuple[onnx.ModelProto, OrtRunner]:
+    """Exports ``gm`` and creates its session, or finds them in the cache."""
+    # aot_autograd compiles under a fake mode: the graph's constants are real tensors
+    with unset_fake_temporarily():
+        key = graph_signature(gm, args, settings.key()) if use_cache else None
+        if key is not None and key in _CACHE:
+            STATS["cache_hits"] += 1
+            _CACHE.move_to_end(key)
+            onx, runner = _CACHE[key]
+            logger.info("onnx_custom_backend: cached session for graph %s", key[:12])
         else:
-            kinds.append("int")
-    return kinds
+            onx, layout = export_graph_module(
+                gm, args, exporter=settings.exporter, target_opset=settings.target_opset,
+                options=settings.options, verbose=settings.verbose)
+            STATS["exported"] += 1
+            runner = OrtRunner(onx, layout, providers=list(settings.providers),
+                               session_options=settings.session_options,
+                               use_dlpack=settings.use_dlpack)
+            logger.info("onnx_custom_backend: exported a graph (%d nodes) with %r",
+                        len(onx.graph.node), settings.exporter)
+            if key is not None:
+                _CACHE[key] = (onx, runner)
+                while len(_CACHE) > _CACHE_SIZE:
+                    _CACHE.popitem(last=False)
+        dump.save(onx, gm)
+    return onx, runner
 
 
-def export_graph_module(gm: torch.fx.GraphModule, args, *, exporter: str = "custom",
-                        target_opset: int | None = None,
-                        options: OptimizationOptions | None = None,
-                        verbose: int = 0) -> tuple[onnx.ModelProto, list[str]]:
-    """Converts a graph module received by a backend; returns the model and layout."""
-    layout = _output_layout(gm)
-    names = [None if k == "none" else f"output_{i}" for i, k in enumerate(layout)]
-    if exporter == "custom":
-        onx = to_onnx(gm, tuple(args), options=options, target_opset=target_opset,
-                      verbose=verbose, output_names=[n for n in names if n])
-    elif exporter == "dynamo":
-        onx = _torch_onnx_export(gm, args, target_opset)
-    else:
-        raise ValueError(f"unknown exporter {exporter!r}, expected 'custom' or 'dynamo'")
-    return onx, layout
+def _is_symbolic(gm: torch.fx.GraphModule) -> bool:
+    """True if a placeholder is a SymInt or a tensor with a symbolic dimension."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat)):
+            return True
+        if isinstance(val, torch.Tensor) and any(
+                not isinstance(d, int) for d in val.shape):
+            return True
+    return False
 
 
-def _torch_onnx_export(gm, args, target_opset):
-    # torch.onnx.export re-captures the graph module with torch.export
-    prog = torch.onnx.export(gm, tuple(args), dynamo=True, opset_version=target_opset or 18,
-                             verbose=False, optimize=True)
-    return prog.model_proto
+class _Specializer:
+    """Runs a graph with symbolic dims through ONNX models with static shapes: the
+    graph is traced again (make_fx) and exported for every new input signature."""
 
+    def __init__(self, gm: torch.fx.GraphModule, settings: _Settings, use_cache: bool):
+        self.gm, self.settings, self.use_cache = gm, settings, use_cache
+        self.runners: dict[tuple, OrtRunner] = {}
 
-class OrtRunner:
-    """Calls an InferenceSession with torch tensors and returns torch tensors."""
+    def __call__(self, *args):
+        key = tuple((a.dtype, tuple(a.shape), a.device) if isinstance(a, torch.Tensor)
+                    else (type(a).__name__, a) for a in args)
+        runner = self.runners.get(key)
+        if runner is None:
+            from torch.fx.experimental.proxy_tensor import make_fx
 
-    def __init__(self, onx: onnx.ModelProto, layout: list[str], *,
-                 providers: list[str] | None = None, session_options=None,
-                 graph_module: torch.fx.GraphModule | None = None, verify: bool = False):
-        import onnxruntime
-
-        self.session = onnxruntime.InferenceSession(
-            onx.SerializeToString(), session_options,
-            providers=providers or ["CPUExecutionProvider"],
-        )
-        self.input_names = [i.name for i in onx.graph.input]
-        self.layout = layout
-        self.graph_module = graph_module
-        self.verify = verify
-
-    def __call__(self, *args) -> tuple:
-        feeds = {name: _to_numpy(a) for name, a in zip(self.input_names, args)}
-        results = iter(self.session.run(None, feeds))
-        outputs = []
-        for kind in self.layout:
-            if kind == "none":
-                outputs.append(None)
-            elif kind == "int":
-                outputs.append(int(next(results)))
-            else:
-                outputs.append(torch.from_numpy(np.ascontiguousarray(next(results))))
-        if self.verify and self.graph_module is not None:
-            _verify(self.graph_module, args, outputs)
-        return tuple(outputs)
-
-
-def _to_numpy(value) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        return tensor_to_numpy(value)
-    return np.asarray(value, dtype=np.int64 if isinstance(value, int) else np.float32)
-
-
-def _verify(gm, args, outputs) -> None:
-    expected = gm(*args)
-    expected = expected if isinstance(expected, (list, tuple)) else [expected]
-    for i, (e, o) in enumerate(zip(expected, outputs)):
-        if isinstance(e, torch.Tensor):
-            torch.testing.assert_close(o, e.detach(), atol=1e-4, rtol=1e-3,
-                                       msg=lambda m, i=i: f"output {i}: {m}")
+            static = make_fx(self.gm, tracing_mode="fake")(*args)
+            static.graph.eliminate_dead_code()
+            placeholders = [n for n in static.graph.nodes if n.op == "placeholder"]
+            for node, a in zip(placeholders, args):
+                if node.meta.get("val") is None:
+                    node.meta["val"] = a  # a python int the graph was specialized on
+            for node in static.graph.nodes:
+                if node.op == "call_function":
+                    node.meta.setdefault("val", None)  # getitem of a None gradient
+            static.recompile()
+            _, runner = _session(static, args, self.settings, self.use_cache)
+            self.runners[key] = runner
+        return runner(*args)
 
 
 def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
                         exporter: str | None = None, target_opset: int | None = None,
                         options: OptimizationOptions | None = None,
-                        providers: list[str] | None = None, session_options=None,
-                        verify: bool = False, verbose: int = 0) -> Callable:
-    """A torch.compile compiler: converts ``graph_module`` to ONNX and runs onnxruntime.
+                        providers: list | None = None, session_options=None,
+                        dynamic: bool = True, verify: bool = False, use_cache: bool = True,
+                        use_dlpack: bool = False, verbose: int = 0) -> Callable:
+    """A torch.compile compiler: converts ``graph_module`` to ONNX, runs onnxruntime.
 
-    Use it through :func:`torch._dynamo.backends.common.aot_autograd` (see
-    :func:`experimental_experiment.torch_models.training_helper.make_aot_ort`) so that
-    forward and backward graphs are both converted.
-
+    :param graph_module: forward or backward graph given by aot_autograd
+    :param args: its example inputs (fake tensors, SymInts)
     :param exporter: ``"custom"`` (our :func:`to_onnx`) or ``"dynamo"``
-        (:func:`torch.onnx.export`); default: ``"custom"`` unless the environment
-        variable ``ONNXRT_CHANGE_REWRITER`` is ``"0"``
+        (:func:`torch.onnx.export`); None: ``"custom"`` unless the environment variable
+        ``ONNXRT_CHANGE_REWRITER`` is ``"0"``
+    :param target_opset: opset of the ONNX models
+    :param options: optimization options of the exporter
+    :param providers: onnxruntime providers (default: from the inputs' device)
+    :param session_options: :class:`onnxruntime.SessionOptions`
+    :param dynamic: when the graph has symbolic dims (``torch.compile(dynamic=True)`` or
+        a recompilation after a shape change), True exports one model with dynamic
+        dims for every shape; False exports a model with static shapes for every new
+        input signature met at run time
     :param verify: compares every call with eager execution of the graph
+    :param use_cache: reuses the session of an identical graph and signature
+    :param use_dlpack: exchanges tensors through DLPack even on CPU
+        (default: numpy views on CPU, DLPack on other devices)
+    :param verbose: verbosity
+    :return: a boxed function (list of inputs -> tuple of outputs)
     """
-    exporter = exporter or default_exporter()
-    onx, layout = export_graph_module(graph_module, args, exporter=exporter,
-                                      target_opset=target_opset, options=options,
-                                      verbose=verbose)
-    dump.save(onx, graph_module)
-    runner = OrtRunner(onx, layout, providers=providers, session_options=session_options,
-                       graph_module=graph_module, verify=verify)
-    from torch._functorch.aot_autograd import make_boxed_func
-
-    return make_boxed_func(runner)
-
-
-def default_exporter() -> str:
-    """``custom`` unless ``ONNXRT_CHANGE_REWRITER=0`` asks for torch.onnx.export."""
-    return "dynamo" if os.environ.get("ONNXRT_CHANGE_REWRITER", "") == "0" else "custom"
+    settings = _Settings(exporter or default_exporter(), target_opset, options,
+                         tuple(providers or providers_for(args)), session_options,
+                         use_dlpack, verbose)
+    if not dynamic and _is_symbolic(graph_module):
+        run = _Specializer(graph_module, settings, use_cache)
+    else:
+        _, run = _session(graph_module, args, settings, use_cache)
+    if verify:
+        run = verified(run, graph_module, "onnx_custom_backend")
+    return _boxed(run)
 
 
 def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
-                       target_opset: int | None = None, verbose: int = 0) -> Callable:
-    """Same as :func:`onnx_custom_backend` but runs onnx's reference evaluator."""
+                       target_opset: int | None = None,
+                       options: OptimizationOptions | None = None,
+                       dump_intermediate: str | None = None, verify: bool = False,
+                       verbose: int = 0) -> Callable:
+    """Same as :func:`onnx_custom_backend` but runs :class:`onnx.reference.ReferenceEvaluator`.
+
+    :param dump_intermediate: a folder; every call saves the inputs and every
+        intermediate result of the model in ``<folder>/graph<g>_call<c>.npz``
+        (keys: the ONNX result names)
+    :param verify: compares every call with eager execution of the graph
+    """
     from onnx.reference import ReferenceEvaluator
 
-    onx, layout = export_graph_module(graph_module, args, target_opset=target_opset,
-                                      verbose=verbose)
-    dump.save(onx, graph_module)
+    with unset_fake_temporarily():
+        onx, layout = export_graph_module(graph_module, args, target_opset=target_opset,
+                                          options=options, verbose=verbose)
+        dump.save(onx, graph_module)
     ref = ReferenceEvaluator(onx)
-    names = [i.name for i in onx.graph.input]
+    onnx_inputs = {i.name for i in onx.graph.input}
+    outputs = [o.name for o in onx.graph.output]
+    graph_id = _next_debug_id()
+    calls = [0]
 
     def run(*inputs: Any):
-        res = iter(ref.run(None, {n: _to_numpy(a) for n, a in zip(names, inputs)}))
-        return tuple(None if k == "none" else int(next(res)) if k == "int"
-                     else torch.from_numpy(np.ascontiguousarray(next(res))) for k in layout)
+        feeds = {n: to_numpy(a) for n, a in zip(layout.input_names, inputs)
+                 if n in onnx_inputs}
+        if dump_intermediate:
+            results = ref.run(None, feeds, intermediate=True)
+            os.makedirs(dump_intermediate, exist_ok=True)
+            path = os.path.join(dump_intermediate, f"graph{graph_id}_call{calls[0]}.npz")
+            np.savez(path, **{k: np.asarray(v) for k, v in {**feeds, **results}.items()
+                              if v is not None})
+            calls[0] += 1
+            values = [results[o] for o in outputs]
+        else:
+            values = ref.run(None, feeds)
+        return assemble(layout, [torch.from_numpy(np.ascontiguousarray(v)) for v in values])
 
-    from torch._functorch.aot_autograd import make_boxed_func
+    return _boxed(verified(run, graph_module, "onnx_debug_backend") if verify else run)
 
-    return make_boxed_func(run)
+
+_DEBUG_IDS = [0]
+
+
+def _next_debug_id() -> int:
+    _DEBUG_IDS[0] += 1
+    return _DEBUG_IDS[0] - 1
+
+
+__all__ = ["clear_cache", "default_exporter", "onnx_custom_backend", "onnx_debug_backend"]

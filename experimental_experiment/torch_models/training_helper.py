@@ -10,16 +10,32 @@ import torch
 
 def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
                  exporter: str | None = None, target_opset: int | None = None,
-                 providers: list[str] | None = None, session_options=None,
-                 verify: bool = False) -> tuple[Callable, dict[str, Any]]:
+                 providers: list | None = None, session_options=None,
+                 verify: bool = False, debug: bool = False,
+                 dump_intermediate: str | None = None) -> tuple[Callable, dict[str, Any]]:
     """A torch.compile backend converting forward and backward graphs to ONNX.
 
-    :param dynamic: the graphs are expected to have dynamic shapes (give
-        ``dynamic=True`` to :func:`torch.compile` as well)
-    :param rewrite: runs the optimizer on each model
+    :param dynamic: graphs with symbolic dims (``torch.compile(..., dynamic=True)`` or
+        a recompilation after a shape change) become one ONNX model with dynamic dims;
+        with False, every new input signature gets its own model with static shapes
+    :param rewrite: runs the optimizer (patterns, constant folding) on each model
     :param verbose: verbosity
-    :param exporter: ``"custom"`` (our exporter) or ``"dynamo"`` (torch.onnx.export);
-        None follows ``ONNXRT_CHANGE_REWRITER`` (custom unless it is ``"0"``)
+    :param exporter: ``"custom"`` (our :func:`to_onnx <experimental_experiment.
+        torch_interpreter.to_onnx>`) or ``"dynamo"`` (:func:`torch.onnx.export`); None
+        follows the environment variable ``ONNXRT_CHANGE_REWRITER``: ``"custom"``
+        unless it is ``"0"``. Our exporter is the default: it converts the FX graph as
+        it is, symbolic dims included, where torch.onnx.export captures the graph module
+        again with torch.export (slower) and fails on backward graphs with SymInt
+        inputs or ``*_backward`` ops it has no ONNX function for (``silu_backward``...)
+    :param target_opset: opset of the models
+    :param providers: onnxruntime providers (default: from the inputs' device)
+    :param session_options: :class:`onnxruntime.SessionOptions`
+    :param verify: compares every call with eager execution of the graph
+    :param debug: runs the models with onnx's reference evaluator instead of
+        onnxruntime (:func:`onnx_debug_backend
+        <experimental_experiment.torch_dynamo.onnx_debug_backend>`)
+    :param dump_intermediate: with ``debug=True``, a folder where every intermediate
+        result is saved
     :return: ``(backend, extra)``; ``extra`` holds the options used
 
     .. code-block:: python
@@ -30,43 +46,61 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
     """
     from torch._dynamo.backends.common import aot_autograd
 
-    from ..torch_dynamo import onnx_custom_backend
+    from ..torch_dynamo import onnx_custom_backend, onnx_debug_backend
     from ..xbuilder import OptimizationOptions
 
     options = OptimizationOptions(patterns="default" if rewrite else None,
                                   constant_folding=rewrite, verbose=verbose)
-    compiler = functools.partial(
-        onnx_custom_backend, exporter=exporter, target_opset=target_opset, options=options,
-        providers=providers, session_options=session_options, verify=verify,
-        verbose=verbose,
-    )
+    if debug:
+        compiler = functools.partial(
+            onnx_debug_backend, target_opset=target_opset, options=options,
+            dump_intermediate=dump_intermediate, verify=verify, verbose=verbose)
+    else:
+        compiler = functools.partial(
+            onnx_custom_backend, exporter=exporter, target_opset=target_opset,
+            options=options, providers=providers, session_options=session_options,
+            dynamic=dynamic, verify=verify, verbose=verbose,
+        )
     backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
-    return backend, {"dynamic": dynamic, "options": options, "exporter": exporter}
+    extra = {"dynamic": dynamic, "options": options, "exporter": exporter,
+             "compiler": compiler}
+    return backend, extra
 
 
 def train_loop(model: torch.nn.Module, *args, loss_fn: Callable | None = None,
-               optimizer: torch.optim.Optimizer | None = None, steps: int = 1):
-    """Runs ``steps`` of forward, loss, backward and an SGD step; returns the losses.
+               optimizer: torch.optim.Optimizer | None = None, steps: int = 1,
+               lr: float = 1e-3) -> list[float]:
+    """Runs ``steps`` of forward, loss, backward and an optimizer step.
 
-    The default loss is the sum of the squares of the first output's tensor(s).
+    :param model: the model (compiled or not)
+    :param args: its inputs
+    :param loss_fn: computes the loss from the model's output; the default is the sum
+        of the squares of the first floating tensor of the output
+        (``last_hidden_state`` or ``logits`` for transformers' outputs)
+    :param optimizer: default: SGD with learning rate ``lr``
+    :param steps: number of steps
+    :return: the losses
     """
-    optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=1e-3)
+    optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
         optimizer.zero_grad()
         out = model(*args)
-        loss = loss_fn(out) if loss_fn else _default_loss(out)
+        loss = loss_fn(out) if loss_fn else default_loss(out)
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
     return losses
 
 
-def _default_loss(out) -> torch.Tensor:
+def default_loss(out) -> torch.Tensor:
+    """Sum of the squares of the first floating tensor of ``out``."""
     if hasattr(out, "last_hidden_state"):
         out = out.last_hidden_state
     elif hasattr(out, "logits"):
         out = out.logits
     leaves = [t for t in torch.utils._pytree.tree_flatten(out)[0]
               if isinstance(t, torch.Tensor) and t.is_floating_point()]
-    return sum((t ** 2).sum() for t in leaves[:1])
+    if not leaves:
+        raise ValueError(f"no floating tensor in the model's output {type(out)}")
+    return (leaves[0] ** 2).sum()

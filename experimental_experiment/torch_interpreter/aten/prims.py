@@ -1,0 +1,17 @@
+"""``prims`` operators that aot_autograd leaves in the graphs a backend receives."""
+
+from __future__ import annotations
+
+import torch
+
+from ...xbuilder import GraphBuilder
+from ..registry import converter
+from ._helpers import cast_to, out_dtype
+
+prims = torch.ops.prims
+
+
+@converter(prims.convert_element_type.default)
+def prims_convert_element_type(g: GraphBuilder, x, dtype):
+    """convert_element_type(Tensor a, ScalarType dtype) -> Tensor"""
+    return cast_to(g, x, out_dtype(g))
