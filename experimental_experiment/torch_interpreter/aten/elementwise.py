@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from onnx import TensorProto
+
 from ...xbuilder import GraphBuilder
+from ...xbuilder._dtypes import FLOAT_TYPES
 from ..registry import converter
 from ._helpers import BOOL, aten, binary, cast_to, out_dtype, promote
 
@@ -53,9 +56,6 @@ def aten_div_mode(g: GraphBuilder, x, y, *, rounding_mode=None):
     t = out_dtype(g)
     if rounding_mode is None:
         return binary(g, "Div", x, y)
-    from ...xbuilder._dtypes import FLOAT_TYPES
-    from onnx import TensorProto
-
     ct = t if t in FLOAT_TYPES else TensorProto.DOUBLE
     q = g.op.Div(cast_to(g, x, ct), cast_to(g, y, ct))
     q = g.op.Floor(q) if rounding_mode == "floor" else _trunc(g, q)
@@ -75,8 +75,6 @@ def aten_floor_divide(g: GraphBuilder, x, y):
 @converter(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
 def aten_remainder(g: GraphBuilder, x, y):
     """remainder(Tensor self, Tensor other) -> Tensor (sign of the divisor)"""
-    from ...xbuilder._dtypes import FLOAT_TYPES
-
     t = out_dtype(g)
     x, y = cast_to(g, x, t), cast_to(g, y, t)
     if t in FLOAT_TYPES:
@@ -171,9 +169,15 @@ def _bitwise(op: str, bool_op: str):
     return fn
 
 
-converter(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, aten.__and__.Tensor)(_bitwise("BitwiseAnd", "And"))
-converter(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, aten.__or__.Tensor)(_bitwise("BitwiseOr", "Or"))
-converter(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.__xor__.Tensor)(_bitwise("BitwiseXor", "Xor"))
+converter(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, aten.__and__.Tensor)(
+    _bitwise("BitwiseAnd", "And")
+)
+converter(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, aten.__or__.Tensor)(
+    _bitwise("BitwiseOr", "Or")
+)
+converter(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.__xor__.Tensor)(
+    _bitwise("BitwiseXor", "Xor")
+)
 
 
 @converter(aten.bitwise_not.default)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...xbuilder import GraphBuilder
 from ..registry import converter
-from ._helpers import aten, out_dtype
+from ._helpers import aten
 
 
 @converter(aten.mm.default, aten.bmm.default, aten.matmul.default, aten.dot.default,
@@ -59,5 +59,3 @@ def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1):
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"""
     return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha)
 
-
-_ = out_dtype
