@@ -17,6 +17,7 @@ from ..registry import converter
 from ._helpers import INT64, aten, axes_tensor, cast_to, out_dtype, shape_tensor
 from ._nn_helpers import upcast
 from .loss import nll_terms
+from .shape import input_dim
 
 
 def _back(g: GraphBuilder, y: str, i: int = 0) -> str:
@@ -262,14 +263,6 @@ def _pads(g: GraphBuilder, rank: int, dim: int, before, after) -> str:
     return shape_tensor(g, begins + ends)
 
 
-def _dim_of(g: GraphBuilder, x: str, axis: int):
-    """Dimension ``axis`` of ``x``: an int when static, else an int64 1-D tensor name."""
-    shape = g.get_shape(x)
-    if shape is not None and isinstance(shape[axis], int):
-        return shape[axis]
-    return g.op.Shape(x, start=axis, end=axis + 1)
-
-
 def _normalized_start(g: GraphBuilder, start, size):
     """``start`` clamped into ``[0, size]`` (negative values count from the end)."""
     if start is None:
@@ -293,7 +286,7 @@ def _place(g: GraphBuilder, grad, input_sizes, dim, start, step):
     dim = dim % rank
     size = input_sizes[dim]
     start = _normalized_start(g, start, size)
-    n = _dim_of(g, grad, dim)
+    n = input_dim(g, grad, dim)
     if step == 1:
         if all(isinstance(v, int) for v in (start, size, n)):
             after = size - start - n
