@@ -11,7 +11,7 @@ CONSTRAINTS := constraints.txt
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean
+.PHONY: install test html html-quick lint clean coverage bench-optim
 
 install: $(STAMP)
 
@@ -36,6 +36,16 @@ html: install
 html-quick: install
 	$(PY) -m sphinx -M html _doc _doc/_build_quick -W -j 1 -D plot_gallery=0
 	$(PY) _doc/check_html.py _doc/_build_quick/html
+
+# operator coverage on PyTorch's OpInfo database, both exporters (long: 30+ minutes)
+coverage: install
+	$(PY) -m experimental_experiment.bench.op_coverage --exporters to_onnx,torch.onnx \
+		--samples 2 --dtype float32 --no-progress --output _doc/bench/op_coverage.csv
+
+# node count and onnxruntime latency of optimized models vs torch.onnx.export (~5 minutes)
+bench-optim: install
+	$(PY) -m experimental_experiment.bench.optim_speed --repeat 300 --warmup 20 \
+		--output _doc/bench/optim_speed.csv
 
 lint: install
 	$(PY) -m ruff check .

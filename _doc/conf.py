@@ -45,7 +45,8 @@ language = "en"
 
 html_theme = "furo"
 html_title = f"experimental_experiment {version}"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"

@@ -61,10 +61,15 @@ show(raw)
 # With the default optimization
 # +++++++++++++++++++++++++++++
 #
-# ``return_optimize_report=True`` also returns what each pass removed.
+# ``return_optimize_report=True`` also returns what each pass and each pattern did:
+# one entry per pass or pattern with the number of matches, of rewrites applied,
+# of refusals (and their reasons) and the time spent. Only what applied is shown here.
 
 opt, report = to_onnx(model, (x,), dynamic_shapes=dynamic_shapes, return_optimize_report=True)
-print(len(opt.graph.node), "nodes, report:", report)
+print(len(opt.graph.node), "nodes")
+for entry in report:
+    if entry["applied"]:
+        print(f"  {entry['kind']:8s} {entry['name']:35s} applied={entry['applied']}")
 show(opt)
 
 # %%

@@ -101,42 +101,51 @@ import numpy as np
 import onnxruntime
 
 cache_names = [{0: "batch", 2: "past"}, {0: "batch", 2: "past"}]
-try:
-    with bypass_export_some_errors(patch_transformers=True):
-        onx = to_onnx(
-            model,
-            inputs,
-            dynamic_shapes=({0: "batch"}, {0: "batch"}, {0: "batch"}, cache_names),
-        )
-except Exception as e:
-    # the conversion of a rebuilt DynamicCache can fail, the message says where
-    print(f"{type(e).__name__}: {e}")
-    onx = None
+with bypass_export_some_errors(patch_transformers=True) as modificator:
+    onx = to_onnx(
+        model,
+        modificator(inputs),
+        dynamic_shapes=({0: "batch"}, {0: "batch"}, {0: "batch"}, cache_names),
+    )
 
 # %%
 # The inputs of the ONNX model and a run with onnxruntime on other sizes:
 
-if onx is None:
-    print(
-        "not converted: the failure above is a known issue of the exporter, tracked "
-        "with the support of transformers' caches"
-    )
-else:
-    dim_names = set()
-    for value in onx.graph.input:
-        dims = [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
-        dim_names |= {d for d in dims if isinstance(d, str)}
-        print(value.name, dims)
-    if "past" not in dim_names:
-        print(
-            "the name 'past' is not given yet to the dimension of the cache, "
-            "torch's symbol is shown instead"
-        )
+for value in onx.graph.input:
+    print(value.name, [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim])
 
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    query, key, value, cache = make_inputs(batch=3, past=9)
-    tensors = [query, key, value, cache.layers[0].keys, cache.layers[0].values]
-    feeds = dict(zip([i.name for i in sess.get_inputs()], [t.numpy() for t in tensors]))
-    got = sess.run(None, feeds)[0]
-    expected = model(query, key, value, cache).numpy()
-    print("max absolute difference with onnxruntime:", np.abs(got - expected).max())
+sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+query, key, value, cache = make_inputs(batch=3, past=9)
+tensors = [query, key, value, cache.layers[0].keys, cache.layers[0].values]
+feeds = dict(zip([i.name for i in sess.get_inputs()], [t.numpy() for t in tensors]))
+got = sess.run(None, feeds)[0]
+expected = model(query, key, value, cache).numpy()
+print("max absolute difference with onnxruntime:", np.abs(got - expected).max())
+
+# %%
+# A transformers model
+# ++++++++++++++++++++
+#
+# :func:`get_tiny_llm <experimental_experiment.torch_models.llm_helper.get_tiny_llm>`
+# builds a tiny model from its configuration (random weights), its inputs with a
+# DynamicCache and the matching dynamic shapes.
+
+from experimental_experiment.torch_models.llm_helper import get_tiny_llm
+
+data = get_tiny_llm("llama", batch=2, seq=3, past=5)
+print(data["dynamic_shapes"])
+
+with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
+    onx = to_onnx(data["model"], (), modificator(data["inputs"]),
+                  dynamic_shapes=data["dynamic_shapes"])
+print([i.name for i in onx.graph.input])
+print([o.name for o in onx.graph.output])
+
+# %%
+# The exported model feeds its own cache back for a few greedy steps, the tokens
+# and the logits are compared with ``model.generate``:
+
+from experimental_experiment.torch_models.decoding_check import check_greedy_decoding
+
+report = check_greedy_decoding(data["model"], onx, torch.randint(0, 1000, (2, 5)), steps=4)
+print(report["ok"], report["max_abs_diff"], report["onnx_tokens"])

@@ -88,3 +88,73 @@ got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
 with torch.no_grad():
     expected = model(xb).numpy()
 print("max absolute difference:", np.abs(got - expected).max())
+assert np.abs(got - expected).max() < 1e-5
+
+# %%
+# The converter as an ONNX function
+# +++++++++++++++++++++++++++++++++
+#
+# The translation may also be a local function of a custom domain, kept as one node
+# in the model: the converter registers it with ``g.add_function`` and calls it.
+# The dispatcher also accepts the operator's name or the object ``custom_op`` returned.
+
+scaled_tanh_fct = onnx.helper.make_function(
+    "mylib.onnx",
+    "ScaledTanh",
+    ["x"],
+    ["y"],
+    [
+        onnx.helper.make_node("Tanh", ["x"], ["t"]),
+        onnx.helper.make_node("Constant", [], ["s"], value_float=2.0),
+        onnx.helper.make_node("Mul", ["t", "s"], ["y"]),
+    ],
+    [onnx.helper.make_opsetid("", 18)],
+)
+
+
+def convert_scaled_tanh_fct(g, x: str, scale: float) -> str:
+    assert scale == 2.0, "the function is written for scale=2"
+    g.add_function(scaled_tanh_fct)
+    return g.make_node("ScaledTanh", [x], domain="mylib.onnx")
+
+
+onx = to_onnx(
+    model,
+    (x,),
+    dynamic_shapes=({0: "batch"},),
+    dispatcher=Dispatcher({"mylib::numpy_scaled_tanh": convert_scaled_tanh_fct}),
+)
+print([(node.domain, node.op_type) for node in onx.graph.node])
+sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
+print("max absolute difference:", np.abs(got - expected).max())
+
+# %%
+# An onnxscript function
+# ++++++++++++++++++++++
+#
+# :class:`OxsDispatcher
+# <experimental_experiment.torch_interpreter.oxs_dispatcher.OxsDispatcher>` takes
+# functions written with onnxscript; python scalars become their attributes.
+
+import onnxscript  # noqa: E402
+from onnxscript import opset18 as op  # noqa: E402
+
+from experimental_experiment.torch_interpreter.oxs_dispatcher import OxsDispatcher  # noqa: E402
+
+
+@onnxscript.script(onnxscript.values.Opset("mylib.oxs", 1), default_opset=op)
+def oxs_scaled_tanh(x, scale: float):
+    return op.Mul(op.Tanh(x), op.CastLike(op.Constant(value_float=scale), x))
+
+
+onx = to_onnx(
+    model,
+    (x,),
+    dynamic_shapes=({0: "batch"},),
+    dispatcher=OxsDispatcher({numpy_scaled_tanh: oxs_scaled_tanh}),
+)
+print([(node.domain, node.op_type) for node in onx.graph.node])
+sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
+print("max absolute difference:", np.abs(got - expected).max())

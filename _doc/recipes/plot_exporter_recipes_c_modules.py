@@ -88,3 +88,39 @@ for batch in [1, 4, 7]:
     diff = np.abs(expected - got).max()
     print(f"batch={batch}: output shape {got.shape}, max absolute difference {diff:.3g}")
     assert diff < 1e-5, f"discrepancy {diff} for batch={batch}"
+
+# %%
+# Submodules as local functions
+# +++++++++++++++++++++++++++++
+#
+# ``export_modules_as_functions`` keeps the structure of the model: the nodes of
+# every ``Block`` instance become a call to an ONNX local function (domain
+# ``local_functions``). The weights are inputs of the function, so both blocks,
+# which have the same structure, share one function. ``True`` selects every child
+# module of the model.
+
+from experimental_experiment.torch_interpreter.module_functions import (  # noqa: E402
+    inline_functions,
+)
+
+onx_fct = to_onnx(model, (x,), dynamic_shapes=({0: "batch"},), export_modules_as_functions={Block})
+print(onnx.printer.to_text(onx_fct.graph))
+for f in onx_fct.functions:
+    print(onnx.printer.to_text(f))
+
+# %%
+# The model with functions and the inlined model give the same results.
+
+flat = inline_functions(onx_fct)
+print("functions after inlining:", len(flat.functions), [n.op_type for n in flat.graph.node])
+for onx_ in (onx_fct, flat):
+    sess = onnxruntime.InferenceSession(
+        onx_.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    for batch in [2, 9]:
+        xb = torch.randn(batch, 10)
+        got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
+        with torch.no_grad():
+            diff = np.abs(model(xb).numpy() - got).max()
+        print(f"functions={len(onx_.functions)} batch={batch}: max absolute difference {diff:.3g}")
+        assert diff < 1e-5

@@ -6,8 +6,8 @@ to_onnx and a loop: scan for pairwise distances
 
 ``scan`` (from ``torch._higher_order_ops.scan``) keeps a loop over the rows of a
 tensor in the exported graph, whatever the number of rows.
-:func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` has to turn
-``torch.ops.higher_order.scan`` into an ONNX ``Scan`` or ``Loop`` operator.
+:func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` turns
+``torch.ops.higher_order.scan`` into an ONNX ``Scan`` operator.
 The same model is exported with :func:`torch.onnx.export` in
 :ref:`l-plot-exporter-recipes-onnx-exporter-pdist`.
 
@@ -16,11 +16,12 @@ The model
 """
 
 import numpy as np
+import onnx
 import onnxruntime
 import torch
 from torch._higher_order_ops.scan import scan
 
-from experimental_experiment.torch_interpreter import ExportError, to_onnx
+from experimental_experiment.torch_interpreter import to_onnx
 
 
 def dist(y: torch.Tensor, scanned_x: torch.Tensor):
@@ -56,30 +57,23 @@ print(ep.graph)
 # Export
 # ++++++
 #
-# The converter of ``torch.ops.higher_order.scan`` is not written yet: the exporter
-# stops with an error naming the operator. Its support is tracked with the other
-# control flow operators (*dynamic shapes, control flow, custom ops*).
-# When it lands, this example checks the model on several numbers of rows.
+# The body becomes the subgraph of an ONNX ``Scan``: the carried state ``y`` is a
+# state variable of the Scan, the rows of ``x`` its scanned input, and the distances
+# of every iteration are stacked into the output.
 
-try:
-    onx = to_onnx(model, (x, y), dynamic_shapes=({0: "n"}, {0: "m"}))
-except ExportError as e:
-    print(f"{type(e).__name__}: {e}")
-    onx = None
+onx = to_onnx(model, (x, y), dynamic_shapes=({0: "n"}, {0: "m"}))
+print(onnx.printer.to_text(onx.graph))
 
 # %%
 # Check with other numbers of rows
 # ++++++++++++++++++++++++++++++++
 
-if onx is not None:
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [i.name for i in sess.get_inputs()]
-    for n, m in [(2, 3), (6, 1), (4, 9)]:
-        xb, yb = torch.randn(n, 4), torch.randn(m, 4)
-        got = sess.run(None, dict(zip(names, [xb.numpy(), yb.numpy()])))[0]
-        print(
-            f"{n}x{m}: max absolute difference "
-            f"{np.abs(got - torch.cdist(xb, yb).numpy()).max():.3g}"
-        )
-else:
-    print("not converted: scan is not supported by to_onnx yet")
+sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+names = [i.name for i in sess.get_inputs()]
+for n, m in [(2, 3), (6, 1), (4, 9)]:
+    xb, yb = torch.randn(n, 4), torch.randn(m, 4)
+    got = sess.run(None, dict(zip(names, [xb.numpy(), yb.numpy()])))[0]
+    print(
+        f"{n}x{m}: max absolute difference "
+        f"{np.abs(got - torch.cdist(xb, yb).numpy()).max():.3g}"
+    )

@@ -3,6 +3,7 @@
 import contextlib
 import io
 import logging
+import re
 import warnings
 
 import numpy as np
@@ -117,6 +118,30 @@ class BoolMask(torch.nn.Module):
         return torch.where(mask, x, torch.zeros_like(x))
 
 
+class MaskedFill(torch.nn.Module):
+    def forward(self, x):
+        x = x.clone()
+        x[x < 0] = 0
+        return x
+
+
+class WithListOfInts(torch.nn.Module):
+    def forward(self, x, shape: list):
+        return x.reshape(shape)
+
+
+def _scan_add(carry, y):
+    next_carry = carry + y
+    return [next_carry, next_carry]
+
+
+class Scan(torch.nn.Module):
+    def forward(self, x):
+        init = torch.zeros_like(x[0])
+        carry, _ = torch.ops.higher_order.scan(_scan_add, [init], [x], additional_inputs=[])
+        return carry
+
+
 class DimZero(torch.nn.Module):
     def forward(self, x, y):
         return torch.cat([x, y], dim=0)
@@ -136,6 +161,7 @@ CASES = [
         ({"a": t(5, 3), "b": t(5, 3)},),
         ({"a": {0: DYN}, "b": {0: DYN}},),
     ),
+    ("list of ints", WithListOfInts(), (t(2, 3), [3, 2]), (t(2, 3), [3, 2]), None),
     ("None", WithNone(), (t(2, 3), None), (t(5, 3), None), ({0: DYN}, None)),
     (
         "x[..., i] = y",
@@ -144,10 +170,12 @@ CASES = [
         (t(5, 4, 10), t(1, 1, 2), torch.tensor([3, 4])),
         ({0: DYN}, None, None),
     ),
+    ("x[x < 0] = 0", MaskedFill(), (t(2, 3),), (t(5, 3),), ({0: DYN},)),
     ("add_", InplaceAdd(), (t(2, 3),), (t(5, 3),), ({0: DYN},)),
     ("test on a shape", ShapeTest(), (t(2, 3),), (t(5, 3),), ({0: DYN},)),
     ("test on a value", ValueTest(), (t(2, 3),), (t(2, 3),), None),
     ("torch.cond", Cond(), (t(2, 3),), (-t(5, 3).abs(),), ({0: DYN},)),
+    ("scan", Scan(), (t(3, 4),), (t(5, 4),), ({0: DYN},)),
     ("python loop", PythonLoop(), (t(2, 3),), (t(5, 3),), ({0: DYN},)),
     ("loop on a shape", LoopOnShape(), (t(3, 4),), (t(3, 4),), None),
     ("nonzero", NonZero(), (t(2, 3),), (t(5, 3),), ({0: DYN},)),
@@ -163,13 +191,20 @@ CASES = [
         ({0: DYN}, {0: DYN}),
     ),
     ("dynamic dim of size 1", AddOne(), (t(1, 3),), (t(5, 3),), ({0: DYN},)),
+    ("size 0 at run time", AddOne(), (t(2, 3),), (t(0, 3),), ({0: DYN},)),
+    ("size 1 at run time", AddOne(), (t(2, 3),), (t(1, 3),), ({0: DYN},)),
 ]
 
 
-def first_line(e):
-    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+def first_line(e, limit=300):
+    "The type and the first line of an error, the cause of torch.onnx's own errors."
+    while e.__cause__ is not None and type(e).__module__.startswith("torch.onnx"):
+        e = e.__cause__
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     text = " ".join(lines[:2]) if lines and lines[0].endswith(":") else (lines or [""])[0]
-    return f"{type(e).__name__}: {text}"[:200].replace("`", "'")
+    text = f"{type(e).__name__}: {text}".replace("`", "'")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def same(got, expected):
@@ -199,9 +234,15 @@ def tensors(inputs):
     return [v for v in flat if isinstance(v, torch.Tensor)]
 
 
-def check_onnx(model, inputs, inputs2, ds):
+def export_to_onnx(model, inputs, ds, exporter):
+    if exporter == "to_onnx":
+        return to_onnx(model, inputs, dynamic_shapes=ds)
+    return torch.onnx.export(model, inputs, dynamic_shapes=ds, dynamo=True).model_proto
+
+
+def check_onnx(model, inputs, inputs2, ds, exporter):
     try:
-        onx = to_onnx(model, inputs, dynamic_shapes=ds)
+        onx = export_to_onnx(model, inputs, ds, exporter)
         sess = onnxruntime.InferenceSession(
             onx.SerializeToString(), providers=["CPUExecutionProvider"]
         )
@@ -228,25 +269,43 @@ for name, model, inputs, inputs2, ds in CASES:
                 name,
                 check_export(model, inputs, inputs2, ds, True),
                 check_export(model, inputs, inputs2, ds, False),
-                check_onnx(model, inputs, inputs2, ds),
+                check_onnx(model, inputs, inputs2, ds, "to_onnx"),
+                check_onnx(model, inputs, inputs2, ds, "torch.onnx.export"),
             ]
         )
 
+# a failing cell shows a short label and a footnote with the first line of the error,
+# the same footnote for the same error
+notes = {}
+
+
+def cell(result):
+    if result == "OK":
+        return "OK"
+    label = notes.setdefault(result, f"e{len(notes) + 1}")
+    return f"``{result.split(':')[0]}`` [#{label}]_"
+
+
 print(".. list-table::")
 print("    :header-rows: 1")
-print("    :widths: 15 28 28 29")
+print("    :widths: auto")
 print()
-for row in [["case", "strict=True", "strict=False", "to_onnx"], *rows]:
-    for i, cell in enumerate(row):
-        print(
-            f"    {'*' if i == 0 else ' '} - ``{cell}``"
-            if cell != "OK"
-            else f"    {'*' if i == 0 else ' '} - OK"
-        )
+print("    * - " + "\n      - ".join(
+    ["case", "strict=True", "strict=False", "to_onnx", "torch.onnx.export"]))
+for name, *results in rows:
+    print(f"    * - ``{name}``")
+    for result in results:
+        print(f"      - {cell(result)}")
 print()
-n_ok = [sum(r[i] == "OK" for r in rows) for i in range(1, 4)]
+n_ok = [sum(r[i] == "OK" for r in rows) for i in range(1, 5)]
 print(
     f"Cases captured: {n_ok[0]}/{len(rows)} with strict=True, "
     f"{n_ok[1]}/{len(rows)} with strict=False; "
-    f"converted and checked with to_onnx: {n_ok[2]}/{len(rows)}."
+    f"converted and checked: {n_ok[2]}/{len(rows)} with to_onnx, "
+    f"{n_ok[3]}/{len(rows)} with torch.onnx.export(dynamo=True)."
 )
+print()
+print(".. rubric:: Errors")
+print()
+for text, label in notes.items():
+    print(f".. [#{label}] ``{text}``")

@@ -6,7 +6,6 @@ the mutations of buffers or inputs would otherwise change the expected values.
 """
 
 import copy
-import logging
 
 import pytest
 import torch
@@ -164,16 +163,19 @@ def test_iadd_on_clone():
     check(Fn(fn), sets, ({0: "batch", 1: "n"},))
 
 
-def test_iadd_on_input(caplog):
-    # the mutation of the input is dropped (with a warning), the output is right
+def test_iadd_on_input():
+    # the new value of the mutated input is an extra output, x_updated
     def fn(m, x):
         x += 1
         return x * 2
 
     sets = [(torch.randn(3, 4),), (torch.randn(5, 7),)]
-    with caplog.at_level(logging.WARNING):
-        check(Fn(fn), sets, ({0: "batch", 1: "n"},))
-    assert "is dropped" in caplog.text
+    onx = to_onnx(Fn(fn), (sets[0][0].clone(),), dynamic_shapes=({0: "batch", 1: "n"},))
+    assert [o.name for o in onx.graph.output] == ["output_0", "args_0_updated"]
+    for (x,) in sets:
+        got = run_onnx(onx, [x])
+        assert_close((x + 1) * 2, got[0], 1e-5, 1e-5)
+        assert_close(x + 1, got[1], 1e-5, 1e-5)
 
 
 def test_copy_into_slice():
@@ -249,26 +251,50 @@ def test_kv_cache_update():
     check(Fn(fn), sets, ({2: Dim("s", min=4)}, {2: Dim("m", min=1, max=3)}))
 
 
-def test_batchnorm_training(caplog):
+def check_state(model, sets, dynamic_shapes, buffers):
+    """Like check, the mutated buffers are extra outputs ``<buffer>_updated`` compared
+    with the buffers of the eager model after the call."""
+    onx = to_onnx(copy.deepcopy(model), sets[0], dynamic_shapes=dynamic_shapes)
+    names = [o.name for o in onx.graph.output]
+    assert names[-len(buffers):] == [f"{b}_updated" for b in buffers], names
+    for k, args in enumerate(sets):
+        eager = copy.deepcopy(model)
+        with torch.no_grad():
+            expected = flatten_tensors(eager(*args))
+        state = dict(eager.named_buffers())
+        expected += [state[b] for b in buffers]
+        got = run_onnx(onx, flatten_tensors(args))
+        assert len(got) == len(expected), names
+        for i, (e, r) in enumerate(zip(expected, got)):
+            assert_close(e, r, 1e-4, 1e-3, msg=f"input set {k}, output {names[i]}:")
+    return onx
+
+
+def test_batchnorm_training():
     bn = torch.nn.BatchNorm2d(3)
     bn.train()
     sets = [(torch.randn(2, 3, 4, 5),), (torch.randn(4, 3, 6, 2),)]
-    with caplog.at_level(logging.WARNING):
-        check(bn, sets, ({0: "batch", 2: "h", 3: "w"},))
-    assert "num_batches_tracked" in caplog.text
+    check_state(bn, sets, ({0: "batch", 2: "h", 3: "w"},),
+                ["running_mean", "running_var", "num_batches_tracked"])
 
 
-def test_buffer_counter(caplog):
-    # self.count += 1 then used: the ONNX model starts from the buffer at export time
+def test_buffer_counter():
+    # self.count += 1 then used: the new count is the output count_updated
     def fn(m, x):
         m.count += 1
         return x * m.count
 
     sets = [(torch.randn(3, 4),), (torch.randn(5, 7),)]
-    model = Fn(fn, count=torch.tensor(2.0))
-    with caplog.at_level(logging.WARNING):
-        check(model, sets, ({0: "batch", 1: "n"},))
-    assert "count" in caplog.text
+    check_state(Fn(fn, count=torch.tensor(2.0)), sets, ({0: "batch", 1: "n"},), ["count"])
+
+
+def test_buffer_add_():
+    def fn(m, x):
+        m.count.add_(1)
+        return x + m.count
+
+    sets = [(torch.randn(3, 4),), (torch.randn(5, 4),)]
+    check_state(Fn(fn, count=torch.zeros(1)), sets, ({0: "batch"},), ["count"])
 
 
 def test_buffer_copy_():
@@ -277,7 +303,41 @@ def test_buffer_copy_():
         return x - m.buf
 
     sets = [(torch.randn(3, 4),), (torch.randn(5, 4),)]
-    check(Fn(fn, buf=torch.zeros(4)), sets, ({0: "batch"},))
+    check_state(Fn(fn, buf=torch.zeros(4)), sets, ({0: "batch"},), ["buf"])
+
+
+def test_buffer_kv_cache_index_copy_():
+    # a static cache updated at given positions, as transformers' StaticCache does
+    def fn(m, k, pos):
+        m.cache.index_copy_(1, pos, k)
+        return m.cache.sum(dim=1)
+
+    sets = [(torch.randn(2, 3, 4), torch.tensor([0, 1, 2])),
+            (torch.randn(2, 2, 4), torch.tensor([5, 3]))]
+    check_state(Fn(fn, cache=torch.zeros(2, 8, 4)), sets, ({1: "seq"}, {0: "seq"}),
+                ["cache"])
+
+
+def test_submodule_buffer_updated_name():
+    class Counter(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.zeros(1))
+
+        def forward(self, x):
+            self.n.add_(1)
+            return x * self.n
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.counter = Counter()
+
+        def forward(self, x):
+            return self.counter(x) + 1
+
+    sets = [(torch.randn(3, 4),), (torch.randn(5, 4),)]
+    check_state(Model(), sets, ({0: "batch"},), ["counter.n"])
 
 
 def test_exported_program_with_mutations():

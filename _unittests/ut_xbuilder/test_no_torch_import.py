@@ -12,7 +12,11 @@ from onnx import TensorProto
 g = GraphBuilder()
 x = g.make_tensor_input("x", TensorProto.FLOAT, ("n", 2))
 g.make_tensor_output(g.op.Relu(g.op.Add(x, 1.0)), output_name="y")
-g.to_onnx()
+model = g.to_onnx()
+from experimental_experiment.xoptim import get_pattern_list, optimize_model
+import experimental_experiment.xoptim.patterns_ort
+get_pattern_list("default+onnxruntime")
+optimize_model(model, patterns="default+onnxruntime")
 torch_modules = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
 assert not torch_modules, torch_modules[:5]
 print("OK")

@@ -14,32 +14,52 @@ logger = logging.getLogger(__name__)
 
 def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
             options: ExportOptions) -> torch.export.ExportedProgram:
-    """Runs torch.export.export, then the decompositions the options ask for."""
-    attempts = [options.strict]
+    """Runs torch.export.export, then the decompositions the options ask for.
+
+    With ``options.fallback``, a failure is followed by the other ``strict`` value
+    (non-strict then strict by default), then, when the capture worked but the
+    decomposition (or functionalization) failed, by torch's default decomposition
+    table. Every attempt and its error are logged; the final :class:`CaptureError`
+    lists them (its attribute ``attempts`` holds ``[(description, exception)]``).
+    """
+    attempts = [(options.strict, options.decomposition_table)]
     if options.fallback:
-        attempts.append(not options.strict)
-    errors = []
-    for strict in attempts:
+        attempts.append((not options.strict, options.decomposition_table))
+        if options.decomposition_table != "default":
+            attempts += [(options.strict, "default"), (not options.strict, "default")]
+    errors: list[tuple[str, Exception]] = []
+    captured: dict[bool, object] = {}
+    for strict, table in attempts:
+        what = f"strict={strict}" + ("" if table is None else f", decomposition_table="
+                                     f"{table if isinstance(table, str) else 'custom'}")
+        if isinstance(captured.get(strict), Exception):
+            continue  # the capture itself failed, decompositions cannot help
         try:
-            ep = torch.export.export(
-                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
-            )
-            break
+            if strict not in captured:
+                captured[strict] = torch.export.export(
+                    model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                    strict=strict)
+            ep = decompose(captured[strict], table)
         except Exception as e:
-            logger.info("torch.export.export(strict=%s) failed: %s", strict, e)
-            errors.append((strict, e))
-    else:
-        text = "\n".join(
-            f"- strict={s}: {type(e).__name__}: {_first_lines(str(e))}" for s, e in errors
-        )
-        raise CaptureError(
-            f"torch.export.export could not capture {type(model).__name__}:\n{text}\n"
-            "What to try: ExportOptions(strict=...) with the other value or "
-            "fallback=True; check dynamic_shapes (a dimension marked dynamic that "
-            "the code specializes fails here); for transformers models use "
-            "bypass_export_some_errors(patch_transformers=True)."
-        ) from errors[-1][1]
-    return decompose(ep, options.decomposition_table)
+            if strict not in captured:
+                captured[strict] = e
+            logger.info("capture (%s) failed: %s: %s", what, type(e).__name__, e)
+            errors.append((what, e))
+            continue
+        if errors:
+            logger.info("capture succeeded with %s after %s", what,
+                        "; ".join(f"{w}: {type(e).__name__}" for w, e in errors))
+        return ep
+    text = "\n".join(f"- {w}: {type(e).__name__}: {_first_lines(str(e))}" for w, e in errors)
+    error = CaptureError(
+        f"torch.export.export could not capture {type(model).__name__}:\n{text}\n"
+        "What to try: ExportOptions(strict=...) with the other value or "
+        "fallback=True; check dynamic_shapes (a dimension marked dynamic that "
+        "the code specializes fails here); for transformers models use "
+        "bypass_export_some_errors(patch_transformers=True)."
+    )
+    error.attempts = errors
+    raise error from errors[-1][1]
 
 
 def has_mutations(ep: torch.export.ExportedProgram) -> bool:

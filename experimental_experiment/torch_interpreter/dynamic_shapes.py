@@ -131,16 +131,44 @@ def _argument_names(model, args: tuple, kwargs: dict) -> list[str]:
     return names + list(kwargs)
 
 
+class PathKey(tuple):
+    """One step of a leaf path: ``(key, index)``, the pytree key (a dict key, an
+    attribute, a flattened name like ``key_0``) and the position among the siblings.
+    The user's dynamic_shapes may address the leaf either way: a dict by key, a
+    registered class (a transformers cache) by a list of one entry per child."""
+
+    def __new__(cls, key, index: int):
+        return super().__new__(cls, (key, index))
+
+    def matches(self, value, by_index: bool = True) -> bool:
+        return value == self[0] or (
+            by_index and isinstance(value, int) and not isinstance(value, bool)
+            and value == self[1]
+        )
+
+
+def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
+    """Position of every leaf among its siblings, level by level, from a TreeSpec."""
+    if spec.is_leaf():
+        return [prefix]
+    out = []
+    for i, child in enumerate(spec.children()):
+        out.extend(_index_paths(child, prefix + (i,)))
+    return out
+
+
 def leaf_paths(model, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
-    """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names."""
+    """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names,
+    followed by one :class:`PathKey` per level."""
     arg_names = _argument_names(model, args, kwargs)
     flat = []
     values = list(args) + list(kwargs.values())
     keys = arg_names if len(arg_names) == len(values) else [f"arg{i}" for i in range(len(values))]
     for key, value in zip(keys, values):
-        leaves, _ = torch.utils._pytree.tree_flatten_with_path(value)
-        for kp, leaf in leaves:
-            flat.append(((key,) + tuple(_key_value(k) for k in kp), leaf))
+        leaves, spec = torch.utils._pytree.tree_flatten_with_path(value)
+        for (kp, leaf), ipath in zip(leaves, _index_paths(spec)):
+            steps = tuple(PathKey(_key_value(k), i) for k, i in zip(kp, ipath))
+            flat.append(((key,) + steps, leaf))
     return flat
 
 
@@ -151,6 +179,25 @@ def _key_value(k):
     return str(k)
 
 
+def _path_matches(user_path: tuple, path: tuple, by_index: bool) -> bool:
+    if len(user_path) != len(path):
+        return False
+    return all(
+        p.matches(u, by_index) if isinstance(p, PathKey) else p == u
+        for u, p in zip(user_path, path)
+    )
+
+
+def _find_name(names: dict, path: tuple, axis: int) -> str | None:
+    """The user's name for ``axis`` of the leaf at ``path``: keys are tried first, then
+    positions (a list given for a registered class such as a cache)."""
+    for by_index in (False, True):
+        for (user_path, user_axis), value in names.items():
+            if user_axis == axis and _path_matches(user_path, path, by_index):
+                return value
+    return None
+
+
 def symbol_names(placeholders: list, paths: list[tuple], names: dict) -> dict[str, str]:
     """``{torch symbol: user name}`` from the placeholders' fake tensors."""
     out: dict[str, str] = {}
@@ -159,7 +206,7 @@ def symbol_names(placeholders: list, paths: list[tuple], names: dict) -> dict[st
         if not isinstance(val, torch.Tensor):
             continue
         for axis, d in enumerate(val.shape):
-            name = names.get((path, axis))
+            name = _find_name(names, path, axis)
             if name is None or not isinstance(d, torch.SymInt):
                 continue
             expr = d.node.expr

@@ -14,7 +14,15 @@ class ExportOptions:
     :param decomposition_table: None (no decomposition, the default), ``"default"``
         (torch's default table) or a table ``{op: function}`` given to
         :meth:`torch.export.ExportedProgram.run_decompositions`
-    :param fallback: when capture fails, tries the other ``strict`` value before giving up
+    :param fallback: when capture fails, tries the other ``strict`` value before giving
+        up (non-strict then strict with the default ``strict=False``); when the capture
+        works but the decomposition or the functionalization fails, tries torch's default
+        decomposition table; the final error lists every attempt and why it failed
+    :param decomposition_fallback: an operator with no converter is decomposed by
+        torch's decomposition table for that operator only, then converted (see
+        :mod:`experimental_experiment.torch_interpreter.decomposition_fallback`). On by
+        default: it changes nothing for a graph whose operators all have a converter
+        and turns an export failure into a working model otherwise.
 
     .. code-block:: python
 
@@ -26,3 +34,4 @@ class ExportOptions:
     strict: bool = False
     decomposition_table: Any = None
     fallback: bool = False
+    decomposition_fallback: bool = True

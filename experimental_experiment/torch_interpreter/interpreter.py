@@ -31,9 +31,11 @@ class InputPlan:
 class NodeContext:
     """What a converter may ask about the FX node it converts (``g.current``)."""
 
-    def __init__(self, node: torch.fx.Node, namer: DimNamer):
+    def __init__(self, node: torch.fx.Node, namer: DimNamer, interpreter=None):
         self.node = node
         self._namer = namer
+        #: the running Interpreter (converters of higher-order ops call back into it)
+        self.interpreter = interpreter
 
     @property
     def val(self):
@@ -128,7 +130,7 @@ class Interpreter:
         args = torch.fx.node.map_arg(node.args, lambda n: self.env[n.name])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n.name])
         start = len(self.g.nodes)
-        self.g.current = NodeContext(node, self.namer)
+        self.g.current = NodeContext(node, self.namer, self)
         try:
             result = fn(self.g, *args, **kwargs)
         except ExportError:
@@ -174,13 +176,17 @@ class Interpreter:
         return names
 
     # helpers
-    def _find_converter(self, node: torch.fx.Node):
-        op = node.target
+    def find_op_converter(self, op):
+        """The user's converter of ``op`` (dispatcher), else the built-in one, else None."""
         if self.dispatcher is not None:
             fn = self.dispatcher.find(op)
             if fn is not None:
                 return fn
-        fn = find_converter(op, self.g.main_opset)
+        return find_converter(op, self.g.main_opset)
+
+    def _find_converter(self, node: torch.fx.Node):
+        op = node.target
+        fn = self.find_op_converter(op)
         if fn is None:
             raise UnsupportedOpError(
                 f"no converter for {op} (node {node.name!r}: {node.format_node()})\n"
@@ -211,7 +217,11 @@ class Interpreter:
     def _stamp_one(self, node, val, name) -> None:
         if not isinstance(name, str) or not name:
             return
-        if isinstance(val, torch.Tensor):
+        if isinstance(val, torch.Tensor) and val.dtype in _COMPLEX_AS_REAL:
+            # a complex tensor is a real one with a trailing dimension 2 (real, imag)
+            expected = torch_dtype_to_onnx(_COMPLEX_AS_REAL[val.dtype])
+            shape = (*self.namer.shape(val.shape), 2)
+        elif isinstance(val, torch.Tensor):
             expected = torch_dtype_to_onnx(val.dtype)
             shape = self.namer.shape(val.shape)
         elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
@@ -226,6 +236,10 @@ class Interpreter:
             )
         self.g.set_type(name, expected)
         self.g.set_shape(name, shape)
+
+
+# complex tensors are converted as real tensors with a trailing dimension 2 (aten/fft.py)
+_COMPLEX_AS_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 def _as_array(value):

@@ -14,11 +14,13 @@ from ..xbuilder import GraphBuilder, OptimizationOptions
 from . import aten  # noqa: F401  registers the converters
 from ._dims import DimNamer
 from .capture import capture, decompose
+from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
 from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import InvalidArgumentError
 from .export_options import ExportOptions
 from .interpreter import InputPlan, Interpreter
+from .verify import check_zero_one
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ def to_onnx(
     verbose: int = 0,
     return_builder: bool = False,
     return_optimize_report: bool = False,
+    export_modules_as_functions: bool | set | None = None,
 ):
     """Exports a torch model to ONNX through torch.export.export.
 
@@ -69,7 +72,18 @@ def to_onnx(
     :param return_builder: returns ``(model, builder)``
     :param return_optimize_report: returns ``(model, report)`` (or
         ``(model, builder, report)`` with ``return_builder``)
+    :param export_modules_as_functions: True (every child module of the model) or a set
+        of module types (or class names): the nodes of each instance become a call to an
+        ONNX local function of domain ``local_functions``, weights given as inputs, so
+        instances with the same structure share one function; see
+        :mod:`experimental_experiment.torch_interpreter.module_functions`
+        (``inline_functions(onx)`` flattens the model again)
     :return: an ``onnx.ModelProto``
+
+    Buffers and inputs the model mutates in place (``self.count.add_(1)``, a cache
+    updated with ``index_copy_``, the running statistics of a BatchNorm in training
+    mode) become extra outputs named ``<buffer or input>_updated``, after the model's own
+    outputs: the ONNX model is functional, the caller feeds the new value back.
 
     .. code-block:: python
 
@@ -90,10 +104,20 @@ def to_onnx(
     builder = GraphBuilder(target_opset, verbose=verbose)
     gm, plan, namer, out_names = _prepare(
         model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
-        input_names, output_names,
+        input_names, output_names, dispatcher, builder.main_opset,
     )
-    Interpreter(builder, gm, plan, dispatcher=dispatcher, namer=namer).run(out_names)
-    report = builder.optimize(options) if optimize else {}
+    if export_modules_as_functions:
+        from .module_functions import ModuleTaggingInterpreter, make_local_functions
+
+        interp = ModuleTaggingInterpreter(builder, gm, plan, dispatcher=dispatcher,
+                                          namer=namer, selected=export_modules_as_functions)
+    else:
+        interp = Interpreter(builder, gm, plan, dispatcher=dispatcher, namer=namer)
+    _mutations_last(builder, interp.run(out_names), out_names)
+    if export_modules_as_functions:
+        make_local_functions(builder, interp.owner)
+    # the report: one dict per pass and pattern (name, matched, applied, refused, time_s)
+    report = builder.optimize(options) if optimize else []
     onx = builder.to_onnx(optimize=False)
     if filename:
         save_atomically(onx, filename)
@@ -133,7 +157,8 @@ def _check_arguments(model, args, kwargs, export_options, options, dispatcher):
     return args, kwargs
 
 
-def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names):
+def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
+             dispatcher=None, opset=18):
     """Captures if needed; returns the graph module, the input plan, the dim namer and
     the output names (None for outputs to drop)."""
     if isinstance(model, torch.fx.GraphModule) and not isinstance(
@@ -145,9 +170,13 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         ep, names = decompose(model, export_options.decomposition_table), {}
         paths = None
     else:
+        check_zero_one(model, args, kwargs, dynamic_shapes)
         ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
         ep = capture(model, args, kwargs, ds, export_options)
         paths = [p for p, _ in leaf_paths(model, args, kwargs)]
+    if export_options.decomposition_fallback:
+        can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
+        ep = decompose_unsupported(ep, opset, can_convert)
     return _prepare_exported_program(ep, names, paths, input_names, output_names)
 
 
@@ -208,19 +237,41 @@ def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
         namer = DimNamer(symbol_names(nodes, paths, dim_names))
     keep = []
     for spec in ep.graph_signature.output_specs:
-        keep.append(spec.kind == OutputKind.USER_OUTPUT)
-        if spec.kind != OutputKind.USER_OUTPUT:
-            logger.warning("output %r (%s) is dropped: a mutation of %r is not exported",
-                           spec.arg.name, spec.kind.name, spec.target)
+        if spec.kind == OutputKind.USER_OUTPUT:
+            keep.append(True)
+        elif spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+            # the new value of a mutated buffer or input: an extra output (a KV cache)
+            base = plan.inputs.get(spec.target, spec.target)
+            logger.info("the new value of %r (%s) is the output %r", spec.target,
+                        spec.kind.name, f"{base}_updated")
+            keep.append(_MutationName(f"{base}_updated"))
+        else:
+            keep.append(False)
+            logger.warning("output %r (%s) of %r is dropped", spec.arg.name,
+                           spec.kind.name, spec.target)
     return gm, plan, namer, _output_names(output_names, keep)
 
 
-def _output_names(output_names, keep: list[bool]) -> list[str | None]:
-    n_user = sum(keep)
+class _MutationName(str):
+    """Name of an output holding the new value of a mutated buffer or input."""
+
+
+def _output_names(output_names, keep: list) -> list[str | None]:
+    n_user = sum(k is True for k in keep)
     if output_names is not None and len(output_names) != n_user:
         raise InvalidArgumentError(f"{len(output_names)} output names for {n_user} outputs")
     it = iter(output_names or [f"output_{i}" for i in range(n_user)])
-    return [next(it) if k else None for k in keep]
+    return [next(it) if k is True else (k or None) for k in keep]
+
+
+def _mutations_last(builder: GraphBuilder, names: list[str], out_names: list) -> None:
+    """Moves the outputs of mutated buffers and inputs after the user's outputs."""
+    kinds = [isinstance(n, _MutationName) for n in out_names if n is not None]
+    if not any(kinds) or len(kinds) != len(names):
+        return
+    moved = {n for n, k in zip(names, kinds) if k}
+    builder.outputs = [o for o in builder.outputs if o not in moved] + [
+        o for o in builder.outputs if o in moved]
 
 
 def save_atomically(model: onnx.ModelProto, filename: str) -> None:

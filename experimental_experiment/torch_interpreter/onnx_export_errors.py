@@ -8,66 +8,119 @@ from typing import Any, Callable
 
 import torch
 
+from .patches import apply_patches
+from .patches.cache_registration import (
+    UnknownCacheError,
+    check_cache_inputs,
+    register_cache_classes,
+)
+
 logger = logging.getLogger(__name__)
 
-
-def _flatten_dynamic_cache(cache):
-    layers = [layer for layer in cache.layers if getattr(layer, "keys", None) is not None]
-    keys = [layer.keys for layer in layers]
-    values = [layer.values for layer in layers]
-    return keys + values, len(keys)
+__all__ = ["UnknownCacheError", "bypass_export_some_errors"]
 
 
-def _flatten_with_keys_dynamic_cache(cache):
-    leaves, n = _flatten_dynamic_cache(cache)
-    names = [f"key_{i}" for i in range(n)] + [f"value_{i}" for i in range(n)]
-    return [(torch.utils._pytree.MappingKey(k), v) for k, v in zip(names, leaves)], n
-
-
-def _unflatten_dynamic_cache(values, n: int):
+def _legacy_cache_to_dynamic(value):
+    """``((key_0, value_0), (key_1, value_1), ...)`` -> DynamicCache."""
     from transformers.cache_utils import DynamicCache
 
-    values = list(values)
-    return DynamicCache(ddp_cache_data=list(zip(values[:n], values[n:])) or None)
+    cache = DynamicCache()
+    for i, (k, v) in enumerate(value):
+        cache.update(k, v, i)
+    return cache
 
 
-def _register_cache_classes() -> list[type]:
-    """Registers transformers' DynamicCache with torch's pytree; returns what it did."""
-    try:
-        from transformers.cache_utils import DynamicCache
-    except ImportError:
-        return []
-    if DynamicCache in torch.utils._pytree.SUPPORTED_NODES:
-        return []
-    torch.utils._pytree.register_pytree_node(
-        DynamicCache,
-        _flatten_dynamic_cache,
-        _unflatten_dynamic_cache,
-        serialized_type_name=f"{DynamicCache.__module__}.{DynamicCache.__name__}",
-        flatten_with_keys_fn=_flatten_with_keys_dynamic_cache,
+def _is_legacy_cache(value) -> bool:
+    return (
+        isinstance(value, (tuple, list)) and len(value) > 0
+        and all(isinstance(kv, (tuple, list)) and len(kv) == 2 for kv in value)
+        and all(isinstance(t, torch.Tensor) and t.dim() == 4 for kv in value for t in kv)
     )
-    return [DynamicCache]
 
 
-def _identity_modificator(inputs: Any) -> Any:
-    return inputs
+def _make_modificator(known: dict[type, tuple]) -> Callable[[Any], Any]:
+    """A function converting inputs into an exportable form:
+
+    * a cache given as a tuple of ``(key, value)`` pairs under ``past_key_values``
+      becomes a ``DynamicCache`` (torch.export sees a registered class),
+    * a registered cache is copied (flattened then rebuilt, tensors shared) so that
+      running or exporting the model does not grow the user's cache,
+    * an unknown transformers cache raises :class:`UnknownCacheError` naming the class.
+    """
+
+    def convert(value, key=None):
+        if isinstance(value, dict):
+            return {k: convert(v, k) for k, v in value.items()}
+        if key == "past_key_values" and _is_legacy_cache(value):
+            return convert(_legacy_cache_to_dynamic(value))
+        if type(value) in known:
+            flatten, unflatten, _ = known[type(value)]
+            children, context = flatten(value)
+            return unflatten([convert(c) for c in children], context)
+        if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+            return type(value)(convert(v) for v in value)
+        return value
+
+    def modificator(inputs: Any) -> Any:
+        inputs = convert(inputs)
+        check_cache_inputs(inputs, known)
+        return inputs
+
+    return modificator
+
+
+def _transformers_patches(verbose: int) -> contextlib.AbstractContextManager:
+    """transformers' own export patches (``transformers.exporters``) when it has them,
+    then ours for what they leave broken."""
+    from .patches.patch_transformers import get_transformers_patches, transformers_own_patches
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(transformers_own_patches(verbose=verbose))
+    stack.enter_context(apply_patches(get_transformers_patches(), verbose=verbose))
+    return stack
 
 
 @contextlib.contextmanager
 def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: bool = True,
                               verbose: int = 0) -> Callable[[Any], Any]:
-    """Applies patches making models exportable, and removes them on exit.
+    """Applies patches making models exportable, and removes them all on exit (even on
+    an exception). Works with :func:`torch.export.export`,
+    :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` and
+    :func:`torch.onnx.export`.
 
-    What it does today:
+    * ``patch_transformers=True``:
 
-    * ``patch_transformers=True``: registers ``transformers.cache_utils.DynamicCache``
-      with torch's pytree (torch.export otherwise refuses a model called with
-      ``past_key_values``: *"DynamicCache is not a pytree node"*); the flattened inputs
-      are named ``<arg>_key_<i>`` and ``<arg>_value_<i>``.
-    * ``patch_torch``: nothing needs patching in torch 2.13 yet (kept for the API).
+      - registers transformers' cache classes with torch's pytree (``DynamicCache``,
+        ``StaticCache``, ``EncoderDecoderCache`` and their subclasses that the
+        installed transformers defines); torch.export otherwise refuses a model called
+        with ``past_key_values``. The flattened inputs are named
+        ``<arg>_key_<i>`` and ``<arg>_value_<i>`` (keys of every layer, then values),
+        the ``dynamic_shapes`` of a cache is a list of one entry per tensor;
+      - applies the export patches transformers ships
+        (``transformers.exporters.utils.apply_patches("dynamo")``: sliding-window
+        layers traced as full layers, SDPA through its math kernel...),
+      - then the patches of
+        :mod:`experimental_experiment.torch_interpreter.patches.patch_transformers`
+        for what is still broken:
 
-    The context manager yields a *modificator*, a function converting inputs into
-    an exportable form (today the identity).
+        * masks built with ``torch.vmap`` (``use_vmap=True``, custom mask functions):
+          *"no converter for lazy_load_decompositions / _add_batch_dim / flat_apply"*,
+          replaced by broadcasting;
+        * ``rope_type="dynamic"`` rotary embeddings: *"GuardOnDataDependentSymNode:
+          Could not guard on data-dependent expression"*, made traceable with
+          ``torch.where``;
+        * mixture-of-experts (Mixtral, Qwen2-MoE): *"no converter for
+          transformers.grouped_mm_fallback"*, experts run with ``batched_mm``;
+        * sliding-window cache layers (Mistral, Gemma 2, Gemma 3) specializing the
+          cache length to the window, only when transformers does not patch them.
+
+    * ``patch_torch=True``: the patches of
+      :mod:`experimental_experiment.torch_interpreter.patches.patch_torch`.
+
+    The context manager yields a *modificator*, a function converting inputs into an
+    exportable form (a tuple of ``(key, value)`` pairs becomes a DynamicCache, caches
+    are copied so that a run does not grow them, an unknown cache class raises
+    :class:`UnknownCacheError`).
 
     .. code-block:: python
 
@@ -75,13 +128,16 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
             inputs = modificator(inputs)
             onx = to_onnx(model, (), inputs, dynamic_shapes=ds)
     """
-    registered: list[type] = []
-    try:
+    with contextlib.ExitStack() as stack:
+        known: dict[type, tuple] = {}
+        if patch_torch:
+            from .patches.patch_torch import get_torch_patches
+
+            stack.enter_context(apply_patches(get_torch_patches(), verbose=verbose))
         if patch_transformers:
-            registered = _register_cache_classes()
+            known = stack.enter_context(register_cache_classes(verbose=verbose))
             if verbose:
-                logger.info("[bypass_export_some_errors] registered %s", registered)
-        yield _identity_modificator
-    finally:
-        for cls in registered:
-            torch.utils._pytree._deregister_pytree_node(cls)
+                logger.warning("[bypass_export_some_errors] registered %s",
+                               sorted(c.__name__ for c in known))
+            stack.enter_context(_transformers_patches(verbose))
+        yield _make_modificator(known)

@@ -34,8 +34,10 @@ class OxsDispatcher(Dispatcher):
 
         def call_function(g, *args, **kwargs):
             g.add_function(proto)
-            inputs = [a for a in args if isinstance(a, str) or a is None]
-            attrs = dict(zip(list(proto.attribute), [a for a in args if not isinstance(a, str)]))
+            inputs = [a or "" for a in args if isinstance(a, str) or a is None]
+            names = list(proto.attribute) + [a.name for a in proto.attribute_proto]
+            values = [a for a in args if not isinstance(a, str) and a is not None]
+            attrs = dict(zip(names, values))
             attrs.update(kwargs)
             return g.make_node(proto.name, inputs, len(proto.output), domain=proto.domain,
                                **attrs)

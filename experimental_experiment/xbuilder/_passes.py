@@ -1,4 +1,5 @@
-"""Builder-level passes: remove identity, remove unused nodes, constant folding."""
+"""Builder-level passes: remove identity, remove unused nodes, constant folding,
+common subexpression elimination, duplicated initializers."""
 
 from __future__ import annotations
 
@@ -94,8 +95,10 @@ def _subgraph_users(g):
     return [n for n in g.nodes if any(True for _ in _subgraphs(n))]
 
 
-def remove_unused(g) -> int:
-    """Removes nodes and initializers no graph output depends on."""
+def remove_unused(g, *, keep_initializers: bool = False) -> int:
+    """Removes nodes and initializers no graph output depends on (the names a node's
+    subgraphs take from the outer scope count as used); ``keep_initializers`` for a
+    subgraph builder, which shares the initializers of the main graph."""
     needed = set(g.outputs)
     kept = []
     for node in reversed(g.nodes):
@@ -105,6 +108,8 @@ def remove_unused(g) -> int:
     kept.reverse()
     removed = len(g.nodes) - len(kept)
     g.nodes[:] = kept
+    if keep_initializers:
+        return removed
     for name in [n for n in g.initializers if n not in needed]:
         del g.initializers[name]
         g._constant_arrays.pop(name, None)
@@ -184,25 +189,130 @@ def constant_folding(g, size_cap: int) -> int:
     return folded
 
 
-def run_passes(g, options: OptimizationOptions) -> dict[str, int]:
-    """Runs the passes until nothing changes; returns what each pass removed."""
-    report = {"remove_identity": 0, "constant_folding": 0, "remove_unused": 0}
+_NOT_CSE = _NOT_FOLDABLE | frozenset({"Constant"})
+
+
+def common_subexpression_elimination(g) -> int:
+    """Replaces a node by an earlier identical one (same op, inputs, attributes).
+
+    Random operators and nodes with subgraphs are kept; a node whose output is a graph
+    output is kept too (its name must stay).
+    """
+    outputs = set(g.outputs)
+    seen: dict[tuple, NodeProto] = {}
+    mapping: dict[str, str] = {}
+    kept = []
+    for node in g.nodes:
+        if mapping:
+            rename_inputs(node, mapping)
+        if node.op_type in _NOT_CSE or any(True for _ in _subgraphs(node)) or any(
+            o in outputs for o in node.output
+        ):
+            kept.append(node)
+            continue
+        key = (node.domain, node.op_type, tuple(node.input), len(node.output),
+               tuple(a.SerializeToString(deterministic=True) for a in node.attribute))
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            kept.append(node)
+            continue
+        for a, b in zip(node.output, first.output):
+            if a:
+                mapping[a] = b
+    removed = len(g.nodes) - len(kept)
+    g.nodes[:] = kept
+    return removed
+
+
+def merge_duplicated_initializers(g, size_cap: int = 1 << 16) -> int:
+    """Makes identical small initializers (dtype, shape, bytes) share one name."""
+    protected = set(g.inputs) | set(g.outputs)
+    seen: dict[tuple, str] = {}
+    mapping: dict[str, str] = {}
+    for name, value in g.initializers.items():
+        if name in protected or int(np.prod(value.shape)) > size_cap:
+            continue
+        arr = g.get_constant(name)
+        key = (arr.dtype.str, arr.shape, arr.tobytes())
+        if key in seen:
+            mapping[name] = seen[key]
+        else:
+            seen[key] = name
+    if not mapping:
+        return 0
+    for node in g.nodes:
+        rename_inputs(node, mapping)
+    for name in mapping:
+        del g.initializers[name]
+        g._constant_arrays.pop(name, None)
+    for key, name in list(g._constant_cache.items()):
+        if name in mapping:
+            g._constant_cache[key] = mapping[name]
+    return len(mapping)
+
+
+class OptimizationReport(list):
+    """A list of dicts, one per pass or pattern: ``name``, ``kind``, ``matched``,
+    ``applied``, ``refused``, ``time_s`` (and ``refusals``, a few reasons).
+
+    ``report["remove_unused"]`` is the number of changes made by that pass or pattern.
+    """
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return sum(e["applied"] for e in self if e["name"] == key)
+        return list.__getitem__(self, key)
+
+    def entry(self, name: str, kind: str) -> dict:
+        """The entry of ``name``, created when missing."""
+        for e in self:
+            if e["name"] == name:
+                return e
+        e = {"name": name, "kind": kind, "matched": 0, "applied": 0, "refused": 0,
+             "time_s": 0.0, "refusals": []}
+        self.append(e)
+        return e
+
+
+def _selected_passes(options: OptimizationOptions):
+    passes = []
+    if options.remove_identity:
+        passes.append(("remove_identity", remove_identity))
+    if options.constant_folding:
+        passes.append(("constant_folding",
+                       lambda g: constant_folding(g, options.constant_size_cap)))
+    if options.remove_unused:
+        passes.append(("remove_unused", remove_unused))
+    if getattr(options, "cse", True):
+        passes.append(("cse", common_subexpression_elimination))
+    if getattr(options, "merge_initializers", True):
+        passes.append(("merge_initializers", merge_duplicated_initializers))
+    return passes
+
+
+def run_passes(g, options: OptimizationOptions,
+               report: OptimizationReport | None = None) -> OptimizationReport:
+    """Runs the passes until nothing changes; returns what each pass changed."""
+    import time
+
+    report = OptimizationReport() if report is None else report
+    passes = _selected_passes(options)
+    for name, _ in passes:
+        report.entry(name, "pass")
     for _ in range(5):
         changed = 0
-        if options.remove_identity:
-            n = remove_identity(g)
-            report["remove_identity"] += n
-            changed += n
-        if options.constant_folding:
-            n = constant_folding(g, options.constant_size_cap)
-            report["constant_folding"] += n
-            changed += n
-        if options.remove_unused:
-            n = remove_unused(g)
-            report["remove_unused"] += n
+        for name, fct in passes:
+            begin = time.perf_counter()
+            n = fct(g)
+            e = report.entry(name, "pass")
+            e["time_s"] += time.perf_counter() - begin
+            e["matched"] += n
+            e["applied"] += n
             changed += n
         if not changed:
             break
     if options.verbose:
-        logger.info("[GraphBuilder.optimize] %s", report)
+        logger.info("[GraphBuilder.optimize] %s",
+                    {e["name"]: e["applied"] for e in report if e["kind"] == "pass"})
     return report

@@ -6,7 +6,7 @@ import logging
 from typing import Any, Sequence
 
 import numpy as np
-from onnx import FunctionProto, ModelProto, NodeProto, TensorProto, helper
+from onnx import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, helper
 
 from ._dtypes import np_dtype_to_onnx
 from ._op_proxy import OpProxy
@@ -246,12 +246,51 @@ class GraphBuilder:
                 table[new] = table.pop(old)
         return True
 
+    # subgraphs: branches of If, bodies of Loop and Scan
+    def make_subgraph_builder(self) -> GraphBuilder:
+        """A builder for a subgraph (If branch, Loop or Scan body) of this graph.
+
+        It shares names, dtypes, shapes, opsets, functions and initializers with this
+        builder: names stay unique in the whole model (ONNX forbids a subgraph to
+        shadow an outer name), outer results are visible inside with their types, and
+        the constants a body creates become initializers of the main graph, which a
+        subgraph sees as outer-scope names. Only nodes, inputs and outputs are its own;
+        :meth:`to_graph_proto` turns it into the attribute of the control-flow node.
+        """
+        child = GraphBuilder(self.opsets, verbose=self.verbose)
+        for attr in ("opsets", "functions", "initializers", "_types", "_shapes", "_ranks",
+                     "_names", "_counters", "_constant_cache", "_constant_arrays"):
+            setattr(child, attr, getattr(self, attr))
+        return child
+
+    def to_graph_proto(self, name: str) -> GraphProto:
+        """The nodes, inputs and outputs of this (sub)graph builder as a GraphProto,
+        inputs and outputs typed; initializers are not included (see
+        :meth:`make_subgraph_builder`). Unused nodes are removed first."""
+        from ._passes import remove_unused
+        from ._serialize import _shape_or_rank, make_value_info
+
+        remove_unused(self, keep_initializers=True)
+        inputs = [make_value_info(n, self.get_type(n), _shape_or_rank(self, n))
+                  for n in self.inputs]
+        outputs = [make_value_info(n, self.get_type(n), _shape_or_rank(self, n))
+                   for n in self.outputs]
+        return helper.make_graph(self.nodes, name, inputs, outputs)
+
     # output
-    def optimize(self, options: OptimizationOptions | None = None) -> dict[str, int]:
-        """Runs the optimization passes selected by ``options``; returns removed counts."""
+    def optimize(self, options: OptimizationOptions | None = None):
+        """Runs the passes and patterns selected by ``options``; returns the report,
+        a list of dicts (name, kind, matched, applied, refused, time_s), one per pass
+        or pattern (``report["remove_unused"]`` sums what that pass changed)."""
         from ._passes import run_passes
 
-        return run_passes(self, options or OptimizationOptions())
+        options = options or OptimizationOptions()
+        if options.patterns and options.patterns != "none":
+            # lazy: xoptim depends on xbuilder, not the other way around
+            from ..xoptim.optimizer import optimize_builder
+
+            return optimize_builder(self, options)
+        return run_passes(self, options)
 
     def to_onnx(self, *, optimize: bool | OptimizationOptions = True) -> ModelProto:
         """Returns the ModelProto (after optimization unless ``optimize=False``)."""

@@ -13,8 +13,12 @@ class OptimizationOptions:
     :param remove_identity: removes Identity nodes, renaming their inputs
     :param constant_folding: evaluates nodes whose inputs are all constants
     :param constant_size_cap: folding is skipped when a result would have more elements
+    :param cse: common subexpression elimination (identical sibling nodes)
+    :param merge_initializers: identical small initializers share one name
     :param patterns: pattern sets to apply (``"default"``, ``"default+onnxruntime"``,
-        ``None`` for none); pattern rewriting is done by :mod:`experimental_experiment.xoptim`
+        ``"default,-CastCastToCast"`` removes one pattern, ``"none"`` or ``None`` for
+        none); pattern rewriting is done by :mod:`experimental_experiment.xoptim`
+    :param max_iterations: bound on the rounds of pattern matching
     :param verbose: verbosity (logged with :mod:`logging`)
 
     .. code-block:: python
@@ -28,5 +32,8 @@ class OptimizationOptions:
     remove_identity: bool = True
     constant_folding: bool = True
     constant_size_cap: int = 1 << 20
+    cse: bool = True
+    merge_initializers: bool = True
     patterns: str | None = "default"
+    max_iterations: int = 20
     verbose: int = 0

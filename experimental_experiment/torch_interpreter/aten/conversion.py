@@ -11,6 +11,10 @@ from ._helpers import aten, cast_to, out_dtype
 
 def cast_to_output(g: GraphBuilder, x) -> str:
     """Casts ``x`` to the dtype torch gives the output, an Identity when it has it."""
+    if g.current.torch_dtype().is_complex:  # complex: real pairs (aten/fft.py)
+        from .fft import to_complex
+
+        return to_complex(g, x)
     y = cast_to(g, x, out_dtype(g))
     return g.op.Identity(y) if y == x else y
 
@@ -34,7 +38,7 @@ def aten__to_copy(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
 
 
 @converter(aten.to.dtype)
-def aten_to_dtype(g: GraphBuilder, x, dtype, non_blocking=False, copy=False, *,
+def aten_to_dtype(g: GraphBuilder, x, dtype, non_blocking=False, copy=False,
                   memory_format=None):
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False,
     bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""
@@ -52,7 +56,7 @@ def aten_to_dtype_layout(g: GraphBuilder, x, *, dtype=None, layout=None, device=
 
 
 @converter(aten.to.device)
-def aten_to_device(g: GraphBuilder, x, device, dtype, non_blocking=False, copy=False, *,
+def aten_to_device(g: GraphBuilder, x, device, dtype, non_blocking=False, copy=False,
                    memory_format=None):
     """to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False,
     bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""

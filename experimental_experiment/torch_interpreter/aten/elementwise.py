@@ -104,13 +104,13 @@ def aten_pow(g: GraphBuilder, x, y):
 @converter(aten.maximum.default, aten.max.other)
 def aten_maximum(g: GraphBuilder, x, y):
     """maximum(Tensor self, Tensor other) -> Tensor"""
-    return binary(g, "Max", x, y)
+    return binary(g, "Or" if out_dtype(g) == BOOL else "Max", x, y)
 
 
 @converter(aten.minimum.default, aten.min.other)
 def aten_minimum(g: GraphBuilder, x, y):
     """minimum(Tensor self, Tensor other) -> Tensor"""
-    return binary(g, "Min", x, y)
+    return binary(g, "And" if out_dtype(g) == BOOL else "Min", x, y)
 
 
 def _compare(op: str):
@@ -278,6 +278,9 @@ def aten_isinf(g: GraphBuilder, x):
 def aten_where(g: GraphBuilder, condition, x, y):
     """where(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     t = out_dtype(g)
+    if t == BOOL:  # onnxruntime has no Where kernel for bool
+        c = cast_to(g, condition, BOOL)
+        return g.op.Or(g.op.And(c, cast_to(g, x, t)), g.op.And(g.op.Not(c), cast_to(g, y, t)))
     return g.op.Where(cast_to(g, condition, BOOL), cast_to(g, x, t), cast_to(g, y, t))
 
 

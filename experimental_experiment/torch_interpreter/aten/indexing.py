@@ -172,6 +172,8 @@ def aten_index_put_(g: GraphBuilder, x, indices, values, accumulate=False):
 @converter(aten.index_select.default)
 def aten_index_select(g: GraphBuilder, x, dim, index):
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
+    if rank_of(g, x) == 0:  # a 0-d tensor is its own selection
+        return g.op.Identity(x)
     if rank_of(g, index) == 0:
         index = g.op.Unsqueeze(index, _i64([0]))
     return g.op.Gather(x, index, axis=dim)
@@ -335,11 +337,25 @@ def _dim_selector(g: GraphBuilder, x, dim, index) -> str:
 @converter(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
 def aten_index_fill(g: GraphBuilder, x, dim, index, value):
     """index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
+    if rank_of(g, x) == 0:
+        return _rank0(g, aten_index_fill, x, dim, index, value)
     return g.op.Where(_dim_selector(g, x, dim, index), cast_to(g, value, out_dtype(g)), x)
+
+
+def _rank0(g: GraphBuilder, fn, x, dim, index, *args):
+    """Runs ``fn`` on 0-d tensors seen as 1-D ones (torch accepts dim 0 on them)."""
+    one = _i64([0])
+    args = [g.op.Unsqueeze(a, one) if isinstance(a, str) and rank_of(g, a) == 0 else a
+            for a in args]
+    index = g.op.Reshape(index, _i64([-1]))
+    return g.op.Squeeze(fn(g, g.op.Unsqueeze(x, one), 0, index, *args), one)
 
 
 def _index_scatter(g: GraphBuilder, x, dim, index, source, reduction):
     r = rank_of(g, x)
+    if r == 0:
+        return _rank0(g, lambda g_, *a: _index_scatter(g_, *a, reduction), x, dim, index,
+                      source)
     dim %= r
     shape = [1] * r
     shape[dim] = -1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...xbuilder import GraphBuilder
 from ..registry import converter
-from ._helpers import aten
+from ._helpers import aten, cast_to
 
 
 @converter(aten.mm.default, aten.bmm.default, aten.matmul.default, aten.dot.default,
@@ -36,6 +36,8 @@ def aten_linear(g: GraphBuilder, x, weight, bias=None):
 @converter(aten.addmm.default)
 def aten_addmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)"""
+    if g.get_type(x) not in (1, 10, 11, 16):  # Gemm has float kernels only
+        return aten_baddbmm(g, bias, x, y, beta=beta, alpha=alpha)
     return g.op.Gemm(x, y, bias, alpha=float(alpha), beta=float(beta))
 
 
@@ -46,11 +48,11 @@ def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
     if g.current.node.target == aten.addbmm.default:
         prod = g.op.ReduceSum(prod, [0], keepdims=0)
     if alpha != 1:
-        prod = g.op.Mul(prod, float(alpha))
+        prod = g.op.Mul(prod, cast_to(g, alpha, g.get_type(prod)))
     if beta == 0:
         return prod
     if beta != 1:
-        bias = g.op.Mul(bias, float(beta))
+        bias = g.op.Mul(bias, cast_to(g, beta, g.get_type(bias)))
     return g.op.Add(prod, bias)
 
 

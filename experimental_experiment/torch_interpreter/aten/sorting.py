@@ -6,7 +6,7 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 
 
 def _k(g: GraphBuilder, k) -> str:
@@ -102,12 +102,19 @@ def aten_triu(g: GraphBuilder, x, diagonal=0):
 @converter(aten.nonzero.default, aten.argwhere.default)
 def aten_nonzero(g: GraphBuilder, x):
     """nonzero(Tensor self) -> Tensor (int64 [N, rank])"""
+    if rank_of(g, x) == 0:  # [1 if x != 0 else 0, 0]
+        k = g.op.Cast(g.op.Cast(x, to=BOOL), to=INT64)
+        return g.op.Expand(np.zeros((1, 0), dtype=np.int64),
+                           g.op.Concat(g.op.Reshape(k, np.array([1], dtype=np.int64)),
+                                       np.array([0], dtype=np.int64), axis=0))
     return g.op.Transpose(g.op.NonZero(x), perm=[1, 0])
 
 
 @converter(aten.where.default, aten.nonzero_numpy.default)
 def aten_where_one(g: GraphBuilder, condition):
     """where(Tensor condition) -> Tensor[] (one 1-D index tensor per dimension)"""
+    if rank_of(g, condition) == 0:  # torch sees a 0-d tensor as a 1-D one
+        condition = g.op.Unsqueeze(condition, np.array([0], dtype=np.int64))
     nz = g.op.NonZero(condition)
     return tuple(g.op.Gather(nz, np.array(i, dtype=np.int64), axis=0)
                  for i in range(rank_of(g, condition)))

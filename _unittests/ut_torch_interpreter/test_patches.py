@@ -1,0 +1,241 @@
+"""bypass_export_some_errors: cache registration with readable names, patches applied
+then removed (even on an exception), modificator, dim names of cache inputs."""
+
+import copy
+import logging
+import warnings
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+from torch.utils import _pytree
+from transformers import cache_utils, masking_utils
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache, StaticCache
+
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.onnx_export_errors import (
+    UnknownCacheError,
+    bypass_export_some_errors,
+)
+from experimental_experiment.torch_interpreter.patches import Patch, apply_patches
+from experimental_experiment.torch_interpreter.patches.patch_transformers import (
+    get_transformers_patches,
+)
+
+DYN = torch.export.Dim.DYNAMIC
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _cache(batch, past, layers=2, heads=2, dim=8):
+    cache = DynamicCache()
+    for i in range(layers):
+        cache.update(torch.randn(batch, heads, past, dim), torch.randn(batch, heads, past, dim), i)
+    return cache
+
+
+class AttentionStep(torch.nn.Module):
+    def forward(self, query, cache):
+        keys = torch.cat([cache.layers[0].keys, cache.layers[1].keys], dim=-1)
+        values = torch.cat([cache.layers[0].values, cache.layers[1].values], dim=-1)
+        return torch.softmax(query @ keys.transpose(2, 3), dim=-1) @ values
+
+
+def _state():
+    """Everything the context manager may change."""
+    from transformers.integrations.moe import ExpertsInterface
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    return (
+        set(_pytree.SUPPORTED_NODES),
+        dict(vars(masking_utils)),
+        dict(vars(cache_utils.DynamicSlidingWindowLayer)),
+        torch.nn.functional.scaled_dot_product_attention,
+        dict(vars(ExpertsInterface)),
+        dict(vars(LlamaRotaryEmbedding)),
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _imported():
+    """Imports what the patches import (importing transformers' models registers
+    their outputs with pytree for good, that is not a patch)."""
+    with bypass_export_some_errors(patch_transformers=True):
+        pass
+
+
+def test_nothing_leaks_after_exit():
+    before = _state()
+    with bypass_export_some_errors(patch_transformers=True):
+        during = _state()
+        assert DynamicCache in _pytree.SUPPORTED_NODES
+        assert StaticCache in _pytree.SUPPORTED_NODES
+        assert EncoderDecoderCache in _pytree.SUPPORTED_NODES
+        assert during[1]["_vmap_expansion_sdpa"] is not before[1]["_vmap_expansion_sdpa"]
+        # transformers' own patches are applied too
+        assert during[2]["update"] is not before[2]["update"]
+        assert during[4]["_global_mapping"] is not before[4]["_global_mapping"]
+        assert during[5]["forward"] is not before[5]["forward"]
+    assert _state() == before
+
+
+def test_nothing_leaks_after_an_exception():
+    before = _state()
+    with pytest.raises(RuntimeError, match="boom"):
+        with bypass_export_some_errors(patch_transformers=True):
+            assert _state() != before
+            raise RuntimeError("boom")
+    assert _state() == before
+
+
+def test_previous_registration_restored():
+    """A registration made before (here transformers' own) comes back on exit."""
+    from transformers.exporters.exporter_dynamo import register_pytree_node
+
+    assert DynamicCache not in _pytree.SUPPORTED_NODES
+    register_pytree_node(DynamicCache)
+    try:
+        theirs = _pytree.SUPPORTED_NODES[DynamicCache]
+        cache = _cache(2, 3)
+        with bypass_export_some_errors(patch_transformers=True):
+            paths = [p for p, _ in _pytree.tree_flatten_with_path(cache)[0]]
+            assert [p[0].key for p in paths] == ["key_0", "key_1", "value_0", "value_1"]
+        assert _pytree.SUPPORTED_NODES[DynamicCache] is theirs
+        assert len(_pytree.tree_leaves(cache)) == 4
+    finally:
+        _pytree._deregister_pytree_node(DynamicCache)
+
+
+def test_apply_patches_inherited_attribute():
+    class Base:
+        def f(self):
+            return 1
+
+    class Child(Base):
+        pass
+
+    with pytest.raises(ValueError):
+        with apply_patches([Patch(Child, "f", lambda orig: lambda self: 2)]):
+            assert Child().f() == 2
+            raise ValueError()
+    assert "f" not in vars(Child) and Child().f() == 1
+
+
+def test_every_patch_is_documented():
+    for patch in get_transformers_patches():
+        assert "Fixes" in patch.doc, patch.name
+
+
+def test_dim_names_of_cache_inputs():
+    """The names given in a list for the cache reach the ONNX inputs (not ``s15``)."""
+    model, query = AttentionStep(), torch.randn(2, 2, 3, 16)
+    ds = ({0: "batch", 2: "seq"}, [{0: "batch", 2: "past"}] * 4)
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        onx = to_onnx(model, modificator((query, _cache(2, 5))), dynamic_shapes=ds)
+    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+            for i in onx.graph.input}
+    assert dims["cache_key_0"] == ["batch", 2, "past", 8]
+    assert dims["cache_value_1"] == ["batch", 2, "past", 8]
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    query, cache = torch.randn(3, 2, 4, 16), _cache(3, 7)
+    feeds = [query] + [layer.keys for layer in cache.layers] + [
+        layer.values for layer in cache.layers]
+    got = sess.run(None, {i.name: t.numpy() for i, t in zip(sess.get_inputs(), feeds)})[0]
+    np.testing.assert_allclose(model(query, cache).numpy(), got, atol=1e-5)
+
+
+def test_torch_export_export_and_module():
+    model = AttentionStep()
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        ep = torch.export.export(model, modificator((torch.randn(2, 2, 3, 16), _cache(2, 5))),
+                                 dynamic_shapes=({0: DYN, 2: DYN}, [{0: DYN, 2: DYN}] * 4))
+        query, cache = torch.randn(3, 2, 4, 16), _cache(3, 7)
+        torch.testing.assert_close(ep.module()(query, cache), model(query, cache))
+
+
+def test_modificator():
+    keys = [torch.randn(2, 2, 3, 8) for _ in range(4)]
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        inputs = modificator({"x": keys[0], "past_key_values": ((keys[0], keys[1]),
+                                                                 (keys[2], keys[3]))})
+        cache = inputs["past_key_values"]
+        assert isinstance(cache, DynamicCache)
+        assert torch.equal(cache.layers[1].values, keys[3])
+        # a copy: growing it does not grow the user's cache
+        copied = modificator(cache)
+        copied.update(torch.randn(2, 2, 1, 8), torch.randn(2, 2, 1, 8), 0)
+        assert cache.layers[0].keys.shape[2] == 3 and copied.layers[0].keys.shape[2] == 4
+
+        class MyCache(cache_utils.Cache):
+            def __init__(self):
+                super().__init__(layers=[])
+
+        with pytest.raises(UnknownCacheError, match="MyCache"):
+            modificator({"past_key_values": MyCache()})
+
+
+def test_encoder_decoder_cache_roundtrip():
+    with bypass_export_some_errors(patch_transformers=True):
+        cache = EncoderDecoderCache(_cache(2, 3), _cache(2, 6))
+        leaves, spec = _pytree.tree_flatten_with_path(cache)
+        names = ["_".join(str(k.key) for k in path) for path, _ in leaves]
+        assert names[0] == "self_attention_cache_key_0"
+        assert names[-1] == "cross_attention_cache_value_1"
+        rebuilt = _pytree.tree_unflatten([t for _, t in leaves], spec)
+        assert rebuilt.cross_attention_cache.layers[1].values.shape == (2, 2, 6, 8)
+        assert rebuilt.get_seq_length() == 3
+
+
+def test_static_cache_to_onnx():
+    """StaticCache: keys, values and the length tensor are inputs, updated in place."""
+    from experimental_experiment.torch_models.llm_helper import get_tiny_llm
+
+    data = get_tiny_llm("llama", with_cache=False)
+    model, config = data["model"], data["config"]
+    cache = StaticCache(config=config, max_cache_len=8)
+    cache.early_initialization(batch_size=2, num_heads=2, head_dim=8, dtype=torch.float32,
+                               device="cpu")
+    inputs = dict(input_ids=data["inputs"]["input_ids"],
+                  attention_mask=torch.ones(2, 8, dtype=torch.int64),
+                  position_ids=data["inputs"]["position_ids"], past_key_values=cache)
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        onx = to_onnx(model, (), modificator(inputs))
+        feeds = [t.numpy() for t in _pytree.tree_leaves(modificator(inputs))]
+    names = [i.name for i in onx.graph.input]
+    assert "past_key_values_cumulative_length_1" in names
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    got = sess.run(None, dict(zip(names, feeds)))
+    expected = model(**copy.deepcopy(inputs)).logits
+    np.testing.assert_allclose(expected.detach().numpy(), got[0], atol=1e-4)
+
+
+def test_vmap_mask_to_onnx():
+    """A mask built with torch.vmap (use_vmap=True) converts once patched."""
+    from transformers.masking_utils import causal_mask_function, sdpa_mask
+
+    class Masked(torch.nn.Module):
+        def forward(self, x, pad):
+            mask = sdpa_mask(batch_size=x.shape[0], q_length=x.shape[1],
+                             kv_length=pad.shape[1], q_offset=0, kv_offset=0,
+                             mask_function=causal_mask_function, attention_mask=pad,
+                             use_vmap=True, allow_is_causal_skip=False)
+            return x[:, None, :, None] * mask
+
+    pad = torch.ones(2, 5, dtype=torch.bool)
+    with bypass_export_some_errors(patch_transformers=True):
+        onx = to_onnx(Masked(), (torch.randn(2, 3), pad),
+                      dynamic_shapes=({0: "b", 1: "s"}, {0: "b", 1: "t"}))
+    x, pad = torch.randn(3, 4), torch.rand(3, 6) > 0.3
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"x": x.numpy(), "pad": pad.numpy()})[0]
+    np.testing.assert_allclose(Masked()(x, pad).numpy(), got)

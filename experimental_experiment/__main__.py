@@ -1,0 +1,3 @@
+from ._command_lines import main
+
+raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""The command line: ``python -m experimental_experiment <subcommand> ...``.
+
+Every subcommand imports what it needs when it runs, so that ``--help`` and the
+torch-free subcommands (``print``, ``stats``, ``optimize``) start quickly.
+Subcommands backed by a module with its own parser (the benchmarks, the coverage
+of operators, the models) give it the remaining arguments unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import io
+import os
+import sys
+import tempfile
+
+PROG = "python -m experimental_experiment"
+
+# subcommand -> (module, one line help); the module's main(argv) parses the rest
+DELEGATED = {
+    "export-speed": (
+        "experimental_experiment.bench.export_speed",
+        "measures the export speed of tiny Llama models (torch.export, to_onnx, torch.onnx)",
+    ),
+    "backend-speed": (
+        "experimental_experiment.bench.backend_speed",
+        "measures a training step with the onnxruntime backend against eager and inductor",
+    ),
+    "coverage": (
+        "experimental_experiment.bench.op_coverage",
+        "checks the converters on the sample inputs of torch's operator database (CSV)",
+    ),
+    "models": (
+        "experimental_experiment.torch_models.llm_models",
+        "exports small language models and checks them with onnxruntime",
+    ),
+}
+
+
+class CommandLineError(Exception):
+    "An error the command line reports in one line, without a traceback."
+
+
+def _load(path: str):
+    import onnx
+
+    if not os.path.isfile(path):
+        raise CommandLineError(f"no file {path!r}")
+    try:
+        return onnx.load(path)
+    except Exception as e:  # protobuf raises its own DecodeError
+        raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
+
+
+def save_model(model, path: str) -> None:
+    """Saves an ONNX model to ``path`` through a temporary file renamed at the end,
+    so that ``path`` is never left half written. Models over 2 GB store their
+    weights in ``<path>.data``."""
+    import onnx
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
+    os.close(fd)
+    try:
+        if model.ByteSize() < 2**31 - 2**20:
+            with open(tmp, "wb") as f:
+                f.write(model.SerializeToString())
+        else:
+            onnx.save_model(model, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=os.path.basename(path) + ".data")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _cmd_print(ns: argparse.Namespace) -> int:
+    from .helpers.onnx_text import pretty_onnx
+
+    print(pretty_onnx(_load(ns.model), max_values=ns.values))
+    return 0
+
+
+def _cmd_stats(ns: argparse.Namespace) -> int:
+    from .helpers.onnx_stats import format_statistics, model_statistics
+
+    print(format_statistics(model_statistics(_load(ns.model)), top=ns.top))
+    return 0
+
+
+def _cmd_optimize(ns: argparse.Namespace) -> int:
+    try:
+        from .xoptim import optimize_model
+    except ImportError as e:
+        print(f"optimize: experimental_experiment.xoptim.optimize_model is not available "
+              f"in this version ({e})", file=sys.stderr)
+        return 1
+    model = _load(ns.input)
+    before = len(model.graph.node)
+    optimized, report = optimize_model(
+        model, patterns=ns.patterns, verbose=ns.verbose, return_report=True
+    )
+    save_model(optimized, ns.output)
+    print(f"optimize: {before} -> {len(optimized.graph.node)} nodes, "
+          f"{len(report)} report entries, saved {ns.output!r}")
+    if ns.verbose:
+        print(_format_report(report, everything=ns.verbose > 1))
+    return 0
+
+
+def _format_report(report: list[dict], everything: bool = False) -> str:
+    "One line per pass or pattern which matched something (every one if everything)."
+    keys = ["matched", "applied", "refused"]
+    rows = [r for r in report if everything or any(r.get(k) for k in keys)]
+    width = max([len(str(r.get("name", ""))) for r in rows] + [4])
+    lines = [f"  {'name':<{width}} {'kind':<8} " + " ".join(f"{k:>8}" for k in keys)]
+    for r in rows:
+        lines.append(f"  {str(r.get('name', '')):<{width}} {str(r.get('kind', '')):<8} "
+                     + " ".join(f"{r.get(k, ''):>8}" for k in keys))
+        if everything:
+            lines.extend(f"      refused: {reason}" for reason in r.get("refusals") or [])
+    return "\n".join(lines)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    """The parser of the command line, with one subparser per subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Tools of experimental_experiment: look at an ONNX model, optimize it, "
+        "run the benchmarks. Use '<subcommand> --help' for the options of a subcommand.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<subcommand>")
+
+    p = sub.add_parser("print", help="prints an ONNX model as text, one node per line",
+                       description="Prints an ONNX model as text: opsets, inputs and "
+                       "outputs with their types and dimensions, initializers with "
+                       "their first values, one node per line, subgraphs indented.")
+    p.add_argument("model", help="ONNX file")
+    p.add_argument("--values", type=int, default=4,
+                   help="number of values shown for each initializer")
+    p.set_defaults(func=_cmd_print)
+
+    p = sub.add_parser("stats", help="counts nodes per operator type, measures initializers",
+                       description="Prints the number of nodes per operator type "
+                       "(subgraphs included, local functions apart) and the size "
+                       "of the initializers, the largest first.")
+    p.add_argument("model", help="ONNX file")
+    p.add_argument("--top", type=int, default=10, help="number of initializers listed")
+    p.set_defaults(func=_cmd_stats)
+
+    p = sub.add_parser("optimize", help="optimizes an ONNX model with the pattern optimizer",
+                       description="Optimizes an ONNX model with "
+                       "experimental_experiment.xoptim.optimize_model and saves the result.")
+    p.add_argument("input", help="ONNX file to optimize")
+    p.add_argument("output", help="where to save the optimized model")
+    p.add_argument("--patterns", default="default",
+                   help="pattern set: 'default', 'default+onnxruntime', "
+                   "'-Name' removes a pattern")
+    p.add_argument("--verbose", type=int, default=0,
+                   help="1 prints what matched, 2 every pass and pattern with the reasons "
+                   "of the refused matches")
+    p.set_defaults(func=_cmd_optimize)
+
+    for name, (module, text) in DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False,
+                       description=f"{text}. Arguments go to {module}.main(argv).")
+    return parser
+
+
+@contextlib.contextmanager
+def _prog(name: str):
+    "Parsers using sys.argv[0] as their name show the subcommand."
+    saved = sys.argv[0] if sys.argv else ""
+    if sys.argv:
+        sys.argv[0] = f"{PROG} {name}"
+    try:
+        yield
+    finally:
+        if sys.argv:
+            sys.argv[0] = saved
+
+
+def _run_delegated(name: str, argv: list[str]) -> int:
+    module_name = DELEGATED[name][0]
+    try:
+        module = importlib.import_module(module_name)
+        entry = module.main
+    except (ImportError, AttributeError) as e:
+        print(f"{name}: {module_name}.main is not available in this version ({e})",
+              file=sys.stderr)
+        return 1
+    with _prog(name):
+        result = entry(argv)
+    return result if isinstance(result, int) else 0
+
+
+def get_help(name: str | None = None) -> str:
+    """The help of the command line (``name=None``) or of one subcommand, as printed
+    by ``--help``; used by the documentation to generate its page."""
+    parser = get_parser()
+    if name is None:
+        return parser.format_help()
+    if name not in DELEGATED:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return sub.choices[name].format_help()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            rc = _run_delegated(name, ["--help"])
+        except SystemExit:
+            rc = 0
+    text = out.getvalue()
+    return text if rc == 0 else f"({name} is not available)\n{text}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command line, returns its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        return _run_delegated(argv[0], argv[1:])
+    parser = get_parser()
+    ns = parser.parse_args(argv)
+    if ns.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return ns.func(ns)
+    except CommandLineError as e:
+        print(f"{ns.command}: {e}", file=sys.stderr)
+        return 2

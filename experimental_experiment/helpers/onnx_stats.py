@@ -1,0 +1,91 @@
+"""Statistics of an ONNX model: nodes per operator type, initializer sizes
+(never imports torch)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import onnx
+
+
+def _tensor_bytes(t: onnx.TensorProto) -> int:
+    size = int(np.prod(t.dims)) if t.dims else 1
+    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return sum(len(s) for s in t.string_data)
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    if t.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4):
+        return (size + 1) // 2
+    return size * itemsize
+
+
+def _walk_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for att in node.attribute:
+            subs = [att.g] if att.type == onnx.AttributeProto.GRAPH else list(att.graphs)
+            for sub in subs:
+                yield from _walk_nodes(sub)
+
+
+def model_statistics(model: onnx.ModelProto) -> dict:
+    """Counts the nodes of a model per operator type and measures its initializers.
+
+    Nodes of subgraphs (``If``, ``Loop``, ``Scan``) are counted, nodes of local
+    functions are counted apart (``function_nodes``).
+
+    Returns:
+        a dictionary with keys ``n_nodes``, ``op_types`` (``{op_type: count}``,
+        the domain as a prefix when it is not the main one), ``n_functions``,
+        ``function_nodes``, ``n_initializers``, ``initializer_bytes`` and
+        ``initializers`` (a list of ``(name, type name, shape, bytes)``,
+        largest first)
+    """
+    ops = Counter()
+    for node in _walk_nodes(model.graph):
+        ops[f"{node.domain}.{node.op_type}" if node.domain else node.op_type] += 1
+    fct_ops = Counter()
+    for f in model.functions:
+        for node in f.node:
+            fct_ops[f"{node.domain}.{node.op_type}" if node.domain else node.op_type] += 1
+    inits = [
+        (t.name, onnx.TensorProto.DataType.Name(t.data_type), tuple(t.dims), _tensor_bytes(t))
+        for t in model.graph.initializer
+    ]
+    inits.sort(key=lambda r: (-r[3], r[0]))
+    return {
+        "n_nodes": sum(ops.values()),
+        "op_types": dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "n_functions": len(model.functions),
+        "function_nodes": dict(sorted(fct_ops.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "n_initializers": len(inits),
+        "initializer_bytes": sum(r[3] for r in inits),
+        "initializers": inits,
+    }
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def format_statistics(stats: dict, top: int = 10) -> str:
+    """Formats what :func:`model_statistics` returns as text, the ``top`` largest
+    initializers included."""
+    lines = [f"nodes: {stats['n_nodes']}"]
+    width = max((len(k) for k in stats["op_types"]), default=0)
+    lines += [f"  {k:<{width}} {v:>6}" for k, v in stats["op_types"].items()]
+    if stats["n_functions"]:
+        lines.append(f"local functions: {stats['n_functions']}, "
+                     f"nodes: {sum(stats['function_nodes'].values())}")
+        lines += [f"  {k} {v}" for k, v in stats["function_nodes"].items()]
+    lines.append(f"initializers: {stats['n_initializers']}, "
+                 f"{_human(stats['initializer_bytes'])}")
+    for name, dtype, shape, size in stats["initializers"][:top]:
+        lines.append(f"  {name} {dtype}[{','.join(map(str, shape))}] {_human(size)}")
+    if len(stats["initializers"]) > top:
+        lines.append(f"  ... {len(stats['initializers']) - top} more")
+    return "\n".join(lines)

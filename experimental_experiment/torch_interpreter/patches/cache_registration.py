@@ -1,0 +1,249 @@
+"""Registers transformers' cache classes with torch's pytree, for a while.
+
+torch.export only takes inputs it can flatten into tensors: without a registration it
+fails with *"... DynamicCache ... is not a pytree node"* (or *"Unsupported input type"*).
+transformers ships ``register_cache_pytrees_for_model`` but it registers for good (no
+way back), and names the leaves by position (``past_key_values_0``...). The
+registration here is removed on exit, restores any registration made before (by
+transformers itself for example), and names the leaves ``key_<i>`` / ``value_<i>`` so
+the ONNX inputs read ``past_key_values_key_0``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch.utils import _pytree
+
+#: layer attributes recomputed from the key tensor when a layer is rebuilt
+_DERIVED = {
+    "keys", "values", "dtype", "device", "is_initialized", "cumulative_length",
+    "_sliding_window_tensor", "batch_size", "num_heads", "k_head_dim", "v_head_dim",
+}
+
+
+class UnknownCacheError(TypeError):
+    """A cache class (or layer class) the registration does not know how to flatten."""
+
+
+def _layer_context(layer) -> tuple:
+    """(layer class, constructor-like state) of one cache layer, without the tensors."""
+    state = []
+    for name, value in sorted(vars(layer).items()):
+        if name in _DERIVED:
+            continue
+        if isinstance(value, (torch.Tensor, torch.SymInt)) or not isinstance(
+            value, (int, float, bool, str, type(None))
+        ):
+            raise UnknownCacheError(
+                f"cache layer {type(layer).__name__} has attribute {name!r} of type "
+                f"{type(value).__name__}: bypass_export_some_errors does not know how to "
+                f"flatten it, the layer class is not supported yet"
+            )
+        state.append((name, value))
+    return type(layer), tuple(state)
+
+
+def _static_length(layer) -> bool:
+    """Static layers keep ``cumulative_length`` as a tensor: it is an input too."""
+    return isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)
+
+
+def _flatten_layers(layers) -> tuple[list, list, tuple]:
+    """Leaves of the layers: keys of every layer, values of every layer, then the
+    static lengths; their names; the context."""
+    layers = [layer for layer in layers if getattr(layer, "keys", None) is not None]
+    context = tuple(_layer_context(layer) for layer in layers)
+    leaves = [layer.keys for layer in layers] + [layer.values for layer in layers]
+    names = [f"key_{i}" for i in range(len(layers))] + [
+        f"value_{i}" for i in range(len(layers))
+    ]
+    for i, layer in enumerate(layers):
+        if _static_length(layer):
+            leaves.append(layer.cumulative_length)
+            names.append(f"cumulative_length_{i}")
+    return leaves, names, context
+
+
+def _build_layer(layer_context: tuple, keys, values, length=None):
+    cls, state = layer_context
+    layer = cls.__new__(cls)
+    layer.__dict__.update(dict(state))
+    layer.keys, layer.values = keys, values
+    layer.dtype, layer.device = keys.dtype, keys.device
+    layer.is_initialized = True
+    if length is not None:
+        layer.cumulative_length = length
+        layer.batch_size, layer.num_heads = keys.shape[:2]
+        layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
+    elif hasattr(layer, "sliding_window"):
+        layer.cumulative_length = keys.shape[-2]
+        layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long)
+    return layer
+
+
+def _unflatten_layers(values: list, context: tuple) -> list:
+    n = len(context)
+    lengths = values[2 * n:]
+    static = [i for i, (cls, _) in enumerate(context) if _is_static_layer(cls)]
+    length_of = dict(zip(static, lengths))
+    return [
+        _build_layer(ctx, values[i], values[n + i], length_of.get(i))
+        for i, ctx in enumerate(context)
+    ]
+
+
+def _is_static_layer(cls) -> bool:
+    from transformers.cache_utils import StaticLayer
+
+    return issubclass(cls, StaticLayer)
+
+
+# DynamicCache, StaticCache and their subclasses
+
+
+def _flatten_cache(cache):
+    leaves, _, context = _flatten_layers(cache.layers)
+    return leaves, context
+
+
+def _flatten_with_keys_cache(cache):
+    leaves, names, context = _flatten_layers(cache.layers)
+    return [(_pytree.MappingKey(k), v) for k, v in zip(names, leaves)], context
+
+
+def _make_unflatten(cls):
+    def unflatten(values, context):
+        from transformers.cache_utils import Cache, DynamicLayer
+
+        cache = cls.__new__(cls)
+        layers = _unflatten_layers(list(values), context)
+        if _is_static_layer_list(context):
+            Cache.__init__(cache, layers=layers)
+        else:
+            Cache.__init__(cache, layer_class_to_replicate=DynamicLayer)
+            cache.layers = layers
+        return cache
+
+    return unflatten
+
+
+def _is_static_layer_list(context) -> bool:
+    return bool(context) and all(_is_static_layer(cls) for cls, _ in context)
+
+
+# EncoderDecoderCache: two caches
+
+
+def _flatten_encoder_decoder(cache):
+    return [cache.self_attention_cache, cache.cross_attention_cache], None
+
+
+def _flatten_with_keys_encoder_decoder(cache):
+    children, context = _flatten_encoder_decoder(cache)
+    keys = ["self_attention_cache", "cross_attention_cache"]
+    return [(_pytree.MappingKey(k), v) for k, v in zip(keys, children)], context
+
+
+def _unflatten_encoder_decoder(values, context):
+    from transformers.cache_utils import EncoderDecoderCache
+
+    return EncoderDecoderCache(*values)
+
+
+def cache_classes() -> dict[type, tuple]:
+    """The cache classes of the installed transformers this module can register,
+    ``{class: (flatten, unflatten, flatten_with_keys)}``: DynamicCache, StaticCache,
+    EncoderDecoderCache and their subclasses when they exist (feature checks)."""
+    try:
+        from transformers import cache_utils
+    except ImportError:
+        return {}
+    out: dict[type, tuple] = {}
+    for name in ("DynamicCache", "StaticCache"):
+        base = getattr(cache_utils, name, None)
+        if base is None:
+            continue
+        for cls in [base, *_subclasses(base)]:
+            out[cls] = (_flatten_cache, _make_unflatten(cls), _flatten_with_keys_cache)
+    edc = getattr(cache_utils, "EncoderDecoderCache", None)
+    if edc is not None:
+        out[edc] = (_flatten_encoder_decoder, _unflatten_encoder_decoder,
+                    _flatten_with_keys_encoder_decoder)
+    return out
+
+
+def _subclasses(cls) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_subclasses(sub))
+    return out
+
+
+def check_cache_inputs(value: Any, known: dict[type, tuple]) -> None:
+    """Raises :class:`UnknownCacheError` naming the class when an input is a
+    transformers cache this module does not know."""
+    try:
+        from transformers.cache_utils import Cache
+    except ImportError:
+        return
+    stack = [value]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, Cache) and type(obj) not in known:
+            raise UnknownCacheError(
+                f"cache class {type(obj).__module__}.{type(obj).__name__} is not supported by "
+                f"bypass_export_some_errors (known: {sorted(c.__name__ for c in known)})"
+            )
+        if isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            stack.extend(obj)
+
+
+def _save_registration(cls) -> Any:
+    """What torch's pytree holds for ``cls`` (None when not registered)."""
+    if cls not in _pytree.SUPPORTED_NODES:
+        return None
+    return _pytree.SUPPORTED_NODES[cls], _pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+
+
+def _restore_registration(cls, saved) -> None:
+    if cls in _pytree.SUPPORTED_NODES:
+        _pytree._deregister_pytree_node(cls)
+    if saved is None:
+        return
+    node, serialized = saved
+    with _pytree._NODE_REGISTRY_LOCK:
+        _pytree.SUPPORTED_NODES[cls] = node
+        if serialized is not None:
+            _pytree.SUPPORTED_SERIALIZED_TYPES[cls] = serialized
+            _pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[serialized.serialized_type_name] = cls
+
+
+def _serialized_name(cls) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+@contextlib.contextmanager
+def register_cache_classes(verbose: int = 0):
+    """Registers every class of :func:`cache_classes` while the context is active,
+    yields the dictionary of the classes; on exit, restores what was registered before."""
+    known = cache_classes()
+    saved: dict[type, Any] = {}
+    try:
+        for cls, (flatten, unflatten, with_keys) in known.items():
+            saved[cls] = _save_registration(cls)
+            if saved[cls] is not None:
+                _pytree._deregister_pytree_node(cls)
+            _pytree.register_pytree_node(
+                cls, flatten, unflatten, serialized_type_name=_serialized_name(cls),
+                flatten_with_keys_fn=with_keys,
+            )
+        yield known
+    finally:
+        for cls, node in saved.items():
+            _restore_registration(cls, node)

@@ -1,0 +1,118 @@
+"""Multi-step greedy decoding with an exported ONNX model feeding its own cache back,
+checked against transformers' eager generation.
+
+One call of an exported model may match eager while the cache it returns is wrong
+(a missing position, a wrong order of layers): it shows only at the next step. Here the
+ONNX model runs ``steps`` times, the first call with an empty cache, every other call
+with the present keys and values it returned.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _cache_input_names(names: list[str]) -> tuple[list[str], list[str]]:
+    """Names of the ONNX inputs holding the keys and the values, ordered by layer."""
+    def index(name):
+        return int(re.search(r"(\d+)$", name).group(1))
+
+    keys = sorted((n for n in names if re.search(r"key_\d+$", n)), key=index)
+    values = sorted((n for n in names if re.search(r"value_\d+$", n)), key=index)
+    if len(keys) != len(values) or not keys:
+        raise ValueError(f"cannot find the cache inputs (..._key_<i>, ..._value_<i>) in {names}")
+    return keys, values
+
+
+def _empty_cache_shape(sess, name: str, batch: int) -> tuple[int, ...]:
+    shape = next(i.shape for i in sess.get_inputs() if i.name == name)
+    if not isinstance(shape[1], int) or not isinstance(shape[3], int):
+        raise ValueError(f"input {name!r} has no static number of heads or head size: {shape}")
+    return (batch, shape[1], 0, shape[3])
+
+
+def onnx_greedy_decoding(onx, input_ids: torch.Tensor, steps: int) -> tuple[np.ndarray, list]:
+    """Greedy generation with an ONNX model exported with a cache.
+
+    The model takes ``input_ids``, ``attention_mask``, optionally ``position_ids``, then
+    the cache (``*_key_<i>``, ``*_value_<i>``), returns the logits then the present
+    keys and values in the same order. Returns ``(tokens (batch, steps), logits of the
+    last position at every step)``.
+    """
+    import onnxruntime
+
+    sess = onnxruntime.InferenceSession(
+        onx.SerializeToString() if hasattr(onx, "SerializeToString") else onx,
+        providers=["CPUExecutionProvider"],
+    )
+    names = [i.name for i in sess.get_inputs()]
+    key_names, value_names = _cache_input_names(names)
+    batch = input_ids.shape[0]
+    cache = {n: np.zeros(_empty_cache_shape(sess, n, batch), dtype=np.float32)
+             for n in key_names + value_names}
+    ids = input_ids.numpy().astype(np.int64)
+    past, tokens, logits = 0, [], []
+    for _ in range(steps):
+        seq = ids.shape[1]
+        feeds = dict(cache)
+        feeds["input_ids"] = ids
+        if "attention_mask" in names:
+            feeds["attention_mask"] = np.ones((batch, past + seq), dtype=np.int64)
+        if "position_ids" in names:
+            feeds["position_ids"] = np.tile(np.arange(past, past + seq, dtype=np.int64),
+                                            (batch, 1))
+        outputs = sess.run(None, feeds)
+        last = outputs[0][:, -1, :]
+        logits.append(last)
+        next_token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens.append(next_token)
+        n = len(key_names)
+        presents = outputs[1:1 + 2 * n]
+        cache = dict(zip(key_names + value_names, presents))
+        past += seq
+        ids = next_token
+    return np.concatenate(tokens, axis=1), logits
+
+
+def eager_greedy_decoding(model, input_ids: torch.Tensor, steps: int) -> tuple[np.ndarray, list]:
+    """Greedy generation with transformers' ``generate`` (no sampling, no stop)."""
+    with torch.no_grad():
+        out = model.generate(
+            input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
+            max_new_tokens=steps, min_new_tokens=steps, output_logits=True,
+            return_dict_in_generate=True, pad_token_id=0,
+        )
+    tokens = out.sequences[:, input_ids.shape[1]:].numpy()
+    return tokens, [t.numpy() for t in out.logits]
+
+
+def check_greedy_decoding(model, onx, input_ids: torch.Tensor, steps: int = 8, *,
+                          atol: float = 1e-3) -> dict[str, Any]:
+    """Runs greedy generation for ``steps`` steps with the ONNX model ``onx`` feeding its
+    own present key/values back, and with ``model.generate`` in eager mode.
+
+    :return: a report, ``dict(steps, same_tokens, max_abs_diff, diffs (one per step),
+        eager_tokens, onnx_tokens, first_token_mismatch (step or None), ok)``;
+        ``ok`` is True when the tokens are equal and every logits difference is
+        below ``atol``
+    """
+    eager_tokens, eager_logits = eager_greedy_decoding(model, input_ids, steps)
+    onnx_tokens, onnx_logits = onnx_greedy_decoding(onx, input_ids, steps)
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
+    mismatch = np.nonzero((eager_tokens != onnx_tokens).any(axis=0))[0]
+    first = int(mismatch[0]) if len(mismatch) else None
+    report = dict(
+        steps=steps,
+        same_tokens=first is None,
+        first_token_mismatch=first,
+        max_abs_diff=max(diffs) if diffs else 0.0,
+        diffs=diffs,
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+    )
+    report["ok"] = report["same_tokens"] and report["max_abs_diff"] <= atol
+    return report

@@ -1,0 +1,234 @@
+"""Tiny transformers models built from a configuration (random weights, no download),
+with inputs, a cache of a chosen length and the matching ``dynamic_shapes``.
+
+.. code-block:: python
+
+    from experimental_experiment.torch_models.llm_helper import get_tiny_llm
+
+    data = get_tiny_llm("llama")
+    model, inputs, ds = data["model"], data["inputs"], data["dynamic_shapes"]
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        onx = to_onnx(model, (), modificator(inputs), dynamic_shapes=ds)
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+#: architectures :func:`get_tiny_llm` knows, and the kind of model each one is
+TINY_ARCHITECTURES = {
+    "llama": "decoder",
+    "mistral": "decoder",
+    "qwen2": "decoder",
+    "qwen3": "decoder",
+    "phi3": "decoder",
+    "gemma2": "decoder",
+    "gemma3": "decoder",
+    "gpt2": "decoder",
+    "gpt_neox": "decoder",
+    "bert": "encoder",
+    "t5": "encoder-decoder",
+    "vit": "vision",
+}
+
+_COMMON = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
+    intermediate_size=64, max_position_embeddings=128,
+)
+
+_SPECIFIC: dict[str, dict] = {
+    "llama": dict(num_key_value_heads=2),
+    "mistral": dict(num_key_value_heads=2, sliding_window=4096),
+    "qwen2": dict(num_key_value_heads=2),
+    "qwen3": dict(num_key_value_heads=2, head_dim=8),
+    "phi3": dict(num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+    "gemma2": dict(num_key_value_heads=2, head_dim=8, sliding_window=4096),
+    "gemma3_text": dict(num_key_value_heads=2, head_dim=8, sliding_window=4096,
+                        layer_types=["sliding_attention", "full_attention"]),
+    "gpt2": dict(bos_token_id=0, eos_token_id=0, n_inner=64),
+    "gpt_neox": dict(),
+    "bert": dict(),
+    "t5": dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+               decoder_start_token_id=0, pad_token_id=0, eos_token_id=1),
+    "vit": dict(image_size=16, patch_size=8, num_channels=3),
+}
+
+
+def get_tiny_config(arch: str, **kwargs):
+    """A small configuration (2 layers, hidden size 32, vocabulary 1000) for ``arch``."""
+    from transformers import AutoConfig
+
+    model_type = "gemma3_text" if arch == "gemma3" else arch
+    if arch not in TINY_ARCHITECTURES:
+        raise ValueError(
+            f"unknown architecture {arch!r}, expected one of {list(TINY_ARCHITECTURES)}"
+        )
+    params = dict(_COMMON)
+    if arch == "t5":
+        params = {k: v for k, v in params.items() if k == "vocab_size"}
+    params.update(_SPECIFIC[model_type])
+    params.update(kwargs)
+    config = AutoConfig.for_model(model_type, **params)
+    # gemma2 has no sdpa implementation (soft-capping of the attention scores)
+    config._attn_implementation = "eager" if arch == "gemma2" else "sdpa"
+    return config
+
+
+def _model_class(arch: str):
+    import transformers
+
+    kind = TINY_ARCHITECTURES[arch]
+    if kind == "decoder":
+        return transformers.AutoModelForCausalLM
+    if kind == "encoder-decoder":
+        return transformers.AutoModelForSeq2SeqLM
+    return transformers.AutoModel
+
+
+def _forward_parameters(model) -> set[str]:
+    return set(inspect.signature(model.forward).parameters)
+
+
+def _cache_geometry(config) -> tuple[int, int, int]:
+    """(number of layers, number of key/value heads, head dimension)."""
+    text = config.get_text_config(decoder=True)
+    n_layers = getattr(text, "num_decoder_layers", None) or text.num_hidden_layers
+    n_heads = text.num_attention_heads
+    n_kv = getattr(text, "num_key_value_heads", None) or getattr(text, "num_kv_heads", None)
+    if not n_kv:
+        n_kv = 1 if getattr(text, "multi_query", False) else n_heads
+    head_dim = getattr(text, "head_dim", None) or getattr(text, "d_kv", None) or (
+        text.hidden_size // n_heads
+    )
+    return n_layers, n_kv, head_dim
+
+
+def make_dynamic_cache(config, batch: int, past: int, *, dtype=torch.float32, generator=None):
+    """A DynamicCache with ``past`` random positions for every layer of ``config``.
+
+    Every layer is a full ``DynamicLayer``, sliding-window layers included: this is the
+    form an exported model takes and returns (transformers' export patches trace
+    sliding layers as full layers, the attention mask still applies the window), and
+    eager gives the same results with it.
+    """
+    from transformers.cache_utils import DynamicCache
+
+    n_layers, n_kv, head_dim = _cache_geometry(config)
+    cache = DynamicCache()
+    for i in range(n_layers):
+        shape = (batch, n_kv, past, head_dim)
+        cache.update(torch.randn(*shape, dtype=dtype, generator=generator),
+                     torch.randn(*shape, dtype=dtype, generator=generator), i)
+    return cache
+
+
+def cache_dynamic_shapes(n_layers: int, batch="batch", past="past") -> list[dict]:
+    """dynamic_shapes of a DynamicCache: keys of every layer then values of every layer."""
+    return [{0: batch, 2: past} for _ in range(2 * n_layers)]
+
+
+def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
+                    with_cache: bool = True, model=None, generator=None) -> tuple[dict, dict]:
+    """Inputs and dynamic shapes for a decoder described by ``config``.
+
+    Returns ``(inputs, dynamic_shapes)``: ``input_ids`` (batch, seq), ``attention_mask``
+    (batch, past + seq), ``position_ids`` (batch, seq) when ``model`` takes them (or
+    ``model`` is None), ``past_key_values`` a DynamicCache of length ``past``.
+    Dimensions are named ``batch``, ``seq``, ``past`` and ``total`` (= past + seq).
+    Sizes of 1 are avoided by the caller: torch.export specializes them.
+    """
+    past = past if with_cache else 0
+    params = _forward_parameters(model) if model is not None else None
+    vocab = config.get_text_config(decoder=True).vocab_size
+    inputs: dict[str, Any] = {
+        "input_ids": torch.randint(0, vocab, (batch, seq), generator=generator),
+        "attention_mask": torch.ones((batch, past + seq), dtype=torch.int64),
+    }
+    ds: dict[str, Any] = {
+        "input_ids": {0: "batch", 1: "seq"},
+        "attention_mask": {0: "batch", 1: "total"},
+    }
+    if params is None or "position_ids" in params:
+        inputs["position_ids"] = torch.arange(past, past + seq, dtype=torch.int64).expand(
+            batch, -1).contiguous()
+        ds["position_ids"] = {0: "batch", 1: "seq"}
+    if with_cache:
+        inputs["past_key_values"] = make_dynamic_cache(config, batch, past, generator=generator)
+        ds["past_key_values"] = cache_dynamic_shapes(_cache_geometry(config)[0])
+    return inputs, ds
+
+
+def _encoder_inputs(arch, config, batch, seq, generator):
+    if arch == "vit":
+        size = config.image_size
+        return ({"pixel_values": torch.randn(batch, config.num_channels, size, size,
+                                             generator=generator)},
+                {"pixel_values": {0: "batch"}})
+    inputs = {
+        "input_ids": torch.randint(0, config.vocab_size, (batch, seq), generator=generator),
+        "attention_mask": torch.ones((batch, seq), dtype=torch.int64),
+    }
+    return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+
+
+def _seq2seq_inputs(config, batch, seq, past, with_cache, generator):
+    """T5-like: an encoder sequence of length ``seq + 2``, ``seq`` decoder tokens and,
+    with a cache, an EncoderDecoderCache (self attention ``past``, cross attention the
+    encoder length)."""
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    enc = seq + 2
+    inputs = {
+        "input_ids": torch.randint(0, config.vocab_size, (batch, enc), generator=generator),
+        "attention_mask": torch.ones((batch, enc), dtype=torch.int64),
+        "decoder_input_ids": torch.randint(0, config.vocab_size, (batch, seq),
+                                           generator=generator),
+    }
+    ds: dict[str, Any] = {
+        "input_ids": {0: "batch", 1: "encoder_seq"},
+        "attention_mask": {0: "batch", 1: "encoder_seq"},
+        "decoder_input_ids": {0: "batch", 1: "seq"},
+    }
+    if with_cache:
+        n_layers, n_kv, head_dim = _cache_geometry(config)
+        self_cache, cross_cache = DynamicCache(), DynamicCache()
+        for i in range(n_layers):
+            for cache, length in ((self_cache, past), (cross_cache, enc)):
+                shape = (batch, n_kv, length, head_dim)
+                cache.update(torch.randn(*shape, generator=generator),
+                             torch.randn(*shape, generator=generator), i)
+        inputs["past_key_values"] = EncoderDecoderCache(self_cache, cross_cache)
+        ds["past_key_values"] = [
+            cache_dynamic_shapes(n_layers, past="past"),
+            cache_dynamic_shapes(n_layers, past="encoder_seq"),
+        ]
+    return inputs, ds
+
+
+def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
+                 with_cache: bool = True, seed: int = 0, config_kwargs: dict | None = None
+                 ) -> dict[str, Any]:
+    """A tiny model of architecture ``arch`` with random weights and its inputs.
+
+    :param arch: one of :data:`TINY_ARCHITECTURES`
+    :param batch, seq, past: batch size, number of new tokens, cache length
+    :param with_cache: gives a cache (decoders, encoder-decoders) as ``past_key_values``
+    :return: ``dict(model=..., inputs=..., dynamic_shapes=..., config=...)``, the model in
+        eval mode; ``with_cache`` is ignored for encoders and vision models
+    """
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    config = get_tiny_config(arch, **(config_kwargs or {}))
+    model = _model_class(arch).from_config(config).eval()
+    kind = TINY_ARCHITECTURES[arch]
+    if kind == "decoder":
+        inputs, ds = make_llm_inputs(config, batch, seq, past, with_cache=with_cache,
+                                     model=model, generator=generator)
+    elif kind == "encoder-decoder":
+        inputs, ds = _seq2seq_inputs(config, batch, seq, past, with_cache, generator)
+    else:
+        inputs, ds = _encoder_inputs(arch, config, batch, seq, generator)
+    return dict(model=model, inputs=inputs, dynamic_shapes=ds, config=config)

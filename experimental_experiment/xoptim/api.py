@@ -1,0 +1,58 @@
+"""optimize_model: the optimizer on any ONNX model."""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+
+from ..xbuilder import OptimizationOptions
+from .loader import model_to_builder
+from .optimizer import RewriteLog, optimize_builder
+
+
+def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "default",
+                   verbose: int = 0, return_report: bool = False,
+                   options: OptimizationOptions | None = None,
+                   max_rewrites: int | None = None, log: RewriteLog | None = None):
+    """Optimizes an ONNX model: passes (identity, unused, constant folding, CSE,
+    duplicated initializers) and pattern rewriting.
+
+    :param model: a ModelProto or a filename
+    :param patterns: pattern sets, see :func:`get_pattern_list`, or a list of
+        :class:`Pattern` instances
+    :param verbose: verbosity (logging)
+    :param return_report: returns ``(model, report)``, the report is a list of dicts
+    :param options: passes to run (``options.patterns`` is replaced by ``patterns``)
+    :param max_rewrites: stops after that many rewrites (see :func:`bisect_patterns`)
+    :param log: receives the applied rewrites
+    :return: the optimized ModelProto (the input model is not modified)
+
+    Subgraphs (If, Loop, Scan) and local functions are kept as they are.
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.xoptim import optimize_model
+
+        opt, report = optimize_model(onnx.load("model.onnx"), return_report=True)
+        print([r for r in report if r["applied"]])
+    """
+    if verbose:
+        logging.getLogger("experimental_experiment").setLevel(
+            logging.INFO if verbose == 1 else logging.DEBUG)
+    if isinstance(model, str):
+        model = onnx.load(model)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    g = model_to_builder(copy, verbose=verbose)
+    base = options or OptimizationOptions()
+    opts = OptimizationOptions(**{**base.__dict__, "patterns": patterns, "verbose": verbose})
+    report = optimize_builder(g, opts, max_rewrites=max_rewrites, log=log)
+    out = g.to_onnx(optimize=False)
+    out.graph.name = model.graph.name or out.graph.name
+    if model.ir_version and model.ir_version > out.ir_version:
+        out.ir_version = model.ir_version
+    for prop in model.metadata_props:
+        out.metadata_props.add().CopyFrom(prop)
+    return (out, report) if return_report else out

@@ -1,0 +1,162 @@
+"""Matching of the declarative patterns, and the graph index the engine uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnx import NodeProto, helper
+
+from ..xbuilder._passes import used_names
+from .pattern import COMMUTATIVE, Match, PatternNode, PatternValue, Var
+
+
+class GraphIndex:
+    """Producers and consumers of every result of a builder's main graph."""
+
+    def __init__(self, g):
+        self.producer: dict[str, tuple[NodeProto, int]] = {}
+        self.consumers: dict[str, list[NodeProto]] = {}
+        for node in g.nodes:
+            for i, o in enumerate(node.output):
+                if o:
+                    self.producer[o] = (node, i)
+            for name in used_names(node):
+                self.consumers.setdefault(name, []).append(node)
+        self.outputs = set(g.outputs)
+
+    def node_of(self, name: str) -> NodeProto | None:
+        p = self.producer.get(name)
+        return None if p is None else p[0]
+
+    def n_consumers(self, name: str) -> int:
+        return len(self.consumers.get(name, ()))
+
+
+def attribute_value(node: NodeProto, name: str) -> Any:
+    """Python value of an attribute (strings decoded, lists as lists), None if absent."""
+    for a in node.attribute:
+        if a.name == name:
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                return v.decode()
+            if isinstance(v, (list, tuple)) or type(v).__name__ == "RepeatedScalarContainer":
+                return [x.decode() if isinstance(x, bytes) else x for x in v]
+            return v
+    return None
+
+
+def small_constant(g, name: str, max_size: int = 1024) -> np.ndarray | None:
+    """The value of a constant with at most ``max_size`` elements (large weights are
+    never converted), None otherwise."""
+    if not name or not g.is_constant(name):
+        return None
+    shape = g.get_shape(name)
+    if shape is None or int(np.prod(shape)) > max_size:
+        return None
+    return np.asarray(g.get_constant(name))
+
+
+def constant_equals(g, name: str, expected, rtol: float = 1e-3) -> bool:
+    """Tells if ``name`` is a constant whose every element is close to ``expected``."""
+    value = small_constant(g, name)
+    if value is None or value.size == 0:
+        return False
+    try:
+        return bool(np.allclose(value.astype(np.float64), np.asarray(expected, np.float64),
+                                rtol=rtol, atol=0))
+    except (TypeError, ValueError):
+        return False
+
+
+def _same_attr(expected, got) -> bool:
+    if isinstance(expected, (list, tuple)):
+        return got is not None and list(expected) == list(got)
+    return expected == got
+
+
+class _Matcher:
+    def __init__(self, g, index: GraphIndex):
+        self.g = g
+        self.index = index
+
+    def node(self, pn: PatternNode, gn: NodeProto, b: dict) -> dict | None:
+        if pn.op_type != gn.op_type or pn.domain != gn.domain:
+            return None
+        if id(pn) in b["nodes"]:
+            return b if b["nodes"][id(pn)] is gn else None
+        if id(gn) in b["used"]:
+            return None
+        inputs = list(gn.input)
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        if len(inputs) != len(pn.inputs) or len(gn.output) != pn.n_outputs:
+            return None
+        b = {"nodes": {**b["nodes"], id(pn): gn}, "used": b["used"] | {id(gn)},
+             "vars": dict(b["vars"])}
+        names = {a.name for a in gn.attribute}
+        if names - set(pn.attributes):
+            return None
+        for key, expected in pn.attributes.items():
+            got = attribute_value(gn, key)
+            if isinstance(expected, Var):
+                b = self.bind(expected, got, b)
+                if b is None:
+                    return None
+            elif not _same_attr(expected, got):
+                return None
+        orders = [list(range(len(inputs)))]
+        if pn.op_type in COMMUTATIVE and pn.domain == "" and len(inputs) == 2:
+            orders.append([1, 0])
+        for order in orders:
+            res = b
+            for k, i in enumerate(order):
+                res = self.value(pn.inputs[k], inputs[i], res)
+                if res is None:
+                    break
+            if res is not None:
+                return res
+        return None
+
+    def bind(self, var: Var, value, b: dict) -> dict | None:
+        if var.name in b["vars"]:
+            return b if _same_attr(b["vars"][var.name], value) else None
+        b["vars"][var.name] = value
+        return b
+
+    def value(self, p, name: str, b: dict) -> dict | None:
+        if p is None:
+            return b if not name else None
+        if isinstance(p, Var):
+            return self.bind(p, name, {**b, "vars": dict(b["vars"])})
+        if isinstance(p, PatternValue):
+            prod = self.index.producer.get(name)
+            if prod is None or prod[1] != p.index:
+                return None
+            return self.node(p.node, prod[0], b)
+        return b if constant_equals(self.g, name, p) else None
+
+
+def match_declarative(pattern, g, node: NodeProto, index: GraphIndex | None = None):
+    """Matches the declarative ``pattern`` on the subgraph ending at ``node``."""
+    index = index or getattr(g, "_xoptim_index", None) or GraphIndex(g)
+    _, outs, variables = pattern.pattern_graph()
+    b = _Matcher(g, index).node(outs[0].node, node, {"nodes": {}, "used": set(), "vars": {}})
+    if b is None:
+        return None
+    outputs = []
+    for out in outs:
+        gn = b["nodes"].get(id(out.node))
+        if gn is None:
+            raise NotImplementedError(
+                f"{pattern.name}: every output of a pattern must come from a node "
+                "upstream of the first output's node"
+            )
+        outputs.append(gn.output[out.index])
+    bound = {v.name: b["vars"].get(v.name) for v in variables}
+    pattern.outputs = outputs
+    reason = pattern.check(g, **bound)
+    if reason:
+        return pattern.refuse(reason)
+    nodes = list(b["nodes"].values())
+    return Match(pattern, nodes, outputs, bound)

@@ -1,0 +1,224 @@
+"""The optimizer loop: passes, then rounds of non-overlapping pattern rewrites."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Sequence
+
+from onnx import NodeProto, helper
+
+from ..xbuilder._passes import OptimizationReport, rename_inputs, run_passes
+from ..xbuilder.optimization_options import OptimizationOptions
+from .matcher import GraphIndex
+from .pattern import Match, Pattern, RewriteOp
+
+logger = logging.getLogger(__name__)
+
+#: reasons kept per pattern in the report
+MAX_REASONS = 5
+
+
+class RewriteLog(list):
+    """The rewrites applied, in order: ``(pattern name, names of the removed nodes)``."""
+
+
+def _record_refusal(entry: dict, reason: str, node: NodeProto, verbose: int) -> None:
+    entry["refused"] += 1
+    text = f"{node.op_type}({node.name}): {reason}"
+    if len(entry["refusals"]) < MAX_REASONS and text not in entry["refusals"]:
+        entry["refusals"].append(text)
+    if verbose >= 2:
+        logger.info("[xoptim] %s refused at %s", entry["name"], text)
+
+
+def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
+    """Why the engine refuses a match: an intermediate result escapes it."""
+    ids = {id(n) for n in m.nodes}
+    keep = set(m.outputs)
+    for n in m.nodes:
+        for o in n.output:
+            if not o or o in keep:
+                continue
+            if o in index.outputs:
+                return f"intermediate {o!r} is a graph output"
+            if any(id(c) not in ids for c in index.consumers.get(o, ())):
+                return f"intermediate {o!r} is used outside the match"
+    return None
+
+
+def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
+                  report: OptimizationReport, verbose: int) -> list[Match]:
+    """Non-overlapping matches, nodes in graph order, patterns in list order."""
+    by_anchor: dict[tuple[str, str], list[Pattern]] = {}
+    generic: list[Pattern] = []
+    for p in patterns:
+        anchors = p.anchors()
+        if anchors is None:
+            generic.append(p)
+        for a in anchors or ():
+            by_anchor.setdefault(a, []).append(p)
+    order = {id(p): i for i, p in enumerate(patterns)}
+    claimed: set[int] = set()
+    matches = []
+    for node in g.nodes:
+        cands = by_anchor.get((node.domain, node.op_type), []) + generic
+        for p in sorted(cands, key=lambda p: order[id(p)]) if generic else cands:
+            if id(node) in claimed:
+                break
+            entry = report.entry(p.name, "pattern")
+            begin = time.perf_counter()
+            p._refusal = None
+            m = p.match(g, node)
+            reason = p._refusal
+            if m is not None and m.outputs is None:
+                m.outputs = [o for o in node.output]
+            if m is not None:
+                if any(id(n) in claimed for n in m.nodes):
+                    m = None
+                else:
+                    reason = _engine_refusal(m, index)
+                    m = None if reason else m
+            entry["time_s"] += time.perf_counter() - begin
+            if m is None:
+                if reason:
+                    _record_refusal(entry, reason, node, verbose)
+                continue
+            entry["matched"] += 1
+            claimed.update(id(n) for n in m.nodes)
+            matches.append(m)
+            break
+    return matches
+
+
+def _apply(g, m: Match) -> list[NodeProto] | str:
+    """Builds the replacement of a match; returns the new nodes or a refusal reason."""
+    n0 = len(g.nodes)
+    try:
+        res = m.pattern.apply(RewriteOp(g), m)
+    except Exception as e:  # a pattern bug must not break the export
+        del g.nodes[n0:]
+        logger.warning("[xoptim] %s failed: %s", m.pattern.name, e)
+        return f"rewrite failed: {type(e).__name__}: {e}"
+    new = list(g.nodes[n0:])
+    del g.nodes[n0:]
+    res = list(res) if isinstance(res, (tuple, list)) else [res]
+    if len(res) != len(m.outputs):
+        return f"rewrite returned {len(res)} results for {len(m.outputs)} outputs"
+    for name, target in zip(res, m.outputs):
+        t_new, t_old = g.get_type(name), g.get_type(target)
+        if t_new and t_old and t_new != t_old:
+            return f"rewrite changes the type of {target!r} ({t_old} -> {t_new})"
+    gone = {o for n in m.nodes for o in n.output if o} - set(m.outputs)
+    for node in new:
+        if any(i in gone for i in node.input):
+            return "the rewrite uses a result of a removed node"
+    if any(name in gone or name in m.outputs for name in res):
+        return "the rewrite returns a result of a removed node"
+    produced = {o: (node, i) for node in new for i, o in enumerate(node.output) if o}
+    renamed: dict[str, str] = {}
+    for name, target in zip(res, m.outputs):
+        if name in produced and name not in renamed:
+            node, i = produced[name]
+            node.output[i] = target
+            renamed[name] = target
+            if g.get_shape(target) is None and g.get_shape(name) is not None:
+                g.set_shape(target, g.get_shape(name))
+            elif g.get_rank(target) is None and g.get_rank(name) is not None:
+                g.set_rank(target, g.get_rank(name))
+            if not g.get_type(target) and g.get_type(name):
+                g.set_type(target, g.get_type(name))
+        else:
+            src = renamed.get(name, name)
+            new.append(helper.make_node("Identity", [src], [target],
+                                        name=g.unique_name("n_Identity")))
+    if renamed:
+        for node in new:
+            rename_inputs(node, renamed)
+    return new
+
+
+def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationReport, *,
+                        verbose: int = 0, log: RewriteLog | None = None,
+                        max_rewrites: int | None = None) -> int:
+    """One round: finds non-overlapping matches, applies them; returns how many."""
+    index = GraphIndex(g)
+    g._xoptim_index = index
+    try:
+        matches = _find_matches(g, patterns, index, report, verbose)
+    finally:
+        g._xoptim_index = None
+    if max_rewrites is not None:
+        matches = matches[:max(max_rewrites, 0)]
+    position = {id(n): i for i, n in enumerate(g.nodes)}
+    replace: dict[int, list[NodeProto]] = {}
+    removed: set[int] = set()
+    for m in matches:
+        entry = report.entry(m.pattern.name, "pattern")
+        begin = time.perf_counter()
+        new = _apply(g, m)
+        entry["time_s"] += time.perf_counter() - begin
+        root = max(m.nodes, key=lambda n: position[id(n)])
+        if isinstance(new, str):
+            _record_refusal(entry, new, root, verbose)
+            continue
+        entry["applied"] += 1
+        replace[id(root)] = new
+        removed.update(id(n) for n in m.nodes)
+        if log is not None:
+            log.append((m.pattern.name, [n.name for n in m.nodes]))
+        if verbose:
+            logger.info("[xoptim] %s applied on %s", m.pattern.name,
+                        [f"{n.op_type}({n.name})" for n in m.nodes])
+    if not replace:
+        return 0
+    nodes = []
+    for n in g.nodes:
+        if id(n) in replace:
+            nodes.extend(replace[id(n)])
+        elif id(n) not in removed:
+            nodes.append(n)
+    g.nodes[:] = nodes
+    return len(replace)
+
+
+def optimize_builder(g, options: OptimizationOptions | None = None, *,
+                     patterns: Sequence[Pattern] | str | None = None,
+                     max_rewrites: int | None = None,
+                     log: RewriteLog | None = None) -> OptimizationReport:
+    """Runs the passes and the patterns on a GraphBuilder (modified in place).
+
+    :param g: the builder
+    :param options: passes, pattern sets (``options.patterns``), verbosity
+    :param patterns: overrides ``options.patterns`` (a string or a list of patterns)
+    :param max_rewrites: stops after this number of rewrites (used to bisect)
+    :param log: receives the applied rewrites in order
+    :return: the report, one dict per pass and pattern
+    """
+    from .registry import get_pattern_list
+
+    options = options or OptimizationOptions()
+    if patterns is None:
+        patterns = options.patterns
+    if isinstance(patterns, str) or patterns is None:
+        patterns = get_pattern_list(patterns or "none")
+    patterns = [p for p in patterns if p.min_opset <= g.main_opset <= p.max_opset]
+    verbose = max(options.verbose, getattr(g, "verbose", 0) or 0)
+    report = OptimizationReport()
+    run_passes(g, options, report)
+    for p in patterns:
+        report.entry(p.name, "pattern")
+    done = 0
+    for it in range(options.max_iterations):
+        left = None if max_rewrites is None else max_rewrites - done
+        if left is not None and left <= 0:
+            break
+        n = apply_patterns_once(g, patterns, report, verbose=verbose, log=log,
+                                max_rewrites=left)
+        if verbose:
+            logger.info("[xoptim] iteration %d: %d rewrites", it, n)
+        if n == 0:
+            break
+        done += n
+        run_passes(g, options, report)
+    return report

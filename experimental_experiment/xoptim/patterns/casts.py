@@ -1,0 +1,67 @@
+"""Cast chains and casts to the same type."""
+
+from __future__ import annotations
+
+from onnx import TensorProto as T
+
+from ..matcher import attribute_value
+from ..pattern import Match, Pattern
+
+_INTS_SMALL = {T.INT16, T.INT32, T.INT64}
+#: src -> types representing every value of src exactly
+_EXACT = {
+    T.BOOL: {T.FLOAT16, T.BFLOAT16, T.FLOAT, T.DOUBLE, T.INT8, T.UINT8, T.INT16, T.UINT16,
+             T.INT32, T.UINT32, T.INT64, T.UINT64},
+    T.FLOAT16: {T.FLOAT, T.DOUBLE},
+    T.BFLOAT16: {T.FLOAT, T.DOUBLE},
+    T.FLOAT: {T.DOUBLE},
+    T.INT8: _INTS_SMALL | {T.FLOAT16, T.FLOAT, T.DOUBLE},
+    T.UINT8: _INTS_SMALL | {T.UINT16, T.UINT32, T.UINT64, T.FLOAT16, T.FLOAT, T.DOUBLE},
+    T.INT16: {T.INT32, T.INT64, T.FLOAT, T.DOUBLE},
+    T.UINT16: {T.INT32, T.UINT32, T.INT64, T.UINT64, T.FLOAT, T.DOUBLE},
+    T.INT32: {T.INT64, T.DOUBLE},
+    T.UINT32: {T.INT64, T.UINT64, T.DOUBLE},
+}
+
+
+def is_exact_cast(src: int, dst: int) -> bool:
+    """True when casting from ``src`` to ``dst`` keeps every value."""
+    return src == dst or dst in _EXACT.get(src, ())
+
+
+class CastToIdentity(Pattern):
+    """Cast(x, to=type(x)) -> x."""
+
+    anchor = "Cast"
+
+    def match(self, g, node):
+        # a cast changing the type is not a refusal, only not this structure
+        to = attribute_value(node, "to")
+        if len(node.attribute) != 1 or not to or g.get_type(node.input[0]) != to:
+            return None
+        return Match(self, [node], bound={"x": node.input[0]})
+
+    def apply(self, op, match):
+        return match.bound["x"]
+
+
+class CastCastToCast(Pattern):
+    """Cast(Cast(x, to=a), to=b) -> Cast(x, to=b) (or x if b is x's type) when the
+    first cast is exact (widening, e.g. float16 -> float32 -> float16);
+    Cast(float32 -> int64 -> float32) is not folded (it truncates)."""
+
+    def pattern(self, op, x, a, b):
+        return op.Cast(op.Cast(x, to=a), to=b)
+
+    def check(self, g, x, a, b):
+        src = g.get_type(x)
+        if not src:
+            return "unknown input type"
+        if not is_exact_cast(src, a):
+            return f"the first cast {src}->{a} loses information"
+        return None
+
+    def rewrite(self, op, x, a, b):
+        if op.g.get_type(x) == b:
+            return x
+        return op.Cast(x, to=b)

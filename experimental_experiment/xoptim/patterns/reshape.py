@@ -1,0 +1,33 @@
+"""Reshape chains and reshapes to the same shape."""
+
+from __future__ import annotations
+
+from ..pattern import Pattern
+from ._utils import ShapePreservingToIdentity, const_ints
+
+
+class ReshapeReshapeToReshape(Pattern):
+    """Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) when s2 is a constant without 0
+    (a 0 copies a dimension of the intermediate result)."""
+
+    def pattern(self, op, x, s1, s2):
+        return op.Reshape(op.Reshape(x, s1), s2)
+
+    def check(self, g, x, s1, s2):
+        values = const_ints(g, s2)
+        if values is None:
+            return "the second shape is not a constant"
+        if 0 in values:
+            return "the second shape has a 0"
+        return None
+
+    def rewrite(self, op, x, s1, s2):
+        return op.Reshape(x, s2)
+
+
+class ReshapeToIdentity(ShapePreservingToIdentity):
+    """Reshape(x, s) -> x when the output shape is known equal to x's shape
+    (symbolic dimensions included)."""
+
+    def pattern(self, op, x, s):
+        return op.Reshape(x, s)

@@ -1,0 +1,52 @@
+"""Patterns producing onnxruntime contrib operators (domain ``com.microsoft``).
+
+``ORT_PATTERNS`` lists the pattern classes of the ``"onnxruntime"`` set, in the order
+they are tried (see :func:`experimental_experiment.xoptim.get_pattern_list`).
+The models they produce run with onnxruntime only.
+
+``ORT_EXTRA_PATTERNS`` (set ``"onnxruntime_extra"``, selected with
+``patterns="default+onnxruntime+onnxruntime_extra"``) holds the fusions onnxruntime's
+CPU kernels run slower than the unfused nodes (measured with onnxruntime 1.31, one
+thread, hidden sizes 64 to 1024): SkipLayerNormalization is 3 to 7 times slower than
+Add + LayerNormalization, SkipSimplifiedLayerNormalization up to 2 times slower than Add
++ SimplifiedLayerNormalization. Other execution providers may prefer them.
+"""
+
+from .activation import (
+    AddFastGeluToFastGelu,
+    AddGeluToBiasGelu,
+    GeluErfToOrtGelu,
+    GeluTanhToFastGelu,
+)
+from .conv import ConvActivationToFusedConv
+from .matmul import MatMulScaleToFusedMatMul, TransposeMatMulToFusedMatMul
+from .normalization import (
+    AddLayerNormToSkipLayerNorm,
+    AddSimplifiedLayerNormToSkipSimplifiedLayerNorm,
+    RMSNormToSimplifiedLayerNorm,
+    SimplifiedLayerNormMulToScale,
+)
+from .rotary import HalfRotaryToRotaryEmbedding
+
+#: pattern classes of the ``"onnxruntime"`` set
+ORT_PATTERNS: list = [
+    TransposeMatMulToFusedMatMul,
+    MatMulScaleToFusedMatMul,
+    RMSNormToSimplifiedLayerNorm,
+    SimplifiedLayerNormMulToScale,
+    GeluErfToOrtGelu,
+    GeluTanhToFastGelu,
+    AddGeluToBiasGelu,
+    HalfRotaryToRotaryEmbedding,
+    AddFastGeluToFastGelu,
+    ConvActivationToFusedConv,
+]
+
+#: pattern classes of the ``"onnxruntime_extra"`` set (slower on CPU, see above)
+ORT_EXTRA_PATTERNS: list = [
+    AddSimplifiedLayerNormToSkipSimplifiedLayerNorm,
+    AddLayerNormToSkipLayerNorm,
+]
+
+__all__ = [c.__name__ for c in ORT_PATTERNS + ORT_EXTRA_PATTERNS] + [
+    "ORT_EXTRA_PATTERNS", "ORT_PATTERNS"]

@@ -1,0 +1,135 @@
+"""RotaryEmbedding (com.microsoft) for the half-rotation form of transformers:
+``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = concat(-x2, x1)``.
+
+onnxruntime's operator takes caches of shape ``(max_position, head_size / 2)`` indexed
+by the positions; with ``position_ids`` of shape ``(1,)`` the positions of every batch
+are ``position_ids[0] + [0, 1, ..., sequence_length - 1]``. The pattern therefore
+applies when ``cos = Cos(Concat(f, f))`` with ``f`` of shape ``(1, seq, head_size / 2)``
+(the same positions ``0..seq-1`` for every batch, what transformers computes without a
+cache): the caches become ``Cos(f[0])`` and ``Sin(f[0])``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import NodeProto
+
+from ..matcher import attribute_value
+from ..pattern import Match, Pattern
+from ._utils import MS, ORT_FLOATS, is_op
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _consts(g, names) -> list[list[int]] | None:
+    out = []
+    for n in names:
+        if not n or not g.is_constant(n):
+            return None
+        out.append([int(v) for v in np.asarray(g.get_constant(n)).reshape(-1)])
+    return out
+
+
+def _half_slice(g, node: NodeProto, x: str, half: int, first: bool) -> bool:
+    """True if node is Slice(x)[..., :half] (first) or Slice(x)[..., half:]."""
+    if not is_op(node, "Slice") or node.input[0] != x or len(node.input) < 4:
+        return False
+    values = _consts(g, node.input[1:])
+    if values is None or any(len(v) != 1 for v in values):
+        return False
+    starts, ends, axes = values[0][0], values[1][0], values[2][0]
+    steps = values[3][0] if len(values) > 3 else 1
+    rank = g.get_rank(x)
+    if axes % rank != rank - 1 or steps != 1:
+        return False
+    if first:
+        return starts == 0 and ends == half
+    return starts == half and ends >= 2 * half
+
+
+def _rotate_half(g, node: NodeProto | None, x: str, half: int) -> list | None:
+    """Nodes of Concat(Neg(x[..., half:]), x[..., :half], axis=-1), None otherwise."""
+    if not is_op(node, "Concat") or len(node.input) != 2:
+        return None
+    rank = g.get_rank(x)
+    if attribute_value(node, "axis") % rank != rank - 1:
+        return None
+    neg = Pattern.producer(g, node.input[0])
+    if not is_op(neg, "Neg"):
+        return None
+    s2, s1 = Pattern.producer(g, neg.input[0]), Pattern.producer(g, node.input[1])
+    if _half_slice(g, s2, x, half, False) and _half_slice(g, s1, x, half, True):
+        return [s1, s2, neg, node]
+    return None
+
+
+def _trig(g, name: str, op_type: str) -> tuple[str, str] | None:
+    """(f, name) if name is Unsqueeze(op_type(Concat(f, f, axis=-1)), [1])."""
+    unsq = Pattern.producer(g, name)
+    if not is_op(unsq, "Unsqueeze") or _consts(g, unsq.input[1:2]) != [[1]]:
+        return None
+    trig = Pattern.producer(g, unsq.input[0])
+    if not is_op(trig, op_type):
+        return None
+    cat = Pattern.producer(g, trig.input[0])
+    if not is_op(cat, "Concat") or len(cat.input) != 2 or cat.input[0] != cat.input[1]:
+        return None
+    f = cat.input[0]
+    if g.get_rank(f) != 3 or attribute_value(cat, "axis") % 3 != 2:
+        return None
+    return f, cat.output[0]
+
+
+class HalfRotaryToRotaryEmbedding(Pattern):
+    """Add(Mul(x, Unsqueeze(Cos(Concat(f, f)), [1])), Mul(Concat(Neg(x2), x1),
+    Unsqueeze(Sin(Concat(f, f)), [1]))) -> RotaryEmbedding(x, [0], Cos(f[0]), Sin(f[0]))
+    (com.microsoft) for x of shape (batch, heads, seq, head_size) and f of shape
+    (1, seq, head_size / 2)."""
+
+    anchor = "Add"
+
+    def match(self, g, node):
+        muls = [self.producer(g, i) for i in node.input]
+        if not all(is_op(m, "Mul") for m in muls):
+            return None
+        for m_cos, m_sin in (muls, muls[::-1]):
+            for x, c in (m_cos.input, m_cos.input[::-1]):
+                if g.get_rank(x) != 4:
+                    continue
+                shape = g.get_shape(x)
+                d = shape[-1] if shape else None
+                if not isinstance(d, int) or d % 2:
+                    continue
+                for r, s in (m_sin.input, m_sin.input[::-1]):
+                    rot = _rotate_half(g, self.producer(g, r), x, d // 2)
+                    if rot is None:
+                        continue
+                    res = self._check(g, node, x, c, s, d)
+                    if isinstance(res, str):
+                        return self.refuse(res)
+                    if res is not None:
+                        return Match(self, [*rot, m_cos, m_sin, node], bound=res)
+        return None
+
+    def _check(self, g, node, x, c, s, d):
+        tc, ts = _trig(g, c, "Cos"), _trig(g, s, "Sin")
+        if tc is None or ts is None:
+            return None
+        if tc[1] != ts[1]:
+            return "cos and sin do not come from the same angles"
+        f = tc[0]
+        fs, xs = g.get_shape(f), g.get_shape(x)
+        if g.get_type(x) not in ORT_FLOATS or g.get_type(f) != g.get_type(x):
+            return "not float32 or float16 or the angles have another type"
+        if fs is None or fs[0] != 1 or fs[2] != d // 2:
+            return "the angles are not of shape (1, seq, head_size / 2)"
+        if fs[1] != xs[2] or xs[2] is None or g.get_shape(node.output[0]) != tuple(xs):
+            return "the sequence lengths are not known to be equal"
+        return {"x": x, "f": f}
+
+    def apply(self, op, match):
+        g = op.g
+        f2 = op.Squeeze(match.bound["f"], np.array([0], dtype=np.int64))
+        pos = g.make_constant(np.array([0], dtype=np.int64))
+        return op.RotaryEmbedding(match.bound["x"], pos, op.Cos(f2), op.Sin(f2),
+                                  domain=MS, interleaved=0)

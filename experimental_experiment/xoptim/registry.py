@@ -1,0 +1,66 @@
+"""Pattern sets selected by name: ``get_pattern_list("default+onnxruntime,-Name")``."""
+
+from __future__ import annotations
+
+import re
+
+from .pattern import Pattern
+
+
+def pattern_sets() -> dict[str, list]:
+    """Name of a set -> the pattern classes in it (in the order they are tried)."""
+    from .patterns import DEFAULT_PATTERNS
+    from .patterns_ort import ORT_EXTRA_PATTERNS, ORT_PATTERNS
+
+    return {"default": list(DEFAULT_PATTERNS), "onnxruntime": list(ORT_PATTERNS),
+            "onnxruntime_extra": list(ORT_EXTRA_PATTERNS)}
+
+
+def _instance(p) -> Pattern:
+    return p() if isinstance(p, type) else type(p)()
+
+
+def get_pattern_list(patterns: str | None = "default", *, verbose: int = 0) -> list[Pattern]:
+    """Returns the patterns selected by a string.
+
+    :param patterns: sets (``"default"``, ``"onnxruntime"``) and pattern names joined by
+        ``+`` or ``,``; ``-Name`` removes a pattern (or a set); ``"none"`` or None is empty
+    :param verbose: verbosity given to every pattern
+    :return: new pattern instances, in a deterministic order
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim import get_pattern_list
+
+        pats = get_pattern_list("default+onnxruntime,-CastCastToCast")
+    """
+    if not patterns or patterns == "none":
+        return []
+    sets = pattern_sets()
+    known = {}
+    for classes in sets.values():
+        for c in classes:
+            known.setdefault(_instance(c).name, c)
+    selected: list = []
+    for sign, token in re.findall(r"([+,-]?)\s*([A-Za-z_][A-Za-z_0-9]*)", patterns):
+        if token == "none":
+            continue
+        if token in sets:
+            group = sets[token]
+        elif token in known:
+            group = [known[token]]
+        else:
+            raise ValueError(
+                f"unknown pattern or set {token!r}, sets are {sorted(sets)}, "
+                f"patterns are {sorted(known)}"
+            )
+        names = {_instance(c).name for c in group}
+        if sign == "-":
+            selected = [c for c in selected if _instance(c).name not in names]
+        else:
+            selected.extend(c for c in group
+                            if _instance(c).name not in {_instance(s).name for s in selected})
+    result = [_instance(c) for c in selected]
+    for r in result:
+        r.verbose = verbose
+    return result
