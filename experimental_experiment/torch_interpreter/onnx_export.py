@@ -17,10 +17,10 @@ from .capture import capture, decompose
 from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
 from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
-from .errors import InvalidArgumentError
+from .errors import CaptureError, InvalidArgumentError
 from .export_options import ExportOptions
 from .interpreter import InputPlan, Interpreter
-from .verify import check_zero_one
+from .verify import check_zero_one, size_oblivious_capture, zero_one_axes
 
 logger = logging.getLogger(__name__)
 
@@ -170,10 +170,21 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         ep, names = decompose(model, export_options.decomposition_table), {}
         paths = None
     else:
-        check_zero_one(model, args, kwargs, dynamic_shapes)
+        # an example size 0 or 1 on a dynamic dimension: captured as any other size
+        small = zero_one_axes(model, args, kwargs, dynamic_shapes)
         ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
-        ep = capture(model, args, kwargs, ds, export_options)
-        paths = [p for p, _ in leaf_paths(model, args, kwargs)]
+        try:
+            with size_oblivious_capture(bool(small)):
+                ep = capture(model, args, kwargs, ds, export_options)
+        except CaptureError as e:
+            if small:  # say what was changed for these sizes
+                e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
+                          "0 or 1: the capture ran with backed_size_oblivious=True to keep "
+                          "it dynamic; an example size >= 2 may capture or explain more.",)
+            raise
+        leaves = leaf_paths(model, args, kwargs)
+        check_zero_one(ep, [leaf for _, leaf in leaves], small)
+        paths = [p for p, _ in leaves]
     if export_options.decomposition_fallback:
         can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
         ep = decompose_unsupported(ep, opset, can_convert)

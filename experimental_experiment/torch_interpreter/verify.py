@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import re
@@ -118,24 +119,50 @@ def _is_auto(d) -> bool:
     return "AUTO" in str(d)
 
 
-def check_zero_one(model, args: tuple, kwargs: dict | None, dynamic_shapes) -> None:
-    """Raises InvalidArgumentError when a dimension declared dynamic has an example of
-    size 0 or 1 (``Dim.AUTO`` excepted): torch.export specializes those sizes."""
+def zero_one_axes(model, args: tuple, kwargs: dict | None, dynamic_shapes,
+                  ) -> list[tuple[torch.Tensor, int, str]]:
+    """``[(tensor, axis, description)]`` for the dimensions declared dynamic whose example
+    size is 0 or 1 (``Dim.AUTO`` excepted): torch.export specializes those sizes unless
+    the capture treats them as any size (``backed_size_oblivious``)."""
     bad = []
     for path, leaf, axes in declared_dynamic_axes(model, args, kwargs, dynamic_shapes):
         if not isinstance(leaf, torch.Tensor):
             continue
         for axis, d in axes.items():
             if axis < leaf.dim() and leaf.shape[axis] in (0, 1) and not _is_auto(d):
-                bad.append(f"{'.'.join(map(str, path))}.shape[{axis}]={leaf.shape[axis]} "
-                           f"({d})")
-    if bad:
+                bad.append((leaf, axis, f"{'.'.join(map(str, path))}.shape[{axis}]="
+                                        f"{leaf.shape[axis]} ({d})"))
+    return bad
+
+
+def size_oblivious_capture(enabled: bool):
+    """Context in which torch.export does not specialize the sizes 0 and 1 of backed
+    dynamic dimensions (the example size is one value among others)."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.fx.experimental._config.patch(backed_size_oblivious=True)
+
+
+def check_zero_one(ep: torch.export.ExportedProgram, leaves: list,
+                   bad: list[tuple[torch.Tensor, int, str]]) -> None:
+    """Raises InvalidArgumentError when a dimension of ``bad`` was specialized by the
+    capture although it was declared dynamic (``leaves``: the flattened inputs)."""
+    tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    user = set(ep.graph_signature.user_inputs)
+    vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"
+            and n.name in user and isinstance(n.meta.get("val"), torch.Tensor)]
+    if len(vals) != len(tensors):
+        return  # inputs not matched one to one: nothing certain to say
+    index = {id(t): i for i, t in enumerate(tensors)}
+    lost = [what for t, axis, what in bad if isinstance(vals[index[id(t)]].shape[axis], int)]
+    if lost:
         raise InvalidArgumentError(
-            "dimensions declared dynamic have an example size of 0 or 1: "
-            f"{', '.join(bad)}. torch.export specializes sizes 0 and 1 (it assumes a "
-            "dynamic dimension is >= 2, broadcasting makes size 1 special), so these "
-            "dimensions cannot stay dynamic. Fix: export with example inputs of size >= 2 "
-            "on every dynamic dimension; the ONNX model still runs on sizes 0 and 1."
+            "dimensions declared dynamic have an example size of 0 or 1 and torch.export "
+            f"specialized them: {', '.join(lost)}. torch.export assumes a dynamic dimension "
+            "is >= 2 (broadcasting makes size 1 special); the capture already ran with "
+            "backed_size_oblivious=True and the model still fixes that size. Fix: export "
+            "with example inputs of size >= 2 on every dynamic dimension; the ONNX model "
+            "still runs on sizes 0 and 1."
         )
 
 
@@ -310,5 +337,6 @@ def _replace_leaves(model, args, kwargs, new: dict) -> tuple[tuple, dict]:
     return tuple(new_args), dict(new_kwargs)
 
 
-__all__ = ["Trial", "VerifyReport", "check_zero_one", "declared_dynamic_axes",
+__all__ = ["Trial", "VerifyReport", "check_zero_one", "size_oblivious_capture",
+           "zero_one_axes", "declared_dynamic_axes",
            "verify_dynamic_shapes"]

@@ -12,6 +12,7 @@ from ...xbuilder import GraphBuilder
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of
 from ._nn_helpers import expand_param, squeeze_batch, static_ints, unsqueeze_batch
+from ._pool_helpers import adaptive_max_pool_composed, avg_pool_composed
 
 # convolution
 
@@ -172,14 +173,11 @@ def _avg_pool(g: GraphBuilder, x, kernel_size, stride, padding, ceil_mode, count
               divisor_override, spatial: int):
     x, added = unsqueeze_batch(g, x, spatial)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial)
-    if divisor_override:
-        if ceil_mode:
-            raise NotImplementedError(
-                "avg_pool with divisor_override and ceil_mode=True is not supported")
-        # sum = mean * kernel size, the padding counted
-        y = g.op.AveragePool(x, count_include_pad=1, **attrs)
-        factor = float(np.prod(attrs["kernel_shape"])) / float(divisor_override)
-        return squeeze_batch(g, g.op.Mul(y, factor), added)
+    if divisor_override or ceil_mode:
+        # torch drops the windows starting in the right padding and its divisors
+        # differ from onnx's for the windows crossing the end
+        y = avg_pool_composed(g, x, attrs, ceil_mode, count_include_pad, divisor_override)
+        return squeeze_batch(g, y, added)
     padded = bool(count_include_pad) and any(attrs["pads"])
     if padded and g.is_static_shape(x):
         # torch counts the padding but not what ceil_mode adds past it: pad explicitly
@@ -256,15 +254,18 @@ def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
             f"output size is {n_out}; only output size 1 is supported for dynamic dims")
     from ...xbuilder._dtypes import onnx_to_np_dtype
 
-    a = g.make_constant(_averaging_matrix(n_in, n_out, onnx_to_np_dtype(g.get_type(x))))
-    if axis == rank - 1:
-        return g.op.MatMul(x, g.op.Transpose(a, perm=[1, 0]))
-    if axis == rank - 2:
-        return g.op.MatMul(a, x)
+    a_t = g.make_constant(_averaging_matrix(n_in, n_out, onnx_to_np_dtype(g.get_type(x))).T)
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
-    y = g.op.MatMul(g.op.Transpose(x, perm=perm), g.op.Transpose(a, perm=[1, 0]))
-    return g.op.Transpose(y, perm=perm)
+    xt = x if axis == rank - 1 else g.op.Transpose(x, perm=perm)
+    # a 2-D product: onnxruntime's MatMul fails to broadcast an empty batch
+    lead = g.op.Slice(g.op.Shape(xt), np.array([0], dtype=np.int64),
+                      np.array([-1], dtype=np.int64))
+    rows = g.op.ReduceProd(lead, keepdims=1)
+    flat = g.op.Reshape(xt, g.op.Concat(rows, np.array([n_in], dtype=np.int64), axis=0))
+    y = g.op.Reshape(g.op.MatMul(flat, a_t),
+                     g.op.Concat(lead, np.array([n_out], dtype=np.int64), axis=0))
+    return y if axis == rank - 1 else g.op.Transpose(y, perm=perm)
 
 
 def _adaptive_avg_pool(g: GraphBuilder, x, output_size, spatial: int):
@@ -322,9 +323,7 @@ def _adaptive_max_pool(g: GraphBuilder, x, output_size, spatial: int):
         k = [d // o for d, o in zip(in_dims, out)]
         y, indices = _max_pool(g, x, k, k, 0, 1, False, spatial, True)
     else:
-        raise NotImplementedError(
-            f"adaptive_max_pool: input sizes {in_dims} must be static and divisible by the "
-            f"output size {out} (or the output size must be 1)")
+        y, indices = adaptive_max_pool_composed(g, x, out)
     return squeeze_batch(g, y, added), squeeze_batch(g, indices, added)
 
 
