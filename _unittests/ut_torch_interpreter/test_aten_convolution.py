@@ -189,8 +189,28 @@ def test_adaptive_max_pool_divisible_static():
     check_export(fn, sets, dynamic_shapes=({0: "batch"},))
     fn = OpModule(lambda x: F.adaptive_max_pool1d(x, 1, return_indices=True))
     check_export(fn, _x1(), dynamic_shapes=DS1)
-    with pytest.raises(Exception, match="divisible"):
-        to_onnx(OpModule(lambda x: F.adaptive_max_pool2d(x, (3, 3))), _x2()[0])
+
+
+@pytest.mark.parametrize("out", [(3, 4), (5, 2), (8, 1)])
+def test_adaptive_max_pool2d_uneven(out):
+    # windows [floor(i * n / o), ceil((i + 1) * n / o)) overlap: values and indices
+    fn = OpModule(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True))
+    check_export(fn, _x2(), dynamic_shapes=DS2)
+    check_export(fn, _x2(dtype=torch.float16), dynamic_shapes=DS2, **_tol(torch.float16))
+
+
+def test_adaptive_max_pool_uneven_1d_3d_unbatched():
+    fn = OpModule(lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True))
+    check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(3, 3, 7),)], dynamic_shapes=DS1)
+    fn = OpModule(lambda x: F.adaptive_max_pool1d(x, 3, return_indices=True))
+    check_export(fn, [(torch.randn(3, 10),), (torch.randn(3, 7),)],
+                 dynamic_shapes=({1: "n"},))
+    fn = OpModule(lambda x: F.adaptive_max_pool3d(x, (2, 3, 4), return_indices=True))
+    check_export(fn, _x3(), dynamic_shapes=DS3)
+    # static sizes: the window indices are constants
+    fn = OpModule(lambda x: F.adaptive_max_pool2d(x, (3, 3), return_indices=True))
+    sets = [(torch.randn(2, 3, 8, 9),), (torch.randn(4, 3, 8, 9),)]
+    check_export(fn, sets, dynamic_shapes=({0: "batch"},))
 
 
 def test_adaptive_avg_pool_1d_3d():
@@ -200,6 +220,15 @@ def test_adaptive_avg_pool_1d_3d():
     fn = OpModule(lambda x: F.adaptive_avg_pool3d(x, (1, 2, 3)))
     check_export(fn, [(torch.randn(2, 3, 4, 5, 7),), (torch.randn(4, 3, 6, 5, 7),)],
                  dynamic_shapes=({0: "batch", 2: "d"},))
+
+
+def test_adaptive_avg_pool3d_uneven_empty_batch():
+    # onnxruntime's MatMul fails to broadcast an empty batch: 2-D products
+    fn = OpModule(lambda x: F.adaptive_avg_pool3d(x, (5, 7, 4)))
+    check_export(fn, [(torch.randn(2, 3, 8, 8, 8),), (torch.randn(0, 3, 8, 8, 8),)],
+                 dynamic_shapes=({0: "batch"},))
+    check_export(fn, [(torch.randn(3, 8, 8, 8),), (torch.randn(2, 8, 8, 8),)],
+                 dynamic_shapes=({0: "c"},))
 
 
 def test_pool_1d_3d_and_unbatched():
@@ -219,10 +248,44 @@ def test_max_pool3d_with_indices():
     check_export(fn, _x3(), dynamic_shapes=DS3)
 
 
-def test_avg_pool_divisor_ceil_refused():
-    fn = OpModule(lambda x: F.avg_pool2d(x, 2, ceil_mode=True, divisor_override=3))
-    with pytest.raises(Exception, match="divisor_override"):
-        to_onnx(fn, _x2()[0])
+AVG_CEIL = {
+    # (kernel, stride, padding, count_include_pad, divisor_override)
+    "divisor": (2, 2, 0, True, 3),
+    "divisor_pad": (3, 2, 1, True, 2),
+    "divisor_exclude": ((3, 2), (2, 3), (1, 1), False, 5),
+    "include_pad": (3, 2, 1, True, None),
+    "include_pad_rect": ((2, 3), (3, 2), (1, 1), True, None),
+    "exclude_pad": ((4, 3), 3, (2, 1), False, None),
+    "stride_gt_kernel": (2, 3, 1, True, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AVG_CEIL))
+def test_avg_pool2d_ceil_mode(name):
+    # torch drops the windows starting in the right padding, its divisor counts the left
+    # and right padding but not what ceil_mode adds past it
+    k, s, p, include, div = AVG_CEIL[name]
+    fn = OpModule(lambda x: F.avg_pool2d(x, k, s, p, ceil_mode=True, count_include_pad=include,
+                                         divisor_override=div))
+    check_export(fn, _x2(), dynamic_shapes=DS2)
+    check_export(fn, _x2()[:1])
+    check_export(fn, _x2()[1:])
+
+
+def test_avg_pool2d_divisor_float16():
+    fn = OpModule(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, divisor_override=2))
+    check_export(fn, _x2(dtype=torch.float16), dynamic_shapes=DS2, **_tol(torch.float16))
+
+
+def test_avg_pool_ceil_1d_3d():
+    fn = OpModule(lambda x: (F.avg_pool1d(x, 4, 3, 2, ceil_mode=True, count_include_pad=False),
+                             F.avg_pool1d(x, 3, 2, 1, ceil_mode=True)))
+    check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(3, 3, 10),)],
+                 dynamic_shapes=({0: "batch"},))
+    fn = OpModule(lambda x: (F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, divisor_override=3),
+                             F.avg_pool3d(x, (3, 2, 2), 2, 1, ceil_mode=True)))
+    check_export(fn, [(torch.randn(2, 3, 5, 7, 6),), (torch.randn(1, 3, 4, 5, 9),)],
+                 dynamic_shapes=DS3)
 
 
 # padding
@@ -233,6 +296,8 @@ PADS = {
     "constant_negative": lambda x: F.pad(x, (-1, 2, 1, -2)),
     "reflect": lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"),
     "replicate": lambda x: F.pad(x, (2, 1, 1, 2), mode="replicate"),
+    "replicate_negative": lambda x: F.pad(x, (-2, 3, 1, -2), mode="replicate"),
+    "replicate_cropped_out": lambda x: F.pad(x, (-5, 2, 0, 0), mode="replicate"),
     "circular": lambda x: F.pad(x, (2, 1, 1, 0), mode="circular"),
     "zero_pad2d": lambda x: torch.nn.functional.pad(x, (0, 0, 1, 1)),
 }
@@ -254,6 +319,17 @@ def test_pad_int64_and_1d_reflect():
     check_export(fn, sets, dynamic_shapes=({0: "batch", 1: "c", 2: "n"},))
 
 
+@pytest.mark.parametrize("pad", [(8, -1, -1, -3), (-2, -1, -1, -3), (5, -4, -4, 3)])
+def test_pad_replicate_negative_static(pad):
+    # negative pads crop; output index i reads input index clip(i - left, 0, n - 1)
+    fn = OpModule(lambda x: F.pad(x, pad, mode="replicate"))
+    for shape in [(2, 3, 5, 5), (1, 2, 6, 7)]:
+        check_export(fn, [(torch.randn(*shape),)])
+        check_export(fn, [(torch.randint(-9, 9, shape),)])
+    fn = OpModule(lambda x: torch.ops.aten.replication_pad2d(x, list(pad)))
+    check_export(fn, [(torch.randn(2, 3, 5, 5),)])
+
+
 def test_pad_dynamic_amount():
     fn = OpModule(lambda x, y: F.pad(x, (0, y.shape[0] - x.shape[-1])))
     sets = [(torch.randn(2, 3), torch.randn(5)), (torch.randn(4, 2), torch.randn(7))]
@@ -264,6 +340,9 @@ def test_pad_dynamic_amount():
 def test_pad_circular_opsets(opset):
     fn = OpModule(lambda x: F.pad(x, (1, 2), mode="circular"))
     check_export(fn, _x1(), dynamic_shapes=DS1, target_opset=opset)
+    # negative pads crop first, the wrap-around reads the cropped tensor
+    fn = OpModule(lambda x: F.pad(x, (-1, 2, 3, -2), mode="circular"))
+    check_export(fn, _x2(), dynamic_shapes=DS2, target_opset=opset)
 
 
 # upsampling

@@ -156,11 +156,10 @@ def adaptive_max_pool_composed(g: GraphBuilder, x, out: list[int]):
     gathered = g.op.Gather(g.op.Reshape(x, planes), idx, axis=2)
     last = np.array([-1], dtype=_I64)
     values = g.op.ReduceMax(gathered, last, keepdims=0)
-    arg = g.op.ArgMax(gathered, axis=-1, keepdims=1)
+    arg = g.op.ArgMax(gathered, axis=-1, keepdims=0)
     # position of each window's row in idx flattened
     n_win = int(np.prod(out))
     k_total = g.op.Shape(idx, start=spatial, end=spatial + 1)
     offsets = g.op.Reshape(g.op.Mul(np.arange(n_win, dtype=_I64), k_total),
-                           np.array([*out, 1], dtype=_I64))
-    indices = g.op.Gather(g.op.Reshape(idx, last), g.op.Add(arg, offsets), axis=0)
-    return values, g.op.Squeeze(indices, last)
+                           np.array(out, dtype=_I64))
+    return values, g.op.Gather(g.op.Reshape(idx, last), g.op.Add(arg, offsets), axis=0)

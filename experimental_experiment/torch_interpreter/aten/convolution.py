@@ -1,4 +1,4 @@
-"""Convolutions (direct and transposed) and pooling (max, average, adaptive average).
+"""Convolutions (direct and transposed) and pooling (max, average, adaptive average and max).
 
 Unbatched inputs (no batch dimension) get one added then removed. Kernel sizes,
 strides, paddings and dilations become ONNX attributes: they must be static.

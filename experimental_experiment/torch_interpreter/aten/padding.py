@@ -28,8 +28,38 @@ def aten_constant_pad_nd(g: GraphBuilder, x, pad, value=0):
     return g.op.Pad(x, _onnx_pads(g, x, pad), value, mode="constant")
 
 
+def _negative(v) -> bool:
+    return isinstance(v, int) and v < 0
+
+
+def _edge_pad(g: GraphBuilder, x, pad) -> str:
+    """Replicate padding; torch also accepts negative pads (they crop): output index i
+    of such an axis reads input index clip(i - left, 0, n - 1), a Gather."""
+    if not any(_negative(v) for v in pad):
+        return g.op.Pad(x, _onnx_pads(g, x, pad), mode="edge")
+    rank = rank_of(g, x)
+    rest = list(pad)
+    zero, one = np.array(0, dtype=np.int64), np.array(1, dtype=np.int64)
+    for i in range(len(pad) // 2):
+        left, right = pad[2 * i], pad[2 * i + 1]
+        if not (_negative(left) or _negative(right)):
+            continue
+        axis = rank - 1 - i
+        n, left = g.op.Shape(x, start=axis, end=axis + 1), _as_1d(g, left)
+        size = g.op.Add(g.op.Add(n, left), _as_1d(g, right))
+        positions = g.op.Range(zero, g.op.Squeeze(size, np.array([0], dtype=np.int64)), one)
+        src = g.op.Min(g.op.Max(g.op.Sub(positions, left), zero), g.op.Sub(n, one))
+        x = g.op.Gather(x, src, axis=axis)
+        rest[2 * i] = rest[2 * i + 1] = 0
+    if all(isinstance(v, int) and v == 0 for v in rest):
+        return x
+    return g.op.Pad(x, _onnx_pads(g, x, rest), mode="edge")
+
+
 def _mode_pad(mode: str):
     def fn(g: GraphBuilder, x, padding):
+        if mode == "edge":
+            return _edge_pad(g, x, padding)
         return g.op.Pad(x, _onnx_pads(g, x, padding), mode=mode)
 
     return fn
@@ -55,16 +85,27 @@ def _as_1d(g: GraphBuilder, v) -> str:
 @converter(aten._pad_circular.default)
 def aten_pad_circular(g: GraphBuilder, x, pad):
     """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (Slice + Concat per axis)"""
+    rank = rank_of(g, x)
+    if any(_negative(v) for v in pad):
+        # torch crops first (negative pads), then wraps around the cropped tensor
+        pad = list(pad)
+        for i in range(len(pad) // 2):
+            left, right = pad[2 * i], pad[2 * i + 1]
+            if not (_negative(left) or _negative(right)):
+                continue
+            start = -left if _negative(left) else 0
+            end = right if _negative(right) else np.iinfo(np.int64).max
+            x = g.op.Slice(x, np.array([start], dtype=np.int64),
+                           np.array([end], dtype=np.int64),
+                           np.array([rank - 1 - i], dtype=np.int64))
+            pad[2 * i], pad[2 * i + 1] = max(left, 0), max(right, 0)
     if g.main_opset >= 19:
         return g.op.Pad(x, _onnx_pads(g, x, pad), mode="wrap")
-    rank = rank_of(g, x)
     big = np.array([np.iinfo(np.int64).max], dtype=np.int64)
     zero = np.array([0], dtype=np.int64)
     for i in range(len(pad) // 2):
         axis = rank - 1 - i
         left, right = pad[2 * i], pad[2 * i + 1]
-        if (isinstance(left, int) and left < 0) or (isinstance(right, int) and right < 0):
-            raise NotImplementedError(f"circular padding with negative pads {pad}")
         axes = np.array([axis], dtype=np.int64)
         parts = []
         if not (isinstance(left, int) and left == 0):
@@ -83,8 +124,9 @@ def aten_pad(g: GraphBuilder, x, pad, mode="constant", value=None):
         return aten_constant_pad_nd(g, x, pad, 0 if value is None else value)
     if mode == "circular":
         return aten_pad_circular(g, x, pad)
-    onnx_mode = {"reflect": "reflect", "replicate": "edge"}.get(mode)
-    if onnx_mode is None:
+    if mode == "replicate":
+        return _edge_pad(g, x, pad)
+    if mode != "reflect":
         raise NotImplementedError(f"pad mode={mode!r}")
-    return g.op.Pad(x, _onnx_pads(g, x, pad), mode=onnx_mode)
+    return g.op.Pad(x, _onnx_pads(g, x, pad), mode="reflect")
 
