@@ -37,7 +37,7 @@ html-quick: install
 	$(PY) -m sphinx -M html _doc _doc/_build_quick -W -j 1 -D plot_gallery=0
 	$(PY) _doc/check_html.py _doc/_build_quick/html
 
-# operator coverage on PyTorch's OpInfo database, both exporters (long: 30+ minutes)
+# operator coverage on PyTorch's OpInfo database, both exporters (about 20 minutes)
 coverage: install
 	$(PY) -m experimental_experiment.bench.op_coverage --exporters to_onnx,torch.onnx \
 		--samples 2 --dtype float32 --no-progress --output _doc/bench/op_coverage.csv
