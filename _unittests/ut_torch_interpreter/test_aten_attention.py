@@ -147,3 +147,45 @@ def test_transformer_encoder_layer():
 def test_sdpa_decomposed():
     check_export(OpModule(SDPA["causal"]), _qkv(), dynamic_shapes=(DS, DS, DS),
                  export_options=ExportOptions(decomposition_table="default"))
+
+
+def _kept_fraction(onx, sets):
+    """Runs the model on q = k = 0, v = 1 (uniform probabilities 1 / S): every output is
+    (kept keys) * 2 / S with p = 0.5, so out * S / 2 counts the kept keys."""
+    from experimental_experiment.ext_test_case import run_onnx
+
+    for q, k, v in sets:
+        s = k.shape[-2]
+        (out,) = run_onnx(onx, [torch.zeros_like(q), torch.zeros_like(k), torch.ones_like(v)])
+        kept = torch.from_numpy(out) * s / 2
+        torch.testing.assert_close(kept, kept.round(), atol=1e-4, rtol=0)
+        assert 0.25 < kept.mean() / s < 0.75, kept.mean() / s
+
+
+@pytest.mark.parametrize("kind", ["sdpa", "flash_cpu"])
+def test_sdpa_dropout_is_random(kind):
+    # torch applies dropout whenever dropout_p > 0 (no eval mode for sdpa): the
+    # converter used to ignore it and silently return the result without dropout
+    def fn(q, k, v):
+        if kind == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.5)[0]
+
+    from experimental_experiment.torch_interpreter import to_onnx
+
+    sets = _qkv(seqs=((5, 40), (7, 60)))
+    dsk = {0: "batch", 2: "keys"}
+    onx = to_onnx(OpModule(fn), sets[0], dynamic_shapes=(DS, dsk, dsk))
+    assert "Dropout" in [n.op_type for n in onx.graph.node]
+    _kept_fraction(onx, sets)
+
+
+def test_attention_math_dropout_mask():
+    def fn(q, k, v, m):
+        return torch.ops.aten._scaled_dot_product_attention_math(
+            q, k, v, dropout_p=0.3, dropout_mask=m)
+
+    sets = [(q, k, v, torch.rand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]) > 0.3)
+            for q, k, v in _qkv()]
+    check_export(OpModule(fn), sets,
+                 dynamic_shapes=(DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"}))

@@ -7,8 +7,9 @@ inputs (non-tensors are constants). It is captured once with
 
 Statuses of a sample: ``pass``, ``capture-fail`` (torch.export.export itself fails:
 not the exporter's fault), ``export-fail`` (conversion), ``runtime-fail``,
-``mismatch``, ``skipped`` (random or uninitialized outputs, no tensor output, eager
-failure). Command line (writes a CSV, one row per operator and exporter)::
+``mismatch``, ``skipped`` (random or uninitialized outputs, a captured graph drawing
+random numbers, no tensor output, eager failure). Command line (writes a CSV, one row
+per operator and exporter)::
 
     python -m experimental_experiment coverage --exporters to_onnx,torch.onnx \\
         --samples 2 --output op_coverage.csv
@@ -28,6 +29,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import torch
+
+from ._random import random_nodes
 
 # ops whose results are random or uninitialized: they cannot be compared with eager
 RANDOM_OPS: dict[str, str] = {
@@ -285,6 +288,9 @@ def capture_sample(op, sample):
         ep = torch.export.export(model, tuple(t.clone() for t in inputs), strict=False)
     except Exception as e:
         return SampleResult("capture-fail", first_line(e))
+    random = random_nodes(ep)
+    if random:
+        return SampleResult("skipped", f"random numbers: {', '.join(sorted(set(random)))}")
     return model, inputs, expected, ep
 
 

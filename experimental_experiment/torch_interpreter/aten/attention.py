@@ -1,7 +1,9 @@
 """Scaled dot-product attention and the CPU kernels torch.compile lowers it to.
 
 softmax(q @ k^T * scale + mask) @ v, computed in float32 for float16/bfloat16 inputs
-as torch does on CPU. ``dropout_p`` is ignored: the exported graph is for inference.
+as torch does on CPU. ``dropout_p > 0`` applies a random ONNX Dropout (training mode)
+to the probabilities, as torch does whatever the module's mode: models meant for
+inference pass ``dropout_p=0`` in eval mode.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from ...xbuilder import GraphBuilder
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, out_dtype, rank_of
 from ._nn_helpers import upcast
+from .activation import _random_dropout
 
 _LAST = np.array([-1], dtype=np.int64)
 
@@ -58,9 +61,11 @@ def _causal_mask(g: GraphBuilder, q, k):
 
 
 def _attention(g: GraphBuilder, q, k, v, attn_mask=None, is_causal=False, scale=None,
-               enable_gqa=False):
-    """Returns the scores after masking, the probabilities and the attention output
-    (float), and the rows fully masked (bool, None without attn_mask)."""
+               enable_gqa=False, dropout_p=0.0, dropout_mask=None):
+    """Returns the scores after masking, the probabilities (after dropout) and the
+    attention output (float), and the rows fully masked (bool, None without attn_mask).
+    A ``dropout_mask`` (kept where True) replaces the random draw: the probabilities are
+    masked, the values scaled by 1 / (1 - p), as ``_scaled_dot_product_attention_math``."""
     q, k, v = upcast(g, q), upcast(g, k), upcast(g, v)
     ct = g.get_type(q)
     if enable_gqa:
@@ -83,6 +88,13 @@ def _attention(g: GraphBuilder, q, k, v, attn_mask=None, is_causal=False, scale=
         # torch gives 0 (not NaN) to the rows where every key is masked
         masked = g.op.Equal(g.op.ReduceMax(scores, _LAST, keepdims=1), minus_inf)
         probs = g.op.Where(masked, cast_to(g, 0.0, ct), probs)
+    if dropout_p and dropout_mask is not None:
+        if g.get_type(dropout_mask) != BOOL:
+            dropout_mask = g.op.Cast(dropout_mask, to=BOOL)
+        probs = g.op.Where(dropout_mask, probs, cast_to(g, 0.0, ct))
+        v = g.op.Mul(v, 1.0 / (1.0 - dropout_p))
+    elif dropout_p:
+        probs = _random_dropout(g, probs, dropout_p)
     return scores, probs, g.op.MatMul(probs, v), masked
 
 
@@ -93,7 +105,8 @@ def aten_scaled_dot_product_attention(g: GraphBuilder, query, key, value, attn_m
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value,
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None,
     bool enable_gqa=False) -> Tensor"""
-    _, _, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa)
+    _, _, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                              dropout_p)
     return cast_to(g, out, out_dtype(g))
 
 
@@ -104,7 +117,8 @@ def aten__scaled_dot_product_flash_attention_for_cpu(g: GraphBuilder, query, key
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value,
     float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None)
     -> (Tensor output, Tensor logsumexp)"""
-    scores, _, out, masked = _attention(g, query, key, value, attn_mask, is_causal, scale)
+    scores, _, out, masked = _attention(g, query, key, value, attn_mask, is_causal, scale,
+                                        dropout_p=dropout_p)
     lse = g.op.ReduceLogSumExp(scores, _LAST, keepdims=1)
     if masked is not None:
         lse = g.op.Where(masked, cast_to(g, 0.0, g.get_type(lse)), lse)
@@ -122,5 +136,5 @@ def aten__scaled_dot_product_attention_math(g: GraphBuilder, query, key, value,
     Tensor? dropout_mask=None, *, float? scale=None, bool enable_gqa=False)
     -> (Tensor output, Tensor attn_weights)"""
     _, probs, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale,
-                                  enable_gqa)
+                                  enable_gqa, dropout_p, dropout_mask)
     return cast_to(g, out, out_dtype(g, 0)), cast_to(g, probs, out_dtype(g, 1))
