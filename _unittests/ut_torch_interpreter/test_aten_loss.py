@@ -17,7 +17,9 @@ def test_mse_loss(reduction, dtype):
     r = {"none": 0, "mean": 1, "sum": 2}[reduction]
     check_export(OpModule(lambda x, y: aten.mse_loss(x, y, r)), inputs,
                  dynamic_shapes=({0: "a", 1: "b"},) * 2,
-                 atol=1e-2 if dtype == torch.float16 else 1e-5)
+                 # float16: torch squares in float32 then rounds, onnx squares in float16
+                 atol=1e-2 if dtype == torch.float16 else 1e-5,
+                 rtol=1e-2 if dtype == torch.float16 else 1e-3)
 
 
 def _targets(n, c, shape=()):
