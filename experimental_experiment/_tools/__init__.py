@@ -1,0 +1,1 @@
+"""Tools measuring the package itself (no torch import)."""
