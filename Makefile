@@ -7,21 +7,45 @@ PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 # torch must stay pinned: an unpinned requirement would pull a huge CUDA build.
 CONSTRAINTS := constraints.txt
+# exact versions 'make test' and 'make html' passed with (every transitive package)
+LOCK := requirements-lock.txt
+# canary: the newest releases of the packages we follow, torch kept at 2.13.0
+VENV_LATEST := .venv-latest
+LATEST_PACKAGES := transformers onnx onnxruntime onnxscript onnx-ir sphinx-gallery
 # python3.11 when it runs (a pyenv shim may exist without the version), else python3
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim
+.PHONY: install test html html-quick lint clean coverage bench-optim lock test-latest
 
 install: $(STAMP)
 
 $(PY):
 	$(BOOT_PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
+$(STAMP): pyproject.toml $(CONSTRAINTS) $(LOCK) | $(PY)
 	$(PIP) install -c $(CONSTRAINTS) torch==2.13.0
-	$(PIP) install -c $(CONSTRAINTS) -e ".[test,doc]"
+	$(PIP) install -c $(CONSTRAINTS) -r $(LOCK)
+	$(PIP) install --no-deps -e .
+	$(PIP) check
 	touch $(STAMP)
+
+# rewrites the lock file from .venv (after upgrading a package and passing test + html)
+lock: install
+	{ sed -n '1,/^# torch stays/p' $(LOCK); \
+	  $(PIP) freeze --exclude-editable | sed 's/^torch==2.13.0+cpu$$/torch==2.13.0/'; \
+	} > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
+
+# canary against the newest upstream releases, in its own environment (not part of CI):
+# LLM, patch and dynamic-cache tests, the gallery scripts, a sample of the operator
+# coverage; prints a table and writes _doc/compatibility_canary.json
+test-latest:
+	test -x $(VENV_LATEST)/bin/python || $(BOOT_PYTHON) -m venv $(VENV_LATEST)
+	$(VENV_LATEST)/bin/pip install -c $(CONSTRAINTS) torch==2.13.0
+	$(VENV_LATEST)/bin/pip install -c $(CONSTRAINTS) -e ".[test,doc]"
+	$(VENV_LATEST)/bin/pip install -c $(CONSTRAINTS) -U $(LATEST_PACKAGES)
+	$(VENV_LATEST)/bin/python tools/canary.py \
+		--output _doc/compatibility_canary.json
 
 # pytest exits with 5 when it collects no test: reported, not a failure.
 test: install
@@ -52,5 +76,5 @@ lint: install
 
 clean:
 	rm -rf _doc/_build _doc/_build_quick _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst
-	rm -rf .pytest_cache .ruff_cache build dist *.egg-info
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info $(VENV_LATEST)
 	find . -path ./$(VENV) -prune -o -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

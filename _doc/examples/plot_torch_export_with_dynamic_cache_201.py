@@ -7,7 +7,7 @@ torch.export.export with a DynamicCache as input
 Large language models from :epkg:`transformers` keep the keys and values of the
 attention layers computed at the previous steps in a cache,
 ``transformers.cache_utils.DynamicCache``, given to the model as an input
-(``past_key_values``). :func:`torch.export.export` only accepts inputs it can
+(``past_key_values``, renamed ``cache`` in transformers 5.24). :func:`torch.export.export` only accepts inputs it can
 flatten into tensors: the class must be registered with :mod:`torch.utils._pytree`.
 :func:`bypass_export_some_errors
 <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`
@@ -95,7 +95,11 @@ print(DynamicCache in torch.utils._pytree.SUPPORTED_NODES)
 # +++++++++++
 #
 # :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` needs the same
-# patch. The cache becomes two ONNX inputs, the dimensions are named.
+# patch. The cache becomes two ONNX inputs, the dimensions are named. The inputs of a
+# transformers cache are always named ``past_key_values_key_<i>`` and
+# ``past_key_values_value_<i>``, whether the argument is called ``past_key_values``
+# (transformers < 5.24) or ``cache`` (transformers >= 5.24): the code feeding
+# onnxruntime does not depend on the transformers release.
 
 import numpy as np
 import onnxruntime
@@ -133,6 +137,7 @@ print("max absolute difference with onnxruntime:", np.abs(got - expected).max())
 from experimental_experiment.torch_models.llm_helper import get_tiny_llm
 
 data = get_tiny_llm("llama", batch=2, seq=3, past=5)
+print(list(data["inputs"]))
 print(data["dynamic_shapes"])
 
 with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:

@@ -10,6 +10,7 @@ import torch
 
 from .patches import apply_patches
 from .patches.cache_registration import (
+    CACHE_ARGUMENT_NAMES,
     UnknownCacheError,
     check_cache_inputs,
     register_cache_classes,
@@ -41,8 +42,9 @@ def _is_legacy_cache(value) -> bool:
 def _make_modificator(known: dict[type, tuple]) -> Callable[[Any], Any]:
     """A function converting inputs into an exportable form:
 
-    * a cache given as a tuple of ``(key, value)`` pairs under ``past_key_values``
-      becomes a ``DynamicCache`` (torch.export sees a registered class),
+    * a cache given as a tuple of ``(key, value)`` pairs under ``past_key_values`` or
+      ``cache`` (the name since transformers 5.24) becomes a ``DynamicCache``
+      (torch.export sees a registered class),
     * a registered cache is copied (flattened then rebuilt, tensors shared) so that
       running or exporting the model does not grow the user's cache,
     * an unknown transformers cache raises :class:`UnknownCacheError` naming the class.
@@ -51,7 +53,7 @@ def _make_modificator(known: dict[type, tuple]) -> Callable[[Any], Any]:
     def convert(value, key=None):
         if isinstance(value, dict):
             return {k: convert(v, k) for k, v in value.items()}
-        if key == "past_key_values" and _is_legacy_cache(value):
+        if key in CACHE_ARGUMENT_NAMES and _is_legacy_cache(value):
             return convert(_legacy_cache_to_dynamic(value))
         if type(value) in known:
             flatten, unflatten, _ = known[type(value)]
@@ -93,9 +95,13 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
       - registers transformers' cache classes with torch's pytree (``DynamicCache``,
         ``StaticCache``, ``EncoderDecoderCache`` and their subclasses that the
         installed transformers defines); torch.export otherwise refuses a model called
-        with ``past_key_values``. The flattened inputs are named
-        ``<arg>_key_<i>`` and ``<arg>_value_<i>`` (keys of every layer, then values),
-        the ``dynamic_shapes`` of a cache is a list of one entry per tensor;
+        with a cache. The flattened inputs of :func:`to_onnx
+        <experimental_experiment.torch_interpreter.to_onnx>` are named
+        ``past_key_values_key_<i>`` and ``past_key_values_value_<i>`` (keys of every
+        layer, then values) whether the model's argument is ``past_key_values``
+        (transformers < 5.24) or ``cache`` (transformers >= 5.24), so the code feeding
+        onnxruntime does not change with transformers; the ``dynamic_shapes`` of a
+        cache is a list of one entry per tensor, keyed by the argument's name;
       - applies the export patches transformers ships
         (``transformers.exporters.utils.apply_patches("dynamo")``: sliding-window
         layers traced as full layers, SDPA through its math kernel...),

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from ..torch_interpreter.patches.cache_registration import CACHE_ARGUMENT_NAMES
+
 #: architectures :func:`get_tiny_llm` knows, and the kind of model each one is
 TINY_ARCHITECTURES = {
     "llama": "decoder",
@@ -92,6 +94,44 @@ def _forward_parameters(model) -> set[str]:
     return set(inspect.signature(model.forward).parameters)
 
 
+def cache_argument_name(model) -> str:
+    """The name of the argument of ``model.forward`` (a model or a model class) that takes
+    the cache: ``cache`` (transformers >= 5.24) or ``past_key_values`` (older releases).
+    Read from the signature, not from version numbers.
+
+    .. code-block:: python
+
+        name = cache_argument_name(model)
+        outputs = model(input_ids, **{name: cache})
+    """
+    params = _forward_parameters(model)
+    for name in CACHE_ARGUMENT_NAMES:
+        if name in params:
+            return name
+    cls = model if isinstance(model, type) else type(model)
+    raise ValueError(
+        f"{cls.__name__}.forward takes no cache argument (looked for "
+        f"{list(CACHE_ARGUMENT_NAMES)}), its arguments are {sorted(params - {'self'})}"
+    )
+
+
+def output_cache(outputs):
+    """The cache a transformers model returned (``outputs.cache`` since transformers 5.24,
+    ``outputs.past_key_values`` before), None when there is none."""
+    for name in CACHE_ARGUMENT_NAMES:
+        value = getattr(outputs, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _causal_lm_class(config):
+    """The causal LM class transformers maps ``config`` to."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+
+
 def _cache_geometry(config) -> tuple[int, int, int]:
     """(number of layers, number of key/value heads, head dimension)."""
     text = config.get_text_config(decoder=True)
@@ -136,7 +176,9 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
 
     Returns ``(inputs, dynamic_shapes)``: ``input_ids`` (batch, seq), ``attention_mask``
     (batch, past + seq), ``position_ids`` (batch, seq) when ``model`` takes them (or
-    ``model`` is None), ``past_key_values`` a DynamicCache of length ``past``.
+    ``model`` is None), and a DynamicCache of length ``past`` under the name the model's
+    forward takes (:func:`cache_argument_name`: ``cache`` or ``past_key_values``; the
+    causal LM class of ``config`` is looked at when ``model`` is None).
     Dimensions are named ``batch``, ``seq``, ``past`` and ``total`` (= past + seq).
     Sizes of 1 are avoided by the caller: torch.export specializes them.
     """
@@ -156,8 +198,9 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
             batch, -1).contiguous()
         ds["position_ids"] = {0: "batch", 1: "seq"}
     if with_cache:
-        inputs["past_key_values"] = make_dynamic_cache(config, batch, past, generator=generator)
-        ds["past_key_values"] = cache_dynamic_shapes(_cache_geometry(config)[0])
+        name = cache_argument_name(model if model is not None else _causal_lm_class(config))
+        inputs[name] = make_dynamic_cache(config, batch, past, generator=generator)
+        ds[name] = cache_dynamic_shapes(_cache_geometry(config)[0])
     return inputs, ds
 
 
@@ -174,7 +217,7 @@ def _encoder_inputs(arch, config, batch, seq, generator):
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
-def _seq2seq_inputs(config, batch, seq, past, with_cache, generator):
+def _seq2seq_inputs(model, config, batch, seq, past, with_cache, generator):
     """T5-like: an encoder sequence of length ``seq + 2``, ``seq`` decoder tokens and,
     with a cache, an EncoderDecoderCache (self attention ``past``, cross attention the
     encoder length)."""
@@ -200,8 +243,9 @@ def _seq2seq_inputs(config, batch, seq, past, with_cache, generator):
                 shape = (batch, n_kv, length, head_dim)
                 cache.update(torch.randn(*shape, generator=generator),
                              torch.randn(*shape, generator=generator), i)
-        inputs["past_key_values"] = EncoderDecoderCache(self_cache, cross_cache)
-        ds["past_key_values"] = [
+        name = cache_argument_name(model)
+        inputs[name] = EncoderDecoderCache(self_cache, cross_cache)
+        ds[name] = [
             cache_dynamic_shapes(n_layers, past="past"),
             cache_dynamic_shapes(n_layers, past="encoder_seq"),
         ]
@@ -215,7 +259,8 @@ def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
 
     :param arch: one of :data:`TINY_ARCHITECTURES`
     :param batch, seq, past: batch size, number of new tokens, cache length
-    :param with_cache: gives a cache (decoders, encoder-decoders) as ``past_key_values``
+    :param with_cache: gives a cache (decoders, encoder-decoders) under the name the
+        model's forward takes (:func:`cache_argument_name`)
     :return: ``dict(model=..., inputs=..., dynamic_shapes=..., config=...)``, the model in
         eval mode; ``with_cache`` is ignored for encoders and vision models
     """
@@ -228,7 +273,7 @@ def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
         inputs, ds = make_llm_inputs(config, batch, seq, past, with_cache=with_cache,
                                      model=model, generator=generator)
     elif kind == "encoder-decoder":
-        inputs, ds = _seq2seq_inputs(config, batch, seq, past, with_cache, generator)
+        inputs, ds = _seq2seq_inputs(model, config, batch, seq, past, with_cache, generator)
     else:
         inputs, ds = _encoder_inputs(arch, config, batch, seq, generator)
     return dict(model=model, inputs=inputs, dynamic_shapes=ds, config=config)

@@ -17,11 +17,39 @@ from typing import Any
 import torch
 from torch.utils import _pytree
 
+#: names of the forward argument holding the cache, newest first: transformers 5.24
+#: renamed ``past_key_values`` into ``cache`` (forward arguments and output fields)
+CACHE_ARGUMENT_NAMES = ("cache", "past_key_values")
+
+#: prefix of the ONNX inputs of a cache, whatever the argument is called: a user's
+#: onnxruntime feeding code does not change with the transformers release
+CACHE_INPUT_PREFIX = "past_key_values"
+
 #: layer attributes recomputed from the key tensor when a layer is rebuilt
 _DERIVED = {
     "keys", "values", "dtype", "device", "is_initialized", "cumulative_length",
     "_sliding_window_tensor", "batch_size", "num_heads", "k_head_dim", "v_head_dim",
 }
+
+
+def is_transformers_cache(value) -> bool:
+    """True for an instance of transformers' ``Cache`` (transformers is not imported
+    if the caller has not imported it)."""
+    import sys
+
+    module = sys.modules.get("transformers.cache_utils")
+    return module is not None and isinstance(value, getattr(module, "Cache", ()))
+
+
+def cache_input_renames(arg_names: list[str], values: list) -> dict[str, str]:
+    """``{argument name: ONNX input prefix}`` for the arguments holding a transformers
+    cache under another name than :data:`CACHE_INPUT_PREFIX` (``cache`` since
+    transformers 5.24): their ONNX inputs keep the names ``past_key_values_key_<i>``."""
+    return {
+        name: CACHE_INPUT_PREFIX for name, value in zip(arg_names, values)
+        if name in CACHE_ARGUMENT_NAMES and name != CACHE_INPUT_PREFIX
+        and is_transformers_cache(value)
+    }
 
 
 class UnknownCacheError(TypeError):
