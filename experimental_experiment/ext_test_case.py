@@ -1,4 +1,8 @@
-"""Test helpers: export a model, run it with onnxruntime, compare with eager torch."""
+"""Test helpers: export a model, run it with onnxruntime, compare with eager torch.
+
+The tests and the documentation use this module; the library never imports it
+(``run_onnx`` and ``flatten_tensors`` live in :mod:`experimental_experiment.runtime`).
+"""
 
 from __future__ import annotations
 
@@ -8,32 +12,7 @@ import numpy as np
 import onnx
 import torch
 
-from .torch_interpreter._torch_helper import tensor_to_numpy
-
-
-def flatten_tensors(value) -> list[torch.Tensor]:
-    """Tensors of a nested structure, in pytree order."""
-    leaves, _ = torch.utils._pytree.tree_flatten(value)
-    return [t for t in leaves if isinstance(t, torch.Tensor)]
-
-
-def run_onnx(onx: onnx.ModelProto, inputs: Sequence[torch.Tensor], *,
-             use_reference: bool = False) -> list[np.ndarray]:
-    """Runs the model with onnxruntime (or onnx's reference evaluator)."""
-    names = [i.name for i in onx.graph.input]
-    if len(names) != len(inputs):
-        raise AssertionError(f"the model has {len(names)} inputs, {len(inputs)} were given")
-    feeds = {n: tensor_to_numpy(t) for n, t in zip(names, inputs)}
-    if use_reference:
-        from onnx.reference import ReferenceEvaluator
-
-        return ReferenceEvaluator(onx).run(None, feeds)
-    import onnxruntime
-
-    sess = onnxruntime.InferenceSession(
-        onx.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
-    return sess.run(None, feeds)
+from .runtime import flatten_tensors, run_onnx, tensor_to_numpy  # noqa: F401  (re-exported)
 
 
 def assert_close(expected: torch.Tensor, got: np.ndarray, atol: float, rtol: float,

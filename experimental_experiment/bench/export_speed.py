@@ -124,7 +124,7 @@ def _n_nodes(result) -> int | None:
 
 def _max_diff(onx, model, config: str) -> float:
     """Max absolute difference with eager on another batch and sequence length."""
-    from ..ext_test_case import run_onnx
+    from ..runtime import run_onnx
 
     _, args, kwargs = make_llama(config, batch=3, seq=17)
     with torch.no_grad():

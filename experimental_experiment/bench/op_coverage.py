@@ -225,7 +225,7 @@ def export_with(exporter: str, ep: torch.export.ExportedProgram, args: tuple):
 
 def run_model(onx, inputs: tuple, runtime: str = "onnxruntime") -> list[np.ndarray]:
     """Runs the ONNX model, inputs given by position."""
-    from ..torch_interpreter._torch_helper import tensor_to_numpy
+    from ..runtime import tensor_to_numpy
 
     names = [i.name for i in onx.graph.input]
     if len(names) != len(inputs):
@@ -249,7 +249,7 @@ def run_model(onx, inputs: tuple, runtime: str = "onnxruntime") -> list[np.ndarr
 
 def compare(expected: list[torch.Tensor], got: list[np.ndarray]) -> str | None:
     """None if the results match, otherwise why not."""
-    from ..torch_interpreter._torch_helper import tensor_to_numpy
+    from ..runtime import tensor_to_numpy
 
     if len(expected) != len(got):
         return f"{len(got)} outputs, expected {len(expected)}"

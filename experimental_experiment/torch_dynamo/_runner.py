@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import torch
 
-from ..torch_interpreter._torch_helper import tensor_to_numpy
+from ..runtime import tensor_to_numpy
 from ._export import GraphLayout
 
 logger = logging.getLogger(__name__)

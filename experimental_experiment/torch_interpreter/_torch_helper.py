@@ -6,6 +6,8 @@ import numpy as np
 import torch
 from onnx import TensorProto
 
+from ..runtime import tensor_to_numpy  # noqa: F401  (kept importable from here)
+
 _TORCH_TO_ONNX = {
     torch.float32: TensorProto.FLOAT,
     torch.float64: TensorProto.DOUBLE,
@@ -36,16 +38,6 @@ def torch_dtype_to_onnx(dtype: torch.dtype) -> int:
 def onnx_dtype_to_torch(elem_type: int) -> torch.dtype:
     """Torch dtype of an ONNX element type."""
     return _ONNX_TO_TORCH[elem_type]
-
-
-def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
-    """Numpy copy of a tensor; bfloat16 becomes ml_dtypes.bfloat16."""
-    t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return t.numpy()
 
 
 class TorchTensorRef:

@@ -14,13 +14,13 @@ from ..xbuilder import GraphBuilder, OptimizationOptions
 from . import aten  # noqa: F401  registers the converters
 from ._dims import DimNamer
 from .capture import capture, decompose
+from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
 from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
 from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import CaptureError, InvalidArgumentError
 from .export_options import ExportOptions
 from .interpreter import InputPlan, Interpreter
-from .verify import check_zero_one, size_oblivious_capture, zero_one_axes
 
 logger = logging.getLogger(__name__)
 
