@@ -19,6 +19,7 @@ from experimental_experiment.torch_interpreter.onnx_export_errors import (
     bypass_export_some_errors,
 )
 from experimental_experiment.torch_interpreter.patches import Patch, apply_patches
+from experimental_experiment.torch_models.llm_helper import cache_argument_name
 from experimental_experiment.torch_interpreter.patches.patch_transformers import (
     get_transformers_patches,
 )
@@ -141,8 +142,9 @@ def test_dim_names_of_cache_inputs():
         onx = to_onnx(model, modificator((query, _cache(2, 5))), dynamic_shapes=ds)
     dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
             for i in onx.graph.input}
-    assert dims["cache_key_0"] == ["batch", 2, "past", 8]
-    assert dims["cache_value_1"] == ["batch", 2, "past", 8]
+    # a transformers cache keeps the names past_key_values_* whatever the argument name
+    assert dims["past_key_values_key_0"] == ["batch", 2, "past", 8]
+    assert dims["past_key_values_value_1"] == ["batch", 2, "past", 8]
     sess = onnxruntime.InferenceSession(onx.SerializeToString(),
                                         providers=["CPUExecutionProvider"])
     query, cache = torch.randn(3, 2, 4, 16), _cache(3, 7)
@@ -205,7 +207,8 @@ def test_static_cache_to_onnx():
                                device="cpu")
     inputs = dict(input_ids=data["inputs"]["input_ids"],
                   attention_mask=torch.ones(2, 8, dtype=torch.int64),
-                  position_ids=data["inputs"]["position_ids"], past_key_values=cache)
+                  position_ids=data["inputs"]["position_ids"])
+    inputs[cache_argument_name(model)] = cache
     with bypass_export_some_errors(patch_transformers=True) as modificator:
         onx = to_onnx(model, (), modificator(inputs))
         feeds = [t.numpy() for t in _pytree.tree_leaves(modificator(inputs))]

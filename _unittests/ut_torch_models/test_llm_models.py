@@ -14,6 +14,7 @@ import torch
 from experimental_experiment.torch_models.decoding_check import check_greedy_decoding
 from experimental_experiment.torch_models.llm_helper import (
     TINY_ARCHITECTURES,
+    cache_argument_name,
     get_tiny_llm,
     make_llm_inputs,
 )
@@ -124,10 +125,11 @@ def test_make_llm_inputs():
     assert inputs["input_ids"].shape == (3, 4)
     assert inputs["attention_mask"].shape == (3, 11)
     assert inputs["position_ids"].tolist()[0] == [7, 8, 9, 10]
-    assert inputs["past_key_values"].layers[1].keys.shape == (3, 2, 7, 8)
-    assert len(ds["past_key_values"]) == 4
+    name = cache_argument_name(data["model"])  # cache or past_key_values
+    assert inputs[name].layers[1].keys.shape == (3, 2, 7, 8)
+    assert len(ds[name]) == 4
     inputs, ds = make_llm_inputs(data["config"], 3, 4, with_cache=False)
-    assert "past_key_values" not in inputs and inputs["attention_mask"].shape == (3, 4)
+    assert name not in inputs and inputs["attention_mask"].shape == (3, 4)
     with pytest.raises(ValueError, match="unknown architecture"):
         get_tiny_llm("unknown")
 
