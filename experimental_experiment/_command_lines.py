@@ -14,7 +14,6 @@ import importlib
 import io
 import os
 import sys
-import tempfile
 
 PROG = "python -m experimental_experiment"
 
@@ -43,37 +42,24 @@ class CommandLineError(Exception):
     "An error the command line reports in one line, without a traceback."
 
 
-def _load(path: str):
+def _load(path: str, load_external_data: bool = True):
     import onnx
 
     if not os.path.isfile(path):
         raise CommandLineError(f"no file {path!r}")
     try:
-        return onnx.load(path)
+        return onnx.load(path, load_external_data=load_external_data)
     except Exception as e:  # protobuf raises its own DecodeError
         raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
 
 
 def save_model(model, path: str) -> None:
-    """Saves an ONNX model to ``path`` through a temporary file renamed at the end,
-    so that ``path`` is never left half written. Models over 2 GB store their
-    weights in ``<path>.data``."""
-    import onnx
+    """Saves an ONNX model to ``path`` atomically; models over 2 GB store their
+    weights in ``<path>.data`` (see
+    :func:`experimental_experiment.xbuilder.model_container.save_model`)."""
+    from .xbuilder.model_container import save_model as _save
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
-    os.close(fd)
-    try:
-        if model.ByteSize() < 2**31 - 2**20:
-            with open(tmp, "wb") as f:
-                f.write(model.SerializeToString())
-        else:
-            onnx.save_model(model, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
-                            location=os.path.basename(path) + ".data")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    _save(model, path)
 
 
 def _cmd_print(ns: argparse.Namespace) -> int:
@@ -86,7 +72,9 @@ def _cmd_print(ns: argparse.Namespace) -> int:
 def _cmd_stats(ns: argparse.Namespace) -> int:
     from .helpers.onnx_stats import format_statistics, model_statistics
 
-    print(format_statistics(model_statistics(_load(ns.model)), top=ns.top))
+    model = _load(ns.model, load_external_data=False)  # sizes, not the weights
+    folder = os.path.dirname(os.path.abspath(ns.model))
+    print(format_statistics(model_statistics(model, folder), top=ns.top))
     return 0
 
 
@@ -107,6 +95,19 @@ def _cmd_optimize(ns: argparse.Namespace) -> int:
           f"{len(report)} report entries, saved {ns.output!r}")
     if ns.verbose:
         print(_format_report(report, everything=ns.verbose > 1))
+    return 0
+
+
+def _cmd_fill_weights(ns: argparse.Namespace) -> int:
+    from .large import fill_weights
+    from .torch_interpreter.errors import ExportError
+    from .xbuilder.model_container import ExternalDataError
+
+    try:
+        report = fill_weights(ns.model, ns.checkpoints, output=ns.output)
+    except (ExportError, ExternalDataError) as e:
+        raise CommandLineError(str(e)) from e
+    print(report)
     return 0
 
 
@@ -162,6 +163,18 @@ def get_parser() -> argparse.ArgumentParser:
                    help="1 prints what matched, 2 every pass and pattern with the reasons "
                    "of the refused matches")
     p.set_defaults(func=_cmd_optimize)
+
+    p = sub.add_parser("fill-weights", help="fills the external data of a model from "
+                       "checkpoints (.safetensors, .pt, .bin)",
+                       description="Writes the tensors of checkpoints into the external "
+                       "data of a model exported without its weights, names matched "
+                       "exactly, then dots as underscores, then by suffix; prints the "
+                       "report (matched by rule, unfilled, unused).")
+    p.add_argument("model", help="ONNX file with external data")
+    p.add_argument("checkpoints", nargs="+", help=".safetensors, .pt, .bin files, an "
+                   "index file (*.safetensors.index.json) or a folder")
+    p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
+    p.set_defaults(func=_cmd_fill_weights)
 
     for name, (module, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -28,7 +29,30 @@ def _walk_nodes(graph: onnx.GraphProto):
                 yield from _walk_nodes(sub)
 
 
-def model_statistics(model: onnx.ModelProto) -> dict:
+def external_data_statistics(model: onnx.ModelProto, folder: str | None = None) -> dict:
+    """Sizes of the external data: ``{location: {"tensors", "bytes", "on_disk",
+    "unfilled"}}`` (``on_disk`` the file size when ``folder`` has it, else None)."""
+    from ..xbuilder.model_container import get_weights_metadata
+
+    unfilled = set(get_weights_metadata(model).get("unfilled", []))
+    files: dict[str, dict] = {}
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        row = files.setdefault(info.get("location", "?"),
+                               {"tensors": 0, "bytes": 0, "on_disk": None, "unfilled": 0})
+        row["tensors"] += 1
+        row["bytes"] += int(info.get("length", _tensor_bytes(t)))
+        row["unfilled"] += t.name in unfilled
+    for loc, row in files.items():
+        path = os.path.join(folder, loc) if folder else None
+        if path and os.path.isfile(path):
+            row["on_disk"] = os.path.getsize(path)
+    return dict(sorted(files.items()))
+
+
+def model_statistics(model: onnx.ModelProto, folder: str | None = None) -> dict:
     """Counts the nodes of a model per operator type and measures its initializers.
 
     Nodes of subgraphs (``If``, ``Loop``, ``Scan``) are counted, nodes of local
@@ -39,7 +63,8 @@ def model_statistics(model: onnx.ModelProto) -> dict:
         the domain as a prefix when it is not the main one), ``n_functions``,
         ``function_nodes``, ``n_initializers``, ``initializer_bytes`` and
         ``initializers`` (a list of ``(name, type name, shape, bytes)``,
-        largest first)
+        largest first), ``external_data`` (see :func:`external_data_statistics`,
+        files looked for in ``folder``)
     """
     ops = Counter()
     for node in _walk_nodes(model.graph):
@@ -61,6 +86,7 @@ def model_statistics(model: onnx.ModelProto) -> dict:
         "n_initializers": len(inits),
         "initializer_bytes": sum(r[3] for r in inits),
         "initializers": inits,
+        "external_data": external_data_statistics(model, folder),
     }
 
 
@@ -88,4 +114,8 @@ def format_statistics(stats: dict, top: int = 10) -> str:
         lines.append(f"  {name} {dtype}[{','.join(map(str, shape))}] {_human(size)}")
     if len(stats["initializers"]) > top:
         lines.append(f"  ... {len(stats['initializers']) - top} more")
+    for loc, row in stats.get("external_data", {}).items():
+        disk = "missing" if row["on_disk"] is None else _human(row["on_disk"])
+        lines.append(f"external data {loc}: {row['tensors']} tensors, "
+                     f"{_human(row['bytes'])} (file {disk}), {row['unfilled']} unfilled")
     return "\n".join(lines)

@@ -34,9 +34,9 @@ def save(onx: onnx.ModelProto, graph_module: torch.fx.GraphModule | None = None)
     while os.path.exists(f"{prefix}{n}.onnx"):
         n += 1
     _STATE["count"] = n + 1
-    from ..torch_interpreter.onnx_export import save_atomically
+    from ..xbuilder.model_container import save_model
 
-    save_atomically(onx, f"{prefix}{n}.onnx")
+    save_model(onx, f"{prefix}{n}.onnx")
     if graph_module is not None:
         with open(f"{prefix}{n}.txt", "w", encoding="utf-8") as f:
             f.write(str(graph_module.graph))

@@ -40,28 +40,61 @@ def onnx_dtype_to_torch(elem_type: int) -> torch.dtype:
     return _ONNX_TO_TORCH[elem_type]
 
 
+def has_data(t: torch.Tensor) -> bool:
+    """False for a tensor without storage: on the ``meta`` device or a fake tensor."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not (t.is_meta or isinstance(t, FakeTensor))
+
+
 class TorchTensorRef:
-    """An initializer kept as a reference to a torch tensor until serialization."""
+    """An initializer kept as a reference to a torch tensor until serialization.
 
-    __slots__ = ("tensor", "elem_type", "shape")
+    ``source`` is the name of the model's weight (state dict key) it holds; ``pinned``
+    (set for large models) keeps the builder from folding it: it stays the model's
+    weight, written to external data as it is, and can be filled from a checkpoint.
+    """
 
-    def __init__(self, tensor: torch.Tensor):
+    __slots__ = ("tensor", "elem_type", "shape", "source", "pinned", "has_data")
+
+    def __init__(self, tensor: torch.Tensor, source: str | None = None):
         self.tensor = tensor.detach()
         self.elem_type = torch_dtype_to_onnx(tensor.dtype)
         self.shape = tuple(tensor.shape)
+        self.source = source
+        self.pinned = False
+        self.has_data = has_data(tensor)
+
+    @property
+    def foldable(self) -> bool:
+        return self.has_data and not self.pinned
+
+    @property
+    def nbytes(self) -> int:
+        return self.tensor.numel() * self.tensor.element_size()
+
+    def _cpu(self) -> torch.Tensor:
+        if not self.has_data:
+            raise ValueError(f"weight {self.source!r} has no data (device "
+                             f"{self.tensor.device}): save it as external data and fill it "
+                             "from a checkpoint (experimental_experiment.large.fill_weights)")
+        t = self.tensor.cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16)
+        return t.to(torch.uint8) if t.dtype == torch.bool else t
 
     def to_numpy(self) -> np.ndarray:
+        self._cpu()  # the error for a tensor without data
         return tensor_to_numpy(self.tensor)
+
+    def write_to(self, f) -> None:
+        """Writes the tensor's bytes at the file position (no copy when contiguous)."""
+        f.write(memoryview(self._cpu().numpy()).cast("B"))
 
     def to_tensor_proto(self, name: str) -> TensorProto:
         proto = TensorProto()
         proto.name = name
         proto.data_type = self.elem_type
         proto.dims.extend(self.shape)
-        t = self.tensor.cpu().contiguous()
-        if t.dtype == torch.bfloat16:
-            t = t.view(torch.int16)
-        elif t.dtype == torch.bool:
-            t = t.to(torch.uint8)
-        proto.raw_data = t.numpy().tobytes()
+        proto.raw_data = self._cpu().numpy().tobytes()
         return proto

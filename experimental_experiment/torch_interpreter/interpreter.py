@@ -118,7 +118,8 @@ class Interpreter:
 
     def _initializer(self, name: str, tensor: torch.Tensor) -> str:
         exact = not self.g.has_name(name)
-        return self.g.make_initializer(name, TorchTensorRef(tensor), exact_name=exact)
+        return self.g.make_initializer(name, TorchTensorRef(tensor, source=name),
+                                     exact_name=exact)
 
     def call_function(self, node: torch.fx.Node):
         if node.target is operator.getitem:

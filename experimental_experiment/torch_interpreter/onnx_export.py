@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from typing import Any
 
-import onnx
 import torch
 
 from ..xbuilder import GraphBuilder, OptimizationOptions
+from ..xbuilder.model_container import save_model
 from . import aten  # noqa: F401  registers the converters
 from ._dims import DimNamer
 from .capture import capture, decompose
 from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
 from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
-from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shapes, symbol_names
+from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import CaptureError, InvalidArgumentError
 from .export_options import ExportOptions
-from .input_checks import (
-    check_dynamic_shapes_axes, check_target_opset, describe_dimension_sources,
-)
 from .interpreter import InputPlan, Interpreter
+from .large_model import make_container, pin_weights, weight_free_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +64,16 @@ def to_onnx(
     :param dispatcher: user converters, they win over the built-in ones
     :param export_options: capture strategy (strict, decompositions, fallback)
     :param optimize: runs the optimization passes
-    :param large_model: not supported yet, raises NotImplementedError
-    :param external_threshold: size above which weights go to external data (large models)
-    :param filename: saves the model there (written to a temporary file then renamed)
+    :param large_model: returns a
+        :class:`~experimental_experiment.xbuilder.model_container.ModelContainer`
+        (the graph and references to the weights, no copy) whose ``save(path)`` streams
+        the weights to ``<path>.data``; required for a model without weights (``meta``
+        device, fake tensors), whose initializers are declared external, to be filled
+        with :func:`experimental_experiment.large.fill_weights`
+    :param external_threshold: size in bytes from which weights go to external data
+        (large models)
+    :param filename: saves the model there, atomically; with external data when the
+        weights exceed 2 GB or have no data (the ModelProto returned then refers to it)
     :param verbose: verbosity
     :param return_builder: returns ``(model, builder)``
     :param return_optimize_report: returns ``(model, report)`` (or
@@ -102,9 +105,8 @@ def to_onnx(
             logging.INFO if verbose == 1 else logging.DEBUG
         )
     args, kwargs = _check_arguments(model, args, kwargs, export_options, options, dispatcher)
-    check_target_opset(target_opset)
-    if large_model:
-        raise NotImplementedError("large_model=True is not implemented yet")
+    args, kwargs, weight_free = weight_free_inputs(model, args, kwargs,
+                                                   large=large_model or bool(filename))
     builder = GraphBuilder(target_opset, verbose=verbose)
     gm, plan, namer, out_names = _prepare(
         model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
@@ -118,13 +120,19 @@ def to_onnx(
     else:
         interp = Interpreter(builder, gm, plan, dispatcher=dispatcher, namer=namer)
     _mutations_last(builder, interp.run(out_names), out_names)
+    # weights going to external data are pinned: the optimizer does not fold them
+    large = pin_weights(builder, external_threshold, large=large_model or weight_free)
     if export_modules_as_functions:
         make_local_functions(builder, interp.owner)
     # the report: one dict per pass and pattern (name, matched, applied, refused, time_s)
     report = builder.optimize(options) if optimize else []
-    onx = builder.to_onnx(optimize=False)
-    if filename:
-        save_atomically(onx, filename)
+    if large:  # saved if filename, the ModelProto refers to its data file
+        container = make_container(builder, external_threshold, filename)
+        onx = container if large_model else container.model_proto
+    else:
+        onx = builder.to_onnx(optimize=False)
+    if filename and not large:
+        save_model(onx, filename)
     result = (onx,)
     if return_builder:
         result += (builder,)
@@ -175,16 +183,12 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         paths = None
     else:
         # an example size 0 or 1 on a dynamic dimension: captured as any other size
-        arg_names = _argument_names(model, args, kwargs)
-        check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
         small = zero_one_axes(model, args, kwargs, dynamic_shapes)
         ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
         try:
             with size_oblivious_capture(bool(small)):
                 ep = capture(model, args, kwargs, ds, export_options)
         except CaptureError as e:
-            # torch's L['x'].size()[0] becomes: dimension 0 ('batch') of input 'x'
-            e.args = (describe_dimension_sources(str(e), names, arg_names),) + e.args[1:]
             if small:  # say what was changed for these sizes
                 e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
                           "0 or 1: the capture ran with backed_size_oblivious=True to keep "
@@ -193,39 +197,10 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         leaves = leaf_paths(model, args, kwargs)
         check_zero_one(ep, [leaf for _, leaf in leaves], small)
         paths = [p for p, _ in leaves]
-        if input_names is None:
-            input_names = _default_input_names(ep, model, args, kwargs, paths)
     if export_options.decomposition_fallback:
         can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
         ep = decompose_unsupported(ep, opset, can_convert)
     return _prepare_exported_program(ep, names, paths, input_names, output_names)
-
-
-def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
-    """Names of the user inputs when a transformers cache is given under another name
-    than ``past_key_values`` (``cache`` since transformers 5.24): the ONNX inputs keep
-    the names ``past_key_values_key_<i>``; None (placeholder names) otherwise."""
-    from torch.export.graph_signature import InputKind
-
-    from .dynamic_shapes import _argument_names
-    from .patches.cache_registration import cache_input_renames
-
-    renames = cache_input_renames(_argument_names(model, args, kwargs),
-                                  list(args) + list(kwargs.values()))
-    user = [s.arg.name for s in ep.graph_signature.input_specs
-            if s.kind == InputKind.USER_INPUT]
-    if not renames or len(user) != len(paths):
-        return None
-    vals = {n.name: n.meta.get("val") for n in ep.graph_module.graph.nodes
-            if n.op == "placeholder"}
-    names = []
-    for name, path in zip(user, paths):
-        if not isinstance(vals.get(name), (torch.Tensor, torch.SymInt)):
-            continue  # a constant input, no ONNX input
-        prefix = renames.get(path[0])
-        names.append(prefix + name[len(path[0]):] if prefix and name.startswith(path[0])
-                     else name)
-    return names
 
 
 def _has_meta(gm: torch.fx.GraphModule) -> bool:
@@ -320,18 +295,3 @@ def _mutations_last(builder: GraphBuilder, names: list[str], out_names: list) ->
     moved = {n for n, k in zip(names, kinds) if k}
     builder.outputs = [o for o in builder.outputs if o not in moved] + [
         o for o in builder.outputs if o in moved]
-
-
-def save_atomically(model: onnx.ModelProto, filename: str) -> None:
-    """Writes the model to a temporary file in the same folder then renames it."""
-    folder = os.path.dirname(os.path.abspath(filename))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise

@@ -231,7 +231,7 @@ def merge_duplicated_initializers(g, size_cap: int = 1 << 16) -> int:
     seen: dict[tuple, str] = {}
     mapping: dict[str, str] = {}
     for name, value in g.initializers.items():
-        if name in protected or int(np.prod(value.shape)) > size_cap:
+        if name in protected or int(np.prod(value.shape)) > size_cap or not g.is_constant(name):
             continue
         arr = g.get_constant(name)
         key = (arr.dtype.str, arr.shape, arr.tobytes())

@@ -48,11 +48,12 @@ def _shape_or_rank(g, name: str):
     return shape
 
 
-def builder_to_model(g) -> ModelProto:
-    """Builds the ModelProto from the builder's state (no copy of numpy buffers)."""
+def builder_to_model(g, make_initializer=tensor_proto) -> ModelProto:
+    """Builds the ModelProto from the builder's state (no copy of numpy buffers);
+    ``make_initializer(name, value)`` makes every initializer's TensorProto."""
     inputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.inputs]
     outputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.outputs]
-    inits = [tensor_proto(n, v) for n, v in g.initializers.items()]
+    inits = [make_initializer(n, v) for n, v in g.initializers.items()]
     graph = helper.make_graph(g.nodes, "experiment", inputs, outputs, inits)
     opsets = [helper.make_opsetid(d, v) for d, v in sorted(g.opsets.items())]
     model = helper.make_model(graph, opset_imports=opsets, functions=list(g.functions.values()))

@@ -180,7 +180,9 @@ class GraphBuilder:
         return name
 
     def is_constant(self, name: str) -> bool:
-        return name in self.initializers
+        """True for an initializer whose value may be read and folded (a model weight
+        without data, or pinned to external data, is not)."""
+        return name in self.initializers and getattr(self.initializers[name], "foldable", True)
 
     def get_constant(self, name: str) -> np.ndarray:
         """Value of an initializer as a numpy array."""

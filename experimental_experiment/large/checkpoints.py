@@ -1,0 +1,105 @@
+"""Reads checkpoints tensor by tensor: ``.safetensors`` files (memory-mapped, a sharded
+checkpoint through its ``*.safetensors.index.json``), ``.pt``/``.bin`` files
+(``torch.load(weights_only=True, mmap=True)``). Only one tensor is materialized at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..torch_interpreter.errors import InvalidArgumentError
+
+
+@dataclass(frozen=True)
+class CheckpointTensor:
+    """A tensor of a checkpoint: where it is, its shape and dtype, and how to load it."""
+
+    name: str
+    file: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    load: Callable[[], torch.Tensor]
+
+
+_SAFETENSORS_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+    "U8": torch.uint8, "BOOL": torch.bool,
+}
+
+
+def _safetensors(path: str) -> list[CheckpointTensor]:
+    from safetensors import safe_open
+
+    handle = safe_open(path, framework="pt")  # memory-mapped, kept open by the loaders
+    rows = []
+    for name in sorted(handle.keys()):
+        sl = handle.get_slice(name)
+        dtype = _SAFETENSORS_DTYPES.get(sl.get_dtype())
+        if dtype is None:
+            raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
+                                       f"{sl.get_dtype()} with no ONNX counterpart here")
+        rows.append(CheckpointTensor(name, path, tuple(sl.get_shape()), dtype,
+                                     lambda n=name: handle.get_tensor(n)))
+    return rows
+
+
+def _torch_file(path: str) -> list[CheckpointTensor]:
+    try:
+        state = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
+    except Exception as e:
+        raise InvalidArgumentError(f"{path!r} cannot be loaded with torch.load(weights_only="
+                                   f"True, mmap=True): {type(e).__name__}: {e}") from e
+    if isinstance(state, dict) and "state_dict" in state and isinstance(
+            state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise InvalidArgumentError(f"{path!r} holds a {type(state).__name__}, not a state dict")
+    return [CheckpointTensor(k, path, tuple(v.shape), v.dtype, lambda v=v: v)
+            for k, v in sorted(state.items()) if isinstance(v, torch.Tensor)]
+
+
+def _expand(path: str) -> list[str]:
+    """A folder gives its index file or its checkpoint files; an index its shards."""
+    if os.path.isdir(path):
+        index = sorted(f for f in os.listdir(path) if f.endswith(".index.json"))
+        if index:
+            return _expand(os.path.join(path, index[0]))
+        files = sorted(f for f in os.listdir(path)
+                       if f.endswith((".safetensors", ".bin", ".pt", ".pth")))
+        if not files:
+            raise InvalidArgumentError(f"folder {path!r} has no checkpoint file")
+        return [os.path.join(path, f) for f in files]
+    if path.endswith(".index.json"):
+        with open(path) as f:
+            weight_map = json.load(f).get("weight_map", {})
+        folder = os.path.dirname(path)
+        return [os.path.join(folder, f) for f in sorted(set(weight_map.values()))]
+    return [path]
+
+
+def read_checkpoints(paths: list[str]) -> dict[str, CheckpointTensor]:
+    """Every tensor of the checkpoints, by name (nothing loaded yet).
+
+    .. code-block:: python
+
+        tensors = read_checkpoints(["model.safetensors"])
+        weight = tensors["lm_head.weight"].load()
+    """
+    result: dict[str, CheckpointTensor] = {}
+    for path in paths:
+        for file in _expand(path):
+            if not os.path.isfile(file):
+                raise InvalidArgumentError(f"checkpoint {file!r} does not exist")
+            rows = _safetensors(file) if file.endswith(".safetensors") else _torch_file(file)
+            for row in rows:
+                if row.name in result:
+                    raise InvalidArgumentError(
+                        f"tensor {row.name!r} is in {result[row.name].file!r} and {file!r}")
+                result[row.name] = row
+    return result

@@ -1,0 +1,214 @@
+"""Fills the external data of an ONNX model from checkpoints, tensor by tensor."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import TensorProto
+
+from ..torch_interpreter._torch_helper import TorchTensorRef, onnx_dtype_to_torch
+from ..torch_interpreter.errors import ExportError, InvalidArgumentError
+from ..xbuilder.model_container import (
+    ExternalDataError,
+    _AtomicFiles,
+    check_external_data,
+    get_weights_metadata,
+    set_weights_metadata,
+)
+from .checkpoints import CheckpointTensor, read_checkpoints
+from .matching import match_names
+
+logger = logging.getLogger(__name__)
+_CHUNK = 1 << 26
+
+
+@dataclass
+class FillReport:
+    """What :func:`fill_weights` did.
+
+    :param matched: initializer -> (checkpoint tensor, rule): ``source`` (the weight the
+        exporter recorded), ``exact``, ``underscore`` (dots to underscores), ``suffix``
+    :param unfilled: initializers without data after filling
+    :param unused: checkpoint tensors no initializer took
+    :param ambiguous: initializer -> the checkpoint tensors it could take (none taken)
+    :param mismatches: shape or dtype disagreements (an error, nothing written)
+    :param written_bytes: bytes written from the checkpoints
+    """
+
+    matched: dict[str, tuple[str, str]] = field(default_factory=dict)
+    unfilled: list[str] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)
+    ambiguous: dict[str, list[str]] = field(default_factory=dict)
+    mismatches: list[str] = field(default_factory=list)
+    written_bytes: int = 0
+
+    def rules(self) -> dict[str, int]:
+        """Number of initializers matched by each rule."""
+        counts: dict[str, int] = {}
+        for _, rule in self.matched.values():
+            counts[rule] = counts.get(rule, 0) + 1
+        return dict(sorted(counts.items()))
+
+    def __str__(self) -> str:
+        lines = [f"matched {len(self.matched)} initializers {self.rules()}, "
+                 f"{self.written_bytes} bytes written",
+                 f"unfilled {len(self.unfilled)}: {self.unfilled[:10]}",
+                 f"unused checkpoint tensors {len(self.unused)}: {self.unused[:10]}"]
+        lines += [f"ambiguous {k}: {v[:5]}" for k, v in list(self.ambiguous.items())[:10]]
+        lines += [f"mismatch: {m}" for m in self.mismatches]
+        return "\n".join(lines)
+
+
+class WeightsMismatchError(ExportError, ValueError):
+    """Checkpoint tensors disagree with the initializers they match (shape or dtype)."""
+
+    def __init__(self, report: FillReport):
+        super().__init__(
+            f"{len(report.mismatches)} checkpoint tensors disagree with the model, nothing "
+            "was written:\n" + "\n".join(report.mismatches[:20])
+            + "\nCheck the checkpoint belongs to this model (same configuration and dtype).")
+        self.report = report
+
+
+def _external(model: onnx.ModelProto) -> dict[str, tuple[TensorProto, dict]]:
+    rows = {}
+    for init in model.graph.initializer:
+        if init.data_location == TensorProto.EXTERNAL:
+            rows[init.name] = (init, {e.key: e.value for e in init.external_data})
+    return rows
+
+
+def _mismatch(init: TensorProto, tensor: CheckpointTensor) -> str | None:
+    dtype = onnx_dtype_to_torch(init.data_type)
+    if tuple(init.dims) != tensor.shape or dtype != tensor.dtype:
+        return (f"{init.name!r} is {dtype} {tuple(init.dims)} but {tensor.name!r} in "
+                f"{tensor.file!r} is {tensor.dtype} {tensor.shape}")
+    return None
+
+
+def match_checkpoints(model: onnx.ModelProto, checkpoints: list[str]
+                      ) -> tuple[FillReport, dict[str, CheckpointTensor]]:
+    """The report of what ``checkpoints`` would fill in ``model`` (nothing written)."""
+    external = _external(model)
+    info = get_weights_metadata(model)
+    tensors = read_checkpoints(checkpoints)
+    sources = info.get("sources", {})
+    matched, ambiguous = match_names({n: sources.get(n) for n in external}, list(tensors))
+    report = FillReport(matched=matched, ambiguous=ambiguous)
+    report.mismatches = [m for n, (c, _) in matched.items()
+                         if (m := _mismatch(external[n][0], tensors[c]))]
+    used = {c for c, _ in matched.values()}
+    report.unused = sorted(set(tensors) - used)
+    before = set(info.get("unfilled", []))
+    report.unfilled = sorted(n for n in external if n in before and n not in matched)
+    return report, tensors
+
+
+def fill_weights(model_path: str, checkpoints: list[str] | str, *,
+                 output: str | None = None) -> FillReport:
+    """Writes the checkpoint tensors into the external data of the model.
+
+    Names are matched exactly first (the weight each initializer was exported from,
+    then its name), then with dots as underscores, then by suffix. Disagreeing shapes or
+    dtypes raise :class:`WeightsMismatchError` before anything is written. The data file
+    is rewritten next to the model (``output`` or in place) through a temporary file,
+    one tensor in memory at a time; initializers not matched keep their data.
+
+    .. code-block:: python
+
+        from experimental_experiment.large import fill_weights
+
+        report = fill_weights("model.onnx", ["model.safetensors"])
+        print(report)
+    """
+    checkpoints = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
+    if not os.path.isfile(model_path):
+        raise InvalidArgumentError(f"no model {model_path!r}")
+    model = onnx.load(model_path, load_external_data=False)
+    report, tensors = match_checkpoints(model, checkpoints)
+    if report.mismatches:
+        raise WeightsMismatchError(report)
+    output = output or model_path
+    src_folder = os.path.dirname(os.path.abspath(model_path))
+    _check_data_files(model, src_folder)
+    _rewrite(model, src_folder, output, os.path.abspath(output) == os.path.abspath(model_path),
+             report, tensors)
+    logger.info("fill_weights: %s", report)
+    return report
+
+
+def _check_data_files(model, folder) -> None:
+    """A missing data file is fine when no tensor in it has data yet; an existing one
+    must hold every tensor (a truncated file is an error)."""
+    unfilled = set(get_weights_metadata(model).get("unfilled", []))
+    missing = {m["location"] for n, (_, m) in _external(model).items()
+               if not os.path.isfile(os.path.join(folder, m["location"]))
+               and n not in unfilled}
+    if missing:
+        raise ExternalDataError(f"data files {sorted(missing)} of the model are missing "
+                                f"from {folder!r}")
+    if all(os.path.isfile(os.path.join(folder, m["location"]))
+           for _, m in _external(model).values()):
+        check_external_data(model, folder)
+
+
+def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -> None:
+    external = _external(model)
+    out_folder = os.path.dirname(os.path.abspath(output))
+    locations = sorted({info["location"] for _, info in external.values()})
+    if not in_place and len(locations) > 1:
+        raise InvalidArgumentError("a model with several data files is filled in place "
+                                   "(output=None)")
+    new_loc = {loc: loc if in_place else os.path.basename(output) + ".data"
+               for loc in locations}
+    info = get_weights_metadata(model)
+    unfilled = set(info.get("unfilled", []))
+    with _AtomicFiles(out_folder) as files:
+        for loc in locations:
+            f = files.open(os.path.join(out_folder, new_loc[loc]))
+            old = os.path.join(src_folder, loc)
+            src = open(old, "rb") if os.path.isfile(old) else None
+            try:
+                end = _write_location(f, src, loc, external, report, tensors, unfilled)
+            finally:
+                if src is not None:
+                    src.close()
+            f.truncate(end)
+        for init, meta in external.values():
+            for e in init.external_data:
+                if e.key == "location":
+                    e.value = new_loc[meta["location"]]
+        info["unfilled"] = sorted(unfilled)
+        sources = dict(info.get("sources", {}))
+        sources.update({n: c for n, (c, _) in report.matched.items()})
+        info["sources"] = dict(sorted(sources.items()))
+        set_weights_metadata(model, info)
+        files.open(os.path.abspath(output)).write(model.SerializeToString())
+    report.unfilled = sorted(unfilled)
+
+
+def _write_location(f, src, loc, external, report, tensors, unfilled) -> int:
+    """Writes every tensor stored in ``loc``: from the checkpoint when matched, copied
+    from the old data file when it had data, a hole otherwise. Returns the file size."""
+    end = 0
+    rows = sorted(((int(m.get("offset", 0)), n, m) for n, (_, m) in external.items()
+                   if m["location"] == loc))
+    for offset, name, meta in rows:
+        length = int(meta["length"])
+        end = max(end, offset + length)
+        f.seek(offset)
+        if name in report.matched:
+            TorchTensorRef(tensors[report.matched[name][0]].load()).write_to(f)
+            report.written_bytes += length
+            unfilled.discard(name)
+        elif name not in unfilled and src is not None:
+            src.seek(offset)
+            for start in range(0, length, _CHUNK):
+                f.write(src.read(min(_CHUNK, length - start)))
+        if name not in unfilled and f.tell() != offset + length:
+            raise InvalidArgumentError(f"{name!r}: {f.tell() - offset} bytes written, "
+                                       f"{length} expected (truncated data file {loc!r}?)")
+    return end

@@ -1,0 +1,61 @@
+"""Matches initializer names to checkpoint tensor names: the weight's recorded source,
+the exact name, then seed 002's rules (dots become underscores, then one name ends with
+the other, at a ``_`` boundary, when only one candidate does)."""
+
+from __future__ import annotations
+
+
+def _norm(name: str) -> str:
+    return name.replace(".", "_").replace("/", "_")
+
+
+def _suffixes(name: str):
+    """The name and every suffix starting after a ``_``."""
+    yield name
+    for i, c in enumerate(name):
+        if c == "_" and i + 1 < len(name):
+            yield name[i + 1:]
+
+
+def match_names(initializers: dict[str, str | None], checkpoint: list[str]
+                ) -> tuple[dict[str, tuple[str, str]], dict[str, list[str]]]:
+    """Returns ``({initializer: (checkpoint name, rule)}, {initializer: candidates})``,
+    the second for names several checkpoint tensors could fill (left unfilled).
+
+    ``initializers`` maps every initializer name to the weight name it was exported from
+    (or None). Rules, in order: ``source``, ``exact``, ``underscore``, ``suffix``.
+    A checkpoint tensor fills at most one initializer.
+    """
+    names = set(checkpoint)
+    by_norm: dict[str, list[str]] = {}
+    by_suffix: dict[str, list[str]] = {}
+    for c in sorted(checkpoint):
+        by_norm.setdefault(_norm(c), []).append(c)
+        for s in _suffixes(_norm(c)):
+            by_suffix.setdefault(s, []).append(c)
+    matched: dict[str, tuple[str, str]] = {}
+    ambiguous: dict[str, list[str]] = {}
+    used: set[str] = set()
+    for rule in ("source", "exact", "underscore", "suffix"):
+        for init, source in initializers.items():
+            if init in matched:
+                continue
+            if rule == "source":
+                cands = [source] if source in names else []
+            elif rule == "exact":
+                cands = [init] if init in names else []
+            elif rule == "underscore":
+                cands = by_norm.get(_norm(init), [])
+            else:
+                n = _norm(init)
+                # the checkpoint name ends with the initializer's, or the other way
+                cands = sorted(set(by_suffix.get(n, [])) | {
+                    c for s in _suffixes(n) for c in by_norm.get(s, [])})
+            cands = [c for c in cands if c not in used]
+            if len(cands) == 1:
+                matched[init] = (cands[0], rule)
+                used.add(cands[0])
+                ambiguous.pop(init, None)
+            elif len(cands) > 1:
+                ambiguous[init] = cands
+    return matched, ambiguous

@@ -1,0 +1,350 @@
+"""Models whose weights live outside the protobuf: a container keeping the graph and
+references to the tensors, and the one atomic saver of the package (external data past
+2 GB, weights streamed tensor by tensor, temporary files renamed at the end).
+
+The graph of a :class:`ModelContainer` declares its large initializers as external data
+(``data_location=EXTERNAL``); their bytes stay in the objects the exporter holds (torch
+tensors, numpy arrays) until :meth:`ModelContainer.save` streams them to one data file
+next to the model, with a relative location, so the model loads from any folder.
+A reference without data (a tensor on the ``meta`` device) gets its place in the data
+file (a sparse hole) and is listed as *unfilled* in the model's metadata, to be filled
+later from a checkpoint (:func:`experimental_experiment.large.fill_weights`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from typing import Any, Iterator
+
+import numpy as np
+from onnx import ModelProto, TensorProto, numpy_helper
+
+from .errors import GraphBuilderError
+
+logger = logging.getLogger(__name__)
+
+#: protobuf refuses to serialize a message of 2 GB or more; margin for the graph
+PROTOBUF_LIMIT = 2**31 - 2**24
+#: key of the model metadata recording unfilled initializers and weight sources
+METADATA_KEY = "experimental_experiment.weights"
+_ALIGN = 4096
+#: constants created by the converters stay in the graph below this size
+_SMALL = 1024
+
+
+class ExternalDataError(GraphBuilderError, ValueError):
+    """External data is missing, truncated or inconsistent with the model."""
+
+
+def _nbytes(value) -> int:
+    return int(value.nbytes)
+
+
+def _has_data(value) -> bool:
+    return getattr(value, "has_data", True)
+
+
+def _write(value, f) -> None:
+    """Writes the little-endian bytes of an initializer value at the file position."""
+    if isinstance(value, np.ndarray):
+        np.ascontiguousarray(value).tofile(f)
+    elif hasattr(value, "write_to"):
+        value.write_to(f)
+    else:  # a reference only able to give a TensorProto (loaded models)
+        proto = value.to_tensor_proto("_")
+        f.write(proto.raw_data if proto.HasField("raw_data")
+                else numpy_helper.to_array(proto).tobytes())
+
+
+def declare_external(name: str, value) -> TensorProto:
+    """A TensorProto with type and dims only, data declared external (location set
+    when the container is saved)."""
+    proto = TensorProto()
+    proto.name = name
+    proto.data_type = value.elem_type if hasattr(value, "elem_type") else (
+        numpy_helper.from_array(np.zeros((0,), dtype=value.dtype)).data_type)
+    proto.dims.extend(int(d) for d in value.shape)
+    proto.data_location = TensorProto.EXTERNAL
+    return proto
+
+
+def _set_external(proto: TensorProto, location: str, offset: int, length: int) -> None:
+    del proto.external_data[:]
+    for key, val in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = proto.external_data.add()
+        entry.key, entry.value = key, val
+
+
+class ModelContainer:
+    """A model with its large initializers kept as references (no copy).
+
+    :param model_proto: the model; initializers in ``tensors`` are declared external
+    :param tensors: initializer name -> value (numpy array, or a reference with
+        ``elem_type``, ``shape``, ``nbytes``, ``has_data``, ``write_to(file)``)
+    :param sources: initializer name -> name of the model weight it holds (state dict key)
+
+    .. code-block:: python
+
+        container = to_onnx(model, (x,), large_model=True)
+        container.save("model.onnx")  # model.onnx + model.onnx.data
+    """
+
+    def __init__(self, model_proto: ModelProto, tensors: dict[str, Any],
+                 sources: dict[str, str] | None = None):
+        self.model_proto = model_proto
+        self.tensors = tensors
+        self.sources = dict(sources or {})
+
+    @property
+    def unfilled(self) -> list[str]:
+        """Initializers without data (meta or fake tensors), to be filled later."""
+        return [n for n, v in self.tensors.items() if not _has_data(v)]
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the external data."""
+        return sum(_nbytes(v) for v in self.tensors.values())
+
+    def external_protos(self) -> Iterator[TensorProto]:
+        for init in self.model_proto.graph.initializer:
+            if init.name in self.tensors:
+                yield init
+
+    def layout(self, location: str, all_tensors_to_one_file: bool = True
+               ) -> list[tuple[TensorProto, str, int, int]]:
+        """(proto, location, offset, length) of every external tensor, offsets aligned."""
+        rows, offset = [], 0
+        for i, proto in enumerate(self.external_protos()):
+            length = _nbytes(self.tensors[proto.name])
+            if all_tensors_to_one_file:
+                offset = -(-offset // _ALIGN) * _ALIGN if length >= _ALIGN else offset
+                rows.append((proto, location, offset, length))
+                offset += length
+            else:
+                rows.append((proto, f"{location}.{i}", 0, length))
+        return rows
+
+    def save(self, path: str, *, all_tensors_to_one_file: bool = True,
+             location: str | None = None) -> ModelProto:
+        """Saves the model to ``path`` and the tensors to ``location`` (default
+        ``<model file name>.data``, relative to the model's folder), atomically.
+
+        Returns the saved ModelProto (initializers pointing to the data file).
+        """
+        location = location or os.path.basename(path) + ".data"
+        if os.path.isabs(location) or ".." in location.split(os.sep):
+            raise ExternalDataError(f"location {location!r} must be relative to the model's "
+                                    "folder and stay inside it")
+        rows = self.layout(location, all_tensors_to_one_file)
+        for proto, loc, offset, length in rows:
+            _set_external(proto, loc, offset, length)
+        self._set_metadata()
+        folder = os.path.dirname(os.path.abspath(path))
+        with _AtomicFiles(folder) as files:
+            for loc in dict.fromkeys(loc for _, loc, _, _ in rows):
+                f = files.open(os.path.join(folder, loc))
+                for proto, _, offset, length in (r for r in rows if r[1] == loc):
+                    value = self.tensors[proto.name]
+                    if _has_data(value):
+                        f.seek(offset)
+                        _write(value, f)
+                        if f.tell() != offset + length:
+                            raise ExternalDataError(
+                                f"{proto.name!r}: wrote {f.tell() - offset} bytes, "
+                                f"expected {length}")
+                # holes for unfilled tensors: the file has its final size
+                f.truncate(max((o + n for p, lc, o, n in rows if lc == loc), default=0))
+            files.open(os.path.abspath(path)).write(self.model_proto.SerializeToString())
+        logger.info("saved %r, %d external tensors (%d bytes, %d unfilled)", path,
+                    len(rows), self.nbytes, len(self.unfilled))
+        return self.model_proto
+
+    def _set_metadata(self) -> None:
+        info = {"unfilled": sorted(self.unfilled),
+                "sources": {k: v for k, v in sorted(self.sources.items())}}
+        set_weights_metadata(self.model_proto, info)
+
+
+def get_weights_metadata(model: ModelProto) -> dict:
+    """The record of unfilled initializers and weight sources stored in the model."""
+    for prop in model.metadata_props:
+        if prop.key == METADATA_KEY:
+            return json.loads(prop.value)
+    return {"unfilled": [], "sources": {}}
+
+
+def set_weights_metadata(model: ModelProto, info: dict) -> None:
+    """Stores ``info`` (JSON, sorted keys: deterministic) in the model's metadata."""
+    text = json.dumps(info, sort_keys=True)
+    for prop in model.metadata_props:
+        if prop.key == METADATA_KEY:
+            prop.value = text
+            return
+    prop = model.metadata_props.add()
+    prop.key, prop.value = METADATA_KEY, text
+
+
+class _AtomicFiles:
+    """Opens temporary files in a folder; renames them to their final names when the
+    block succeeds, removes them when it fails (nothing half written is left)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+        self.files: list[tuple[Any, str, str]] = []
+
+    def __enter__(self):
+        os.makedirs(self.folder, exist_ok=True)
+        return self
+
+    def open(self, final: str):
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=os.path.basename(final) + ".",
+                                   dir=os.path.dirname(final))
+        f = os.fdopen(fd, "w+b")
+        self.files.append((f, tmp, final))
+        return f
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            for f, _, _ in self.files:
+                if exc_type is None:
+                    f.flush()
+                    os.fsync(f.fileno())
+                f.close()
+            if exc_type is None:
+                # data files first: a renamed model always finds its data
+                for _, tmp, final in self.files:
+                    os.replace(tmp, final)
+        finally:
+            for _, tmp, _ in self.files:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+        return False
+
+
+class _RawBytes:
+    """The raw bytes of an initializer taken out of a TensorProto."""
+
+    __slots__ = ("data", "elem_type", "shape")
+
+    def __init__(self, data: bytes, elem_type: int, shape: tuple):
+        self.data, self.elem_type, self.shape = data, elem_type, shape
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data)
+
+    def write_to(self, f) -> None:
+        f.write(self.data)
+
+
+def builder_to_container(g, threshold: int = 1024) -> ModelContainer:
+    """The container of a GraphBuilder: references the builder must not fold (model
+    weights without data or pinned to external data) and other values of ``threshold``
+    bytes or more become external data; smaller ones stay in the graph (small constants,
+    such as shapes, stay there whatever ``threshold``: onnxruntime reads them while
+    loading the model)."""
+    from ._serialize import builder_to_model, tensor_proto
+
+    tensors: dict[str, Any] = {}
+
+    def make(name, value):
+        pinned = not isinstance(value, np.ndarray) and not getattr(value, "foldable", True)
+        if pinned or _nbytes(value) >= max(threshold, _SMALL):
+            tensors[name] = value
+            return declare_external(name, value)
+        return tensor_proto(name, value)
+
+    model = builder_to_model(g, make_initializer=make)
+    sources = {n: v.source for n, v in tensors.items() if getattr(v, "source", None)}
+    return ModelContainer(model, tensors, sources)
+
+
+def container_from_proto(model: ModelProto, threshold: int = 1024) -> ModelContainer:
+    """A container over a ModelProto whose initializers of ``threshold`` bytes or more
+    move to external data (the ModelProto is modified: their data is cleared)."""
+    tensors: dict[str, Any] = {}
+    for init in model.graph.initializer:
+        if init.data_location == TensorProto.EXTERNAL:
+            raise ExternalDataError(f"initializer {init.name!r} already refers to external "
+                                    "data: load the model with its data before saving it")
+        if init.HasField("raw_data") and len(init.raw_data) >= threshold:
+            tensors[init.name] = _RawBytes(init.raw_data, init.data_type, tuple(init.dims))
+            init.ClearField("raw_data")
+            init.data_location = TensorProto.EXTERNAL
+    return ModelContainer(model, tensors)
+
+
+def save_model(model: ModelProto | ModelContainer, path: str, *,
+               external_data: bool | None = None, threshold: int = 1024,
+               all_tensors_to_one_file: bool = True, location: str | None = None) -> None:
+    """Saves a model atomically (temporary files renamed at the end).
+
+    :param model: a ModelProto or a :class:`ModelContainer`
+    :param path: the model file; external data goes to ``<path>.data`` next to it
+    :param external_data: None chooses: a container always writes external data, a
+        ModelProto only when it does not fit in one protobuf message (2 GB)
+    :param threshold: initializers of this size in bytes or more go to external data
+        (a ModelProto saved with external data)
+
+    .. code-block:: python
+
+        from experimental_experiment.xbuilder.model_container import save_model
+
+        save_model(onx, "model.onnx")  # model.onnx.data too if onx is over 2 GB
+    """
+    if isinstance(model, ModelContainer):
+        model.save(path, all_tensors_to_one_file=all_tensors_to_one_file, location=location)
+        return
+    if external_data is None:
+        external_data = model.ByteSize() >= PROTOBUF_LIMIT
+    if not external_data:
+        with _AtomicFiles(os.path.dirname(os.path.abspath(path))) as files:
+            files.open(os.path.abspath(path)).write(model.SerializeToString())
+        return
+    # the user's model is left unchanged: the data goes back once saved
+    saved = {i.name: i for i in model.graph.initializer}
+    props = [(p.key, p.value) for p in model.metadata_props]
+    container = container_from_proto(model, threshold)
+    try:
+        container.save(path, all_tensors_to_one_file=all_tensors_to_one_file,
+                       location=location)
+    finally:
+        for name, raw in container.tensors.items():
+            proto = saved[name]
+            del proto.external_data[:]
+            proto.ClearField("data_location")
+            proto.raw_data = raw.data
+        del model.metadata_props[:]
+        for key, value in props:
+            prop = model.metadata_props.add()
+            prop.key, prop.value = key, value
+
+
+def check_external_data(model: ModelProto, folder: str) -> dict[str, int]:
+    """Checks every external initializer lies inside its data file; returns the size
+    of every data file. Raises :class:`ExternalDataError` on a missing or short file."""
+    sizes: dict[str, int] = {}
+    for init in model.graph.initializer:
+        if init.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in init.external_data}
+        loc = info.get("location")
+        if not loc:
+            raise ExternalDataError(f"initializer {init.name!r} is external without location")
+        full = os.path.join(folder, loc)
+        if loc not in sizes:
+            if not os.path.isfile(full):
+                raise ExternalDataError(f"initializer {init.name!r}: data file {full!r} "
+                                        "does not exist (was it moved apart from the model?)")
+            sizes[loc] = os.path.getsize(full)
+        end = int(info.get("offset", 0)) + int(info.get("length", sizes[loc]))
+        if end > sizes[loc]:
+            raise ExternalDataError(
+                f"initializer {init.name!r} ends at byte {end} but {full!r} has "
+                f"{sizes[loc]} bytes: the data file is truncated (copy it again, or "
+                "save the model again)")
+    return sizes
