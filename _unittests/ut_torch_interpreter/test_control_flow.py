@@ -15,6 +15,7 @@ from torch._higher_order_ops.while_loop import while_loop
 from experimental_experiment.ext_test_case import check_export, run_onnx
 from experimental_experiment.torch_interpreter import Dispatcher, ExportError, to_onnx
 from experimental_experiment.xbuilder import GraphBuilder
+from experimental_experiment.xoptim import optimize_builder
 
 DS = ({0: "batch"},)
 
@@ -338,6 +339,7 @@ def test_passes_keep_outer_names_used_in_subgraphs():
         branches[key] = child.to_graph_proto(key)
     cond = g.op.Greater(g.op.ReduceSum(x, keepdims=0), 0.0)
     g.make_tensor_output(g.op.If(cond, **branches), elem_type=TensorProto.FLOAT, shape=("n",))
+    optimize_builder(g)
     onx = g.to_onnx()
     onnx.checker.check_model(onx, full_check=True)
     xv = np.array([1.0, 2.0], dtype=np.float32)

@@ -190,7 +190,7 @@ def test_options_select_patterns():
     assert op_types(optimize_model(model, patterns="none")) == ["Cast", "Neg"]
     g = _builder(1)
     g.op.Cast("x", to=F)
-    report = g.optimize(OptimizationOptions(patterns=None))
+    report = optimize_builder(g, OptimizationOptions(patterns=None))
     assert all(e["kind"] == "pass" for e in report)
 
 

@@ -29,6 +29,8 @@ LAYERS: dict[str, int] = {
     "xbuilder": 0,
     "xoptim": 1,
     "runtime": 2,
+    "report": 2,  # the export report's data model, filled by to_onnx
+    "large": 2,  # external data, weights fill
     "torch_interpreter": 2,
     "torch_dynamo": 3,
     "torch_models": 4,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-class ExportError(RuntimeError):
-    """Base class of every error raised by :func:`to_onnx`."""
+from ..errors import ExportError  # noqa: F401  (the base class, torch-free)
 
 
 class InvalidArgumentError(ExportError, TypeError):
@@ -15,8 +13,19 @@ class CaptureError(ExportError):
     """torch.export.export failed to capture the model."""
 
 
-class UnsupportedOpError(ExportError):
-    """An FX node calls an operator with no converter."""
+class UnsupportedOpError(ExportError, NotImplementedError):
+    """An FX node calls an operator with no converter, or a converter does not
+    support one of the arguments it received.
+
+    :param message: what is not supported and what to try
+    :param op: the operator (an ``OpOverload`` or its name), when known
+    :param argument: the name of the unsupported argument, when there is one
+    """
+
+    def __init__(self, message: str, *, op=None, argument: str | None = None):
+        super().__init__(message)
+        self.op = op
+        self.argument = argument
 
 
 class ConversionError(ExportError):

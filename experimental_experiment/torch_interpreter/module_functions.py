@@ -111,7 +111,7 @@ def make_local_functions(g, owner: dict[str, tuple[str, str]]) -> int:
 
 def _users(groups) -> dict[str, set[int]]:
     """Name -> positions of the groups reading it (subgraphs included)."""
-    from ..xbuilder._passes import used_names
+    from ..xbuilder.graph_utils import used_names
 
     users: dict[str, set[int]] = {}
     for position, (_, nodes) in enumerate(groups):

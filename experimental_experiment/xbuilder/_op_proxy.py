@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
-from ._dtypes import FLOAT_TYPES, onnx_to_np_dtype
+from .dtypes import FLOAT_TYPES, onnx_to_np_dtype
 
 # Operators whose inputs must all share one element type: a python scalar given to
 # them takes the type of the first tensor input.

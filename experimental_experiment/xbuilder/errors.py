@@ -1,5 +1,7 @@
 """Errors raised by the graph builder."""
 
+from ..errors import ExportError
 
-class GraphBuilderError(RuntimeError):
+
+class GraphBuilderError(ExportError):
     """The graph being built is inconsistent (unknown name, wrong argument...)."""

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from onnx import NodeProto, helper
 
-from ..xbuilder._passes import used_names
-from .pattern import COMMUTATIVE, Match, PatternNode, PatternValue, Var
+from ..xbuilder.graph_utils import used_names
+from .pattern_graph import COMMUTATIVE, Match, PatternNode, PatternValue, Var
 
 
 class GraphIndex:

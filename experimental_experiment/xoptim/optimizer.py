@@ -8,10 +8,12 @@ from typing import Sequence
 
 from onnx import NodeProto, helper
 
-from ..xbuilder._passes import OptimizationReport, rename_inputs, run_passes
+from ..xbuilder.graph_utils import rename_inputs
 from ..xbuilder.optimization_options import OptimizationOptions
 from .matcher import GraphIndex
+from .passes import run_passes
 from .pattern import Match, Pattern, RewriteOp
+from .report import OptimizationReport, ReportEntry
 
 logger = logging.getLogger(__name__)
 
@@ -23,13 +25,13 @@ class RewriteLog(list):
     """The rewrites applied, in order: ``(pattern name, names of the removed nodes)``."""
 
 
-def _record_refusal(entry: dict, reason: str, node: NodeProto, verbose: int) -> None:
-    entry["refused"] += 1
+def _record_refusal(entry: ReportEntry, reason: str, node: NodeProto, verbose: int) -> None:
+    entry.refused += 1
     text = f"{node.op_type}({node.name}): {reason}"
-    if len(entry["refusals"]) < MAX_REASONS and text not in entry["refusals"]:
-        entry["refusals"].append(text)
+    if len(entry.refusals) < MAX_REASONS and text not in entry.refusals:
+        entry.refusals.append(text)
     if verbose >= 2:
-        logger.info("[xoptim] %s refused at %s", entry["name"], text)
+        logger.info("[xoptim] %s refused at %s", entry.name, text)
 
 
 def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
@@ -79,12 +81,12 @@ def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
                 else:
                     reason = _engine_refusal(m, index)
                     m = None if reason else m
-            entry["time_s"] += time.perf_counter() - begin
+            entry.time_s += time.perf_counter() - begin
             if m is None:
                 if reason:
                     _record_refusal(entry, reason, node, verbose)
                 continue
-            entry["matched"] += 1
+            entry.matched += 1
             claimed.update(id(n) for n in m.nodes)
             matches.append(m)
             break
@@ -157,12 +159,12 @@ def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationRepo
         entry = report.entry(m.pattern.name, "pattern")
         begin = time.perf_counter()
         new = _apply(g, m)
-        entry["time_s"] += time.perf_counter() - begin
+        entry.time_s += time.perf_counter() - begin
         root = max(m.nodes, key=lambda n: position[id(n)])
         if isinstance(new, str):
             _record_refusal(entry, new, root, verbose)
             continue
-        entry["applied"] += 1
+        entry.applied += 1
         replace[id(root)] = new
         removed.update(id(n) for n in m.nodes)
         if log is not None:

@@ -81,66 +81,18 @@ compares onnxruntime's results before and after.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
-from typing import Any
 
 from onnx import NodeProto
 
-#: operators matched in any input order by the declarative form
-COMMUTATIVE = frozenset("Add Mul Max Min And Or Xor Equal Sum".split())
-
-
-class Var:
-    """A pattern variable: binds a result name (input) or an attribute value."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"Var({self.name!r})"
-
-
-@dataclass(eq=False)
-class PatternNode:
-    """A node of the pattern graph."""
-
-    op_type: str
-    domain: str
-    inputs: list  # PatternValue | Var | constant | None
-    attributes: dict[str, Any]
-    n_outputs: int
-
-
-@dataclass(eq=False)
-class PatternValue:
-    """The output ``index`` of a pattern node."""
-
-    node: PatternNode
-    index: int
-
-
-class PatternOp:
-    """Records the pattern graph: ``op.Transpose(x, perm=p)`` adds a PatternNode."""
-
-    def __init__(self):
-        self.nodes: list[PatternNode] = []
-
-    def __getattr__(self, op_type: str):
-        if op_type.startswith("_"):
-            raise AttributeError(op_type)
-
-        def make(*inputs, outputs: int = 1, domain: str = "", **attributes):
-            inputs = list(inputs)
-            while inputs and inputs[-1] is None:
-                inputs.pop()
-            node = PatternNode(op_type, domain, inputs, attributes, outputs)
-            self.nodes.append(node)
-            values = tuple(PatternValue(node, i) for i in range(outputs))
-            return values[0] if outputs == 1 else values
-
-        return make
+from .matcher import GraphIndex, match_declarative
+from .pattern_graph import (  # noqa: F401  (part of the pattern API)
+    COMMUTATIVE,
+    Match,
+    PatternNode,
+    PatternOp,
+    PatternValue,
+    Var,
+)
 
 
 class RewriteOp:
@@ -153,23 +105,6 @@ class RewriteOp:
         if op_type.startswith("_"):
             raise AttributeError(op_type)
         return getattr(self.g.op, op_type)
-
-
-@dataclass
-class Match:
-    """A match: ``nodes`` are removed, ``outputs`` keep their names after the rewrite.
-
-    :param pattern: the pattern which matched
-    :param nodes: matched nodes, in graph order or not (the engine sorts them)
-    :param outputs: names the rewrite produces (default: the outputs of the node
-        given to ``match``, the anchor)
-    :param bound: values given to ``rewrite`` (declarative) or read by ``apply``
-    """
-
-    pattern: "Pattern"
-    nodes: list[NodeProto]
-    outputs: list[str] | None = None
-    bound: dict[str, Any] = field(default_factory=dict)
 
 
 class Pattern:
@@ -241,8 +176,6 @@ class Pattern:
     # imperative form
     def match(self, g, node: NodeProto) -> Match | None:
         """Returns a Match ending at ``node``, or None (``self.refuse(reason)``)."""
-        from .matcher import match_declarative
-
         return match_declarative(self, g, node)
 
     def apply(self, op: RewriteOp, match: Match):
@@ -269,8 +202,6 @@ class Pattern:
 
 
 def _index(g):
-    from .matcher import GraphIndex
-
     index = getattr(g, "_xoptim_index", None)
     # outside the optimizer (a pattern called directly), the index is not cached
     return GraphIndex(g) if index is None else index

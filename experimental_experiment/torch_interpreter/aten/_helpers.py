@@ -7,7 +7,7 @@ import torch
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import onnx_to_np_dtype
 from .._torch_helper import onnx_dtype_to_torch, torch_dtype_to_onnx
 
 aten = torch.ops.aten

@@ -12,7 +12,7 @@ import numpy as np
 from onnx import helper
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import FLOAT_TYPES
+from ...xbuilder.dtypes import FLOAT_TYPES
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, onnx_dtype, out_dtype
 from ._nn_helpers import FLOAT, upcast

@@ -252,7 +252,7 @@ def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
         raise NotImplementedError(
             f"adaptive_avg_pool: input dimension {axis} is dynamic ({n_in!r}) and the "
             f"output size is {n_out}; only output size 1 is supported for dynamic dims")
-    from ...xbuilder._dtypes import onnx_to_np_dtype
+    from ...xbuilder.dtypes import onnx_to_np_dtype
 
     a_t = g.make_constant(_averaging_matrix(n_in, n_out, onnx_to_np_dtype(g.get_type(x))).T)
     perm = list(range(rank))

@@ -7,7 +7,7 @@ import torch
 from onnx import TensorProto, numpy_helper
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import INT_TYPES, onnx_to_np_dtype
+from ...xbuilder.dtypes import INT_TYPES, onnx_to_np_dtype
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, shape_tensor
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import FLOAT_TYPES
+from ...xbuilder.dtypes import FLOAT_TYPES
 from ..registry import converter
 from ._helpers import BOOL, aten, binary, cast_to, out_dtype, promote
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, out_dtype, promote
 

@@ -6,7 +6,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import FLOAT_TYPES, onnx_to_np_dtype
+from ...xbuilder.dtypes import FLOAT_TYPES, onnx_to_np_dtype
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 from .creation import inplace_guard, value_attr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..registry import converter
 from ._helpers import aten, rank_of
 

@@ -19,7 +19,7 @@ _FINFO_EPS = {FLOAT: float(np.finfo(np.float32).eps),
 
 def _filled(g: GraphBuilder, dims, elem_type: int, value: float) -> str:
     """A tensor of shape ``dims`` (ints or 1-D int64 names) filled with ``value``."""
-    from ...xbuilder._dtypes import onnx_to_np_dtype
+    from ...xbuilder.dtypes import onnx_to_np_dtype
 
     if all(isinstance(d, int) for d in dims):
         return g.make_constant(np.full(tuple(dims), value, dtype=onnx_to_np_dtype(elem_type)))
@@ -29,7 +29,7 @@ def _filled(g: GraphBuilder, dims, elem_type: int, value: float) -> str:
 
 def _empty(g: GraphBuilder, i: int) -> str:
     """The empty tensor torch returns for save_mean / save_rstd in eval mode."""
-    from ...xbuilder._dtypes import onnx_to_np_dtype
+    from ...xbuilder.dtypes import onnx_to_np_dtype
 
     return g.make_constant(np.zeros((0,), dtype=onnx_to_np_dtype(out_dtype(g, i))))
 

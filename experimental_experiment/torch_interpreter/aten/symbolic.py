@@ -15,7 +15,7 @@ import torch
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder._dtypes import FLOAT_TYPES
+from ...xbuilder.dtypes import FLOAT_TYPES
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, promote, rank_of
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from ...xbuilder._dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..matcher import constant_equals, small_constant
 from ..pattern import Match, Pattern
 from ._utils import FLOATS, const_ints, known_shape, normalize_axes

@@ -1,14 +1,38 @@
-"""Builder-level passes: remove identity, remove unused nodes, constant folding,
-common subexpression elimination, duplicated initializers."""
+"""Graph passes run by the optimizer: remove identity, remove unused nodes, constant
+folding, common subexpression elimination, duplicated initializers.
+
+Every pass is a small class whose call returns a :class:`PassResult` (what it
+changed); a :class:`PassManager` runs them until nothing changes (a bounded number of
+rounds) and names the pass which failed.
+
+.. code-block:: python
+
+    from experimental_experiment.xoptim.passes import PassManager, RemoveIdentity, RemoveUnused
+
+    results = PassManager([RemoveIdentity(), RemoveUnused()])(g)
+    print([(r.name, r.changes) for r in results])
+"""
 
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 
 import numpy as np
-from onnx import AttributeProto, NodeProto
+from onnx import NodeProto
 
-from .optimization_options import OptimizationOptions
+from ..errors import ExportError
+from ..xbuilder.dtypes import onnx_to_np_dtype
+from ..xbuilder.graph_utils import (
+    remove_unused,
+    rename_inputs,
+    subgraph_users,
+    subgraphs,
+    used_names,
+)
+from ..xbuilder.optimization_options import OptimizationOptions
+from .report import OptimizationReport
 
 logger = logging.getLogger(__name__)
 
@@ -16,38 +40,6 @@ _NOT_FOLDABLE = frozenset(
     "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli "
     "If Loop Scan Dropout".split()
 )
-
-
-def _subgraphs(node: NodeProto):
-    for att in node.attribute:
-        if att.type == AttributeProto.GRAPH:
-            yield att.g
-        elif att.type == AttributeProto.GRAPHS:
-            yield from att.graphs
-
-
-def used_names(node: NodeProto) -> set[str]:
-    """Inputs of a node, including names its subgraphs take from the outer scope."""
-    names = {i for i in node.input if i}
-    for sub in _subgraphs(node):
-        for n in sub.node:
-            names |= used_names(n)
-        names |= {o.name for o in sub.output}
-    return names
-
-
-def rename_inputs(node: NodeProto, mapping: dict[str, str]) -> None:
-    """Renames inputs of a node and of its subgraphs' nodes (recursively)."""
-    for i, name in enumerate(node.input):
-        if name in mapping:
-            node.input[i] = mapping[name]
-    for sub in _subgraphs(node):
-        for n in sub.node:
-            rename_inputs(n, mapping)
-        for o in sub.output:
-            if o.name in mapping:
-                # an outer result returned directly by a branch
-                o.name = mapping[o.name]
 
 
 def remove_identity(g) -> int:
@@ -72,7 +64,7 @@ def remove_identity(g) -> int:
             mapping[y] = x
             continue
         if x in producer and x not in outputs and not any(
-            x in used_names(n) for n in _subgraph_users(g)
+            x in used_names(n) for n in subgraph_users(g)
         ):
             src = producer.pop(x)
             src.output[list(src.output).index(x)] = y
@@ -88,31 +80,6 @@ def remove_identity(g) -> int:
         kept.append(node)
     removed = len(g.nodes) - len(kept)
     g.nodes[:] = kept
-    return removed
-
-
-def _subgraph_users(g):
-    return [n for n in g.nodes if any(True for _ in _subgraphs(n))]
-
-
-def remove_unused(g, *, keep_initializers: bool = False) -> int:
-    """Removes nodes and initializers no graph output depends on (the names a node's
-    subgraphs take from the outer scope count as used); ``keep_initializers`` for a
-    subgraph builder, which shares the initializers of the main graph."""
-    needed = set(g.outputs)
-    kept = []
-    for node in reversed(g.nodes):
-        if any(o in needed for o in node.output if o):
-            kept.append(node)
-            needed |= used_names(node)
-    kept.reverse()
-    removed = len(g.nodes) - len(kept)
-    g.nodes[:] = kept
-    if keep_initializers:
-        return removed
-    for name in [n for n in g.initializers if n not in needed]:
-        del g.initializers[name]
-        g._constant_arrays.pop(name, None)
     return removed
 
 
@@ -160,7 +127,7 @@ def constant_folding(g, size_cap: int) -> int:
         if shape_value is not None:
             values = [shape_value]
         elif node.input and all(i and g.is_constant(i) for i in node.input) and not any(
-            True for _ in _subgraphs(node)
+            True for _ in subgraphs(node)
         ):
             feeds = {i: g.get_constant(i) for i in node.input}
             if sum(v.size for v in feeds.values()) <= size_cap:
@@ -174,16 +141,9 @@ def constant_folding(g, size_cap: int) -> int:
         for name, value in zip(node.output, values):
             value = np.asarray(value)
             expected = g.get_type(name)
-            g.initializers[name] = value
-            g._constant_arrays[name] = value
-            g.set_shape(name, value.shape)
-            if expected:
-                from ._dtypes import onnx_to_np_dtype
-
-                if value.dtype != onnx_to_np_dtype(expected):
-                    value = value.astype(onnx_to_np_dtype(expected))
-                    g.initializers[name] = value
-                    g._constant_arrays[name] = value
+            if expected and value.dtype != onnx_to_np_dtype(expected):
+                value = value.astype(onnx_to_np_dtype(expected))
+            g.set_constant_value(name, value)
         folded += 1
     g.nodes[:] = kept
     return folded
@@ -205,7 +165,7 @@ def common_subexpression_elimination(g) -> int:
     for node in g.nodes:
         if mapping:
             rename_inputs(node, mapping)
-        if node.op_type in _NOT_CSE or any(True for _ in _subgraphs(node)) or any(
+        if node.op_type in _NOT_CSE or any(True for _ in subgraphs(node)) or any(
             o in outputs for o in node.output
         ):
             kept.append(node)
@@ -243,76 +203,151 @@ def merge_duplicated_initializers(g, size_cap: int = 1 << 16) -> int:
         return 0
     for node in g.nodes:
         rename_inputs(node, mapping)
-    for name in mapping:
-        del g.initializers[name]
-        g._constant_arrays.pop(name, None)
-    for key, name in list(g._constant_cache.items()):
-        if name in mapping:
-            g._constant_cache[key] = mapping[name]
+    for name, kept in mapping.items():
+        g.remove_initializer(name, replaced_by=kept)
     return len(mapping)
 
 
-class OptimizationReport(list):
-    """A list of dicts, one per pass or pattern: ``name``, ``kind``, ``matched``,
-    ``applied``, ``refused``, ``time_s`` (and ``refusals``, a few reasons).
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass changed in one run: ``changes`` nodes or initializers."""
 
-    ``report["remove_unused"]`` is the number of changes made by that pass or pattern.
-    """
+    name: str
+    changes: int
+    time_s: float = 0.0
 
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            return sum(e["applied"] for e in self if e["name"] == key)
-        return list.__getitem__(self, key)
-
-    def entry(self, name: str, kind: str) -> dict:
-        """The entry of ``name``, created when missing."""
-        for e in self:
-            if e["name"] == name:
-                return e
-        e = {"name": name, "kind": kind, "matched": 0, "applied": 0, "refused": 0,
-             "time_s": 0.0, "refusals": []}
-        self.append(e)
-        return e
+    @property
+    def modified(self) -> bool:
+        return self.changes > 0
 
 
-def _selected_passes(options: OptimizationOptions):
-    passes = []
+class PassError(ExportError):
+    """A pass raised an exception; the message names the pass."""
+
+
+class GraphPass:
+    """Base class of the passes: :meth:`run` modifies the builder and returns the
+    number of changes, calling the pass returns a :class:`PassResult`."""
+
+    name = "pass"
+
+    def run(self, g) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __call__(self, g) -> PassResult:
+        begin = time.perf_counter()
+        n = self.run(g)
+        return PassResult(self.name, n, time.perf_counter() - begin)
+
+
+class RemoveIdentity(GraphPass):
+    """Removes Identity nodes (:func:`remove_identity`)."""
+
+    name = "remove_identity"
+
+    def run(self, g) -> int:
+        return remove_identity(g)
+
+
+class RemoveUnused(GraphPass):
+    """Removes nodes and initializers no output depends on."""
+
+    name = "remove_unused"
+
+    def run(self, g) -> int:
+        return remove_unused(g)
+
+
+class ConstantFolding(GraphPass):
+    """Evaluates nodes whose inputs are constant (results up to ``size_cap`` elements)."""
+
+    name = "constant_folding"
+
+    def __init__(self, size_cap: int = 1 << 20):
+        self.size_cap = size_cap
+
+    def run(self, g) -> int:
+        return constant_folding(g, self.size_cap)
+
+
+class CommonSubexpressionElimination(GraphPass):
+    """Replaces a node by an earlier identical one."""
+
+    name = "cse"
+
+    def run(self, g) -> int:
+        return common_subexpression_elimination(g)
+
+
+class MergeInitializers(GraphPass):
+    """Identical small initializers share one name."""
+
+    name = "merge_initializers"
+
+    def run(self, g) -> int:
+        return merge_duplicated_initializers(g)
+
+
+class PassManager:
+    """Runs passes in order, again while one of them changes something (at most
+    ``max_rounds`` rounds); a pass raising an exception raises :class:`PassError`
+    naming it."""
+
+    def __init__(self, passes: list[GraphPass], max_rounds: int = 5):
+        self.passes = list(passes)
+        self.max_rounds = max_rounds
+
+    def run_once(self, g) -> list[PassResult]:
+        results = []
+        for p in self.passes:
+            try:
+                results.append(p(g))
+            except ExportError:
+                raise
+            except Exception as e:
+                raise PassError(f"pass {p.name!r} failed: {type(e).__name__}: {e}") from e
+        return results
+
+    def __call__(self, g) -> list[PassResult]:
+        results: list[PassResult] = []
+        for _ in range(self.max_rounds):
+            round_results = self.run_once(g)
+            results.extend(round_results)
+            if not any(r.modified for r in round_results):
+                break
+        return results
+
+
+def passes_of(options: OptimizationOptions) -> list[GraphPass]:
+    """The passes ``options`` selects, in the order they run."""
+    passes: list[GraphPass] = []
     if options.remove_identity:
-        passes.append(("remove_identity", remove_identity))
+        passes.append(RemoveIdentity())
     if options.constant_folding:
-        passes.append(("constant_folding",
-                       lambda g: constant_folding(g, options.constant_size_cap)))
+        passes.append(ConstantFolding(options.constant_size_cap))
     if options.remove_unused:
-        passes.append(("remove_unused", remove_unused))
-    if getattr(options, "cse", True):
-        passes.append(("cse", common_subexpression_elimination))
-    if getattr(options, "merge_initializers", True):
-        passes.append(("merge_initializers", merge_duplicated_initializers))
+        passes.append(RemoveUnused())
+    if options.cse:
+        passes.append(CommonSubexpressionElimination())
+    if options.merge_initializers:
+        passes.append(MergeInitializers())
     return passes
 
 
 def run_passes(g, options: OptimizationOptions,
                report: OptimizationReport | None = None) -> OptimizationReport:
-    """Runs the passes until nothing changes; returns what each pass changed."""
-    import time
-
+    """Runs the passes ``options`` selects until nothing changes; adds what each
+    pass changed to ``report`` (a new one if None) and returns it."""
     report = OptimizationReport() if report is None else report
-    passes = _selected_passes(options)
-    for name, _ in passes:
-        report.entry(name, "pass")
-    for _ in range(5):
-        changed = 0
-        for name, fct in passes:
-            begin = time.perf_counter()
-            n = fct(g)
-            e = report.entry(name, "pass")
-            e["time_s"] += time.perf_counter() - begin
-            e["matched"] += n
-            e["applied"] += n
-            changed += n
-        if not changed:
-            break
+    passes = passes_of(options)
+    for p in passes:
+        report.entry(p.name, "pass")
+    for r in PassManager(passes)(g):
+        e = report.entry(r.name, "pass")
+        e.time_s += r.time_s
+        e.matched += r.changes
+        e.applied += r.changes
     if options.verbose:
-        logger.info("[GraphBuilder.optimize] %s",
-                    {e["name"]: e["applied"] for e in report if e["kind"] == "pass"})
+        logger.info("[xoptim.passes] %s",
+                    {e.name: e.applied for e in report if e.kind == "pass"})
     return report

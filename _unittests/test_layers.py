@@ -1,0 +1,43 @@
+"""The package's imports (read with ast, nothing imported): no cycle, layers one way
+(xbuilder < xoptim < torch_interpreter < torch_dynamo < torch_models/bench/CLI), no
+torch in xbuilder/xoptim, the library never imports ext_test_case."""
+
+import textwrap
+
+from experimental_experiment._tools import architecture as arch
+
+
+def test_no_import_cycle():
+    assert arch.cycles(arch.import_graph()) == []
+
+
+def test_no_upward_import():
+    assert arch.upward_imports(arch.import_graph()) == []
+
+
+def test_the_checks_can_fail(tmp_path):
+    """A small fake package with a cycle, an upward import and a test-helper import."""
+    root = tmp_path / arch.PACKAGE
+    for folder in ("xbuilder", "xoptim", "torch_interpreter"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "ext_test_case.py").write_text("")
+    (root / "xbuilder" / "a.py").write_text("from ..xoptim import b\nimport torch\n")
+    (root / "xoptim" / "b.py").write_text("from ..xbuilder import a\n")
+    (root / "torch_interpreter" / "c.py").write_text(textwrap.dedent("""
+        def f():
+            from ..ext_test_case import run_onnx
+        """))
+    graph = arch.import_graph(str(root))
+    assert arch.cycles(graph) == [[f"{arch.PACKAGE}.xbuilder.a", f"{arch.PACKAGE}.xoptim.b"]]
+    bad = arch.upward_imports(graph)
+    assert any("xbuilder.a:1 imports" in b and "(layer 0 -> 1)" in b for b in bad), bad
+    assert any("test helper" in b for b in bad), bad
+    assert f"{arch.PACKAGE}.xbuilder.a imports torch" in bad
+
+
+def test_layer_table_lists_every_part():
+    table = arch.layer_table()
+    for name in ("xbuilder", "xoptim", "torch_interpreter", "torch_dynamo"):
+        assert name in table

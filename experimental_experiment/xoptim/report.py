@@ -1,0 +1,69 @@
+"""What the optimizer did: one :class:`ReportEntry` per pass or pattern."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+
+@dataclass
+class ReportEntry:
+    """What one pass or pattern did during an optimization.
+
+    :param name: name of the pass or pattern
+    :param kind: ``"pass"`` or ``"pattern"``
+    :param matched: structural matches accepted (changes for a pass)
+    :param applied: rewrites applied (changes for a pass)
+    :param refused: matches refused (by the pattern or the engine)
+    :param time_s: time spent
+    :param refusals: a few reasons, ``"op_type(node name): reason"``
+    """
+
+    name: str
+    kind: str
+    matched: int = 0
+    applied: int = 0
+    refused: int = 0
+    time_s: float = 0.0
+    refusals: list[str] = field(default_factory=list)
+
+    # dict-like access, kept for the code written when entries were dicts
+    def __getitem__(self, key: str):
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value) -> None:
+        setattr(self, key, value)
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def keys(self) -> list[str]:
+        return [f.name for f in fields(self)]
+
+    def get(self, key: str, default=None):
+        return getattr(self, key, default)
+
+
+class OptimizationReport(list):
+    """A list of :class:`ReportEntry`, one per pass or pattern, in the order they ran.
+
+    ``report.applied("remove_unused")`` is the number of changes made by that pass or
+    pattern (``report["remove_unused"]`` too, kept for compatibility).
+    """
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return self.applied(key)
+        return list.__getitem__(self, key)
+
+    def applied(self, name: str) -> int:
+        """Number of changes made by the pass or pattern ``name``."""
+        return sum(e.applied for e in self if e.name == name)
+
+    def entry(self, name: str, kind: str) -> ReportEntry:
+        """The entry of ``name``, created when missing."""
+        for e in self:
+            if e.name == name:
+                return e
+        e = ReportEntry(name, kind)
+        self.append(e)
+        return e
