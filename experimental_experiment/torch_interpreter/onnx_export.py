@@ -8,6 +8,8 @@ from typing import Any
 import torch
 
 from ..xbuilder import GraphBuilder, OptimizationOptions
+from ..xoptim.optimizer import optimize_builder
+from ..xoptim.report import OptimizationReport
 from ..xbuilder.model_container import save_model
 from . import aten  # noqa: F401  registers the converters
 from ._dims import DimNamer
@@ -125,7 +127,7 @@ def to_onnx(
     if export_modules_as_functions:
         make_local_functions(builder, interp.owner)
     # the report: one dict per pass and pattern (name, matched, applied, refused, time_s)
-    report = builder.optimize(options) if optimize else []
+    report = optimize_builder(builder, options) if optimize else OptimizationReport()
     if large:  # saved if filename, the ModelProto refers to its data file
         container = make_container(builder, external_threshold, filename)
         onx = container if large_model else container.model_proto

@@ -8,9 +8,10 @@ from typing import Any, Sequence
 import numpy as np
 from onnx import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, helper
 
-from ._dtypes import np_dtype_to_onnx
 from ._op_proxy import OpProxy
+from ._serialize import MAX_IR_VERSION
 from ._shape_rules import infer_node
+from .dtypes import np_dtype_to_onnx
 from .errors import GraphBuilderError
 from .optimization_options import OptimizationOptions
 
@@ -18,10 +19,6 @@ logger = logging.getLogger(__name__)
 
 #: Default opset of the whole package, see :ref:`the design page <l-design>`.
 DEFAULT_OPSET = 18
-
-#: Highest IR version the pinned onnxruntime accepts.
-MAX_IR_VERSION = 13
-
 
 class GraphBuilder:
     """Builds an ONNX graph with dtype, shape and rank tracking.
@@ -43,6 +40,9 @@ class GraphBuilder:
         y = g.op.Relu(g.op.Add(x, np.ones((4,), dtype=np.float32)))
         g.make_tensor_output(y, name="y")
         model = g.to_onnx()
+
+    The builder imports neither :mod:`experimental_experiment.xoptim` nor torch:
+    ``xoptim.optimize_builder(g)`` optimizes it, ``g.to_onnx()`` writes it.
     """
 
     def __init__(self, target_opset: int | dict[str, int] | None = None, *, verbose: int = 0):
@@ -193,6 +193,27 @@ class GraphBuilder:
         self._constant_arrays[name] = arr
         return arr
 
+    def set_constant_value(self, name: str, value: np.ndarray) -> None:
+        """Makes the result ``name`` an initializer holding ``value`` (constant folding
+        replaces the node computing it)."""
+        self._names.add(name)
+        self.initializers[name] = value
+        self._constant_arrays[name] = value
+        self.set_type(name, np_dtype_to_onnx(value.dtype))
+        self.set_shape(name, tuple(value.shape))
+
+    def remove_initializer(self, name: str, replaced_by: str | None = None) -> None:
+        """Removes an initializer; shared constants which pointed to it point to
+        ``replaced_by`` (or are forgotten)."""
+        del self.initializers[name]
+        self._constant_arrays.pop(name, None)
+        for key, cached in list(self._constant_cache.items()):
+            if cached == name:
+                if replaced_by is None:
+                    del self._constant_cache[key]
+                else:
+                    self._constant_cache[key] = replaced_by
+
     # nodes
     def make_node(self, op_type: str, inputs: Sequence[str], outputs: int | Sequence[str] = 1,
                   *, domain: str = "", name: str | None = None, **attributes: Any):
@@ -269,8 +290,8 @@ class GraphBuilder:
         """The nodes, inputs and outputs of this (sub)graph builder as a GraphProto,
         inputs and outputs typed; initializers are not included (see
         :meth:`make_subgraph_builder`). Unused nodes are removed first."""
-        from ._passes import remove_unused
         from ._serialize import _shape_or_rank, make_value_info
+        from .graph_utils import remove_unused
 
         remove_unused(self, keep_initializers=True)
         inputs = [make_value_info(n, self.get_type(n), _shape_or_rank(self, n))
@@ -280,26 +301,20 @@ class GraphBuilder:
         return helper.make_graph(self.nodes, name, inputs, outputs)
 
     # output
-    def optimize(self, options: OptimizationOptions | None = None):
-        """Runs the passes and patterns selected by ``options``; returns the report,
-        a list of dicts (name, kind, matched, applied, refused, time_s), one per pass
-        or pattern (``report["remove_unused"]`` sums what that pass changed)."""
-        from ._passes import run_passes
+    def to_onnx(self, *, optimize: bool | OptimizationOptions = False) -> ModelProto:
+        """Returns the ModelProto of the graph as it is.
 
-        options = options or OptimizationOptions()
-        if options.patterns and options.patterns != "none":
-            # lazy: xoptim depends on xbuilder, not the other way around
-            from ..xoptim.optimizer import optimize_builder
-
-            return optimize_builder(self, options)
-        return run_passes(self, options)
-
-    def to_onnx(self, *, optimize: bool | OptimizationOptions = True) -> ModelProto:
-        """Returns the ModelProto (after optimization unless ``optimize=False``)."""
+        The builder does not optimize (the optimizer sits above it): call
+        :func:`experimental_experiment.xoptim.optimize_builder` first,
+        ``optimize=True`` raises an error saying so.
+        """
         from ._serialize import builder_to_model
 
         if optimize:
-            self.optimize(optimize if isinstance(optimize, OptimizationOptions) else None)
+            raise GraphBuilderError(
+                "GraphBuilder.to_onnx does not optimize: call "
+                "experimental_experiment.xoptim.optimize_builder(g, options) before "
+                "g.to_onnx() (torch_interpreter.to_onnx does both)")
         return builder_to_model(self)
 
 
