@@ -150,3 +150,12 @@ def test_location_must_be_relative(tmp_path):
     g, _ = _builder()
     with pytest.raises(ExternalDataError, match="relative"):
         builder_to_container(g).save(str(tmp_path / "m.onnx"), location="/tmp/x.data")
+
+
+def test_files_are_not_private(tmp_path):
+    g, _ = _builder()
+    builder_to_container(g, threshold=0).save(str(tmp_path / "m.onnx"))
+    mask = os.umask(0)
+    os.umask(mask)
+    for name in ("m.onnx", "m.onnx.data"):  # as open() makes them, not mkstemp's 0o600
+        assert os.stat(tmp_path / name).st_mode & 0o777 == 0o666 & ~mask

@@ -187,6 +187,12 @@ def set_weights_metadata(model: ModelProto, info: dict) -> None:
     prop.key, prop.value = METADATA_KEY, text
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 class _AtomicFiles:
     """Opens temporary files in a folder; renames them to their final names when the
     block succeeds, removes them when it fails (nothing half written is left)."""
@@ -203,6 +209,7 @@ class _AtomicFiles:
         os.makedirs(os.path.dirname(final), exist_ok=True)
         fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=os.path.basename(final) + ".",
                                    dir=os.path.dirname(final))
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private, a model is not
         f = os.fdopen(fd, "w+b")
         self.files.append((f, tmp, final))
         return f
