@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
-from ..torch_interpreter._torch_helper import TorchTensorRef, onnx_dtype_to_torch
+from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
 from ..torch_interpreter.errors import ExportError, InvalidArgumentError
 from ..xbuilder.model_container import (
     ExternalDataError,
-    _AtomicFiles,
+    AtomicFiles,
     check_external_data,
     get_weights_metadata,
     set_weights_metadata,
@@ -166,7 +166,7 @@ def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -
                for loc in locations}
     info = get_weights_metadata(model)
     unfilled = set(info.get("unfilled", []))
-    with _AtomicFiles(out_folder) as files:
+    with AtomicFiles(out_folder) as files:
         for loc in locations:
             f = files.open(os.path.join(out_folder, new_loc[loc]))
             old = os.path.join(src_folder, loc)
@@ -201,7 +201,7 @@ def _write_location(f, src, loc, external, report, tensors, unfilled) -> int:
         end = max(end, offset + length)
         f.seek(offset)
         if name in report.matched:
-            TorchTensorRef(tensors[report.matched[name][0]].load()).write_to(f)
+            write_tensor(tensors[report.matched[name][0]].load(), f)
             report.written_bytes += length
             unfilled.discard(name)
         elif name not in unfilled and src is not None:

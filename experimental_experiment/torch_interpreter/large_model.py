@@ -18,7 +18,7 @@ import torch
 
 from ..xbuilder import GraphBuilder
 from ..xbuilder.model_container import PROTOBUF_LIMIT, ModelContainer, builder_to_container
-from ._torch_helper import TorchTensorRef, has_data
+from ._torch_helper import TorchTensorRef, has_data, onnx_dtype_to_torch
 from .errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
@@ -92,3 +92,12 @@ def make_container(builder: GraphBuilder, threshold: int, filename: str | None
     if filename:
         container.save(filename)
     return container
+
+
+def write_tensor(tensor: torch.Tensor, f) -> None:
+    """Writes the bytes of a tensor as external data stores them, at the file position."""
+    TorchTensorRef(tensor).write_to(f)
+
+
+__all__ = ["make_container", "onnx_dtype_to_torch", "pin_weights", "weight_free_inputs",
+           "write_tensor"]

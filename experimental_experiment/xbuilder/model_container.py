@@ -143,7 +143,7 @@ class ModelContainer:
             _set_external(proto, loc, offset, length)
         self._set_metadata()
         folder = os.path.dirname(os.path.abspath(path))
-        with _AtomicFiles(folder) as files:
+        with AtomicFiles(folder) as files:
             for loc in dict.fromkeys(loc for _, loc, _, _ in rows):
                 f = files.open(os.path.join(folder, loc))
                 for proto, _, offset, length in (r for r in rows if r[1] == loc):
@@ -193,7 +193,7 @@ def _umask() -> int:
     return mask
 
 
-class _AtomicFiles:
+class AtomicFiles:
     """Opens temporary files in a folder; renames them to their final names when the
     block succeeds, removes them when it fails (nothing half written is left)."""
 
@@ -309,7 +309,7 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
     if external_data is None:
         external_data = model.ByteSize() >= PROTOBUF_LIMIT
     if not external_data:
-        with _AtomicFiles(os.path.dirname(os.path.abspath(path))) as files:
+        with AtomicFiles(os.path.dirname(os.path.abspath(path))) as files:
             files.open(os.path.abspath(path)).write(model.SerializeToString())
         return
     # the user's model is left unchanged: the data goes back once saved
