@@ -109,3 +109,19 @@ def test_filename_small_model_single_file(tmp_path):
     onx = to_onnx(_real_model(), (torch.randn(3, 16),), filename=str(tmp_path / "m.onnx"))
     assert os.listdir(tmp_path) == ["m.onnx"]
     assert onnx.load(str(tmp_path / "m.onnx")) == onx
+
+
+def test_filename_switches_to_external_data(tmp_path, monkeypatch):
+    """Past the protobuf limit (lowered here, 2 GB in the bench), filename= writes the
+    weights to external data by itself."""
+    import experimental_experiment.torch_interpreter.large_model as lm
+
+    monkeypatch.setattr(lm, "PROTOBUF_LIMIT", 4096)
+    model = _real_model()
+    path = tmp_path / "m.onnx"
+    onx = to_onnx(model, (torch.randn(3, 16),), dynamic_shapes=DS, filename=str(path))
+    assert sorted(os.listdir(tmp_path)) == ["m.onnx", "m.onnx.data"]
+    external = [i.name for i in onx.graph.initializer
+                if i.data_location == onnx.TensorProto.EXTERNAL]
+    assert sorted(external) == ["fc1.weight", "fc2.weight"]
+    _check(path, model, tmp_path, monkeypatch)
