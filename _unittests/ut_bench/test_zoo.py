@@ -1,0 +1,84 @@
+"""The model zoo harness: a few tiny transformers models (causal LM with a cache, masked
+LM, image classification) exported by to_onnx in a forked process and checked with
+onnxruntime against eager on other sizes; broken cases (unknown type, timeout) become
+failed rows with their stage; the CSV run resumes."""
+
+import csv
+
+import pytest
+
+from experimental_experiment.bench.zoo import cause_bucket, main, read_rows, run_case
+from experimental_experiment.bench.zoo_cases import (
+    EXPORT_SIZES,
+    ZooCase,
+    build_case,
+    list_cases,
+    shrink_config_dict,
+)
+
+
+@pytest.mark.parametrize("model_type,head,cache", [
+    ("llama", "causal-lm", "1"), ("bert", "masked-lm", "0"), ("vit", "image-classification", "0"),
+])
+def test_zoo_case_passes(model_type, head, cache):
+    cases = {c.model_type: c for c in list_cases()}
+    assert cases[model_type].head == head
+    row = run_case(cases[model_type], "to_onnx", timeout=120)
+    assert row["status"] == "pass", row
+    assert str(row["cache"]) == cache
+    assert row["nodes"] > 0 and float(row["max_diff"]) <= 1e-3
+    assert row["export_time"] > 0 and row["wall_time"] >= row["export_time"]
+
+
+def test_unknown_type_is_a_config_failure():
+    row = run_case(ZooCase("no_such_model_type", "unknown"), "to_onnx", timeout=60)
+    assert (row["status"], row["stage"], row["cause"]) == ("fail", "config", "unknown model type")
+    assert row["error"].startswith("ValueError")
+
+
+def test_timeout_is_recorded():
+    # one second of CPU time is not enough to build and export a model
+    row = run_case(ZooCase("llama", "causal-lm"), "to_onnx", timeout=1)
+    assert (row["status"], row["stage"], row["cause"]) == ("fail", "timeout", "timeout")
+    assert row["wall_time"] <= 5 + 1
+
+
+def test_check_inputs_have_other_sizes():
+    data = build_case(ZooCase("llama", "causal-lm"))
+    assert data["inputs"]["input_ids"].shape == (EXPORT_SIZES["batch"], EXPORT_SIZES["seq"])
+    assert data["check_inputs"]["input_ids"].shape[0] != EXPORT_SIZES["batch"]
+    assert list(data["inputs"]) == list(data["dynamic_shapes"])
+
+
+def test_shrink_config_dict():
+    d = shrink_config_dict(dict(
+        model_type="x", num_hidden_layers=12, num_attention_heads=12, hidden_size=768,
+        intermediate_size=3072, vocab_size=50000, pad_token_id=49999, eos_token_id=49999,
+        bos_token_id=2, layer_types=["a", "b", "c"] * 4,
+        text_config=dict(model_type="y", num_layers=24, d_model=512)))
+    assert (d["num_hidden_layers"], d["num_attention_heads"], d["hidden_size"]) == (2, 4, 64)
+    assert (d["intermediate_size"], d["vocab_size"], d["layer_types"]) == (128, 1024, ["a", "b"])
+    assert d["pad_token_id"] == d["eos_token_id"] == 1023 and d["bos_token_id"] == 2
+    assert (d["text_config"]["num_layers"], d["text_config"]["d_model"]) == (2, 64)
+
+
+def test_cause_bucket():
+    assert cause_bucket("conversion", "UnsupportedOpError: aten.foo.default (node 'x')") == (
+        "conversion of aten.foo.default")
+    assert cause_bucket("runtime", "Fail: [ONNXRuntimeError] : 1 : FAIL : Node (n) Op (Add)"
+                        ) .startswith("onnxruntime FAIL")
+    assert cause_bucket("capture", "KeyError: 'layer_12'") == "capture: KeyError: '…'"
+
+
+def test_main_resumes(tmp_path):
+    out = tmp_path / "zoo.csv"
+    argv = ["--output", str(out), "--types", "no_such_model_type", "--exporters",
+            "to_onnx,torch.onnx", "--timeout", "60"]
+    assert main(argv) == 0
+    assert main(argv) == 0  # nothing left to run: no duplicated rows
+    rows = read_rows(str(out))
+    assert [(r["exporter"], r["stage"]) for r in rows] == [
+        ("to_onnx", "config"), ("torch.onnx", "config")]
+    with open(out, newline="") as f:
+        assert next(csv.reader(f))[0] == "model_type"
+    assert (tmp_path / "zoo.json").exists()

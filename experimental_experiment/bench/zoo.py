@@ -1,0 +1,322 @@
+"""Model zoo: every transformers model type with a text, vision or speech head
+(:mod:`experimental_experiment.bench.zoo_cases`), tiny and with random weights,
+exported by :func:`to_onnx` and ``torch.onnx.export(dynamo=True)`` with dynamic batch,
+sequence and cache dimensions, checked with onnxruntime against eager on other sizes.
+
+.. code-block:: bash
+
+    python -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \\
+        [--quick] [--types llama,bert] [--exporters to_onnx,torch.onnx] [--timeout 120]
+
+Every case (model type, exporter) runs in a forked process with a timeout: a crash or
+a hang is a row of the table, not the end of the run. The CSV is rewritten atomically
+after every case and the cases it already holds are skipped: the run is resumable.
+A JSON file next to it records the date, the versions and the number of types listed.
+A failed case has a stage (``config`` for the configuration, the model or the eager
+run, ``capture``, ``conversion``, ``runtime``, ``mismatch``, ``timeout``, ``crash``)
+and a cause, a short label normalized from the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import datetime
+import json
+import logging
+import multiprocessing
+import os
+import platform
+import re
+import time
+from typing import Any
+
+from .zoo_cases import QUICK_TYPES, ZooCase, build_case, list_cases
+
+FIELDS = ["model_type", "head", "model_class", "exporter", "cache", "status", "stage",
+          "cause", "error", "export_time", "nodes", "max_diff", "wall_time"]
+EXPORTERS = {"to_onnx": "to_onnx", "torch.onnx": "torch.onnx.export",
+             "torch.onnx.export": "torch.onnx.export"}
+_CAPTURE_ERRORS = ("CaptureError", "TorchExportError", "UserError", "Unsupported",
+                   "GuardOnDataDependentSymNode", "ConstraintViolationError")
+
+
+def first_line(e: BaseException) -> str:
+    """``Type: first non empty line of the message`` (200 characters at most)."""
+    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+
+
+_CAUSES = [
+    (r"GuardOnDataDependent|data.dependent", "data-dependent expression"),
+    (r"Constraints violated|marked as dynamic|specializ|Not all values of",
+     "dynamic dimension specialized"),
+    (r"max absolute difference", "numerical mismatch"),
+    (r"ONNX outputs, \d+ eager outputs", "number of outputs differs"),
+    (r"output \d+: shape", "output shape differs"),
+    (r"ONNX inputs .* for \d+ tensors", "number of inputs differs"),
+    (r"forward takes no cache argument", "no cache argument"),
+    (r"has no head in|Unrecognized model identifier", "unknown model type"),
+]
+
+
+def cause_bucket(stage: str, error: str) -> str:
+    """A short label for a failure: known patterns first, then the operator or the
+    onnxruntime status code, then the exception type and its message with numbers and
+    quoted names blanked (``capture: KeyError '…'``)."""
+    for pattern, label in _CAUSES:
+        if re.search(pattern, error):
+            return label
+    op = re.search(r"(aten\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)", error)
+    if op and stage == "conversion":
+        return f"conversion of {op.group(1)}"
+    ort = re.search(r"\[ONNXRuntimeError\] : \d+ : (\w+)", error)
+    if ort:
+        node = re.search(r"node[^A-Za-z]*\(?([A-Za-z]+)", error)
+        return f"onnxruntime {ort.group(1)}" + (f" ({node.group(1)})" if node else "")
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", error)
+    text = re.sub(r"\d+", "N", text)
+    return f"{stage}: {text[:70]}"
+
+
+def _export(case_data: dict, exporter: str):
+    from ..torch_models.llm_models import export_model
+
+    return export_model(case_data["model"], copy.deepcopy(case_data["inputs"]),
+                        case_data["dynamic_shapes"], EXPORTERS[exporter])
+
+
+def _check(case_data: dict, onx, atol: float) -> float:
+    """Max absolute difference between onnxruntime and eager on the check inputs;
+    raises ``RuntimeError`` (runtime stage) or ``AssertionError`` (mismatch)."""
+    import onnxruntime
+
+    from ..torch_interpreter.patches.cache_registration import register_cache_classes
+    from ..torch_models.llm_models import compare_outputs, eager_outputs, ort_feeds
+
+    model, inputs = case_data["model"], case_data["check_inputs"]
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = 1
+    try:
+        sess = onnxruntime.InferenceSession(onx.SerializeToString(), opts,
+                                            providers=["CPUExecutionProvider"])
+        with register_cache_classes():
+            feeds = ort_feeds(sess, inputs)
+        got = sess.run(None, feeds)
+    except Exception as e:
+        raise RuntimeError(first_line(e)) from e
+    diff = compare_outputs(eager_outputs(model, inputs), got)
+    if diff > atol:
+        raise AssertionError(f"max absolute difference {diff:.3g} > {atol}")
+    return diff
+
+
+def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3) -> dict[str, Any]:
+    """Runs one case in this process; never raises, returns a row of :data:`FIELDS`."""
+    row: dict[str, Any] = dict(model_type=case.model_type, head=case.head, exporter=exporter)
+    stage = "config"
+    try:
+        data = build_case(case)
+        row.update(model_class=data["model_class"], cache=data["cache"])
+        stage = "capture"
+        begin = time.perf_counter()
+        try:
+            onx = _export(data, exporter)
+        except Exception as e:
+            name = type(e).__name__
+            stage = "capture" if name in _CAPTURE_ERRORS or "torch/_dynamo" in str(e) or (
+                name == "ConversionError" and "torch.export" in str(e)) else "conversion"
+            raise
+        row["export_time"] = round(time.perf_counter() - begin, 3)
+        row["nodes"] = len(onx.graph.node)
+        stage = "runtime"
+        try:
+            row["max_diff"] = f"{_check(data, onx, atol):.3g}"
+        except AssertionError:
+            stage = "mismatch"
+            raise
+        row.update(status="pass", stage="", cause="", error="")
+    except Exception as e:  # the row records the failure
+        msg = first_line(e)
+        if isinstance(e, RuntimeError) and stage == "runtime" and e.__cause__ is not None:
+            msg = str(e)
+        row.update(status="fail", stage=stage, error=msg, cause=cause_bucket(stage, msg))
+    return row
+
+
+def _limit_child(cpu_seconds: float) -> None:
+    """The child dies with its parent (Linux) and after ``cpu_seconds`` of CPU time."""
+    import ctypes
+    import resource
+    import signal
+
+    limit = max(1, int(cpu_seconds + 0.5))
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+    try:
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:  # not Linux: an orphan ends at its CPU limit
+        pass
+
+
+def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
+           cpu_seconds: float) -> None:
+    import torch
+
+    _limit_child(cpu_seconds)
+    if quiet:  # the parent's progress bar stays readable
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+    torch.set_num_threads(1)
+    logging.disable(logging.WARNING)
+    conn.send(run_case_inline(case, exporter, atol=atol))
+    conn.close()
+
+
+def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float = 1e-3,
+             quiet: bool = True, wall_factor: float = 5) -> dict[str, Any]:
+    """Runs one case in a forked process; a timeout or a crash becomes a failed row.
+    ``timeout`` limits the CPU time of the case (a loaded machine does not make it
+    time out), ``timeout * wall_factor`` its wall time (a dead lock).
+
+    .. code-block:: python
+
+        row = run_case(ZooCase("llama", "causal-lm"), "to_onnx", timeout=60)
+        print(row["status"], row["stage"], row["cause"])
+    """
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    begin = time.perf_counter()
+    proc = ctx.Process(target=_child, args=(child, case, exporter, atol, quiet, timeout))
+    proc.start()
+    child.close()
+    row = None
+    if parent.poll(timeout * wall_factor):
+        try:
+            row = parent.recv()
+        except EOFError:  # the child died before sending its row
+            row = None
+    if row is None:
+        killed = proc.is_alive()
+        if killed:
+            proc.kill()
+        proc.join()
+        row = _failed_row(case, exporter, proc.exitcode, killed, timeout, wall_factor)
+    proc.join()
+    row["wall_time"] = round(time.perf_counter() - begin, 2)
+    return row
+
+
+def _failed_row(case, exporter, exitcode, killed, timeout, wall_factor) -> dict:
+    """The row of a case whose process ended without a result."""
+    import signal
+
+    if killed:
+        stage, msg = "timeout", f"no result after {timeout * wall_factor:g}s (wall time)"
+    elif exitcode == -signal.SIGXCPU:
+        stage, msg = "timeout", f"more than {timeout:g}s of CPU time"
+    else:
+        stage, msg = "crash", f"process ended with exit code {exitcode}"
+    cause = "timeout" if stage == "timeout" else f"crash (exit code {exitcode})"
+    return dict(model_type=case.model_type, head=case.head, exporter=exporter,
+                status="fail", stage=stage, error=msg, cause=cause)
+
+
+def read_rows(path: str) -> list[dict]:
+    """The rows of a zoo CSV (an empty list when it does not exist)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return [r for r in csv.DictReader(f) if r.get("status")]
+
+
+def write_rows(path: str, rows: list[dict]) -> None:
+    """Writes the CSV atomically (a temporary file renamed)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: r.get(k, "") for k in FIELDS})
+    os.replace(tmp, path)
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages the zoo depends on."""
+    import importlib.metadata
+
+    out = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript",
+                 "experimental-experiment"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    for name in ("diffusers", "timm", "torchvision"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def write_meta(path: str, listed: int, **extra) -> None:
+    """The JSON next to the CSV: date, versions, number of types listed."""
+    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                versions=versions(), listed=listed, **extra)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(
+        prog="zoo", description="exports every transformers model type, writes a CSV")
+    parser.add_argument("--output", default=os.path.join("_doc", "bench", "zoo.csv"))
+    parser.add_argument("--quick", action="store_true", help=f"only {','.join(QUICK_TYPES)}")
+    parser.add_argument("--types", default="", help="comma separated model types")
+    parser.add_argument("--exporters", default="to_onnx,torch.onnx")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="CPU seconds per case (wall time: 5 times more)")
+    parser.add_argument("--atol", type=float, default=1e-3)
+    parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the cases not yet in the CSV, returns 0."""
+    import torch  # noqa: F401  (imported once before forking: children start fast)
+    import transformers  # noqa: F401
+    from tqdm import tqdm
+
+    from ..torch_interpreter import to_onnx  # noqa: F401
+
+    args = _parse(argv)
+    exporters = args.exporters.split(",")
+    unknown = [e for e in exporters if e not in EXPORTERS]
+    if unknown:
+        raise SystemExit(f"unknown exporters {unknown}, expected some of {list(EXPORTERS)}")
+    everything = list_cases()
+    types = args.types.split(",") if args.types else (list(QUICK_TYPES) if args.quick else None)
+    cases = list_cases(types) if types else everything
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    rows = read_rows(args.output)
+    done = {(r["model_type"], r["exporter"]) for r in rows}
+    todo = [(c, e) for c in cases for e in exporters if (c.model_type, e) not in done]
+    if args.limit:
+        todo = todo[: args.limit]
+    meta_path = os.path.splitext(args.output)[0] + ".json"
+    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol)
+    bar = tqdm(todo, desc="zoo")
+    for case, exporter in bar:
+        bar.set_postfix_str(f"{case.model_type} {exporter}")
+        rows.append(run_case(case, exporter, timeout=args.timeout, atol=args.atol))
+        write_rows(args.output, rows)
+    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

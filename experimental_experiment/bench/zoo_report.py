@@ -1,0 +1,127 @@
+"""reStructuredText views of a zoo CSV (:mod:`experimental_experiment.bench.zoo`) for the
+documentation: totals per exporter, failures grouped by cause, the table model type x
+exporter grouped by head. Nothing is rerun.
+
+.. code-block:: python
+
+    from experimental_experiment.bench.zoo_report import load, render_totals
+
+    rows, meta = load("_doc/bench/zoo.csv")
+    print(render_totals(rows, meta))
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+from .zoo import read_rows
+
+
+def load(csv_path: str) -> tuple[list[dict], dict]:
+    """Rows of the CSV and the JSON next to it (an empty dict when there is none)."""
+    meta_path = os.path.splitext(csv_path)[0] + ".json"
+    meta = {}
+    if os.path.exists(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    return read_rows(csv_path), meta
+
+
+def cell(text) -> str:
+    """Text safe in a list-table cell (no inline markup, one line)."""
+    text = " ".join(str(text or "").split())[:180]
+    text = text.replace("\\", "/").replace("`", "'").replace("|", "/")
+    for c in "_*":
+        text = text.replace(c, "\\" + c)
+    return text
+
+
+def _exporters(rows: list[dict]) -> list[str]:
+    return sorted({r["exporter"] for r in rows}, key=lambda e: (e != "to_onnx", e))
+
+
+def _list_table(header: list[str], body: list[list[str]], widths: str = "") -> list[str]:
+    lines = [".. list-table::", "    :header-rows: 1"]
+    if widths:
+        lines.append(f"    :widths: {widths}")
+    lines.append("")
+    for row in [header, *body]:
+        lines.append(f"    * - {cell(row[0])}")
+        lines.extend(f"      - {cell(c)}" for c in row[1:])
+    return lines
+
+
+def render_totals(rows: list[dict], meta: dict) -> str:
+    """Date, versions, number of types tried out of the listed ones, pass counts per
+    exporter overall and per head."""
+    lines = []
+    types = {r["model_type"] for r in rows}
+    if meta:
+        v = ", ".join(f"{k} {val}" for k, val in sorted(meta.get("versions", {}).items()))
+        lines += [f"Run of {meta.get('date', '?')} ({v}).", ""]
+    lines += [f"{len(types)} model types tried out of {meta.get('listed', '?')} listed "
+              "by transformers' auto mappings.", ""]
+    exporters = _exporters(rows)
+    heads = sorted({r["head"] for r in rows})
+    counts = collections.Counter((r["head"], r["exporter"], r["status"]) for r in rows)
+    body = []
+    for head in [*heads, "all"]:
+        line = [head]
+        for e in exporters:
+            sel = [h for h in heads if head in ("all", h)]
+            ok = sum(counts[h, e, "pass"] for h in sel)
+            n = ok + sum(counts[h, e, "fail"] for h in sel)
+            line.append(f"{ok} / {n}")
+        body.append(line)
+    lines += _list_table(["head", *[f"{e} (pass / tried)" for e in exporters]], body)
+    return "\n".join(lines)
+
+
+def render_causes(rows: list[dict], top: int = 25) -> str:
+    """Failures grouped by stage and cause for every exporter, with examples."""
+    groups: dict[tuple, list[dict]] = collections.defaultdict(list)
+    for r in rows:
+        if r["status"] != "pass":
+            groups[r["exporter"], r["stage"], r["cause"]].append(r)
+    exporters = _exporters(rows)
+    body = []
+    for (e, stage, cause), rs in sorted(groups.items(), key=lambda kv: (
+            exporters.index(kv[0][0]), -len(kv[1]), kv[0][1], kv[0][2]))[: top * len(exporters)]:
+        examples = ", ".join(r["model_type"] for r in rs[:4]) + (", ..." if len(rs) > 4 else "")
+        body.append([e, stage, cause, str(len(rs)), examples, rs[0]["error"]])
+    if not body:
+        return "No failure."
+    return "\n".join(_list_table(["exporter", "stage", "cause", "cases", "examples",
+                                  "first error of the first example"], body,
+                                 widths="10 8 20 5 17 40"))
+
+
+def _status(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if r["status"] == "pass":
+        return f"pass ({r['export_time']} s, {r['nodes']} nodes, diff {r['max_diff']})"
+    return f"{r['stage']}: {r['cause']}"
+
+
+def render_table(rows: list[dict]) -> str:
+    """One section per head, one line per model type, one column per exporter."""
+    exporters = _exporters(rows)
+    by_head: dict[str, dict[str, dict]] = collections.defaultdict(dict)
+    for r in rows:
+        by_head[r["head"]].setdefault(r["model_type"], {})[r["exporter"]] = r
+    lines = []
+    for head in sorted(by_head):
+        lines += [f".. rubric:: {head} ({len(by_head[head])} types)", ""]
+        body = []
+        for model_type in sorted(by_head[head]):
+            rs = by_head[head][model_type]
+            any_row = next(iter(rs.values()))
+            cls = next((r["model_class"] for r in rs.values() if r.get("model_class")), "")
+            body.append([model_type, cls, any_row.get("cache", ""),
+                         *[_status(rs.get(e)) for e in exporters]])
+        lines += _list_table(["model type", "class", "cache", *exporters], body)
+        lines.append("")
+    return "\n".join(lines)
