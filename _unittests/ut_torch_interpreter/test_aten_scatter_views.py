@@ -7,7 +7,7 @@ import torch
 
 from experimental_experiment.ext_test_case import OpModule, check_export
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.errors import ConversionError
+from experimental_experiment.torch_interpreter.errors import UnsupportedOpError
 
 aten = torch.ops.aten
 DIMS2 = {0: "batch", 1: "n"}
@@ -202,7 +202,7 @@ def test_as_strided_refused():
     def fn(x):
         return torch.as_strided(x.transpose(0, 1), (2, 2), (1, 2))
 
-    with pytest.raises(ConversionError, match="not contiguous"):
+    with pytest.raises(UnsupportedOpError, match="not contiguous"):
         to_onnx(OpModule(fn), (torch.randn(3, 4),))
 
 
@@ -210,7 +210,7 @@ def test_as_strided_dynamic_refused():
     def fn(x):
         return torch.as_strided(x, (2, 2), (1, 2))
 
-    with pytest.raises(ConversionError, match="dynamic"):
+    with pytest.raises(UnsupportedOpError, match="dynamic"):
         to_onnx(OpModule(fn), (torch.randn(3, 4),), dynamic_shapes=({0: "batch"},))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 
@@ -13,7 +14,8 @@ logger = logging.getLogger(__name__)
 
 
 def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
-            options: ExportOptions) -> torch.export.ExportedProgram:
+            options: ExportOptions, record: list | None = None,
+            ) -> torch.export.ExportedProgram:
     """Runs torch.export.export, then the decompositions the options ask for.
 
     With ``options.fallback``, a failure is followed by the other ``strict`` value
@@ -21,7 +23,10 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     decomposition (or functionalization) failed, by torch's default decomposition
     table. Every attempt and its error are logged; the final :class:`CaptureError`
     lists them (its attribute ``attempts`` holds ``[(description, exception)]``).
+    ``record``, if given, receives ``(description, exception or None, seconds)`` for
+    every attempt (the export report).
     """
+    record = [] if record is None else record
     attempts = [(options.strict, options.decomposition_table)]
     if options.fallback:
         attempts.append((not options.strict, options.decomposition_table))
@@ -34,6 +39,7 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
                                      f"{table if isinstance(table, str) else 'custom'}")
         if isinstance(captured.get(strict), Exception):
             continue  # the capture itself failed, decompositions cannot help
+        begin = time.perf_counter()
         try:
             if strict not in captured:
                 captured[strict] = torch.export.export(
@@ -45,7 +51,9 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
                 captured[strict] = e
             logger.info("capture (%s) failed: %s: %s", what, type(e).__name__, e)
             errors.append((what, e))
+            record.append((what, e, time.perf_counter() - begin))
             continue
+        record.append((what, None, time.perf_counter() - begin))
         if errors:
             logger.info("capture succeeded with %s after %s", what,
                         "; ".join(f"{w}: {type(e).__name__}" for w, e in errors))

@@ -71,12 +71,13 @@ def _missing_nodes(ep: torch.export.ExportedProgram, opset: int,
 
 def decompose_unsupported(ep: torch.export.ExportedProgram, opset: int,
                           can_convert: Callable[[object], bool] | None = None,
-                          ) -> torch.export.ExportedProgram:
+                          record: list | None = None) -> torch.export.ExportedProgram:
     """Decomposes the operators with no converter, raises what cannot be.
 
     :param ep: the captured program
     :param opset: main opset (converters may depend on it)
     :param can_convert: tells if a user converter (dispatcher) handles an op
+    :param record: receives ``(operator, reason)`` for every decomposed operator
     :return: the program, unchanged if every operator has a converter
     """
     done: set = set()  # decomposed operators
@@ -90,6 +91,8 @@ def decompose_unsupported(ep: torch.export.ExportedProgram, opset: int,
         logger.info("decomposing operators with no converter: %s",
                     ", ".join(str(op) for op in table))
         ep = ep.run_decompositions(table)
+        if record is not None:
+            record.extend((str(op), _why(op, origin)) for op in table)
         done |= set(table)
         for op in missing_ops(ep, opset, can_convert):
             if op not in missing:
@@ -98,6 +101,12 @@ def decompose_unsupported(ep: torch.export.ExportedProgram, opset: int,
     if missing:
         raise UnsupportedOpError(_message(missing, origin, done))
     return ep
+
+
+def _why(op, origin: dict) -> str:
+    if op in origin:
+        return f"no converter; it comes from torch's decomposition of {origin[op]}"
+    return "no converter"
 
 
 def _message(missing: dict, origin: dict, done: set) -> str:

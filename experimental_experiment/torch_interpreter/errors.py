@@ -26,6 +26,23 @@ class UnsupportedOpError(ExportError, NotImplementedError):
         super().__init__(message)
         self.op = op
         self.argument = argument
+        self.node_name: str | None = None
+
+    def at_node(self, node) -> UnsupportedOpError:
+        """The same error with the FX node and the user's source line in its message
+        (once: an error already placed is returned as it is)."""
+        if self.node_name is not None:
+            return self
+        op = self.op if self.op is not None else node.target
+        arg = "" if self.argument is None else f", argument {self.argument!r}"
+        err = UnsupportedOpError(
+            f"{op}{arg} (node {node.name!r}): {self}\n"
+            f"from the user's code: {user_source_line(node)}\n"
+            "What to try: a converter of your own for this op through "
+            "Dispatcher({op: fn}) passed as to_onnx(..., dispatcher=...), or "
+            "ExportOptions(decomposition_table='default')", op=op, argument=self.argument)
+        err.node_name = node.name
+        return err
 
 
 class ConversionError(ExportError):

@@ -14,7 +14,7 @@ from ._dims import DimNamer
 from ._torch_helper import TorchTensorRef, torch_dtype_to_onnx
 from .dispatcher import Dispatcher
 from .errors import ConversionError, ExportError, UnsupportedOpError, user_source_line
-from .registry import find_converter
+from .registry import find_converter, lookup_converter
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +134,11 @@ class Interpreter:
         self.g.current = NodeContext(node, self.namer, self)
         try:
             result = fn(self.g, *args, **kwargs)
+        except UnsupportedOpError as e:
+            placed = e.at_node(node)  # the op, the node, the user's line
+            if placed is e:
+                raise
+            raise placed from e
         except ExportError:
             raise
         except Exception as e:
@@ -189,12 +194,14 @@ class Interpreter:
         op = node.target
         fn = self.find_op_converter(op)
         if fn is None:
+            reason = lookup_converter(op, self.g.main_opset).reason
             raise UnsupportedOpError(
-                f"no converter for {op} (node {node.name!r}: {node.format_node()})\n"
+                f"{reason} (node {node.name!r}: {node.format_node()})\n"
                 f"from the user's code: {user_source_line(node)}\n"
                 "What to try: register a converter for this op with "
                 "Dispatcher({op: fn}) passed as to_onnx(..., dispatcher=...), or "
-                "decompose it with ExportOptions(decomposition_table='default')."
+                "decompose it with ExportOptions(decomposition_table='default').",
+                op=op,
             )
         return fn
 

@@ -20,7 +20,12 @@ from .dispatcher import Dispatcher
 from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import CaptureError, InvalidArgumentError
 from .export_options import ExportOptions
+from .export_report import (
+    PhaseClock, record_capture, record_conversion, record_decompositions,
+    record_optimization, reported,
+)
 from .interpreter import InputPlan, Interpreter
+from .shape_guards import record_shape_guards
 from .large_model import make_container, pin_weights, weight_free_inputs
 
 logger = logging.getLogger(__name__)
@@ -28,6 +33,7 @@ logger = logging.getLogger(__name__)
 _KEPT_OUTPUTS = ("USER_OUTPUT",)
 
 
+@reported
 def to_onnx(
     model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
     args: tuple | None = None,
@@ -48,6 +54,7 @@ def to_onnx(
     return_builder: bool = False,
     return_optimize_report: bool = False,
     export_modules_as_functions: bool | set | None = None,
+    report=None,
 ):
     """Exports a torch model to ONNX through torch.export.export.
 
@@ -86,6 +93,10 @@ def to_onnx(
         instances with the same structure share one function; see
         :mod:`experimental_experiment.torch_interpreter.module_functions`
         (``inline_functions(onx)`` flattens the model again)
+    :param report: an :class:`ExportReport <experimental_experiment.report.ExportReport>`
+        filled in place, or a path (``.json``, ``.md``, ``.sarif``) where the report is
+        written (atomically), after a success or a failure; an error raised by
+        ``to_onnx`` carries the same record as ``err.report``
     :return: an ``onnx.ModelProto``
 
     Buffers and inputs the model mutates in place (``self.count.add_(1)``, a cache
@@ -110,10 +121,12 @@ def to_onnx(
     args, kwargs, weight_free = weight_free_inputs(model, args, kwargs,
                                                    large=large_model or bool(filename))
     builder = GraphBuilder(target_opset, verbose=verbose)
+    clock = PhaseClock(report)
     gm, plan, namer, out_names = _prepare(
         model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
-        input_names, output_names, dispatcher, builder.main_opset,
+        input_names, output_names, dispatcher, builder.main_opset, report=report,
     )
+    clock("capture")
     if export_modules_as_functions:
         from .module_functions import ModuleTaggingInterpreter, make_local_functions
 
@@ -126,20 +139,27 @@ def to_onnx(
     large = pin_weights(builder, external_threshold, large=large_model or weight_free)
     if export_modules_as_functions:
         make_local_functions(builder, interp.owner)
-    # the report: one dict per pass and pattern (name, matched, applied, refused, time_s)
-    report = optimize_builder(builder, options) if optimize else OptimizationReport()
+    clock("interpret")
+    record_conversion(report, interp.converters_used)
+    n_nodes = len(builder.nodes)
+    # one dict per pass and pattern (name, matched, applied, refused, time_s)
+    opt_report = optimize_builder(builder, options) if optimize else OptimizationReport()
+    clock("optimize")
+    record_optimization(report, n_nodes, len(builder.nodes), opt_report)
     if large:  # saved if filename, the ModelProto refers to its data file
         container = make_container(builder, external_threshold, filename)
         onx = container if large_model else container.model_proto
     else:
         onx = builder.to_onnx(optimize=False)
+    clock("serialize")
     if filename and not large:
         save_model(onx, filename)
+        clock("save")
     result = (onx,)
     if return_builder:
         result += (builder,)
     if return_optimize_report:
-        result += (report,)
+        result += (opt_report,)
     return result[0] if len(result) == 1 else result
 
 
@@ -172,7 +192,7 @@ def _check_arguments(model, args, kwargs, export_options, options, dispatcher):
 
 
 def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
-             dispatcher=None, opset=18):
+             dispatcher=None, opset=18, report=None):
     """Captures if needed; returns the graph module, the input plan, the dim namer and
     the output names (None for outputs to drop)."""
     if isinstance(model, torch.fx.GraphModule) and not isinstance(
@@ -187,21 +207,30 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         # an example size 0 or 1 on a dynamic dimension: captured as any other size
         small = zero_one_axes(model, args, kwargs, dynamic_shapes)
         ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+        attempts, guards = [], None
         try:
-            with size_oblivious_capture(bool(small)):
-                ep = capture(model, args, kwargs, ds, export_options)
+            with size_oblivious_capture(bool(small)), record_shape_guards() as guards:
+                ep = capture(model, args, kwargs, ds, export_options, attempts)
         except CaptureError as e:
             if small:  # say what was changed for these sizes
                 e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
                           "0 or 1: the capture ran with backed_size_oblivious=True to keep "
                           "it dynamic; an example size >= 2 may capture or explain more.",)
             raise
+        finally:
+            if report is not None:
+                record_capture(report, attempts, guards, model, args, kwargs)
         leaves = leaf_paths(model, args, kwargs)
         check_zero_one(ep, [leaf for _, leaf in leaves], small)
         paths = [p for p, _ in leaves]
     if export_options.decomposition_fallback:
         can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
-        ep = decompose_unsupported(ep, opset, can_convert)
+        decomposed = []
+        try:
+            ep = decompose_unsupported(ep, opset, can_convert, decomposed)
+        finally:
+            if report is not None:
+                record_decompositions(report, decomposed)
     return _prepare_exported_program(ep, names, paths, input_names, output_names)
 
 

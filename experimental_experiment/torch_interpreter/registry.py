@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -37,12 +38,46 @@ def _expand(op) -> list:
     return [op]
 
 
-def find_converter(op, opset: int) -> Converter | None:
-    """The converter of ``op`` for ``opset``, None if there is none."""
-    for min_opset, fn in _REGISTRY.get(op, ()):
+@dataclass(frozen=True)
+class ConverterLookup:
+    """The converter found for an operator, or the reason there is none."""
+
+    converter: Converter | None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.converter is not None
+
+
+def lookup_converter(op, opset: int) -> ConverterLookup:
+    """The converter of ``op`` for ``opset``, or why there is none.
+
+    .. code-block:: python
+
+        found = lookup_converter(torch.ops.aten.relu.default, 18)
+        fn = found.converter if found else None  # found.reason says why not
+    """
+    entries = _REGISTRY.get(op, ())
+    for min_opset, fn in entries:
         if opset >= min_opset:
-            return fn
-    return None
+            return ConverterLookup(fn)
+    if entries:
+        need = min(m for m, _ in entries)
+        return ConverterLookup(None, f"the converters of {op} need opset >= {need}, the "
+                                     f"export targets opset {opset} (raise target_opset)")
+    packet = getattr(op, "overloadpacket", None)
+    others = sorted(str(k) for k in _REGISTRY if packet is not None
+                    and getattr(k, "overloadpacket", None) is packet)
+    if others:
+        return ConverterLookup(None, f"no converter for the overload {op}, only for "
+                                     f"{', '.join(others)}")
+    return ConverterLookup(None, f"no converter is registered for {op}")
+
+
+def find_converter(op, opset: int) -> Converter | None:
+    """The converter of ``op`` for ``opset``, None if there is none
+    (:func:`lookup_converter` also says why)."""
+    return lookup_converter(op, opset).converter
 
 
 def registered_ops() -> list:

@@ -8,6 +8,7 @@ from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import onnx_to_np_dtype
+from ..errors import UnsupportedOpError
 from .._torch_helper import onnx_dtype_to_torch, torch_dtype_to_onnx
 
 aten = torch.ops.aten
@@ -80,7 +81,7 @@ def axes_tensor(g: GraphBuilder, axes) -> str:
 def rank_of(g: GraphBuilder, x: str) -> int:
     rank = g.get_rank(x)
     if rank is None:
-        raise NotImplementedError(f"the rank of {x!r} is unknown")
+        raise UnsupportedOpError(f"the rank of {x!r} is unknown")
     return rank
 
 

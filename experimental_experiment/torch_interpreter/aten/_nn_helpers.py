@@ -6,6 +6,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ._helpers import INT64, cast_to
 
 FLOAT = TensorProto.FLOAT
@@ -38,7 +39,8 @@ def expand_param(value, n: int, name: str = "parameter") -> list:
 def static_ints(values, what: str) -> list[int]:
     """Refuses dynamic (SymInt) values where ONNX needs attributes."""
     if any(not isinstance(v, int) for v in values):
-        raise NotImplementedError(f"{what}={values} must be static integers (ONNX attribute)")
+        raise UnsupportedOpError(f"{what}={values} must be static integers (ONNX attribute)",
+                                 argument=what)
     return [int(v) for v in values]
 
 

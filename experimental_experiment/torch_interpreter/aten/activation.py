@@ -13,6 +13,7 @@ from onnx import helper
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import FLOAT_TYPES
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, onnx_dtype, out_dtype
 from ._nn_helpers import FLOAT, upcast
@@ -267,7 +268,7 @@ def aten_feature_dropout(g: GraphBuilder, x, p, train):
     """feature_dropout(Tensor input, float p, bool train) -> Tensor (eval mode only)"""
     if not train or p == 0:
         return g.op.Identity(x)
-    raise NotImplementedError(
+    raise UnsupportedOpError(
         f"{g.current.node.target} in training mode (p={p}) has no ONNX equivalent; "
         "export the model in eval mode (model.eval())"
     )

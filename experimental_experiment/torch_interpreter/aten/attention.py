@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, out_dtype, rank_of
 from ._nn_helpers import upcast
@@ -34,7 +35,7 @@ def _scaled_query(g: GraphBuilder, q, scale):
 def _repeat_kv(g: GraphBuilder, k, q_heads, kv_heads):
     """repeat_interleave of the heads (axis -3) of k or v: Hkv -> Hq (grouped queries)."""
     if not isinstance(q_heads, int) or not isinstance(kv_heads, int):
-        raise NotImplementedError("enable_gqa needs static numbers of heads")
+        raise UnsupportedOpError("enable_gqa needs static numbers of heads", argument="enable_gqa")
     if q_heads == kv_heads:
         return k
     rep = q_heads // kv_heads

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, axes_tensor, cast_to, out_dtype
 from ._nn_helpers import channel_shaped, expand_param, static_ints, upcast
@@ -135,7 +136,8 @@ def _conv_weight_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
     rank = spatial + 2
     kernel = _static_dims(g, w, 1)
     if kernel is None:
-        raise NotImplementedError("convolution_backward needs a weight of static shape")
+        raise UnsupportedOpError("convolution_backward needs a weight of static shape",
+                                 argument="weight")
     cin_g = kernel[0]
     if groups == 1:
         xt = _swap01(g, x, rank)  # [Cin, N, *spatial]
@@ -163,10 +165,11 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
     bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask)
     -> (Tensor, Tensor, Tensor)"""
     if transposed:
-        raise NotImplementedError("convolution_backward of a transposed convolution")
+        raise UnsupportedOpError("convolution_backward of a transposed convolution",
+                                 argument="transposed")
     spatial = g.get_rank(x) - 2
     if spatial < 1:
-        raise NotImplementedError("convolution_backward expects a batched input")
+        raise UnsupportedOpError("convolution_backward expects a batched input", argument="input")
     stride = static_ints(expand_param(stride, spatial, "stride"), "stride")
     padding = static_ints(expand_param(padding, spatial, "padding"), "padding")
     dilation = static_ints(expand_param(dilation, spatial, "dilation"), "dilation")

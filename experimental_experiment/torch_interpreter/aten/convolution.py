@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of
 from ._nn_helpers import expand_param, squeeze_batch, static_ints, unsqueeze_batch
@@ -249,7 +250,7 @@ def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
     if n_out == 1:
         return g.op.ReduceMean(x, np.array([axis], dtype=np.int64), keepdims=1)
     if not isinstance(n_in, int):
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             f"adaptive_avg_pool: input dimension {axis} is dynamic ({n_in!r}) and the "
             f"output size is {n_out}; only output size 1 is supported for dynamic dims")
     from ...xbuilder.dtypes import onnx_to_np_dtype

@@ -8,6 +8,7 @@ from onnx import TensorProto, numpy_helper
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import INT_TYPES, onnx_to_np_dtype
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, shape_tensor
 
@@ -36,7 +37,7 @@ def inplace_guard(g: GraphBuilder) -> None:
         r.alias_info is not None and not r.alias_info.is_write
         for r in target.target._schema.returns
     ):
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             f"{node.target} mutates {target.name!r}, a view ({target.target}), "
             f"the mutation of the base tensor is lost. {_FUNCTIONALIZE}"
         )
@@ -45,7 +46,7 @@ def inplace_guard(g: GraphBuilder) -> None:
         later.add(n)
         n = n.next
     if any(u in later for u in target.users):
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             f"{node.target} mutates {target.name!r} which is used again after the "
             f"mutation. {_FUNCTIONALIZE}"
         )

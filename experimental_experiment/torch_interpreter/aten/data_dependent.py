@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
 
@@ -55,7 +56,8 @@ def aten_unique_consecutive(g: GraphBuilder, x, return_inverse=False, return_cou
     """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False,
     int? dim=None) -> (Tensor, Tensor, Tensor) (dim=None only)"""
     if dim is not None and rank_of(g, x) > 1:
-        raise NotImplementedError("unique_consecutive with dim on a tensor of rank > 1")
+        raise UnsupportedOpError("unique_consecutive with dim on a tensor of rank > 1",
+                                 argument="dim")
     flat = _flat(g, x)
     n = g.op.Shape(flat)
     one, big = np.array([1], _I64), np.array([2**62], _I64)

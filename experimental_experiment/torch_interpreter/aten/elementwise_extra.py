@@ -9,6 +9,7 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import onnx_to_np_dtype
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, out_dtype, promote
 
@@ -185,7 +186,7 @@ def aten_nextafter(g: GraphBuilder, x, y):
     (a power of two moving toward zero uses half a unit), in float64."""
     t = out_dtype(g)
     if t not in _FLOAT_BITS:
-        raise NotImplementedError(f"nextafter for element type {t}")
+        raise UnsupportedOpError(f"nextafter for element type {t}", argument="self")
     bits, emin = _FLOAT_BITS[t]
     xd, yd = cast_to(g, x, 11), cast_to(g, y, 11)
 

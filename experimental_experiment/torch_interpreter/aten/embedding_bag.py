@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to
 
@@ -43,7 +44,8 @@ def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
     if padding_idx is not None and padding_idx < 0:  # counted from the end (as torch)
         rows_count = (g.get_shape(weight) or (None,))[0]
         if not isinstance(rows_count, int):
-            raise NotImplementedError("embedding_bag: negative padding_idx, dynamic weight")
+            raise UnsupportedOpError("embedding_bag: negative padding_idx, dynamic weight",
+                                     argument="padding_idx")
         padding_idx += rows_count
     if padding_idx is not None:
         keep = g.op.Not(g.op.Equal(idx, np.array(padding_idx, _I64)))
@@ -72,7 +74,7 @@ def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
 def _zeros_like_output(g: GraphBuilder, i: int) -> str:
     shape = g.current.shape(i)
     if not all(isinstance(d, int) for d in shape):
-        raise NotImplementedError("embedding_bag: dynamic shapes of the extra outputs")
+        raise UnsupportedOpError("embedding_bag: dynamic shapes of the extra outputs")
     return g.make_constant(np.zeros(shape, dtype=np.int64))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, cast_to, rank_of
 
@@ -84,7 +85,7 @@ def _conj(g: GraphBuilder, y: str) -> str:
 def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: int):
     """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
     if not isinstance(last_dim_size, int):
-        raise NotImplementedError("_fft_c2r needs a static last_dim_size")
+        raise UnsupportedOpError("_fft_c2r needs a static last_dim_size", argument="last_dim_size")
     dims = _dims(g, x, dim, False)
     y = g.op.Unsqueeze(x, np.array([0], _I64))
     sizes = [_size(g, y, d + 1) for d in dims[:-1]]
@@ -144,7 +145,7 @@ def _resize(g: GraphBuilder, y: str, axes: list[int], sizes: list[int]) -> str:
     for axis, size in zip(axes, sizes):
         current = shape[axis] if shape else None
         if not isinstance(size, int) or not isinstance(current, int):
-            raise NotImplementedError("fft with s= needs static sizes")
+            raise UnsupportedOpError("fft with s= needs static sizes", argument="s")
         ax = np.array([axis], _I64)
         if size < current:
             y = g.op.Slice(y, np.array([0], _I64), np.array([size], _I64), ax)
@@ -156,7 +157,7 @@ def _resize(g: GraphBuilder, y: str, axes: list[int], sizes: list[int]) -> str:
 
 def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool):
     if _is_complex(g.current.node.args[0]):
-        raise NotImplementedError("fftn with s= on a complex input")
+        raise UnsupportedOpError("fftn with s= on a complex input", argument="s")
     r = rank_of(g, x)
     if dim is None:
         dims = list(range(r)) if s is None else list(range(r - len(s), r))

@@ -7,6 +7,7 @@ from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import FLOAT_TYPES, onnx_to_np_dtype
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 from .creation import inplace_guard, value_attr
@@ -34,7 +35,8 @@ def _expand_masks(g: GraphBuilder, indices) -> list:
             continue
         k = rank_of(g, idx)
         if k == 0:
-            raise NotImplementedError("indexing with a 0-D bool mask is not supported")
+            raise UnsupportedOpError("indexing with a 0-D bool mask is not supported",
+                                     argument="indices")
         nz = g.op.NonZero(cast_to(g, idx, BOOL))
         out.extend(g.op.Gather(nz, _i64(i), axis=0) for i in range(k))
     while out and out[-1] is None:
@@ -125,7 +127,8 @@ def _compute_type(g: GraphBuilder, t: int, reduction: str | None) -> int:
         return t
     need = 18 if reduction in ("max", "min") else 16
     if g.main_opset < need:
-        raise NotImplementedError(f"a scatter with reduction={reduction!r} needs opset {need}")
+        raise UnsupportedOpError(f"a scatter with reduction={reduction!r} needs opset {need}",
+                                 argument="reduction")
     return TensorProto.FLOAT if t in _LOW_FLOATS else t
 
 
@@ -277,7 +280,8 @@ def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_
     bool include_self=True) -> Tensor"""
     t = out_dtype(g)
     if reduce not in _REDUCE and reduce != "mean":
-        raise NotImplementedError(f"scatter_reduce with reduce={reduce!r} is not supported")
+        raise UnsupportedOpError(f"scatter_reduce with reduce={reduce!r} is not supported",
+                                 argument="reduce")
     if not include_self:
         # positions receiving values forget x: they start from the neutral element
         x = _scatter(g, x, dim, index, _neutral(t, reduce))

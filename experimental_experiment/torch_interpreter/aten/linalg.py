@@ -14,6 +14,7 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import onnx_to_np_dtype
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, rank_of
 
@@ -25,7 +26,7 @@ def _n(g: GraphBuilder, a: str) -> int:
     and onnxruntime's ArgMax mishandles empty batches)."""
     shape = g.get_shape(a)
     if shape is None or not isinstance(shape[-1], int):
-        raise NotImplementedError("linear algebra needs a static matrix size")
+        raise UnsupportedOpError("linear algebra needs a static matrix size")
     if any(d == 0 for d in shape[:-2]):
         return 0
     return shape[-1]
@@ -284,7 +285,7 @@ def aten_linalg_matrix_exp(g: GraphBuilder, a):
 
     n = g.get_shape(a)[-1] if g.get_shape(a) else None
     if not isinstance(n, int):
-        raise NotImplementedError("matrix_exp needs a static matrix size")
+        raise UnsupportedOpError("matrix_exp needs a static matrix size", argument="self")
     t = g.get_type(a)
     x = g.op.Mul(cast_to(g, a, 11), np.array(2.0 ** -12))
     eye = g.op.Expand(np.eye(n, dtype=np.float64), g.op.Shape(x))

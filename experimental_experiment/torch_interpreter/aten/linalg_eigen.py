@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, cast_to, out_dtype, rank_of
 
@@ -70,7 +71,7 @@ def jacobi(g: GraphBuilder, a: str, n: int, vectors: bool):
 def _static_n(g: GraphBuilder, a: str) -> tuple[int, int]:
     shape = g.get_shape(a)
     if shape is None or not all(isinstance(d, int) for d in shape[-2:]):
-        raise NotImplementedError("eigenvalues need static matrix sizes")
+        raise UnsupportedOpError("eigenvalues need static matrix sizes", argument="self")
     return shape[-2], shape[-1]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten
 from .linalg import _const, _transpose, solve
@@ -23,7 +24,7 @@ INT32 = 6
 def _mn(g: GraphBuilder, a: str) -> tuple[int, int]:
     shape = g.get_shape(a)
     if shape is None or not all(isinstance(d, int) for d in shape[-2:]):
-        raise NotImplementedError("LU needs static matrix sizes")
+        raise UnsupportedOpError("LU needs static matrix sizes", argument="A")
     return shape[-2], shape[-1]
 
 
@@ -71,7 +72,7 @@ def aten_linalg_lu_factor_ex(g: GraphBuilder, a, *, pivot=True, check_errors=Fal
     """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False)
     -> (Tensor LU, Tensor pivots, Tensor info)"""
     if not pivot:
-        raise NotImplementedError("LU without pivoting")
+        raise UnsupportedOpError("LU without pivoting", argument="pivot")
     lu, piv, _ = lu_factor(g, a)
     batch = g.op.Shape(a, start=0, end=-2)
     info = g.op.Cast(g.op.Expand(np.array(0, _I64), batch), to=INT32)
@@ -99,7 +100,7 @@ def _perm_from_pivots(g: GraphBuilder, pivots: str, m: int, like: str) -> str:
     shape = g.get_shape(pivots)
     k = shape[-1] if shape else None
     if not isinstance(k, int):
-        raise NotImplementedError("lu_unpack needs a static number of pivots")
+        raise UnsupportedOpError("lu_unpack needs a static number of pivots", argument="LU_pivots")
     piv = g.op.Sub(g.op.Cast(pivots, to=7), np.array(1, _I64))
     cols = np.arange(m, dtype=_I64).reshape((1, m))
     pmat = None
@@ -131,7 +132,7 @@ def aten_lu_unpack(g: GraphBuilder, lu, pivots, unpack_data=True, unpack_pivots=
 def aten_linalg_lu(g: GraphBuilder, a, *, pivot=True):
     """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
     if not pivot:
-        raise NotImplementedError("LU without pivoting")
+        raise UnsupportedOpError("LU without pivoting", argument="pivot")
     m, _ = _mn(g, a)
     lu, _, pacc = lu_factor(g, a)
     low, up = _unpack(g, lu)

@@ -9,6 +9,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, cast_to, out_dtype, rank_of
 from ._nn_helpers import FLOAT, channel_shaped, compute_type, dim, dims_tensor, upcast
@@ -187,7 +188,7 @@ def _channel_params(g: GraphBuilder, x, weight, bias, ct):
 def _bn_eval(g: GraphBuilder, x, weight, bias, running_mean, running_var, eps):
     """Inference batch norm with running statistics: ONNX BatchNormalization."""
     if running_mean is None or running_var is None:
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             "batch_norm in eval mode without running statistics "
             "(track_running_stats=False) should use training=True")
     xf = upcast(g, x)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, cast_to, rank_of, shape_tensor
 
@@ -127,6 +128,6 @@ def aten_pad(g: GraphBuilder, x, pad, mode="constant", value=None):
     if mode == "replicate":
         return _edge_pad(g, x, pad)
     if mode != "reflect":
-        raise NotImplementedError(f"pad mode={mode!r}")
+        raise UnsupportedOpError(f"pad mode={mode!r}", argument="mode")
     return g.op.Pad(x, _onnx_pads(g, x, pad), mode="reflect")
 

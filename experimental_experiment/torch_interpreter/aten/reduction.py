@@ -13,6 +13,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, axes_tensor, cast_to, onnx_dtype, out_dtype
 
@@ -396,7 +397,7 @@ def aten_linalg_norm(g: GraphBuilder, x, ord=None, dim=None, keepdim=False, *, d
     if not matrix or ord is None or ord == "fro":
         return vector_norm(g, x, None if ord == "fro" else ord, dims, keepdim, dtype)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg_norm with ord={ord!r} needs a SVD")
+        raise UnsupportedOpError(f"linalg_norm with ord={ord!r} needs a SVD", argument="ord")
     dims = dims or [0, 1]
     # induced norms: 1 sums over rows then max over columns, inf the opposite
     along, across = (dims[0], dims[1]) if abs(ord) == 1 else (dims[1], dims[0])

@@ -14,6 +14,7 @@ import torch
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 from .creation import full_of_shape
@@ -288,7 +289,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
     inp = g.current.node.args[0].meta.get("val")
     if not (isinstance(inp, torch.Tensor) and _same(inp.storage_offset(), 0)
             and _is_contiguous(inp.shape, inp.stride())):
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             f"{call} on a tensor which is not contiguous (or a view with a storage "
             "offset): ONNX tensors have no storage to stride over. What to try: call "
             ".contiguous() before as_strided, or use view/unfold/narrow in the model.")
@@ -300,7 +301,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
         return None
     values = [*inp.shape, *size, *stride, storage_offset or 0]
     if not all(isinstance(v, int) for v in values):
-        raise NotImplementedError(
+        raise UnsupportedOpError(
             f"{call} is not a contiguous view of the whole input and the shapes are "
             "dynamic: only static shapes can be gathered. What to try: use "
             "view/unfold/narrow in the model.")
@@ -308,7 +309,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
     for n, s in zip(size, stride):
         pos = np.add.outer(pos, np.arange(n, dtype=np.int64) * s)
     if pos.size and pos.max() >= int(np.prod(inp.shape)):
-        raise NotImplementedError(f"{call} reads beyond the input {tuple(inp.shape)}")
+        raise UnsupportedOpError(f"{call} reads beyond the input {tuple(inp.shape)}")
     return pos
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of, shape_tensor
 
@@ -172,7 +173,7 @@ def _squeeze(g: GraphBuilder, x, dims):
     dims = range(rank) if dims is None else sorted({d % rank for d in dims})
     if shape is None:  # unknown dims: fine if torch squeezes every requested one
         if len(dims) != rank - len(g.current.shape(0)):
-            raise NotImplementedError(f"squeeze of {x!r}: its shape is unknown")
+            raise UnsupportedOpError(f"squeeze of {x!r}: its shape is unknown", argument="self")
         return g.op.Squeeze(x, ints(dims))
     axes = [d for d in dims if shape[d] == 1]
     if not axes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, rank_of
 
@@ -124,7 +125,7 @@ def aten_pdist(g: GraphBuilder, x, p=2.0):
     (the number of rows must be static)."""
     shape = g.get_shape(x)
     if shape is None or not isinstance(shape[0], int):
-        raise NotImplementedError("pdist needs a static number of rows")
+        raise UnsupportedOpError("pdist needs a static number of rows", argument="input")
     n = shape[0]
     ii, jj = np.triu_indices(n, k=1)
     a = g.op.Gather(x, ii.astype(_I64), axis=0)

@@ -15,6 +15,14 @@ from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
 
+# names of the patches active now (the export report lists them)
+_ACTIVE: list[str] = []
+
+
+def active_patches() -> list[str]:
+    """Names of the patches applied at this moment (``bypass_export_some_errors``)."""
+    return list(_ACTIVE)
+
 
 @dataclasses.dataclass(frozen=True)
 class Patch:
@@ -49,8 +57,12 @@ def apply_patches(patches: list[Patch], verbose: int = 0):
             done.append((patch, original, had))
             if verbose:
                 logger.warning("[bypass_export_some_errors] patched %s", patch.name)
+        _ACTIVE.extend(p.name for p, _, _ in done)
         yield [p.name for p, _, _ in done]
     finally:
+        for p, _, _ in done:
+            if p.name in _ACTIVE:
+                _ACTIVE.remove(p.name)
         for patch, original, had in reversed(done):
             if had:
                 setattr(patch.owner, patch.attribute, original)

@@ -1,0 +1,214 @@
+"""Fills an :class:`ExportReport <experimental_experiment.report.ExportReport>` while
+:func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` runs."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import re
+import time
+import traceback
+import warnings
+
+from ..report import (
+    CaptureAttempt, ConverterUse, Decomposition, ExportReport, Rewrite, SourceLocation,
+)
+from ..report.render import format_of
+from .errors import InvalidArgumentError
+from .shape_guards import _excluded_dirs, _is_user, _location, dimension_records
+
+logger = logging.getLogger(__name__)
+
+
+def make_report(report, model) -> tuple[ExportReport, str | None]:
+    """``report`` is None, an ExportReport (filled in place) or a path (.json, .md,
+    .sarif); returns the report to fill and the path to write."""
+    path = None
+    if report is None or isinstance(report, (str, os.PathLike)):
+        if report is not None:
+            path = os.fspath(report)
+            try:
+                format_of(path)
+            except ValueError as e:
+                raise InvalidArgumentError(f"report={path!r}: {e}") from None
+        report = ExportReport()
+    elif not isinstance(report, ExportReport):
+        raise InvalidArgumentError(
+            f"report must be an ExportReport or a path (.json, .md, .sarif), "
+            f"not {type(report).__name__}")
+    report.model = type(model).__name__
+    report.status = "running"
+    return report, path
+
+
+@contextlib.contextmanager
+def phase(report: ExportReport, name: str):
+    """Adds the time spent in the block to ``report.timings[name]``."""
+    begin = time.perf_counter()
+    try:
+        yield
+    finally:
+        report.timings[name] = report.timings.get(name, 0.0) + time.perf_counter() - begin
+
+
+class _Collect(logging.Handler):
+    def __init__(self, report: ExportReport):
+        super().__init__(logging.WARNING)
+        self.report = report
+
+    def emit(self, record):
+        self.report.add("warning", "warning", record.getMessage())
+
+
+@contextlib.contextmanager
+def reporting(report: ExportReport, path: str | None):
+    """Records warnings (python and logging) in the report; on an exception, records it
+    and attaches the report to it (``err.report``); writes ``path`` in both cases."""
+    handler = _Collect(report)
+    package = logging.getLogger("experimental_experiment")
+    package.addHandler(handler)
+    try:
+        caught: list = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")
+                yield report
+        finally:
+            _add_warnings(report, caught)  # outside catch_warnings: shown as usual
+        report.status = "success"
+    except BaseException as e:
+        report.status = "failed"
+        report.error_type = type(e).__name__
+        report.error = str(e)
+        report.error_location = (report.error_location or _specialized_location(report, e)
+                                 or _message_location(str(e)) or error_location(e))
+        with contextlib.suppress(AttributeError):
+            e.report = report
+        raise
+    finally:
+        package.removeHandler(handler)
+        if path:
+            report.save(path)
+
+
+def _add_warnings(report: ExportReport, caught) -> None:
+    excluded = _excluded_dirs()
+    for w in caught:
+        loc = _location(w.filename, w.lineno, "") if _is_user(w.filename, excluded) else None
+        report.add("warning", "warning", f"{w.category.__name__}: {w.message}", loc)
+        # shown as usual too: the report does not swallow warnings
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def _specialized_location(report: ExportReport, exc: BaseException) -> SourceLocation | None:
+    """The line specializing a dimension, when the error is about one."""
+    text = str(exc)
+    if "specialized" not in text and "Constraints violated" not in text:
+        return None
+    for d in report.dimensions:
+        if d.kind == "specialized" and d.location is not None:
+            return d.location
+    return None
+
+
+_FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\w+))?')
+
+
+def _message_location(text: str) -> SourceLocation | None:
+    """The line quoted after "from the user's code:" in our errors."""
+    where = text.find("from the user's code:")
+    m = _FILE_LINE.search(text, where) if where >= 0 else None
+    if m is None:
+        return None
+    return _location(m.group(1), int(m.group(2)), m.group(3) or "")
+
+
+def error_location(exc: BaseException) -> SourceLocation | None:
+    """The innermost frame of the user's code in the exception's chain."""
+    excluded = _excluded_dirs()
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                  if _is_user(f.filename, excluded)]
+        if frames:
+            f = frames[-1]
+            return _location(f.filename, f.lineno, f.name)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def reported(fn):
+    """Decorates :func:`to_onnx`: turns its ``report=`` argument into an ExportReport
+    filled while it runs, written to a path if one was given, attached to its errors."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, report=None, **kwargs):
+        model = args[0] if args else kwargs.get("model")
+        rep, path = make_report(report, model)
+        with reporting(rep, path):
+            record_patches(rep)
+            return fn(*args, report=rep, **kwargs)
+
+    return wrapper
+
+
+class PhaseClock:
+    """``clock("phase")`` adds the time since the previous call to that phase."""
+
+    def __init__(self, report: ExportReport):
+        self.report = report
+        self.last = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.report.timings[name] = self.report.timings.get(name, 0.0) + now - self.last
+        self.last = now
+
+
+def _flat_input_names(model, args, kwargs) -> list[str] | None:
+    from .dynamic_shapes import leaf_paths
+
+    try:
+        paths = [p for p, _ in leaf_paths(model, args, kwargs)]
+    except Exception:  # names are a nicety here
+        return None
+    return ["_".join(str(getattr(k, "key", k)) for k in p) for p in paths]
+
+
+def record_capture(report: ExportReport, attempts: list, recorder, model, args,
+                   kwargs) -> None:
+    """Capture attempts ``(description, exception or None, seconds)`` and dimensions."""
+    input_names = _flat_input_names(model, args, kwargs)
+    for what, err, seconds in attempts:
+        report.capture_attempts.append(CaptureAttempt(
+            what, err is None, type(err).__name__ if err else "", str(err) if err else "",
+            seconds))
+    if recorder is not None:
+        report.dimensions.extend(dimension_records(recorder, input_names))
+
+
+def record_decompositions(report: ExportReport, decomposed: list) -> None:
+    report.decompositions.extend(Decomposition(op, why) for op, why in decomposed)
+
+
+def record_conversion(report: ExportReport, used: dict) -> None:
+    """``used``: ``{(op, converter): count}`` from the interpreter."""
+    report.converters = [ConverterUse(op, conv, n) for (op, conv), n in sorted(used.items())]
+
+
+def record_optimization(report: ExportReport, before: int, after: int, steps) -> None:
+    report.nodes_before_optimization = before
+    report.nodes_after_optimization = after
+    report.rewrites = [
+        Rewrite(s.get("name", "?"), s.get("kind", ""), int(s.get("applied", 0) or 0),
+                float(s.get("time_s", 0.0) or 0.0))
+        for s in (steps or []) if isinstance(s, dict) and s.get("applied")]
+
+
+def record_patches(report: ExportReport) -> None:
+    from .patches import active_patches
+
+    report.patches = active_patches()

@@ -1,0 +1,179 @@
+"""Which line of the user's code specialized or constrained a dynamic dimension.
+
+While :func:`record_shape_guards` is active, every location torch's ``ShapeEnv``
+computes for a guard, a range or a replacement (``_get_stack_summary``) is mapped to
+the first frame outside torch, transformers and this package: the user's line. After
+the capture (successful or not), :func:`dimension_records` reads the replacements
+(specialized dimensions) and the ranges (constrained ones) of the shape environments
+seen, with those lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import re
+import sys
+import threading
+
+import torch
+
+from ..report import DimensionRecord, SourceLocation
+
+_LOCK = threading.Lock()
+
+
+def _excluded_dirs() -> tuple[str, ...]:
+    dirs = [os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)),
+            os.path.dirname(contextlib.__file__)]
+    try:
+        import transformers
+
+        dirs.append(os.path.dirname(transformers.__file__))
+    except ImportError:
+        pass
+    return tuple(d + os.sep for d in dirs)
+
+
+def _is_user(filename: str, excluded: tuple[str, ...]) -> bool:
+    if not filename or filename.startswith("<"):
+        return False
+    return not os.path.abspath(filename).startswith(excluded)
+
+
+def _location(filename: str, line: int, function: str) -> SourceLocation:
+    code = linecache.getline(filename, line).strip()
+    return SourceLocation(os.path.abspath(filename), int(line), function, code)
+
+
+def user_location(excluded: tuple[str, ...] | None = None) -> SourceLocation | None:
+    """The innermost frame outside torch/transformers/this package: dynamo's traced
+    stack in strict mode, the python stack otherwise."""
+    excluded = excluded or _excluded_dirs()
+    from torch._guards import TracingContext
+
+    try:
+        stack = TracingContext.extract_stack()
+    except Exception:  # no tracing context
+        stack = []
+    for fr in reversed(list(stack or [])):
+        if _is_user(fr.filename, excluded):
+            return _location(fr.filename, fr.lineno, fr.name)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if _is_user(frame.f_code.co_filename, excluded):
+            return _location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+class GuardRecorder:
+    """The shape environments seen and the user's location of each of their SLocs."""
+
+    def __init__(self):
+        self.envs: list = []
+        self.locations: dict[int, SourceLocation | None] = {}
+        self._keep: list = []  # keeps the SLoc objects alive so their ids stay unique
+
+    def location(self, sloc) -> SourceLocation | None:
+        return self.locations.get(id(sloc)) if sloc is not None else None
+
+
+@contextlib.contextmanager
+def record_shape_guards():
+    """Records, during the capture, where each guard of torch's ShapeEnv comes from.
+
+    .. code-block:: python
+
+        with record_shape_guards() as recorder:
+            ep = torch.export.export(model, args, dynamic_shapes=ds)
+        print(dimension_records(recorder))
+    """
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    recorder = GuardRecorder()
+    excluded = _excluded_dirs()
+    original = ShapeEnv._get_stack_summary
+
+    def _get_stack_summary(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if not any(env is self for env in recorder.envs):
+            recorder.envs.append(self)
+        recorder._keep.append(result[0])
+        recorder.locations[id(result[0])] = user_location(excluded)
+        return result
+
+    with _LOCK:
+        ShapeEnv._get_stack_summary = _get_stack_summary
+        try:
+            yield recorder
+        finally:
+            ShapeEnv._get_stack_summary = original
+
+
+_SOURCE = re.compile(r"L\['flat_args'\]\[(\d+)\]|L\['([^']+)'\]")
+
+
+def _pretty(source: str, input_names: list[str] | None) -> str:
+    """``L['x'].size()[0]`` -> ``x.shape[0]``; ``L['flat_args'][1]`` -> its input name."""
+    def repl(m):
+        if m.group(1) is not None:
+            i = int(m.group(1))
+            return input_names[i] if input_names and i < len(input_names) else f"input {i}"
+        return m.group(2)
+
+    text = _SOURCE.sub(repl, source)
+    return re.sub(r"\.size\(\)\[(\d+)\]", r".shape[\1]", text)
+
+
+def _int(value) -> int | None:
+    if not getattr(value, "is_integer", True) and not isinstance(value, int):
+        return None
+    try:
+        v = int(value)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+    return v if abs(v) < 2**62 else None
+
+
+def dimension_records(recorder: GuardRecorder,
+                      input_names: list[str] | None = None) -> list[DimensionRecord]:
+    """Specialized dimensions (replaced by a constant) and constrained ones (a range
+    narrower than ``[0, inf]`` or ``[2, inf]``) of the input sizes, with the user's line."""
+    records: list[DimensionRecord] = []
+    seen = set()
+    for env in recorder.envs:
+        for symbol, sources in env.var_to_sources.items():
+            if not sources:
+                continue
+            name = _pretty(sources[0].name, input_names)
+            record = _record(env, recorder, symbol, name)
+            if record is not None and (record.dimension, record.kind) not in seen:
+                seen.add((record.dimension, record.kind))
+                records.append(record)
+    return records
+
+
+def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord | None:
+    replacement = env.replacements.get(symbol)
+    if replacement is not None and replacement.is_number:
+        return DimensionRecord(
+            name, "specialized", str(symbol), value=_int(replacement),
+            guard=f"Eq({symbol}, {replacement})",
+            location=recorder.location(env.replacements_slocs.get(symbol)))
+    vr = env.var_to_range.get(symbol)
+    sloc = env.var_to_range_sloc.get(symbol)
+    if vr is None or sloc is None:
+        return None
+    low, high = _int(vr.lower), _int(vr.upper)
+    if low is not None and high is not None and low == high:
+        return DimensionRecord(name, "specialized", str(symbol), value=low,
+                               guard=f"Eq({symbol}, {low})", location=recorder.location(sloc.lower))
+    if (low or 0) <= 2 and high is None:
+        return None
+    # the bound the user's code set: the upper one if finite, else the lower one
+    where = recorder.location(sloc.upper if high is not None else sloc.lower)
+    guards = [str(g.expr) for g in env.guards if symbol in g.expr.free_symbols]
+    return DimensionRecord(name, "constrained", str(symbol), min=low, max=high,
+                           guard="; ".join(guards[:3]), location=where)
