@@ -77,6 +77,8 @@ class Interpreter:
         self.dispatcher = dispatcher
         self.namer = namer or DimNamer()
         self.env: dict[str, Any] = {}
+        #: (op, converter) -> number of nodes it converted (the export report)
+        self.converters_used: dict[tuple[str, str], int] = {}
 
     def run(self, output_names: list[str | None]) -> list[str]:
         """Converts every node; ``output_names[i]`` is None for an output to drop."""
@@ -128,6 +130,8 @@ class Interpreter:
             self._stamp(node, result)
             return result
         fn = self._find_converter(node)
+        key = (str(node.target), f"{fn.__module__}.{fn.__qualname__}")
+        self.converters_used[key] = self.converters_used.get(key, 0) + 1
         args = torch.fx.node.map_arg(node.args, lambda n: self.env[n.name])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n.name])
         start = len(self.g.nodes)
