@@ -7,9 +7,10 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .model import ExportReport, SourceLocation
+if TYPE_CHECKING:  # annotations only: model.py imports this module lazily
+    from .model import ExportReport, SourceLocation
 
 SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
