@@ -9,6 +9,7 @@ import torch
 
 from .errors import CaptureError
 from .export_options import ExportOptions
+from .signature import explicit_keywords
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +43,11 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
         begin = time.perf_counter()
         try:
             if strict not in captured:
-                captured[strict] = torch.export.export(
-                    model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
-                    strict=strict)
+                # keywords received by **kwargs become named arguments (signature.py)
+                with explicit_keywords(model, args, kwargs):
+                    captured[strict] = torch.export.export(
+                        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
+                        strict=strict)
             ep = decompose(captured[strict], table)
         except Exception as e:
             if strict not in captured:

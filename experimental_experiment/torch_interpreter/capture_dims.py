@@ -15,7 +15,7 @@ import contextlib
 
 import torch
 
-from .dynamic_shapes import _is_tensor_spec, leaf_paths
+from .dynamic_shapes import PathKey, _is_tensor_spec, grouped_dynamic_shapes, leaf_paths
 from .errors import InvalidArgumentError
 
 
@@ -27,13 +27,8 @@ def declared_dynamic_axes(model, args: tuple, kwargs: dict | None, dynamic_shape
     leaves = leaf_paths(model, args, kwargs)
     if dynamic_shapes is None:
         return [(p, leaf, {}) for p, leaf in leaves]
-    top = dynamic_shapes
-    if isinstance(dynamic_shapes, (list, tuple)):
-        names = []
-        for p, _ in leaves:
-            if p[0] not in names:
-                names.append(p[0])
-        top = dict(zip(names, dynamic_shapes))
+    # keyed by argument name, *args and **kwargs grouped as torch.export wants them
+    top = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
     for path, leaf in leaves:
         spec = top
         for key in path:
@@ -49,6 +44,8 @@ def declared_dynamic_axes(model, args: tuple, kwargs: dict | None, dynamic_shape
 
 
 def _child(spec, key):
+    if isinstance(key, PathKey):  # (pytree key, position among the siblings)
+        key = key[0] if isinstance(spec, dict) else key[1]
     try:
         if isinstance(spec, dict):
             return spec.get(key)

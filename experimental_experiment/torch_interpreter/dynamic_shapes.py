@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
 from torch.export import Dim
 
 from .errors import InvalidArgumentError
+from .signature import ArgumentLayout, PathKey
 
 _DIM_TYPES = (type(Dim.DYNAMIC),)
 
@@ -42,7 +42,10 @@ def normalize_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict):
     """Replaces strings by ``Dim.DYNAMIC`` and collects the user's dim names.
 
     Returns ``(dynamic_shapes for torch.export, {(flat input path, axis): name})``.
-    The path is the tuple of keys torch's pytree gives for the leaf.
+    The path is the tuple of keys torch's pytree gives for the leaf. ``*xs`` and
+    ``**kw`` parameters are accepted as torch.export documents them
+    (``{"xs": (spec0, spec1), "kw": {"a": spec_a}}``) or flattened (``xs_0``, ``a``),
+    see :func:`grouped_dynamic_shapes`.
     """
     if dynamic_shapes is None:
         return None, {}
@@ -72,79 +75,117 @@ def normalize_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict):
             return type(spec)(convert(v, path + (i,)) for i, v in enumerate(spec))
         return spec
 
-    arg_names = _argument_names(model, args, kwargs)
+    grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+    converted = {k: convert(v, (k,)) for k, v in grouped.items()}
     if isinstance(dynamic_shapes, dict):
-        unknown = set(dynamic_shapes) - set(arg_names)
-        if unknown and arg_names:
-            raise InvalidArgumentError(
-                f"dynamic_shapes names {sorted(unknown)} are not arguments of the model "
-                f"(arguments: {arg_names})"
-            )
-        converted = {k: convert(v, (k,)) for k, v in dynamic_shapes.items()}
-    else:
-        n = len(args) + len(kwargs)
-        if len(dynamic_shapes) != n:
-            raise InvalidArgumentError(
-                f"dynamic_shapes has {len(dynamic_shapes)} elements but the model "
-                f"receives {n} inputs (args and kwargs)"
-            )
-        keys = arg_names if len(arg_names) == n else [f"arg{i}" for i in range(n)]
-        converted = [convert(v, (k,)) for k, v in zip(keys, dynamic_shapes)]
-        n_pos = _n_named_positional(model)
-        if n_pos is not None and len(args) > n_pos:
-            # forward(self, *args): torch.export wants one entry for all of *args
-            converted = converted[:n_pos] + [tuple(converted[n_pos:len(args)])] + converted[
-                len(args):
-            ]
-        converted = type(dynamic_shapes)(converted)
-    return converted, names
+        return converted, names
+    return type(dynamic_shapes)(converted.values()), names
 
 
-def _n_named_positional(model) -> int | None:
-    """Number of named positional parameters when forward has ``*args``, else None."""
-    forward = getattr(model, "forward", model)
-    try:
-        params = list(inspect.signature(forward).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if not any(p.kind == p.VAR_POSITIONAL for p in params):
-        return None
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+def _flat_key(prefix: tuple) -> str:
+    """The name of one flattened value: ``x``, ``xs_0`` (the first value of ``*xs``)."""
+    return prefix[0] if len(prefix) == 1 else f"{prefix[0]}_{prefix[1][0]}"
 
 
-def _argument_names(model, args: tuple, kwargs: dict) -> list[str]:
-    """Names of the arguments given: positional names then keyword names."""
-    forward = getattr(model, "forward", model)
-    try:
-        params = list(inspect.signature(forward).parameters.values())
-    except (TypeError, ValueError):
+def _group(pairs: list[tuple[tuple, Any]], layout: ArgumentLayout) -> dict:
+    """``{top-level name: spec}`` (every name of ``layout.bound``, None if not given)
+    from ``[(prefix, spec)]``: the values of ``*xs`` become one tuple."""
+    out: dict = {name: None for name in layout.bound}
+    parts: dict = {}
+    for prefix, spec in pairs:
+        if len(prefix) == 1:
+            out[prefix[0]] = spec
+        else:
+            parts[prefix[1][0]] = spec
+    if parts:
+        n = sum(1 for p in layout.prefixes if len(p) > 1)
+        out[layout.var_pos] = tuple(parts.get(j) for j in range(n))
+    return out
+
+
+def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, Any]]:
+    """The spec of ``**kw`` (a dict keyed by keyword, or None) as one pair per keyword."""
+    if spec is None:
         return []
-    pos = [
-        p.name for p in params
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    names = pos[: len(args)]
-    var = [p.name for p in params if p.kind == p.VAR_POSITIONAL]
-    if len(names) < len(args):
-        prefix = var[0] if var else "args"
-        names += [f"{prefix}_{i}" for i in range(len(args) - len(names))]
-    return names + list(kwargs)
-
-
-class PathKey(tuple):
-    """One step of a leaf path: ``(key, index)``, the pytree key (a dict key, an
-    attribute, a flattened name like ``key_0``) and the position among the siblings.
-    The user's dynamic_shapes may address the leaf either way: a dict by key, a
-    registered class (a transformers cache) by a list of one entry per child."""
-
-    def __new__(cls, key, index: int):
-        return super().__new__(cls, (key, index))
-
-    def matches(self, value, by_index: bool = True) -> bool:
-        return value == self[0] or (
-            by_index and isinstance(value, int) and not isinstance(value, bool)
-            and value == self[1]
+    if not isinstance(spec, dict) or set(spec) - set(layout.extra_kw):
+        raise InvalidArgumentError(
+            f"dynamic_shapes[{name!r}] must be a dict keyed by the keywords **{name} "
+            f"receives ({layout.extra_kw}), not {spec!r}"
         )
+    return [((k,), v) for k, v in spec.items()]
+
+
+def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict) -> dict:
+    """The user's dynamic_shapes as ``{top-level argument name: spec}`` for the capture:
+    the values of ``*xs`` grouped in one tuple, the keywords of ``**kw`` top-level (see
+    :func:`explicit_keywords
+    <experimental_experiment.torch_interpreter.signature.explicit_keywords>`).
+    Accepted: torch.export's forms (``{"xs": (s0, s1), "kw": {"a": sa}}`` or a tuple
+    with one entry per argument) and the flattened ones (``{"xs_0": s0, "a": sa}`` or
+    one entry per value of ``args + kwargs``). Raises :class:`InvalidArgumentError`
+    when the names or the length do not match."""
+    layout = ArgumentLayout(model, args, kwargs)
+    if isinstance(dynamic_shapes, dict):
+        return _group(_dict_pairs(dynamic_shapes, layout), layout)
+    values, torch_names = list(dynamic_shapes), layout.torch_names()
+    n_flat = len(layout.prefixes)
+    if len(values) == len(torch_names) and (
+        len(values) != n_flat or _looks_grouped(values, layout)
+    ):
+        return _group(_dict_pairs(dict(zip(torch_names, values)), layout), layout)
+    if len(values) == n_flat:
+        return _group(list(zip(layout.prefixes, values)), layout)
+    raise InvalidArgumentError(
+        f"dynamic_shapes has {len(values)} elements but the model receives "
+        f"{len(torch_names)} arguments {torch_names}"
+        + (f" ({n_flat} values once *args/**kwargs are flattened)"
+           if n_flat != len(torch_names) else "")
+    )
+
+
+def _dict_pairs(dynamic_shapes: dict, layout: ArgumentLayout) -> list[tuple[tuple, Any]]:
+    flat = {_flat_key(p): p for p in layout.prefixes}
+    pairs, unknown = [], []
+    for k, v in dynamic_shapes.items():
+        if k in layout.bound:
+            # torch.export wants a tuple for *xs, a list is accepted here
+            pairs.append(((k,), tuple(v) if k == layout.var_pos and isinstance(v, list)
+                          and not _is_tensor_spec(v) else v))
+        elif k == layout.var_kw:
+            pairs += _expand_keywords(k, v, layout)
+        elif k in flat:
+            pairs.append((flat[k], v))
+        else:
+            unknown.append(k)
+    if unknown:
+        names = layout.torch_names()
+        raise InvalidArgumentError(
+            f"dynamic_shapes names {sorted(map(str, unknown))} are not arguments of "
+            f"the model (arguments: {names}"
+            + (f", or flattened: {sorted(flat)})" if sorted(flat) != sorted(names) else ")")
+        )
+    if layout.var_pos in dynamic_shapes and any(len(p) > 1 for p, _ in pairs):
+        raise InvalidArgumentError(
+            f"dynamic_shapes gives *{layout.var_pos} both grouped (key "
+            f"{layout.var_pos!r}) and flattened (keys {layout.var_pos}_<i>); use one form"
+        )
+    return pairs
+
+
+def _looks_grouped(values: list, layout: ArgumentLayout) -> bool:
+    """When as many specs as arguments and as values are given (one value in ``*xs``
+    or ``**kw``): grouped if the spec of ``*xs`` is a tuple of specs and the spec of
+    ``**kw`` a dict keyed by its keyword."""
+    for name, spec in zip(layout.torch_names(), values):
+        if spec is None:
+            continue
+        if name == layout.var_pos and any(len(p) > 1 for p in layout.prefixes):
+            if _is_tensor_spec(spec) or not isinstance(spec, (list, tuple)):
+                return False
+        elif name == layout.var_kw and layout.extra_kw:
+            if not (isinstance(spec, dict) and set(spec) == set(layout.extra_kw)):
+                return False
+    return True
 
 
 def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
@@ -158,17 +199,16 @@ def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
 
 
 def leaf_paths(model, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
-    """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names,
+    """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names
+    (the name of ``*xs`` then the position; the keywords of ``**kw`` are top-level),
     followed by one :class:`PathKey` per level."""
-    arg_names = _argument_names(model, args, kwargs)
     flat = []
     values = list(args) + list(kwargs.values())
-    keys = arg_names if len(arg_names) == len(values) else [f"arg{i}" for i in range(len(values))]
-    for key, value in zip(keys, values):
+    for prefix, value in zip(ArgumentLayout(model, args, kwargs).prefixes, values):
         leaves, spec = torch.utils._pytree.tree_flatten_with_path(value)
         for (kp, leaf), ipath in zip(leaves, _index_paths(spec)):
             steps = tuple(PathKey(_key_value(k), i) for k, i in zip(kp, ipath))
-            flat.append(((key,) + steps, leaf))
+            flat.append((prefix + steps, leaf))
     return flat
 
 
@@ -213,3 +253,9 @@ def symbol_names(placeholders: list, paths: list[tuple], names: dict) -> dict[st
             if expr.is_symbol:
                 out.setdefault(str(expr), name)
     return out
+
+
+def _argument_names(model, args: tuple, kwargs: dict) -> list[str]:
+    """One name per value of ``args + kwargs``: the parameter's name, ``xs_<i>`` for
+    the values of ``*xs``, the keyword for the values of ``**kw``."""
+    return [_flat_key(p) for p in ArgumentLayout(model, args, kwargs).prefixes]
