@@ -104,6 +104,13 @@ def to_onnx(
     mode) become extra outputs named ``<buffer or input>_updated``, after the model's own
     outputs: the ONNX model is functional, the caller feeds the new value back.
 
+    Complex tensors (``complex64``, ``complex128``) are real tensors with a trailing
+    dimension 2 (real, imaginary) in the ONNX model, what ``torch.view_as_real``
+    returns: onnxruntime runs almost no operator on ONNX complex types. A complex input
+    ``z`` becomes the input ``z_real_imag`` (float32 or float64, shape
+    ``(*z.shape, 2)``), fed with ``torch.view_as_real(z)``; a complex output is named
+    ``<name>_real_imag`` and ``torch.view_as_complex`` gives its values back.
+
     .. code-block:: python
 
         import torch
