@@ -1,4 +1,11 @@
-"""Exporter from torch to ONNX: capture with torch.export, one converter per aten op."""
+"""Exporter from torch to ONNX: capture with torch.export, one converter per aten op.
+
+Layer 2: it may import :mod:`experimental_experiment.xbuilder`,
+:mod:`experimental_experiment.xoptim`, :mod:`experimental_experiment.runtime`,
+:mod:`experimental_experiment.report`, :mod:`experimental_experiment.large` and the
+bottom modules; never ``torch_dynamo``, ``torch_models``, ``bench``, the CLI nor the test
+helpers of ``ext_test_case`` (``_unittests/test_layers.py`` checks it).
+"""
 
 from .dispatcher import Dispatcher
 from .errors import (
@@ -9,6 +16,7 @@ from .errors import (
     UnsupportedOpError,
 )
 from .export_options import ExportOptions
+from .export_result import ExportResult, export_program
 from .onnx_export import to_onnx
 
 __all__ = [
@@ -17,7 +25,9 @@ __all__ = [
     "Dispatcher",
     "ExportError",
     "ExportOptions",
+    "ExportResult",
     "InvalidArgumentError",
     "UnsupportedOpError",
+    "export_program",
     "to_onnx",
 ]

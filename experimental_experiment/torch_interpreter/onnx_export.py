@@ -9,6 +9,7 @@ import torch
 
 from ..xbuilder import GraphBuilder, OptimizationOptions
 from ..xoptim.optimizer import optimize_builder
+from ..verbosity import with_verbose_logging
 from ..xoptim.report import OptimizationReport
 from ..xbuilder.model_container import save_model
 from . import aten  # noqa: F401  registers the converters
@@ -34,6 +35,7 @@ _KEPT_OUTPUTS = ("USER_OUTPUT",)
 
 
 @reported
+@with_verbose_logging
 def to_onnx(
     model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
     args: tuple | None = None,
@@ -83,10 +85,14 @@ def to_onnx(
         (large models)
     :param filename: saves the model there, atomically; with external data when the
         weights exceed 2 GB or have no data (the ModelProto returned then refers to it)
-    :param verbose: verbosity
-    :param return_builder: returns ``(model, builder)``
+    :param verbose: verbosity: the package's INFO (1) or DEBUG (2) messages are printed
+        during the call (the logging configuration is restored after)
+    :param return_builder: returns ``(model, builder)`` (kept for the code the seeds
+        show; :func:`export_program` returns a result object with the model, the
+        builder, the optimization report and the export report)
     :param return_optimize_report: returns ``(model, report)`` (or
-        ``(model, builder, report)`` with ``return_builder``)
+        ``(model, builder, report)`` with ``return_builder``); deprecated in favor of
+        :func:`export_program`
     :param export_modules_as_functions: True (every child module of the model) or a set
         of module types (or class names): the nodes of each instance become a call to an
         ONNX local function of domain ``local_functions``, weights given as inputs, so
@@ -120,10 +126,6 @@ def to_onnx(
         onx = to_onnx(model, (torch.randn(2, 4),), dynamic_shapes=({0: "batch"},))
         print(onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param)  # batch
     """
-    if verbose:
-        logging.getLogger("experimental_experiment").setLevel(
-            logging.INFO if verbose == 1 else logging.DEBUG
-        )
     args, kwargs = _check_arguments(model, args, kwargs, export_options, options, dispatcher)
     args, kwargs, weight_free = weight_free_inputs(model, args, kwargs,
                                                    large=large_model or bool(filename))

@@ -1,14 +1,36 @@
-"""optimize_model: the optimizer on any ONNX model."""
+"""optimize / optimize_model: the optimizer on any ONNX model."""
 
 from __future__ import annotations
 
-import logging
-
 import onnx
 
+from ..verbosity import verbose_logging
 from ..xbuilder import OptimizationOptions
 from .loader import model_to_builder
 from .optimizer import RewriteLog, optimize_builder
+from .report import OptimizationResult
+
+
+def optimize(model: onnx.ModelProto | str, *, patterns: str | None = "default",
+             verbose: int = 0, options: OptimizationOptions | None = None,
+             max_rewrites: int | None = None) -> OptimizationResult:
+    """Optimizes an ONNX model and returns an :class:`OptimizationResult` (the model,
+    the report, the rewrites applied); the parameters are those of
+    :func:`optimize_model`.
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.xoptim import optimize
+
+        res = optimize(onnx.load("model.onnx"))
+        print([e.name for e in res.report if e.applied], len(res.rewrites))
+    """
+    log = RewriteLog()
+    model, report = optimize_model(model, patterns=patterns, verbose=verbose,
+                                   return_report=True, options=options,
+                                   max_rewrites=max_rewrites, log=log)
+    return OptimizationResult(model, report, list(log))
 
 
 def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "default",
@@ -22,7 +44,8 @@ def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "defa
     :param patterns: pattern sets, see :func:`get_pattern_list`, or a list of
         :class:`Pattern` instances
     :param verbose: verbosity (logging)
-    :param return_report: returns ``(model, report)``, the report is a list of dicts
+    :param return_report: returns ``(model, report)`` (kept for existing code:
+        :func:`optimize` returns a result object instead)
     :param options: passes to run (``options.patterns`` is replaced by ``patterns``)
     :param max_rewrites: stops after that many rewrites (see :func:`bisect_patterns`)
     :param log: receives the applied rewrites
@@ -36,11 +59,14 @@ def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "defa
         from experimental_experiment.xoptim import optimize_model
 
         opt, report = optimize_model(onnx.load("model.onnx"), return_report=True)
-        print([r for r in report if r["applied"]])
+        print([r.name for r in report if r.applied])
     """
-    if verbose:
-        logging.getLogger("experimental_experiment").setLevel(
-            logging.INFO if verbose == 1 else logging.DEBUG)
+    with verbose_logging(verbose):
+        return _optimize_model(model, patterns, verbose, return_report, options,
+                               max_rewrites, log)
+
+
+def _optimize_model(model, patterns, verbose, return_report, options, max_rewrites, log):
     if isinstance(model, str):
         model = onnx.load(model)
     copy = onnx.ModelProto()

@@ -1,8 +1,10 @@
-"""What the optimizer did: one :class:`ReportEntry` per pass or pattern."""
+"""What the optimizer did: one :class:`ReportEntry` per pass or pattern, and the
+:class:`OptimizationResult` returned by :func:`experimental_experiment.xoptim.optimize`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 
 @dataclass
@@ -67,3 +69,17 @@ class OptimizationReport(list):
         e = ReportEntry(name, kind)
         self.append(e)
         return e
+
+
+@dataclass
+class OptimizationResult:
+    """What :func:`experimental_experiment.xoptim.optimize` returns.
+
+    :param model: the optimized ``onnx.ModelProto``
+    :param report: what every pass and pattern did
+    :param rewrites: the rewrites applied, in order ``(pattern, removed node names)``
+    """
+
+    model: Any
+    report: OptimizationReport
+    rewrites: list = field(default_factory=list)

@@ -1,0 +1,62 @@
+"""export_program returns one value (ExportResult); to_onnx keeps its return flags;
+verbose does not change the user's logging configuration for good."""
+
+import logging
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from experimental_experiment.ext_test_case import run_onnx
+from experimental_experiment.torch_interpreter import (
+    ExportResult,
+    InvalidArgumentError,
+    export_program,
+    to_onnx,
+)
+from experimental_experiment.xoptim import OptimizationReport
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * 2
+
+
+def test_export_program_returns_a_result():
+    model, x = Model(), torch.randn(5, 4)
+    res = export_program(model, (x,), dynamic_shapes=({0: "batch"},))
+    assert isinstance(res, ExportResult)
+    assert isinstance(res.model, onnx.ModelProto)
+    assert len(res.builder.nodes) == len(res.model.graph.node)
+    assert isinstance(res.optimization, OptimizationReport)
+    assert all(hasattr(e, "applied") for e in res.optimization)
+    assert res.report is not None and res.report.status == "success"
+    for batch in (5, 2):
+        xb = torch.randn(batch, 4)
+        (got,) = run_onnx(res.model, [xb])
+        np.testing.assert_allclose(got, model(xb).detach().numpy(), atol=1e-5)
+
+
+def test_to_onnx_flags_kept():
+    model, x = Model(), (torch.randn(2, 4),)
+    onx = to_onnx(model, x)
+    assert isinstance(onx, onnx.ModelProto)
+    onx2, builder = to_onnx(model, x, return_builder=True)
+    assert isinstance(onx2, onnx.ModelProto) and builder.nodes
+    onx3, report = to_onnx(model, x, return_optimize_report=True)
+    assert isinstance(report, OptimizationReport)
+    with pytest.raises(InvalidArgumentError, match="return_builder"):
+        export_program(model, x, return_builder=True)
+
+
+def test_verbose_restores_the_logging_level():
+    logger = logging.getLogger("experimental_experiment")
+    old_level, old_handlers = logger.level, list(logger.handlers)
+    to_onnx(Model(), (torch.randn(2, 4),), verbose=2)
+    assert logger.level == old_level
+    assert logger.handlers == old_handlers
