@@ -138,6 +138,8 @@ def _function(nodes, inputs, outputs, type_name, opsets, bodies) -> onnx.Functio
         new = NodeProto()
         new.CopyFrom(node)
         new.ClearField("name")
+        # the origin (FX node, user's line) differs between instances sharing the body
+        new.ClearField("metadata_props")
         for k, i in enumerate(new.input):
             if i:
                 new.input[k] = rename[i]
