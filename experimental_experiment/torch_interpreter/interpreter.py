@@ -12,6 +12,13 @@ import torch
 from ..xbuilder import GraphBuilder
 from ._dims import DimNamer
 from ._torch_helper import TorchTensorRef, torch_dtype_to_onnx
+from .aten.complex_numbers import (
+    PAIR_TYPE,
+    _is_complex_val,
+    complex_converter,
+    complex_name,
+    uses_complex,
+)
 from .dispatcher import Dispatcher
 from .errors import ConversionError, ExportError, UnsupportedOpError, user_source_line
 from .node_metadata import tag_nodes
@@ -99,6 +106,11 @@ class Interpreter:
             return self._initializer(init_name, tensor)
         input_name = self.plan.inputs.get(name, name)
         val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.is_complex():
+            # complex inputs are real pairs named <name>_real_imag (aten/complex_numbers.py)
+            return self.g.make_tensor_input(
+                complex_name(input_name), PAIR_TYPE[val.dtype],
+                (*self.namer.shape(val.shape), 2))
         if isinstance(val, torch.Tensor):
             return self.g.make_tensor_input(
                 input_name, torch_dtype_to_onnx(val.dtype), self.namer.shape(val.shape)
@@ -121,6 +133,8 @@ class Interpreter:
 
     def _initializer(self, name: str, tensor: torch.Tensor) -> str:
         exact = not self.g.has_name(name)
+        if tensor.is_complex():  # real pairs, as every complex value
+            tensor = torch.view_as_real(tensor.resolve_conj())
         return self.g.make_initializer(name, TorchTensorRef(tensor, source=name),
                                      exact_name=exact)
 
@@ -184,6 +198,8 @@ class Interpreter:
             result = self.env[value.name] if isinstance(value, torch.fx.Node) else value
             if not isinstance(result, str):
                 result = self.g.make_constant(_as_array(result))
+            if isinstance(value, torch.fx.Node) and _is_complex_val(value.meta.get("val")):
+                out_name = complex_name(out_name)  # real pairs (aten/complex_numbers.py)
             names.append(self.g.make_tensor_output(result, output_name=out_name))
         return names
 
@@ -199,6 +215,8 @@ class Interpreter:
     def _find_converter(self, node: torch.fx.Node):
         op = node.target
         fn = self.find_op_converter(op)
+        if uses_complex(node) and (self.dispatcher is None or self.dispatcher.find(op) is None):
+            fn = complex_converter(op, fn)  # complex values are real pairs
         if fn is None:
             reason = lookup_converter(op, self.g.main_opset).reason
             raise UnsupportedOpError(
