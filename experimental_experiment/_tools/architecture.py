@@ -240,7 +240,7 @@ def private_cross_imports(graph: ImportGraph) -> list[str]:
 
 def part_edges(graph: ImportGraph) -> Counter:
     """Number of imports between top-level parts of the package."""
-    return Counter((part(i.source) or PACKAGE, part(i.target) or PACKAGE)
+    return Counter((part(i.source) or "__init__", part(i.target) or "__init__")
                    for i in graph.imports if part(i.source) != part(i.target))
 
 
@@ -352,11 +352,11 @@ def layer_table(root: str | None = None) -> str:
     (with the number of import statements)."""
     graph = import_graph(root)
     edges = part_edges(graph)
-    parts = sorted({part(m) or PACKAGE for m in graph.modules},
-                   key=lambda p: (LAYERS.get("" if p == PACKAGE else p, 5), p))
+    parts = sorted({part(m) or "__init__" for m in graph.modules},
+                   key=lambda p: (LAYERS.get("" if p == "__init__" else p, 5), p))
     rows = [("layer", "part", "imports"), ("-----", "----", "-------")]
     for p in parts:
-        lay = layer(f"{PACKAGE}.{p}") if p != PACKAGE else 0
+        lay = layer(f"{PACKAGE}.{p}") if p != "__init__" else 0
         deps = sorted((t, n) for (s, t), n in edges.items() if s == p)
         rows.append(("test" if lay is None else str(lay), p,
                      ", ".join(f"{t} ({n})" for t, n in deps) or "-"))
