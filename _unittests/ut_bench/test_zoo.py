@@ -43,6 +43,12 @@ def test_timeout_is_recorded():
     assert row["wall_time"] <= 5 + 1
 
 
+def test_memory_limit_is_recorded():
+    # the forked child starts with the parent's memory (torch imported): above 0.05 GB
+    row = run_case(ZooCase("llama", "causal-lm"), "to_onnx", timeout=60, max_memory=0.05)
+    assert (row["status"], row["stage"], row["cause"]) == ("fail", "memory", "memory")
+
+
 def test_check_inputs_have_other_sizes():
     data = build_case(ZooCase("llama", "causal-lm"))
     assert data["inputs"]["input_ids"].shape == (EXPORT_SIZES["batch"], EXPORT_SIZES["seq"])

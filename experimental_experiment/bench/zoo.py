@@ -13,7 +13,8 @@ a hang is a row of the table, not the end of the run. The CSV is rewritten atomi
 after every case and the cases it already holds are skipped: the run is resumable.
 A JSON file next to it records the date, the versions and the number of types listed.
 A failed case has a stage (``config`` for the configuration, the model or the eager
-run, ``capture``, ``conversion``, ``runtime``, ``mismatch``, ``timeout``, ``crash``)
+run, ``capture``, ``conversion``, ``runtime``, ``mismatch``, ``timeout``, ``memory``,
+``crash``)
 and a cause, a short label normalized from the error.
 """
 
@@ -175,10 +176,12 @@ def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
 
 
 def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float = 1e-3,
-             quiet: bool = True, wall_factor: float = 5) -> dict[str, Any]:
-    """Runs one case in a forked process; a timeout or a crash becomes a failed row.
-    ``timeout`` limits the CPU time of the case (a loaded machine does not make it
-    time out), ``timeout * wall_factor`` its wall time (a dead lock).
+             quiet: bool = True, wall_factor: float = 5, max_memory: float = 3
+             ) -> dict[str, Any]:
+    """Runs one case in a forked process; a timeout, a crash or too much memory becomes
+    a failed row. ``timeout`` limits the CPU time of the case (a loaded machine does not
+    make it time out), ``timeout * wall_factor`` its wall time (a dead lock),
+    ``max_memory`` its resident memory in GB (the machine is shared).
 
     .. code-block:: python
 
@@ -191,34 +194,54 @@ def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float 
     proc = ctx.Process(target=_child, args=(child, case, exporter, atol, quiet, timeout))
     proc.start()
     child.close()
-    row = None
-    if parent.poll(timeout * wall_factor):
-        try:
-            row = parent.recv()
-        except EOFError:  # the child died before sending its row
-            row = None
+    row, killed = _wait(parent, proc, timeout * wall_factor, max_memory)
     if row is None:
-        killed = proc.is_alive()
-        if killed:
-            proc.kill()
         proc.join()
-        row = _failed_row(case, exporter, proc.exitcode, killed, timeout, wall_factor)
+        row = _failed_row(case, exporter, proc.exitcode, killed, timeout, max_memory)
     proc.join()
     row["wall_time"] = round(time.perf_counter() - begin, 2)
     return row
 
 
-def _failed_row(case, exporter, exitcode, killed, timeout, wall_factor) -> dict:
+def _rss_gb(pid: int) -> float:
+    """Resident memory of a process in GB (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _wait(conn, proc, wall: float, max_memory: float) -> tuple[dict | None, str]:
+    """The child's row, or None and why it was killed ('wall', 'memory' or '')."""
+    begin = time.perf_counter()
+    while not conn.poll(1.0):
+        if not proc.is_alive() and not conn.poll(0.1):
+            return None, ""
+        reason = ("wall" if time.perf_counter() - begin > wall else
+                  "memory" if _rss_gb(proc.pid) > max_memory else "")
+        if reason:
+            proc.kill()
+            return None, reason
+    try:
+        return conn.recv(), ""
+    except EOFError:  # the child died before sending its row
+        return None, ""
+
+
+def _failed_row(case, exporter, exitcode, killed, timeout, max_memory) -> dict:
     """The row of a case whose process ended without a result."""
     import signal
 
-    if killed:
-        stage, msg = "timeout", f"no result after {timeout * wall_factor:g}s (wall time)"
+    if killed == "memory":
+        stage, msg = "memory", f"more than {max_memory:g} GB of resident memory"
+    elif killed:
+        stage, msg = "timeout", "no result within the wall time limit"
     elif exitcode == -signal.SIGXCPU:
         stage, msg = "timeout", f"more than {timeout:g}s of CPU time"
     else:
         stage, msg = "crash", f"process ended with exit code {exitcode}"
-    cause = "timeout" if stage == "timeout" else f"crash (exit code {exitcode})"
+    cause = stage if stage in ("timeout", "memory") else f"crash (exit code {exitcode})"
     return dict(model_type=case.model_type, head=case.head, exporter=exporter,
                 status="fail", stage=stage, error=msg, cause=cause)
 
@@ -281,6 +304,8 @@ def _parse(argv):
     parser.add_argument("--timeout", type=float, default=120,
                         help="CPU seconds per case (wall time: 5 times more)")
     parser.add_argument("--atol", type=float, default=1e-3)
+    parser.add_argument("--max-memory", type=float, default=3,
+                        help="GB of resident memory per case")
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
     return parser.parse_args(argv)
 
@@ -312,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     bar = tqdm(todo, desc="zoo")
     for case, exporter in bar:
         bar.set_postfix_str(f"{case.model_type} {exporter}")
-        rows.append(run_case(case, exporter, timeout=args.timeout, atol=args.atol))
+        rows.append(run_case(case, exporter, timeout=args.timeout, atol=args.atol,
+                             max_memory=args.max_memory))
         write_rows(args.output, rows)
     write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol)
     return 0

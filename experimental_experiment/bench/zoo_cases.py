@@ -150,6 +150,8 @@ def shrink_config_dict(d: dict) -> dict:
             d[k] = [min(x, 32) for x in v]
         elif k == "patch_size" and _is_int(v) and v > 8:
             d[k] = 8
+    for k in ("out_features", "out_indices", "stage_names"):  # backbones: recomputed
+        d.pop(k, None)
     if isinstance(d.get("layer_types"), list):
         n = next((d[k] for k in _LAYERS if _is_int(d.get(k))), len(d["layer_types"]))
         d["layer_types"] = d["layer_types"][:n]
