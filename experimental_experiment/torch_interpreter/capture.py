@@ -85,16 +85,30 @@ def has_mutations(ep: torch.export.ExportedProgram) -> bool:
     return False
 
 
+def has_batching(ep: torch.export.ExportedProgram) -> bool:
+    """Tells if the graph keeps the calls torch.vmap records before decompositions
+    (``_add_batch_dim``, ``_vmap_increment_nesting``, ``lazy_load_decompositions``)."""
+    return any(
+        node.op == "call_function" and getattr(node.target, "__module__", "")
+        == "torch._functorch.predispatch" for node in ep.graph.nodes
+    )
+
+
 def decompose(ep: torch.export.ExportedProgram, table) -> torch.export.ExportedProgram:
     """Applies a decomposition table (None: nothing, 'default': torch's).
 
     With no table, a graph with in-place operators is still functionalized
     (``run_decompositions({})``): ``x[..., i] = y`` becomes ``select_scatter``, and
     buffer updates become outputs, while every other operator is kept as is.
+    A graph calling ``torch.vmap`` goes through the same retracing: the batching rules
+    then rewrite the batched operators into plain aten operators on the batched tensors.
     """
     if table is None:
         if has_mutations(ep):
             logger.info("the graph has in-place operators: functionalizing it")
+            return ep.run_decompositions({})
+        if has_batching(ep):
+            logger.info("the graph calls torch.vmap: applying the batching rules")
             return ep.run_decompositions({})
         return ep
     if isinstance(table, str):
