@@ -46,7 +46,7 @@ def test_totals(tmp_path):
     text = render_totals(rows, meta)
     _check_rst(text)
     assert "2 model types tried out of 345 listed" in text
-    assert "      - 1 / 2" in text  # to_onnx, all heads
+    assert "      - 1 / 2 (1 / 1 built)" in text  # to_onnx, all heads, my_bert is not built
     assert "2026-01-01" in text and "torch 2.13" in text
 
 
@@ -56,5 +56,5 @@ def test_causes_and_table(tmp_path):
     _check_rst(causes)
     _check_rst(table)
     assert "conversion of aten.foo.default" in causes.replace("\\", "")
-    assert "causal-lm (1 types)" in table and "masked-lm (1 types)" in table
+    assert "causal-lm (1 model types)" in table and "masked-lm (1 model types)" in table
     assert "pass (1.5 s, 160 nodes, diff 2e-07)" in table
