@@ -176,6 +176,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
     p.set_defaults(func=_cmd_fill_weights)
 
+    from ._command_lines_investigate import add_subcommands
+
+    add_subcommands(sub)  # run, compare, find, report, export
     for name, (module, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False,
                        description=f"{text}. Arguments go to {module}.main(argv).")
