@@ -33,19 +33,28 @@ _SAFETENSORS_DTYPES = {
 }
 
 
+def _load_safetensors(path: str, name: str) -> torch.Tensor:
+    """One tensor, the file mapped only while it is read: the pages of the tensors
+    already written do not stay in the resident memory of the process."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as handle:
+        return handle.get_tensor(name)
+
+
 def _safetensors(path: str) -> list[CheckpointTensor]:
     from safetensors import safe_open
 
-    handle = safe_open(path, framework="pt")  # memory-mapped, kept open by the loaders
     rows = []
-    for name in sorted(handle.keys()):
-        sl = handle.get_slice(name)
-        dtype = _SAFETENSORS_DTYPES.get(sl.get_dtype())
-        if dtype is None:
-            raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
-                                       f"{sl.get_dtype()} with no ONNX counterpart here")
-        rows.append(CheckpointTensor(name, path, tuple(sl.get_shape()), dtype,
-                                     lambda n=name: handle.get_tensor(n)))
+    with safe_open(path, framework="pt") as handle:  # the header only
+        for name in sorted(handle.keys()):
+            sl = handle.get_slice(name)
+            dtype = _SAFETENSORS_DTYPES.get(sl.get_dtype())
+            if dtype is None:
+                raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
+                                           f"{sl.get_dtype()} with no ONNX counterpart here")
+            rows.append(CheckpointTensor(name, path, tuple(sl.get_shape()), dtype,
+                                         lambda n=name: _load_safetensors(path, n)))
     return rows
 
 
