@@ -107,3 +107,51 @@ for name, onx in models.items():
     names = [i.name for i in sess.get_inputs()]
     got = sess.run(None, dict(zip(names, [feeds[k].numpy() for k in feeds])))[0]
     print(f"{name:18s} max absolute difference {np.abs(got - expected).max():.3g}")
+
+# %%
+# Which value differs first
+# +++++++++++++++++++++++++
+#
+# When an export gives wrong numbers,
+# :func:`find_discrepancies <experimental_experiment.investigate.find_discrepancies>`
+# runs the captured graph and the ONNX model side by side (every ONNX node knows the
+# FX node it comes from and the user's line, see its ``metadata_props``) and stops at
+# the first intermediate value out of tolerance. Here a wrong converter for
+# ``aten.rsqrt`` (the normalization layers) is injected through a
+# :class:`Dispatcher <experimental_experiment.torch_interpreter.Dispatcher>`.
+
+from experimental_experiment.investigate import find_discrepancies  # noqa: E402
+from experimental_experiment.torch_interpreter import Dispatcher  # noqa: E402
+
+
+def wrong_rsqrt(g, x):
+    "sqrt instead of 1/sqrt: the bug to find"
+    return g.op.Sqrt(x)
+
+
+with torch.no_grad():
+    found = find_discrepancies(
+        model, (), inputs(2, 8), dispatcher=Dispatcher({torch.ops.aten.rsqrt.default: wrong_rsqrt})
+    )
+print(found)
+
+# %%
+# The same search on the right export finds nothing:
+
+with torch.no_grad():
+    print(find_discrepancies(model, (), inputs(2, 8)))
+
+# %%
+# The export report
+# +++++++++++++++++
+#
+# ``to_onnx(..., report=...)`` records what the export did: capture attempts,
+# converters, timings, rewrites, and the user's line for every dynamic dimension the
+# model specialized or constrained. It is written as JSON, Markdown or SARIF.
+
+from experimental_experiment.report import ExportReport  # noqa: E402
+
+report = ExportReport()
+with torch.no_grad():
+    to_onnx(model, (), inputs(2, 8), dynamic_shapes=dynamic_shapes, report=report)
+print(report.to_markdown()[:1500])

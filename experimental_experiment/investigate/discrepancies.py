@@ -81,7 +81,7 @@ def torch_intermediates(ep: torch.export.ExportedProgram, args: tuple,
     """Runs the FX graph of ``ep`` on (args, kwargs), returns every node's value."""
     from torch.export.graph_signature import InputKind
 
-    user = iter(torch.utils._pytree.tree_flatten((args, kwargs or {}))[0])
+    user = iter(_flat_user_inputs(ep, args, kwargs))
     flat = []
     for spec in ep.graph_signature.input_specs:
         if spec.kind == InputKind.USER_INPUT:
@@ -94,6 +94,17 @@ def torch_intermediates(ep: torch.export.ExportedProgram, args: tuple,
     with torch.no_grad():
         interp.run(*flat)
     return {node.name: value for node, value in interp.env.items()}
+
+
+def _flat_user_inputs(ep: torch.export.ExportedProgram, args: tuple,
+                      kwargs: dict | None) -> list:
+    """The leaves of (args, kwargs), keywords in the order the program expects."""
+    from torch.export._tree_utils import reorder_kwargs
+
+    kwargs = kwargs or {}
+    if kwargs and ep.call_spec.in_spec is not None:
+        kwargs = reorder_kwargs(kwargs, ep.call_spec.in_spec)
+    return torch.utils._pytree.tree_flatten((args, kwargs))[0]
 
 
 def _tagged_values(model: onnx.ModelProto) -> dict[str, tuple[str, list[str], dict]]:
@@ -164,8 +175,7 @@ def _compare(expected: np.ndarray, got: np.ndarray, atol: float, rtol: float) ->
     return float(diff.max()), ok
 
 
-def _feeds(model: onnx.ModelProto, args: tuple, kwargs: dict | None) -> dict[str, np.ndarray]:
-    leaves = torch.utils._pytree.tree_flatten((args, kwargs or {}))[0]
+def _feeds(model: onnx.ModelProto, leaves: list) -> dict[str, np.ndarray]:
     tensors = [_to_numpy(t) for t in leaves if isinstance(t, torch.Tensor)]
     inputs = [i.name for i in model.graph.input]
     if len(inputs) != len(tensors):
@@ -181,7 +191,7 @@ def compare_intermediates(ep: torch.export.ExportedProgram, model: onnx.ModelPro
     """Compares every FX node of ``ep`` with the ONNX value tagged with its name."""
     expected = torch_intermediates(ep, args, kwargs)
     tagged = _tagged_values(model)
-    got = onnx_intermediates(model, _feeds(model, args, kwargs),
+    got = onnx_intermediates(model, _feeds(model, _flat_user_inputs(ep, args, kwargs)),
                              sorted({v for v, _, _ in tagged.values()}), runtime)
     report = DiscrepancyReport()
     for node in ep.graph.nodes:
