@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
@@ -154,8 +155,9 @@ def match_declarative(pattern, g, node: NodeProto, index: GraphIndex | None = No
             )
         outputs.append(gn.output[out.index])
     bound = {v.name: b["vars"].get(v.name) for v in variables}
-    pattern.outputs = outputs
-    reason = pattern.check(g, **bound)
+    extra = {"outputs": outputs} if "outputs" in inspect.signature(pattern.check).parameters \
+        else {}
+    reason = pattern.check(g, **bound, **extra)
     if reason:
         return pattern.refuse(reason)
     nodes = list(b["nodes"].values())

@@ -13,6 +13,7 @@ from ..xbuilder.optimization_options import OptimizationOptions
 from .matcher import GraphIndex
 from .passes import run_passes
 from .pattern import Match, Pattern, RewriteOp
+from .pattern_graph import Refusal
 from .report import OptimizationReport, ReportEntry
 
 logger = logging.getLogger(__name__)
@@ -70,9 +71,9 @@ def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
                 break
             entry = report.entry(p.name, "pattern")
             begin = time.perf_counter()
-            p._refusal = None
-            m = p.match(g, node)
-            reason = p._refusal
+            res = p.match(g, node)
+            reason = res.reason if isinstance(res, Refusal) else None
+            m = res if isinstance(res, Match) else None
             if m is not None and m.outputs is None:
                 m.outputs = [o for o in node.output]
             if m is not None:

@@ -12,8 +12,8 @@ binds a result name; used as an attribute value, it binds the attribute's python
 an input matches a constant whose every element is (close to) that value. ``Add``,
 ``Mul``, ``Max``, ``Min``, ``And``, ``Or``, ``Equal`` match their inputs in either order.
 Attributes the pattern does not name must be absent from the matched nodes.
-``check`` may refuse a structural match and says why (kept in the report; the names
-of the matched outputs are in ``self.outputs``), ``rewrite``
+``check`` may refuse a structural match and says why (kept in the report; a ``check``
+with a parameter ``outputs`` receives the names of the matched outputs), ``rewrite``
 builds the replacement with ``op.X`` (python scalars become constants like with
 ``g.op``; ``op.g`` is the :class:`GraphBuilder`) and returns the result names, in the
 order ``pattern`` returned them::
@@ -38,7 +38,8 @@ Returning an existing name (``return x``) replaces the matched subgraph by ``x``
 
 **Imperative form**: for what a fixed graph cannot express (variadic inputs, optional
 attributes, shape-dependent choices). ``anchor`` names the op type(s) of the last node
-of the match; ``match`` returns a :class:`Match` or ``self.refuse(reason)`` (None);
+of the match; ``match`` returns a :class:`Match` or ``self.refuse(reason)`` (a
+:class:`Refusal <experimental_experiment.xoptim.pattern_graph.Refusal>`, false like None);
 ``apply`` builds the replacement of ``match.outputs``::
 
     from experimental_experiment.xoptim import Match, Pattern
@@ -91,6 +92,7 @@ from .pattern_graph import (  # noqa: F401  (part of the pattern API)
     PatternNode,
     PatternOp,
     PatternValue,
+    Refusal,
     Var,
 )
 
@@ -124,7 +126,6 @@ class Pattern:
 
     def __init__(self, verbose: int = 0):
         self.verbose = verbose
-        self._refusal: str | None = None
         self._graph: tuple[list[PatternNode], list[PatternValue], list[Var]] | None = None
 
     @property
@@ -140,9 +141,6 @@ class Pattern:
 
     def pattern(self, op: PatternOp, *args):  # pragma: no cover - overridden
         raise NotImplementedError
-
-    #: names of the pattern's outputs in the graph, set before ``check`` and ``rewrite``
-    outputs: list[str] = []
 
     def check(self, g, **bound) -> str | None:
         """Returns None to accept a structural match, a reason to refuse it."""
@@ -174,13 +172,13 @@ class Pattern:
         return tuple((self.anchor_domain, t) for t in types)
 
     # imperative form
-    def match(self, g, node: NodeProto) -> Match | None:
-        """Returns a Match ending at ``node``, or None (``self.refuse(reason)``)."""
+    def match(self, g, node: NodeProto) -> Match | Refusal | None:
+        """Returns a Match ending at ``node``, a Refusal (``self.refuse(reason)``) or
+        None."""
         return match_declarative(self, g, node)
 
     def apply(self, op: RewriteOp, match: Match):
         """Builds the replacement; returns the names replacing ``match.outputs``."""
-        self.outputs = list(match.outputs)
         return self.rewrite(op, **match.bound)
 
     # helpers for the imperative form (valid during matching)
@@ -195,10 +193,9 @@ class Pattern:
         index = _index(g)
         return index.n_consumers(name) + (name in index.outputs)
 
-    def refuse(self, reason: str) -> None:
-        """Records why a structural match is refused; returns None."""
-        self._refusal = reason
-        return None
+    def refuse(self, reason: str) -> Refusal:
+        """Why a structural match is refused, as a value ``match`` returns."""
+        return Refusal(reason)
 
 
 def _index(g):

@@ -1,10 +1,12 @@
 """The declarative pattern graph (variables, nodes, values, the recorder ``op``) and
-the :class:`Match` a pattern returns; :mod:`.matcher` and :mod:`.pattern` import it."""
+what a pattern's ``match`` returns: a :class:`Match`, or a :class:`Refusal` with its
+reason (a value, nothing is stored on the pattern); :mod:`.matcher` and :mod:`.pattern`
+import it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from onnx import NodeProto
 
@@ -81,3 +83,18 @@ class Match:
     nodes: list[NodeProto]
     outputs: list[str] | None = None
     bound: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A structural match refused by the pattern, with the reason (false in a boolean
+    context, like no match): ``return self.refuse("...")`` in ``match``."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+#: what ``Pattern.match`` returns
+MatchResult = Union[Match, Refusal, None]

@@ -46,8 +46,8 @@ class ShapePreservingToIdentity(Pattern):
     """Base of the patterns removing ``Op(x, shape)`` when its output shape is known
     equal to ``x``'s shape (symbolic dimensions included)."""
 
-    def check(self, g, x, s):
-        if not same_known_shape(g, x, self.outputs[0]):
+    def check(self, g, x, s, outputs):
+        if not same_known_shape(g, x, outputs[0]):
             return "shapes not known to be equal"
         return None
 

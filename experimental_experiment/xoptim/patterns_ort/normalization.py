@@ -13,7 +13,7 @@ from onnx import NodeProto
 from onnx.helper import tensor_dtype_to_np_dtype
 
 from ..matcher import attribute_value, constant_equals
-from ..pattern import Match, Pattern
+from ..pattern import Match, Pattern, Refusal
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector, scalar_value, used_before
 
 
@@ -44,12 +44,15 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
 
     def match(self, g, node):
         pairs = [node.input] if node.op_type == "Div" else [node.input, node.input[::-1]]
+        refusal = None
         for x, r in pairs:
             res = self._denominator(g, node, x, r)
-            if res is not None:
+            if res:
                 break
+            if isinstance(res, Refusal):  # false, but keeps its reason
+                refusal = res
         else:
-            return None
+            return refusal
         chain, mean, eps = res
         rank = g.get_rank(x)
         axes = _reduce_axes(g, mean)
