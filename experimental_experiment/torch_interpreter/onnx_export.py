@@ -16,6 +16,7 @@ from . import aten  # noqa: F401  registers the converters
 from ._dims import DimNamer
 from .capture import capture, decompose
 from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
+from .custom_op_fallback import inline_custom_ops
 from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
 from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
@@ -220,6 +221,11 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         try:
             with size_oblivious_capture(bool(small)), record_shape_guards() as guards:
                 ep = capture(model, args, kwargs, ds, export_options, attempts)
+                if export_options.decomposition_fallback:  # custom ops with no converter
+                    ep = inline_custom_ops(
+                        ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
+                        None if dispatcher is None else (lambda op: dispatcher.find(op)
+                                                         is not None))
         except CaptureError as e:
             if small:  # say what was changed for these sizes
                 e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
