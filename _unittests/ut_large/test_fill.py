@@ -195,3 +195,36 @@ def test_tiny_llama_weight_free_then_filled(tmp_path, monkeypatch):
                 expected = model(**inputs).logits.numpy()
         got = sess.run(None, feeds)[0]
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-3)
+
+
+def test_sharded_checkpoint_index(tmp_path):
+    """Two safetensors shards and their index file, as save_pretrained writes them."""
+    import json
+
+    import safetensors.torch
+
+    path = tmp_path / "m.onnx"
+    _export_meta(path)
+    model = _real()
+    state = model.state_dict()
+    names = sorted(state)
+    shards = {"model-00001-of-00002.safetensors": names[:3],
+              "model-00002-of-00002.safetensors": names[3:]}
+    for file, keys in shards.items():
+        safetensors.torch.save_file({k: state[k] for k in keys}, str(tmp_path / file))
+    index = {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    report = fill_weights(str(path), [str(tmp_path / "model.safetensors.index.json")])
+    assert len(report.matched) == 6 and report.unfilled == [] and report.unused == []
+    x = torch.randn(4, 32)
+    np.testing.assert_allclose(_run(path, x), model(x).detach().numpy(), atol=1e-5, rtol=1e-4)
+
+
+def test_export_with_weights_deterministic(tmp_path):
+    contents = []
+    for i in range(2):
+        path = tmp_path / str(i) / "m.onnx"
+        to_onnx(_real(), (torch.randn(2, 32),), dynamic_shapes=({0: "batch"},),
+                large_model=True, external_threshold=0).save(str(path))
+        contents.append((path.read_bytes(), (path.parent / "m.onnx.data").read_bytes()))
+    assert contents[0] == contents[1]
