@@ -1,4 +1,5 @@
-"""Investigation subcommands of the command line: run, compare, find, report, export.
+"""Investigation subcommands of the command line: run, compare, find, report, export,
+lighten, unlighten.
 
 Each ``_cmd_*`` returns the exit code and raises :class:`CommandLineError` for a
 one-line reason (a missing, malformed or truncated file included).
@@ -291,7 +292,7 @@ def _cmd_export(ns: argparse.Namespace) -> int:
 
 
 def add_subcommands(sub) -> None:
-    """Adds run, compare, find, report and export to the subparsers ``sub``."""
+    """Adds run, compare, find, report, export, lighten and unlighten to ``sub``."""
     def common_inputs(p):
         p.add_argument("--inputs", default=None, help="inputs from a .npz or .pt file "
                        "(names or positions), random ones otherwise")
@@ -352,3 +353,89 @@ def add_subcommands(sub) -> None:
     p.add_argument("--no-optimize", action="store_true", help="skips the optimizer")
     p.add_argument("--progress", action="store_true", help="shows a progress bar")
     p.set_defaults(func=_cmd_export)
+    add_weight_subcommands(sub)
+
+
+def _save_npz(arrays: dict, path: str) -> None:
+    import tempfile
+
+    import numpy as np
+
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+    os.close(fd)
+    try:
+        np.savez(tmp, **arrays)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600 files
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _cmd_lighten(ns: argparse.Namespace) -> int:
+    from ._command_lines import save_model
+    from .helpers.lighten import lighten_model
+
+    light, removed = lighten_model(_load(ns.model), threshold=ns.threshold)
+    weights = ns.weights or ns.output + ".npz"
+    _save_npz(removed, weights)
+    save_model(light, ns.output)
+    size = sum(a.nbytes for a in removed.values())
+    print(f"lighten: {len(removed)} initializers ({size:,} bytes) moved to {weights!r}, "
+          f"saved {ns.output!r}")
+    return 0
+
+
+def _cmd_unlighten(ns: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ._command_lines import save_model
+    from .helpers.lighten import unlighten_model
+
+    light = _load(ns.model)
+    weights = None
+    if not ns.random:
+        path = ns.weights or ns.model + ".npz"
+        if not os.path.isfile(path):
+            raise _error(f"no file {path!r} (give --weights or --random)")
+        try:
+            with np.load(path) as data:
+                weights = {k: data[k] for k in data.files}
+        except Exception as e:
+            raise _error(f"cannot read weights from {path!r} ({type(e).__name__}: {e})") from e
+    try:
+        model = unlighten_model(light, weights, seed=ns.seed)
+    except ValueError as e:
+        raise _error(str(e)) from e
+    save_model(model, ns.output)
+    print(f"unlighten: saved {ns.output!r}")
+    return 0
+
+
+def add_weight_subcommands(sub) -> None:
+    """Adds lighten and unlighten."""
+    p = sub.add_parser("lighten", help="moves the weights of an ONNX model to a .npz file",
+                       description="Writes a light model whose initializers larger than "
+                       "--threshold elements have no data (type, shape and statistics "
+                       "kept in their doc_string) and the weights in a .npz file; "
+                       "unlighten puts them back.")
+    p.add_argument("model", help="ONNX file")
+    p.add_argument("output", help="light ONNX file")
+    p.add_argument("--weights", default=None, help="the .npz file (default <output>.npz)")
+    p.add_argument("--threshold", type=int, default=128, help="initializers with more "
+                   "elements are moved")
+    p.set_defaults(func=_cmd_lighten)
+
+    p = sub.add_parser("unlighten", help="puts back the weights lighten removed",
+                       description="Restores the weights of a model written by lighten "
+                       "from its .npz file, or random values with the recorded mean and "
+                       "standard deviation (--random).")
+    p.add_argument("model", help="light ONNX file")
+    p.add_argument("output", help="ONNX file")
+    p.add_argument("--weights", default=None, help="the .npz file (default <model>.npz)")
+    p.add_argument("--random", action="store_true", help="random weights instead")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights")
+    p.set_defaults(func=_cmd_unlighten)

@@ -111,9 +111,46 @@ def test_truncated_report_and_inputs(llama, capsys, tmp_path):
     assert not (tmp_path / "m.onnx").exists()
 
 
-@pytest.mark.parametrize("command", ["run", "compare", "find", "report", "export"])
+@pytest.mark.parametrize("command", ["run", "compare", "find", "report", "export", "lighten",
+                                     "unlighten"])
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
     assert info.value.code == 0
     assert f"{command}" in capsys.readouterr().out
+
+
+def test_lighten_unlighten_round_trip(llama, capsys, tmp_path):
+    model, _ = llama
+    light, back = tmp_path / "light.onnx", tmp_path / "back.onnx"
+    rc, out, _ = _run(capsys, "lighten", model, light)
+    assert rc == 0 and (tmp_path / "light.onnx.npz").exists()
+    assert light.stat().st_size < model.stat().st_size / 3
+    onx = onnx.load(str(light))
+    stats = [i.doc_string for i in onx.graph.initializer if i.doc_string]
+    assert stats and '"std"' in stats[0]
+    rc, _, _ = _run(capsys, "unlighten", light, back)
+    assert rc == 0 and back.read_bytes() == model.read_bytes()
+    rc, _, _ = _run(capsys, "unlighten", light, tmp_path / "rnd.onnx", "--random")
+    assert rc == 0
+    rc, out, _ = _run(capsys, "run", tmp_path / "rnd.onnx", "--repeat", 1)
+    assert rc == 0 and "output_0" in out
+
+
+def test_unlighten_bad_weights(llama, capsys, tmp_path):
+    model, _ = llama
+    light = tmp_path / "light.onnx"
+    assert main(["lighten", str(model), str(light)]) == 0
+    capsys.readouterr()
+    rc, _, err = _run(capsys, "unlighten", light, tmp_path / "o.onnx", "--weights",
+                      tmp_path / "none.npz")
+    assert rc == 2 and "no file" in err
+    np.savez(tmp_path / "wrong.npz", x=np.zeros(3))
+    rc, _, err = _run(capsys, "unlighten", light, tmp_path / "o.onnx", "--weights",
+                      tmp_path / "wrong.npz")
+    assert rc == 2 and "no weight for initializer" in err
+    (tmp_path / "trunc.npz").write_bytes((tmp_path / "light.onnx.npz").read_bytes()[:100])
+    rc, _, err = _run(capsys, "unlighten", light, tmp_path / "o.onnx", "--weights",
+                      tmp_path / "trunc.npz")
+    assert rc == 2 and "cannot read weights" in err
+    assert not (tmp_path / "o.onnx").exists()
