@@ -104,7 +104,9 @@ def to_onnx(
         filled in place, or a path (``.json``, ``.md``, ``.sarif``) where the report is
         written (atomically), after a success or a failure; an error raised by
         ``to_onnx`` carries the same record as ``err.report``
-    :return: an ``onnx.ModelProto``
+    :return: an ``onnx.ModelProto``, a
+        :class:`~experimental_experiment.xbuilder.model_container.ModelContainer` with
+        ``large_model=True``
 
     Buffers and inputs the model mutates in place (``self.count.add_(1)``, a cache
     updated with ``index_copy_``, the running statistics of a BatchNorm in training
