@@ -2,8 +2,6 @@
 then removed (even on an exception), modificator, dim names of cache inputs."""
 
 import copy
-import logging
-import warnings
 
 import numpy as np
 import onnxruntime
@@ -27,12 +25,7 @@ from experimental_experiment.torch_interpreter.patches.patch_transformers import
 DYN = torch.export.Dim.DYNAMIC
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 def _cache(batch, past, layers=2, heads=2, dim=8):

@@ -4,8 +4,6 @@ the same tiny Llama under both names: inputs and dynamic shapes follow the signa
 the ONNX input names do not change, onnxruntime matches eager on other sizes."""
 
 import copy
-import logging
-import warnings
 
 import pytest
 import torch
@@ -19,12 +17,7 @@ from experimental_experiment.torch_models.llm_helper import (
 from experimental_experiment.torch_models.llm_models import check_onnx, export_model
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 class _Wrapper(torch.nn.Module):

@@ -4,8 +4,6 @@ sequence and cache length; multi-step greedy decoding fed by the ONNX model's ow
 cache. Run with ``-n 2`` (about 2 minutes on 2 cores)."""
 
 import copy
-import logging
-import warnings
 
 import onnx
 import pytest
@@ -28,12 +26,7 @@ from experimental_experiment.torch_models.llm_models import (
 DECODERS = [a for a, kind in TINY_ARCHITECTURES.items() if kind == "decoder"]
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 def _export_and_check(arch, with_cache, config_kwargs=None, check_sizes=CHECK_SIZES):
