@@ -19,16 +19,19 @@ from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
 from .custom_op_fallback import inline_custom_ops
 from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
-from .dynamic_shapes import leaf_paths, normalize_dynamic_shapes, symbol_names
+from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import CaptureError, InvalidArgumentError
 from .export_options import ExportOptions
+from .input_checks import (
+    check_dynamic_shapes_axes, check_target_opset, describe_dimension_sources,
+)
 from .export_report import (
     PhaseClock, record_capture, record_conversion, record_decompositions,
     record_optimization, reported,
 )
 from .interpreter import InputPlan, Interpreter
-from .shape_guards import record_shape_guards
 from .large_model import make_container, pin_weights, weight_free_inputs
+from .shape_guards import record_shape_guards
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +133,7 @@ def to_onnx(
         print(onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param)  # batch
     """
     args, kwargs = _check_arguments(model, args, kwargs, export_options, options, dispatcher)
+    check_target_opset(target_opset)
     args, kwargs, weight_free = weight_free_inputs(model, args, kwargs,
                                                    large=large_model or bool(filename))
     builder = GraphBuilder(target_opset, verbose=verbose)
@@ -217,6 +221,8 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         paths = None
     else:
         # an example size 0 or 1 on a dynamic dimension: captured as any other size
+        arg_names = _argument_names(model, args, kwargs)
+        check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
         small = zero_one_axes(model, args, kwargs, dynamic_shapes)
         ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
         attempts, guards = [], None
@@ -229,6 +235,8 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
                         None if dispatcher is None else (lambda op: dispatcher.find(op)
                                                          is not None))
         except CaptureError as e:
+            # torch's L['x'].size()[0] becomes: dimension 0 ('batch') of input 'x'
+            e.args = (describe_dimension_sources(str(e), names, arg_names),) + e.args[1:]
             if small:  # say what was changed for these sizes
                 e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
                           "0 or 1: the capture ran with backed_size_oblivious=True to keep "
@@ -240,6 +248,8 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
         leaves = leaf_paths(model, args, kwargs)
         check_zero_one(ep, [leaf for _, leaf in leaves], small)
         paths = [p for p, _ in leaves]
+        if input_names is None:
+            input_names = _default_input_names(ep, model, args, kwargs, paths)
     if export_options.decomposition_fallback:
         can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
         decomposed = []
@@ -249,6 +259,32 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
             if report is not None:
                 record_decompositions(report, decomposed)
     return _prepare_exported_program(ep, names, paths, input_names, output_names)
+
+
+def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
+    """Names of the user inputs when a transformers cache is given under another name
+    than ``past_key_values`` (``cache`` since transformers 5.24): the ONNX inputs keep
+    the names ``past_key_values_key_<i>``; None (placeholder names) otherwise."""
+    from torch.export.graph_signature import InputKind
+
+    from .patches.cache_registration import cache_input_renames
+
+    renames = cache_input_renames(_argument_names(model, args, kwargs),
+                                  list(args) + list(kwargs.values()))
+    user = [s.arg.name for s in ep.graph_signature.input_specs
+            if s.kind == InputKind.USER_INPUT]
+    if not renames or len(user) != len(paths):
+        return None
+    vals = {n.name: n.meta.get("val") for n in ep.graph_module.graph.nodes
+            if n.op == "placeholder"}
+    names = []
+    for name, path in zip(user, paths):
+        if not isinstance(vals.get(name), (torch.Tensor, torch.SymInt)):
+            continue  # a constant input, no ONNX input
+        prefix = renames.get(path[0])
+        names.append(prefix + name[len(path[0]):] if prefix and name.startswith(path[0])
+                     else name)
+    return names
 
 
 def _has_meta(gm: torch.fx.GraphModule) -> bool:
