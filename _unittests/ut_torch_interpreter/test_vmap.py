@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from experimental_experiment.runtime import run_onnx
-from experimental_experiment.torch_interpreter import ExportOptions, to_onnx
+from experimental_experiment.torch_interpreter import to_onnx
 from experimental_experiment.torch_interpreter.capture import has_batching
 
 
@@ -58,14 +58,15 @@ class Linear(torch.nn.Module):
         return torch.func.vmap(f)(x)
 
 
-# name -> (model, inputs for a batch size, dynamic_shapes, strict)
+# name -> (model, inputs for a batch size, dynamic_shapes, strict capture needed)
 CASES = {
     "closure": (Closure, lambda n: (torch.randn(n, 4), torch.randn(n)),
                 ({0: "batch"}, {0: "batch"}), False),
     "nested": (Nested, lambda n: (torch.randn(n, 4), torch.randn(n + 2, 4)),
                ({0: "n"}, {0: "m"}), False),
     # torch.export non-strict fails on in_dims/out_dims != 0 ("We found a fake tensor
-    # in the exported program constant's list"), strict captures it
+    # in the exported program constant's list"), strict captures it: to_onnx retries
+    # strict by itself on that error
     "in_out_dims": (InOutDims, lambda n: (torch.randn(3, n, 4), torch.randn(4, 5)),
                     ({1: "batch"}, None), True),
     "linear": (Linear, lambda n: (torch.randn(n, 4),), ({0: "batch"},), False),
@@ -78,8 +79,7 @@ def test_vmap(name):
     model = cls().eval()
     ep = torch.export.export(model, make(3), strict=strict)
     assert has_batching(ep)  # the capture keeps torch.vmap's calls
-    onx = to_onnx(model, make(3), dynamic_shapes=ds,
-                  export_options=ExportOptions(strict=strict))
+    onx = to_onnx(model, make(3), dynamic_shapes=ds)  # default ExportOptions
     for n in (3, 6):
         inputs = make(n)
         with torch.no_grad():

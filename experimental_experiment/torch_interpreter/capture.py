@@ -54,6 +54,9 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
                 captured[strict] = e
             logger.info("capture (%s) failed: %s: %s", what, type(e).__name__, e)
             errors.append((what, e))
+            if not strict and _STRICT_ONLY in str(e) and (True, table) not in attempts:
+                # torch.vmap with in_dims/out_dims != 0: only the strict capture works
+                attempts.append((True, table))
             record.append((what, e, time.perf_counter() - begin))
             continue
         record.append((what, None, time.perf_counter() - begin))
@@ -71,6 +74,11 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     )
     error.attempts = errors
     raise error from errors[-1][1]
+
+
+#: a non-strict capture error the strict capture does not have (torch.vmap with
+#: in_dims or out_dims other than 0 in torch 2.13)
+_STRICT_ONLY = "We found a fake tensor in the exported program constant's list"
 
 
 def has_mutations(ep: torch.export.ExportedProgram) -> bool:
