@@ -84,13 +84,18 @@ def infer_dynamic_shapes(calls: list[tuple[tuple, dict]]):
     """``(args_ds, kwargs_ds)``: ``Dim.AUTO`` on the axes of the tensor inputs whose
     size differs between calls, None elsewhere (a single call: everything static)."""
     def one(values):
-        if isinstance(values[0], torch.Tensor):
+        first = values[0]
+        if isinstance(first, torch.Tensor):
             shapes = [v.shape for v in values if isinstance(v, torch.Tensor)]
             if len(shapes) != len(values) or len({len(s) for s in shapes}) != 1:
                 return None
             axes = {a: torch.export.Dim.AUTO for a in range(len(shapes[0]))
                     if len({s[a] for s in shapes}) > 1}
             return axes or None
+        if isinstance(first, (list, tuple)) and all(
+                isinstance(v, type(first)) and len(v) == len(first) for v in values):
+            inner = [one([v[i] for v in values]) for i in range(len(first))]
+            return None if all(d is None for d in inner) else type(first)(inner)
         return None
 
     args0, kwargs0 = calls[0]
@@ -112,13 +117,27 @@ def _try(fn) -> tuple[bool, str]:
         return False, f"{type(e).__name__}: {e}"
 
 
-def _ds_for(args, kwargs, args_ds, kwargs_ds):
+def _ds_for(module, args, kwargs, args_ds, kwargs_ds):
+    """dynamic_shapes as torch.export takes them: a tuple, or a dict by parameter name
+    when there are keyword inputs."""
+    import inspect
+
     if all(d is None for d in args_ds) and all(d is None for d in kwargs_ds.values()):
         return None
-    if kwargs:
-        names = [f"arg{i}" for i in range(len(args))]
-        return dict(zip(names, args_ds)) | kwargs_ds if not args else None
-    return args_ds
+    if not kwargs:
+        return args_ds
+    params = list(inspect.signature(module.forward).parameters.values())
+    if any(p.kind == p.VAR_POSITIONAL for p in params[:len(args)]):
+        return None  # *args: no name to give, kept static
+    ds = {p.name: d for p, d in zip(params, args_ds)}
+    named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    var_kw = next((p.name for p in params if p.kind == p.VAR_KEYWORD), None)
+    for key, d in kwargs_ds.items():
+        if key in named:
+            ds[key] = d
+        elif var_kw:  # received by **kwargs: nested under its name
+            ds.setdefault(var_kw, {})[key] = d
+    return ds
 
 
 def _flat_tensors(value) -> list:
@@ -147,7 +166,7 @@ def _check(module: torch.nn.Module, onx, calls) -> float:
 def _export_one(path: str, module: torch.nn.Module, calls) -> PieceResult:
     args, kwargs = calls[0]
     args_ds, kwargs_ds = infer_dynamic_shapes(calls)
-    ds = _ds_for(args, kwargs, args_ds, kwargs_ds)
+    ds = _ds_for(module, args, kwargs, args_ds, kwargs_ds)
     result = PieceResult(path, type(module).__name__, "failed", dynamic_shapes=ds)
     begin = time.perf_counter()
     errors = []
