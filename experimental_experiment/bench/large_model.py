@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -247,6 +248,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cases = CASES if ns.cases == "all" else ns.cases.split(",")
     folder = ns.folder or tempfile.mkdtemp(prefix="bench_large_")
+    try:
+        rows = _run_cases(cases, folder)
+    finally:
+        if not ns.folder:  # about 20 GB of models and checkpoints
+            shutil.rmtree(folder, ignore_errors=True)
+    if ns.out:
+        _write_csv(ns.out, rows)
+    return 0
+
+
+def _run_cases(cases: list[str], folder: str) -> list[dict]:
     rows, date, versions = [], datetime.date.today().isoformat(), _versions()
     for case in cases:
         proc = subprocess.run([sys.executable, "-m", MODULE, "--child", case, "--folder",
@@ -256,9 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
         print(case, res, flush=True)
         rows.append(_row(case, res, date, versions))
-    if ns.out:
-        _write_csv(ns.out, rows)
-    return 0
+    return rows
 
 
 def _write_csv(out: str, rows: list[dict]) -> None:
