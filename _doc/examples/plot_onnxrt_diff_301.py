@@ -125,3 +125,21 @@ for name in names:
 node = next(n for n in ep.graph.nodes if n.name == first)
 print(first, "->", node.target)
 print(node.meta.get("stack_trace", "").strip().splitlines()[-1])
+
+# %%
+# The same in one call
+# ++++++++++++++++++++
+#
+# :func:`compare_intermediates <experimental_experiment.investigate.compare_intermediates>`
+# does all of the above: the exporter writes in each ONNX node's ``metadata_props``
+# the FX node it comes from and the user's line, the function runs both graphs and
+# returns every comparison and the first one out of tolerance, with the ONNX nodes
+# computing it and the statistics of both values. ``runtime="reference"`` uses
+# :class:`onnx.reference.ReferenceEvaluator` instead of onnxruntime.
+
+from experimental_experiment.investigate import compare_intermediates  # noqa: E402
+
+for runtime in ["onnxruntime", "reference"]:
+    found = compare_intermediates(ep, onx, (x,), runtime=runtime)
+    print(f"-- {runtime}")
+    print(found)
