@@ -46,53 +46,28 @@ input_mask = torch.ones(2, 16, dtype=torch.int64)
 #
 # Every model the backend builds is saved in folder ``dump_dort``. If an operator of
 # the model has no converter yet, torch.compile raises an error naming it.
+# :epkg:`transformers` computes the attention with
+# :func:`torch.nn.functional.scaled_dot_product_attention` (``sdpa``): the forward graph
+# calls ``_scaled_dot_product_flash_attention_for_cpu``, the backward graph
+# ``_scaled_dot_product_flash_attention_for_cpu_backward``, both converted.
 
 local_aot_ort, _ = make_aot_ort(dynamic=False)
 optimized = torch.compile(model, backend=local_aot_ort, fullgraph=True)
 
-try:
-    with dump_onnx("dort-llama-ort", folder="dump_dort", clean=True):
-        losses = train_loop(optimized, input_ids, input_mask, steps=3)
-    print("losses with onnxruntime:", losses)
-except Exception as e:
-    print(f"{type(e).__name__}: {e}")
-    losses = None
-
+with dump_onnx("dort-llama-ort", folder="dump_dort", clean=True):
+    losses = train_loop(optimized, input_ids, input_mask, steps=3)
+print("losses with onnxruntime:", losses)
 print("losses in eager mode:   ", train_loop(eager, input_ids, input_mask, steps=3))
-
-# %%
-# The attention of the model
-# ++++++++++++++++++++++++++
-#
-# :epkg:`transformers` computes the attention with
-# :func:`torch.nn.functional.scaled_dot_product_attention` by default (``sdpa``).
-# If its backward operator has no converter yet, the error above names it; support
-# for the backward operators is tracked with the torch.compile backends.
-# The eager implementation of the attention uses simpler operators.
-
-if losses is None:
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    model = LlamaModel(config)
-    eager = LlamaModel(config)
-    eager.load_state_dict(model.state_dict())
-    torch._dynamo.reset()
-    optimized = torch.compile(model, backend=local_aot_ort, fullgraph=True)
-    with dump_onnx("dort-llama-ort", folder="dump_dort", clean=True):
-        losses = train_loop(optimized, input_ids, input_mask, steps=3)
-    print("losses with onnxruntime:", losses)
-    print("losses in eager mode:   ", train_loop(eager, input_ids, input_mask, steps=3))
 
 # %%
 # The weights after training
 # ++++++++++++++++++++++++++
 
-if losses is not None:
-    diffs = [
-        (p.detach() - q.detach()).abs().max().item()
-        for p, q in zip(model.parameters(), eager.parameters())
-    ]
-    print("largest difference between the weights:", max(diffs))
+diffs = [
+    (p.detach() - q.detach()).abs().max().item()
+    for p, q in zip(model.parameters(), eager.parameters())
+]
+print("largest difference between the weights:", max(diffs))
 
 # %%
 # The models built by the backend
