@@ -307,6 +307,7 @@ def _parse(argv):
     parser.add_argument("--max-memory", type=float, default=3,
                         help="GB of resident memory per case")
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
+    parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
 
 
@@ -333,14 +334,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         todo = todo[: args.limit]
     meta_path = os.path.splitext(args.output)[0] + ".json"
-    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol)
+    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
+               commit=args.commit)
     bar = tqdm(todo, desc="zoo")
     for case, exporter in bar:
         bar.set_postfix_str(f"{case.model_type} {exporter}")
         rows.append(run_case(case, exporter, timeout=args.timeout, atol=args.atol,
                              max_memory=args.max_memory))
         write_rows(args.output, rows)
-    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol)
+    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
+               commit=args.commit)
     return 0
 
 

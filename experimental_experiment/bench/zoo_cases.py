@@ -120,7 +120,8 @@ def shrink_config_dict(d: dict) -> dict:
     """The configuration dictionary ``d`` made tiny (in place, nested configs too):
     2 layers, 4 heads (2 key/value heads), hidden size 64, head dimension 16,
     intermediate size 128, 4 experts (2 per token), a vocabulary of 1024, images of
-    32 pixels."""
+    32 pixels; per-layer lists (``layer_types``, ``mlp_layer_types``...) are cut."""
+    n_before = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
     for k, v in list(d.items()):
         if isinstance(v, dict) and "model_type" in v:
             shrink_config_dict(v)
@@ -152,9 +153,11 @@ def shrink_config_dict(d: dict) -> dict:
             d[k] = 8
     for k in ("out_features", "out_indices", "stage_names"):  # backbones: recomputed
         d.pop(k, None)
-    if isinstance(d.get("layer_types"), list):
-        n = next((d[k] for k in _LAYERS if _is_int(d.get(k))), len(d["layer_types"]))
-        d["layer_types"] = d["layer_types"][:n]
+    n_after = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
+    for k, v in list(d.items()):
+        if isinstance(v, list) and n_before and n_after and len(v) == n_before and (
+                k.endswith(("layer_types", "layers_block_type")) or k == "layer_types"):
+            d[k] = v[:n_after]
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > _VOCAB:
         d["vocab_size"] = _VOCAB
         _shrink_ids(d, _VOCAB)

@@ -60,7 +60,8 @@ def render_totals(rows: list[dict], meta: dict) -> str:
     types = {r["model_type"] for r in rows}
     if meta:
         v = ", ".join(f"{k} {val}" for k, val in sorted(meta.get("versions", {}).items()))
-        lines += [f"Run of {meta.get('date', '?')} ({v}).", ""]
+        commit = f", exporter at commit ``{meta['commit'][:10]}``" if meta.get("commit") else ""
+        lines += [f"Run of {meta.get('date', '?')}{commit} ({v}).", ""]
     lines += [f"{len(types)} model types tried out of {meta.get('listed', '?')} listed "
               "by transformers' auto mappings.", ""]
     exporters = _exporters(rows)
