@@ -79,3 +79,25 @@ def test_onnx_nodes_carry_origin():
     opt = to_onnx(ep)
     report = compare_intermediates(ep, opt, (torch.randn(2, 4),))
     assert report.comparisons and report.first is None
+
+
+def test_bad_rewrite_found_by_bisection():
+    from experimental_experiment.investigate import find_bad_rewrite
+    from experimental_experiment.xoptim import Pattern
+
+    class ReluToAbs(Pattern):
+        """Relu(x) -> Abs(x): a wrong rewrite."""
+
+        def pattern(self, op, x):
+            return op.Relu(x)
+
+        def rewrite(self, op, x):
+            return op.Abs(x)
+
+    x = torch.randn(6, 4)
+    ep = torch.export.export(Model(), (x,), strict=False)
+    onx = to_onnx(ep, optimize=False)
+    feeds = {onx.graph.input[0].name: x.numpy()}
+    assert find_bad_rewrite(onx, feeds) is None  # the default rewrites keep the results
+    found = find_bad_rewrite(onx, feeds, patterns=[ReluToAbs()])
+    assert found["pattern"] == "ReluToAbs" and found["max_diff"] > 1e-3
