@@ -58,7 +58,10 @@ _INTERMEDIATE = ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn
 _EXPERTS = {"num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4,
             "moe_num_experts": 4, "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2,
             "num_shared_experts": 1, "n_shared_experts": 1, "moe_intermediate_size": 128,
-            "shared_expert_intermediate_size": 128}
+            "shared_expert_intermediate_size": 128, "n_group": 2, "topk_group": 1,
+            # partial rotary, multi-head latent attention, group norms
+            "rotary_dim": 8, "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16,
+            "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "num_groups": 4}
 _VOCAB = 1024
 
 
@@ -200,7 +203,7 @@ def _signature_order(model, inputs: dict, ds: dict) -> tuple[dict, dict]:
 
 
 def _text_inputs(config, sizes, generator):
-    vocab = config.get_text_config().vocab_size
+    vocab = getattr(config.get_text_config(), "vocab_size", None) or _VOCAB
     b, s = sizes["batch"], sizes["seq"]
     inputs = {"input_ids": torch.randint(0, vocab, (b, s), generator=generator),
               "attention_mask": torch.ones((b, s), dtype=torch.int64)}
