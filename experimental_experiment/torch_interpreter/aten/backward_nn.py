@@ -164,9 +164,6 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
     SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation,
     bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask)
     -> (Tensor, Tensor, Tensor)"""
-    if transposed:
-        raise UnsupportedOpError("convolution_backward of a transposed convolution",
-                                 argument="transposed")
     spatial = g.get_rank(x) - 2
     if spatial < 1:
         raise UnsupportedOpError("convolution_backward expects a batched input", argument="input")
@@ -177,9 +174,17 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
     gy, xf, wf = upcast(g, grad_output), upcast(g, x), upcast(g, weight)
     grads = [None, None, None]
     conv = (stride, padding, dilation, groups, spatial)
-    if output_mask[0]:
+    if transposed:
+        # y = ConvTranspose(x, w) is the adjoint of Conv(., w): <y, gy> = <x, Conv(gy, w)>,
+        # so dx = Conv(gy, w) and dw is the weight gradient of Conv(gy, w) for grad x
+        if output_mask[0]:
+            grads[0] = _back(g, g.op.Conv(gy, wf, strides=stride, pads=padding + padding,
+                                          dilations=dilation, group=groups), 0)
+        if output_mask[1]:
+            grads[1] = _back(g, _conv_weight_grad(g, xf, gy, wf, *conv), 1)
+    if output_mask[0] and not transposed:
         grads[0] = _back(g, _conv_input_grad(g, gy, xf, wf, *conv), 0)
-    if output_mask[1]:
+    if output_mask[1] and not transposed:
         grads[1] = _back(g, _conv_weight_grad(g, gy, xf, wf, *conv), 1)
     if output_mask[2]:
         grads[2] = _back(g, _sum(g, gy, [0] + list(range(2, spatial + 2))), 2)
