@@ -88,6 +88,8 @@ def test_success_counts_converters_and_nodes(tmp_path):
     assert sum(ops.values()) >= 3
     assert {"capture", "interpret", "optimize", "serialize", "save"} <= set(report.timings)
     assert report.nodes_after_optimization <= report.nodes_before_optimization
+    if report.nodes_after_optimization < report.nodes_before_optimization:
+        assert report.rewrites and all(r.applied > 0 for r in report.rewrites)
     assert report.capture_attempts[0].success
 
 

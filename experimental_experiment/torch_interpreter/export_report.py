@@ -205,7 +205,7 @@ def record_optimization(report: ExportReport, before: int, after: int, steps) ->
     report.rewrites = [
         Rewrite(s.get("name", "?"), s.get("kind", ""), int(s.get("applied", 0) or 0),
                 float(s.get("time_s", 0.0) or 0.0))
-        for s in (steps or []) if isinstance(s, dict) and s.get("applied")]
+        for s in (steps or []) if hasattr(s, "get") and s.get("applied")]  # dict or entry
 
 
 def record_patches(report: ExportReport) -> None:
