@@ -228,3 +228,29 @@ def test_export_with_weights_deterministic(tmp_path):
                 large_model=True, external_threshold=0).save(str(path))
         contents.append((path.read_bytes(), (path.parent / "m.onnx.data").read_bytes()))
     assert contents[0] == contents[1]
+
+
+def test_tied_weights_filled_from_the_other_name(tmp_path):
+    """save_pretrained keeps one name of a tied weight (the embedding), the export the
+    other (lm_head): the exporter records both, the fill finds it."""
+    import transformers
+
+    from experimental_experiment.torch_interpreter.onnx_export_errors import (
+        bypass_export_some_errors,
+    )
+    from experimental_experiment.torch_models.llm_helper import get_tiny_config, make_llm_inputs
+
+    config = get_tiny_config("llama", tie_word_embeddings=True)
+    with torch.device("meta"):
+        meta = transformers.LlamaForCausalLM(config).eval()
+    meta.model.rotary_emb = type(meta.model.rotary_emb)(config)
+    inputs, ds = make_llm_inputs(config, model=meta)
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        to_onnx(meta, (), modificator(inputs), dynamic_shapes=ds, large_model=True).save(
+            str(tmp_path / "m.onnx"))
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.save_pretrained(str(tmp_path / "ckpt"))
+    report = fill_weights(str(tmp_path / "m.onnx"), [str(tmp_path / "ckpt")])
+    assert report.unfilled == [] and report.unused == []
+    assert report.matched["lm_head.weight"] == ("model.embed_tokens.weight", "source")

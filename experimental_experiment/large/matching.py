@@ -17,13 +17,13 @@ def _suffixes(name: str):
             yield name[i + 1:]
 
 
-def match_names(initializers: dict[str, str | None], checkpoint: list[str]
+def match_names(initializers: dict[str, str | list[str] | None], checkpoint: list[str]
                 ) -> tuple[dict[str, tuple[str, str]], dict[str, list[str]]]:
     """Returns ``({initializer: (checkpoint name, rule)}, {initializer: candidates})``,
     the second for names several checkpoint tensors could fill (left unfilled).
 
     ``initializers`` maps every initializer name to the weight name it was exported from
-    (or None). Rules, in order: ``source``, ``exact``, ``underscore``, ``suffix``.
+    (or None, or the list of the names of a tied weight). Rules, in order: ``source``, ``exact``, ``underscore``, ``suffix``.
     A checkpoint tensor fills at most one initializer.
     """
     names = set(checkpoint)
@@ -40,8 +40,10 @@ def match_names(initializers: dict[str, str | None], checkpoint: list[str]
         for init, source in initializers.items():
             if init in matched:
                 continue
-            if rule == "source":
-                cands = [source] if source in names else []
+            if rule == "source":  # several names for a tied weight: the first found
+                found = [c for c in ([source] if isinstance(source, str) else source or [])
+                         if c in names and c not in used]
+                cands = found[:1]
             elif rule == "exact":
                 cands = [init] if init in names else []
             elif rule == "underscore":

@@ -85,10 +85,28 @@ def pin_weights(builder: GraphBuilder, threshold: int, *, large: bool) -> bool:
     return True
 
 
-def make_container(builder: GraphBuilder, threshold: int, filename: str | None
-                   ) -> ModelContainer:
-    """The container of the builder, saved to ``filename`` if given."""
+def _aliases(model) -> dict[str, list[str]]:
+    """Every name of a tensor shared under several names (tied weights: a checkpoint
+    may store it under the other name, ``save_pretrained`` keeps one)."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    groups: dict[int, list[str]] = {}
+    named = [*model.named_parameters(remove_duplicate=False),
+             *model.named_buffers(remove_duplicate=False)]
+    for name, t in named:
+        groups.setdefault(id(t), []).append(name)
+    return {n: [n, *(m for m in g if m != n)] for g in groups.values() if len(g) > 1 for n in g}
+
+
+def make_container(builder: GraphBuilder, threshold: int, filename: str | None,
+                   model=None) -> ModelContainer:
+    """The container of the builder, saved to ``filename`` if given; the sources of
+    tied weights list every name they have in ``model``."""
     container = builder_to_container(builder, threshold)
+    aliases = _aliases(model)
+    for init, source in container.sources.items():
+        if source in aliases:
+            container.sources[init] = aliases[source]
     if filename:
         container.save(filename)
     return container

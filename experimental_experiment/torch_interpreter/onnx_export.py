@@ -163,7 +163,7 @@ def to_onnx(
     clock("optimize")
     record_optimization(report, n_nodes, len(builder.nodes), opt_report)
     if large:  # saved if filename, the ModelProto refers to its data file
-        container = make_container(builder, external_threshold, filename)
+        container = make_container(builder, external_threshold, filename, model)
         onx = container if large_model else container.model_proto
     else:
         onx = builder.to_onnx(optimize=False)

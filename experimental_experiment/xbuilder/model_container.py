@@ -84,7 +84,8 @@ class ModelContainer:
     :param model_proto: the model; initializers in ``tensors`` are declared external
     :param tensors: initializer name -> value (numpy array, or a reference with
         ``elem_type``, ``shape``, ``nbytes``, ``has_data``, ``write_to(file)``)
-    :param sources: initializer name -> name of the model weight it holds (state dict key)
+    :param sources: initializer name -> name of the model weight it holds (state dict
+        key; the list of its names for a tied weight)
 
     .. code-block:: python
 
@@ -93,7 +94,7 @@ class ModelContainer:
     """
 
     def __init__(self, model_proto: ModelProto, tensors: dict[str, Any],
-                 sources: dict[str, str] | None = None):
+                 sources: dict[str, Any] | None = None):
         self.model_proto = model_proto
         self.tensors = tensors
         self.sources = dict(sources or {})
