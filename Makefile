@@ -16,7 +16,7 @@ LATEST_PACKAGES := transformers onnx onnxruntime onnxscript onnx-ir sphinx-galle
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim lock test-latest
+.PHONY: install test html html-quick lint clean coverage bench-optim bench-large lock test-latest
 
 install: $(STAMP)
 
@@ -70,6 +70,11 @@ coverage: install
 bench-optim: install
 	$(PY) -m experimental_experiment.bench.optim_speed --repeat 300 --warmup 20 \
 		--output _doc/bench/optim_speed.csv
+
+# large models: 8B weight-free, 70B graph, >2 GB round trip, ~1B Llama vs torch.onnx.export
+# (15-20 minutes, about 6 GB of free memory and 20 GB of disk, sparse data files)
+bench-large: install
+	$(PY) -m experimental_experiment.bench.large_model --out _doc/bench/large_model.csv
 
 lint: install
 	$(PY) -m ruff check .
