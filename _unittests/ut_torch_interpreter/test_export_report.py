@@ -142,3 +142,36 @@ def test_warning_recorded():
         warnings.simplefilter("ignore")
         to_onnx(m, (torch.randn(2),), report=report)
     assert any("user warning in a hook" in d.message for d in report.diagnostics)
+
+
+def test_decomposition_and_patches_recorded():
+    from experimental_experiment.torch_interpreter.onnx_export_errors import (
+        bypass_export_some_errors,
+    )
+    from experimental_experiment.torch_interpreter.registry import find_converter
+
+    class Logit(torch.nn.Module):
+        def forward(self, x):
+            return torch.logit(torch.sigmoid(x), eps=1e-6) + 1
+
+    if find_converter(torch.ops.aten.logit.default, 18) is not None:
+        pytest.skip("aten.logit has a converter now: pick an op with none")
+    report = ExportReport()
+    with bypass_export_some_errors(patch_transformers=True):
+        onx = to_onnx(Logit(), (torch.randn(3, 4),), dynamic_shapes=({0: "a"},),
+                      report=report)
+    assert report.patches  # the patches active during the export
+    why = {d.op: d.reason for d in report.decompositions}
+    assert why["aten.logit.default"] == "no converter"
+    # what the decomposition of logit calls and has no converter either says so
+    others = [op for op in why if op != "aten.logit.default"]
+    assert all("decomposition of aten.logit.default" in why[op] for op in others)
+    x = torch.randn(5, 4)
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    got = sess.run(None, {onx.graph.input[0].name: x.numpy()})[0]
+    np.testing.assert_allclose(got, Logit()(x).numpy(), rtol=1e-4, atol=1e-4)
+    # outside the context manager, no patch is reported
+    report2 = ExportReport()
+    to_onnx(torch.nn.ReLU(), (torch.randn(2),), report=report2)
+    assert report2.patches == []
