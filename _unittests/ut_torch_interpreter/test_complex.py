@@ -137,10 +137,23 @@ def test_complex128():
     assert onx.graph.input[0].type.tensor_type.elem_type == 11  # float64 pairs
 
 
+class MatMul(torch.nn.Module):
+    def forward(self, z, r, w):
+        return z @ w, r.to(w.dtype) @ w, torch.bmm(z.T.unsqueeze(0), r.unsqueeze(0).to(z.dtype))
+
+
+def test_complex_matmul():
+    def make(n):
+        return torch.randn(n, 4, dtype=torch.complex64), torch.randn(n, 4), torch.randn(
+            4, 3, dtype=torch.complex64)
+
+    _check(MatMul(), make, ({0: "n"}, {0: "n"}, None), atol=1e-4)
+
+
 def test_complex_unsupported_op():
     class M(torch.nn.Module):
         def forward(self, z):
-            return z @ z.T
+            return torch.sqrt(z)
 
     z = torch.randn(3, 3, dtype=torch.complex64)
     with pytest.raises(UnsupportedOpError, match="for complex tensors"):

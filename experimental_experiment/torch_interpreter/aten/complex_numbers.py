@@ -11,7 +11,7 @@ suffix ``_real_imag`` (see :func:`to_onnx
 When an FX node reads or produces a complex tensor, :func:`complex_converter` picks its
 converter:
 
-* an arithmetic converter of this file (``mul``, ``add``, ``polar``, ``abs``, ``exp``...),
+* an arithmetic converter of this file (``mul``, ``matmul``, ``polar``, ``abs``...),
 * the registered converter of a layout operator (``reshape``, ``transpose``, ``cat``...)
   with its arguments rewritten for the extra axis (negative dims, target shapes) and
   ``g.current`` describing the real pairs,
@@ -363,7 +363,38 @@ def aten_complex_ones_like(g: GraphBuilder, x, **kwargs):
     return one
 
 
+def aten_complex_matmul(g: GraphBuilder, x, y):
+    """matmul(Tensor self, Tensor other) (mm, bmm) on complex values:
+    (A + iB)(C + iD) = (AC - BD) + i(AD + BC), four real MatMul"""
+    t = _pair_type(g)
+    axis = np.array([-1], _I64)
+
+    def real_imag(v, is_complex):
+        if not is_complex:
+            return cast_to(g, v, t), None
+        re, im = parts(g, v)
+        return g.op.Squeeze(re, axis), g.op.Squeeze(im, axis)
+
+    a, b = real_imag(x, _arg_is_complex(g, 0))
+    c, d = real_imag(y, _arg_is_complex(g, 1))
+    re = g.op.MatMul(a, c) if b is None or d is None else g.op.Sub(
+        g.op.MatMul(a, c), g.op.MatMul(b, d))
+    terms = [g.op.MatMul(a, d)] if d is not None else []
+    terms += [g.op.MatMul(b, c)] if b is not None else []
+    im = terms[0] if len(terms) == 1 else g.op.Add(*terms)
+    return _join(g, g.op.Unsqueeze(re, axis), g.op.Unsqueeze(im, axis))
+
+
+def aten_complex_t(g: GraphBuilder, x):
+    """numpy_T(Tensor(a) self) -> Tensor(a) (t for 2-D): the logical axes reversed"""
+    r = _complex_rank(g.current.node)
+    return g.op.Transpose(x, perm=[*reversed(range(r)), r])
+
+
 _ARITHMETIC = {
+    aten.numpy_T.default: aten_complex_t, aten.t.default: aten_complex_t,
+    aten.matmul.default: aten_complex_matmul, aten.mm.default: aten_complex_matmul,
+    aten.bmm.default: aten_complex_matmul,
     aten.mul.Tensor: aten_complex_mul, aten.mul.Scalar: aten_complex_mul,
     aten.div.Tensor: aten_complex_div, aten.div.Scalar: aten_complex_div,
     aten.add.Tensor: aten_complex_add, aten.sub.Tensor: aten_complex_sub,
