@@ -133,3 +133,12 @@ def test_no_fallback_keeps_error():
     with pytest.raises(UnsupportedOpError, match="h16test.gelu_like"):
         to_onnx(Gelu(), (torch.randn(3, 4),),
                 export_options=ExportOptions(decomposition_fallback=False))
+
+
+def test_export_report_names_inlined_op():
+    from experimental_experiment.report import ExportReport
+
+    report = ExportReport()
+    to_onnx(Gelu(), (torch.randn(3, 4),), report=report)
+    inlined = [d for d in report.decompositions if "h16test.gelu_like" in d.op]
+    assert inlined and "Python implementation was traced" in inlined[0].reason

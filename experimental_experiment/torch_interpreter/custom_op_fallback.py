@@ -85,10 +85,11 @@ def calling_implementations(ops: dict):
 
 def inline_custom_ops(ep: torch.export.ExportedProgram, recapture: Callable[[], object],
                       opset: int, can_convert: Callable[[object], bool] | None = None,
-                      ) -> torch.export.ExportedProgram:
+                      record: list | None = None) -> torch.export.ExportedProgram:
     """Captures again (``recapture()``) with the custom operators of ``ep`` which have
     no converter replaced by their Python implementation; returns ``ep`` unchanged when
-    there is none or when the new capture fails."""
+    there is none or when the new capture fails. ``record`` receives ``(operator,
+    reason)`` for every inlined operator (the export report's decompositions)."""
     ops = {op: python_implementation(op)
            for op in unconverted_custom_ops(ep, opset, can_convert)}
     ops = {op: impl for op, impl in ops.items() if impl is not None}
@@ -104,6 +105,10 @@ def inline_custom_ops(ep: torch.export.ExportedProgram, recapture: Callable[[], 
                     str(e).strip().splitlines()[0] if str(e).strip() else "")
         return ep
     for op in ops:
+        if record is not None:
+            record.append((str(op), "custom op with no converter: its Python "
+                                    "implementation was traced (a Dispatcher entry keeps "
+                                    "it as one node)"))
         logger.warning(
             "custom op %s has no converter: its Python implementation was traced and "
             "inlined into aten operators. To keep it as one node, register a converter: "

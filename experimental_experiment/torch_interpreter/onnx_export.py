@@ -230,10 +230,13 @@ def _prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, o
             with size_oblivious_capture(bool(small)), record_shape_guards() as guards:
                 ep = capture(model, args, kwargs, ds, export_options, attempts)
                 if export_options.decomposition_fallback:  # custom ops with no converter
+                    inlined = []
                     ep = inline_custom_ops(
                         ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
                         None if dispatcher is None else (lambda op: dispatcher.find(op)
-                                                         is not None))
+                                                         is not None), record=inlined)
+                    if report is not None:
+                        record_decompositions(report, inlined)
         except CaptureError as e:
             # torch's L['x'].size()[0] becomes: dimension 0 ('batch') of input 'x'
             e.args = (describe_dimension_sources(str(e), names, arg_names),) + e.args[1:]
