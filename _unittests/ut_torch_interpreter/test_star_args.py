@@ -128,3 +128,19 @@ def test_bad_names():
         grouped_dynamic_shapes({"xs": (None,) * 3, "xs_0": {0: "b"}}, Star(), star, {})
     with pytest.raises(InvalidArgumentError, match="has 2 elements"):
         grouped_dynamic_shapes(({0: "b"}, {0: "b"}), Star(), star, {})
+
+
+def test_kwargs_strict_capture():
+    from experimental_experiment.torch_interpreter import ExportOptions
+
+    model = Kwargs()
+    ds = {"x": {0: "batch"}, "kwargs": {"bias": {0: "batch"}, "shift": {0: "s"}}}
+    onx = to_onnx(model, *_kwargs(3), dynamic_shapes=ds,
+                  export_options=ExportOptions(strict=True))
+    assert _dims(onx)["bias"] == ["batch", 4]
+    for n in (3, 5):
+        a, kw = _kwargs(n)
+        with torch.no_grad():
+            expected = model(*a, **kw)
+        got = run_onnx(onx, flatten_tensors((a, kw)))[0]
+        torch.testing.assert_close(torch.from_numpy(got), expected, atol=1e-5, rtol=1e-5)
