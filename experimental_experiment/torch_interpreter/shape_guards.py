@@ -21,7 +21,7 @@ import torch
 
 from ..report import DimensionRecord, SourceLocation
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entrant: an export inside an export (same thread)
 
 
 def _excluded_dirs() -> tuple[str, ...]:
