@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from onnx import NodeProto, TensorProto, helper
+from onnx import NodeProto, TensorProto
+
+from .graph_utils import attribute_value, constant_ints
 
 Shape = tuple  # of int | str | None
 
@@ -32,11 +34,7 @@ _REDUCE = frozenset(
 )
 
 
-def _attr(node: NodeProto, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
+_attr = attribute_value
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape | None:
@@ -113,9 +111,7 @@ def _rule_shape(g, node):
 
 
 def _const_list(g, name: str):
-    if not name or not g.is_constant(name):
-        return None
-    return [int(i) for i in np.asarray(g.get_constant(name)).reshape((-1,))]
+    return constant_ints(g, name, None)
 
 
 def _rule_reshape(g, node):

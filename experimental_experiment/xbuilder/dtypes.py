@@ -68,3 +68,14 @@ def onnx_to_np_dtype(elem_type: int) -> np.dtype:
 def dtype_name(elem_type: int) -> str:
     """Short readable name of an ONNX element type ('FLOAT', 'INT64', ...)."""
     return TensorProto.DataType.Name(elem_type) if elem_type else "UNDEFINED"
+
+
+def i64(values) -> np.ndarray:
+    """An int64 array of ``values`` (a python int, a sequence, an array): the one way
+    the package writes its integer constants (shapes, axes, indices).
+
+    .. code-block:: python
+
+        g.op.Reshape(x, i64([-1, 4]))
+    """
+    return np.array(values, dtype=np.int64)

@@ -1,9 +1,13 @@
 """Graph walking shared by the builder and the optimizer: the names a node uses
-(its subgraphs included), renaming them, removing what no output needs."""
+(its subgraphs included), renaming them, removing what no output needs, reading an
+attribute or a constant."""
 
 from __future__ import annotations
 
-from onnx import AttributeProto, NodeProto
+from typing import Any
+
+import numpy as np
+from onnx import AttributeProto, NodeProto, helper
 
 
 def subgraphs(node: NodeProto):
@@ -62,3 +66,38 @@ def remove_unused(g, *, keep_initializers: bool = False) -> int:
     for name in [n for n in g.initializers if n not in needed]:
         g.remove_initializer(name)
     return removed
+
+
+def attribute_value(node: NodeProto, name: str, default: Any = None) -> Any:
+    """Python value of an attribute of ``node`` (strings decoded, repeated fields as
+    lists), ``default`` when the node has no such attribute: the one attribute reader."""
+    for a in node.attribute:
+        if a.name == name:
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                return v.decode()
+            if isinstance(v, (list, tuple)) or type(v).__name__ == "RepeatedScalarContainer":
+                return [x.decode() if isinstance(x, bytes) else x for x in v]
+            return v
+    return default
+
+
+def constant_value(g, name: str, max_size: int | None = None) -> np.ndarray | None:
+    """The value of the constant ``name`` of builder ``g``, None when it is not a
+    constant or has more than ``max_size`` elements (large weights are never read):
+    the one constant reader."""
+    if not name or not g.is_constant(name):
+        return None
+    if max_size is not None:
+        shape = g.get_shape(name)
+        if shape is None or int(np.prod(shape)) > max_size:
+            return None
+    return np.asarray(g.get_constant(name))
+
+
+def constant_ints(g, name: str, max_size: int | None = 1 << 16) -> list[int] | None:
+    """The values of an integer constant as a list, None otherwise."""
+    value = constant_value(g, name, max_size)
+    if value is None or value.dtype.kind not in "iu":
+        return None
+    return [int(v) for v in value.reshape(-1)]

@@ -6,9 +6,13 @@ import inspect
 from typing import Any
 
 import numpy as np
-from onnx import NodeProto, helper
+from onnx import NodeProto
 
-from ..xbuilder.graph_utils import used_names
+from ..xbuilder.graph_utils import (  # noqa: F401  (attribute_value: pattern API)
+    attribute_value,
+    constant_value,
+    used_names,
+)
 from .pattern_graph import COMMUTATIVE, Match, PatternNode, PatternValue, Var
 
 
@@ -34,28 +38,10 @@ class GraphIndex:
         return len(self.consumers.get(name, ()))
 
 
-def attribute_value(node: NodeProto, name: str) -> Any:
-    """Python value of an attribute (strings decoded, lists as lists), None if absent."""
-    for a in node.attribute:
-        if a.name == name:
-            v = helper.get_attribute_value(a)
-            if isinstance(v, bytes):
-                return v.decode()
-            if isinstance(v, (list, tuple)) or type(v).__name__ == "RepeatedScalarContainer":
-                return [x.decode() if isinstance(x, bytes) else x for x in v]
-            return v
-    return None
-
-
 def small_constant(g, name: str, max_size: int = 1024) -> np.ndarray | None:
     """The value of a constant with at most ``max_size`` elements (large weights are
     never converted), None otherwise."""
-    if not name or not g.is_constant(name):
-        return None
-    shape = g.get_shape(name)
-    if shape is None or int(np.prod(shape)) > max_size:
-        return None
-    return np.asarray(g.get_constant(name))
+    return constant_value(g, name, max_size)
 
 
 def constant_equals(g, name: str, expected, rtol: float = 1e-3) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 from onnx import NodeProto
 
 from ..errors import ExportError
-from ..xbuilder.dtypes import onnx_to_np_dtype
+from ..xbuilder.dtypes import i64, onnx_to_np_dtype
 from ..xbuilder.graph_utils import (
     remove_unused,
     rename_inputs,
@@ -88,9 +88,9 @@ def _fold_shape(g, node: NodeProto) -> np.ndarray | None:
         shape = g.get_shape(node.input[0])
         start = _int_attr(node, "start", 0)
         end = _int_attr(node, "end", len(shape))
-        return np.array(shape[start:end], dtype=np.int64)
+        return i64(shape[start:end])
     if node.op_type == "Size" and g.is_static_shape(node.input[0]):
-        return np.array(int(np.prod(g.get_shape(node.input[0]))), dtype=np.int64)
+        return i64(int(np.prod(g.get_shape(node.input[0]))))
     return None
 
 

@@ -7,7 +7,7 @@ import torch
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import i64, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
 from .._torch_helper import onnx_dtype_to_torch, torch_dtype_to_onnx
 
@@ -59,15 +59,15 @@ def as_tensor(g: GraphBuilder, x, elem_type: int | None = None) -> str:
 def shape_tensor(g: GraphBuilder, dims) -> str:
     """1-D int64 tensor from a list of ints and names of int64 scalars (SymInt)."""
     if all(isinstance(d, int) for d in dims):
-        return g.make_constant(np.array(dims, dtype=np.int64))
+        return g.make_constant(i64(dims))
     parts = []
     for d in dims:
         if isinstance(d, int):
-            parts.append(g.make_constant(np.array([d], dtype=np.int64)))
+            parts.append(g.make_constant(i64([d])))
         else:
             d = cast_to(g, d, INT64)
             rank = g.get_rank(d)
-            parts.append(d if rank == 1 else g.op.Reshape(d, np.array([1], dtype=np.int64)))
+            parts.append(d if rank == 1 else g.op.Reshape(d, i64([1])))
     return g.op.Concat(*parts, axis=0)
 
 
@@ -75,7 +75,7 @@ def axes_tensor(g: GraphBuilder, axes) -> str:
     """Constant 1-D int64 tensor of axes."""
     if isinstance(axes, int):
         axes = [axes]
-    return g.make_constant(np.array(list(axes), dtype=np.int64))
+    return g.make_constant(i64(list(axes)))
 
 
 def rank_of(g: GraphBuilder, x: str) -> int:

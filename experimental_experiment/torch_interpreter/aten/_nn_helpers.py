@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ._helpers import INT64, cast_to
 
@@ -57,8 +57,8 @@ def dim(g: GraphBuilder, x: str, axis: int) -> int | str:
 def dims_tensor(g: GraphBuilder, dims) -> str:
     """1-D int64 tensor from ints and 1-D int64 tensor names (as :func:`dim` returns)."""
     if all(isinstance(d, int) for d in dims):
-        return g.make_constant(np.array(dims, dtype=np.int64))
-    parts = [g.make_constant(np.array([d], dtype=np.int64)) if isinstance(d, int)
+        return g.make_constant(i64(dims))
+    parts = [g.make_constant(i64([d])) if isinstance(d, int)
              else cast_to(g, d, INT64) for d in dims]
     return g.op.Concat(*parts, axis=0)
 
@@ -66,16 +66,16 @@ def dims_tensor(g: GraphBuilder, dims) -> str:
 def unsqueeze_batch(g: GraphBuilder, x: str, spatial: int) -> tuple[str, bool]:
     """Adds a batch dimension to an unbatched input (rank spatial + 1)."""
     if g.get_rank(x) == spatial + 1:
-        return g.op.Unsqueeze(x, np.array([0], dtype=np.int64)), True
+        return g.op.Unsqueeze(x, i64([0])), True
     return x, False
 
 
 def squeeze_batch(g: GraphBuilder, y: str, added: bool) -> str:
-    return g.op.Squeeze(y, np.array([0], dtype=np.int64)) if added else y
+    return g.op.Squeeze(y, i64([0])) if added else y
 
 
 def channel_shaped(g: GraphBuilder, v: str, rank: int) -> str:
     """Reshapes a per-channel vector [C] into [C, 1, ..., 1] to broadcast on axis 1."""
     if rank <= 2:
         return v
-    return g.op.Reshape(v, np.array([-1] + [1] * (rank - 2), dtype=np.int64))
+    return g.op.Reshape(v, i64([-1] + [1] * (rank - 2)))

@@ -12,7 +12,7 @@ import numpy as np
 from onnx import helper
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import FLOAT_TYPES
+from ...xbuilder.dtypes import FLOAT_TYPES, i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, onnx_dtype, out_dtype
@@ -156,7 +156,7 @@ def aten_prelu(g: GraphBuilder, x, weight):
     rank = g.get_rank(x)
     w = cast_to(g, weight, g.get_type(x))
     if rank is not None and rank >= 2 and g.get_rank(weight) == 1:
-        w = g.op.Reshape(w, np.array([-1] + [1] * (rank - 2), dtype=np.int64))
+        w = g.op.Reshape(w, i64([-1] + [1] * (rank - 2)))
     return g.op.Where(g.op.Greater(x, 0), x, g.op.Mul(x, w))
 
 
@@ -204,7 +204,7 @@ def _softmax(g: GraphBuilder, op: str, x, dim: int, dtype=None):
         x = cast_to(g, x, onnx_dtype(dtype, g.get_type(x)))
     xf = upcast(g, x)
     if g.get_rank(x) == 0:
-        one = np.array([0], dtype=np.int64)
+        one = i64([0])
         y = getattr(g.op, op)(g.op.Unsqueeze(xf, one), axis=0)
         return _back(g, g.op.Squeeze(y, one))
     return _back(g, getattr(g.op, op)(xf, axis=dim))

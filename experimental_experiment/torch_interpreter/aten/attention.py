@@ -13,13 +13,14 @@ import math
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, aten, cast_to, out_dtype, rank_of
 from ._nn_helpers import upcast
 from .activation import _random_dropout
 
-_LAST = np.array([-1], dtype=np.int64)
+_LAST = i64([-1])
 
 
 def _scaled_query(g: GraphBuilder, q, scale):
@@ -40,9 +41,9 @@ def _repeat_kv(g: GraphBuilder, k, q_heads, kv_heads):
         return k
     rep = q_heads // kv_heads
     rank = rank_of(g, k)
-    k5 = g.op.Unsqueeze(k, np.array([rank - 2], dtype=np.int64))
-    k5 = g.op.Expand(k5, np.array([1] * (rank - 2) + [rep, 1, 1], dtype=np.int64))
-    shape = g.op.Concat(g.op.Shape(k, end=rank - 3), np.array([q_heads], dtype=np.int64),
+    k5 = g.op.Unsqueeze(k, i64([rank - 2]))
+    k5 = g.op.Expand(k5, i64([1] * (rank - 2) + [rep, 1, 1]))
+    shape = g.op.Concat(g.op.Shape(k, end=rank - 3), i64([q_heads]),
                         g.op.Shape(k, start=rank - 2), axis=0)
     return g.op.Reshape(k5, shape)
 
@@ -54,8 +55,8 @@ def _causal_mask(g: GraphBuilder, q, k):
         return g.make_constant(np.tril(np.ones((L, S), dtype=np.bool_)))
 
     def arange(x):
-        n = g.op.Squeeze(g.op.Shape(x, start=-2, end=-1), np.array([0], dtype=np.int64))
-        return g.op.Range(np.array(0, dtype=np.int64), n, np.array(1, dtype=np.int64))
+        n = g.op.Squeeze(g.op.Shape(x, start=-2, end=-1), i64([0]))
+        return g.op.Range(i64(0), n, i64(1))
 
     rows = g.op.Unsqueeze(arange(q), _LAST)
     return g.op.LessOrEqual(arange(k), rows)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..registry import converter
 from ._helpers import INT64, aten, axes_tensor, cast_to, out_dtype, shape_tensor
 from ._nn_helpers import upcast
@@ -204,14 +203,14 @@ def _nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reductio
     gf = upcast(g, grad_output)
     if reduction == 1:
         gf = g.op.Div(gf, upcast(g, total_weight))
-    values = g.op.Unsqueeze(g.op.Neg(g.op.Mul(w, gf)), np.array([1], dtype=np.int64))
+    values = g.op.Unsqueeze(g.op.Neg(g.op.Mul(w, gf)), i64([1]))
     xf = upcast(g, x)
     if g.get_rank(x) == 1:
-        xf = g.op.Unsqueeze(xf, np.array([0], dtype=np.int64))
+        xf = g.op.Unsqueeze(xf, i64([0]))
     values = g.op.Expand(values, g.op.Shape(safe))  # a 0-D gradient (mean, sum)
     grad = g.op.ScatterElements(_zeros(g, g.op.Shape(xf), xf), safe, values, axis=1)
     if g.get_rank(x) == 1:
-        grad = g.op.Squeeze(grad, np.array([0], dtype=np.int64))
+        grad = g.op.Squeeze(grad, i64([0]))
     return _back(g, grad)
 
 
@@ -240,8 +239,8 @@ def aten_embedding_dense_backward(g: GraphBuilder, grad_output, indices, num_wei
     SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
     gf = upcast(g, grad_output)
     dim = g.op.Shape(gf, start=-1)
-    updates = g.op.Reshape(gf, g.op.Concat(np.array([-1], dtype=np.int64), dim, axis=0))
-    idx = g.op.Reshape(cast_to(g, indices, INT64), np.array([-1, 1], dtype=np.int64))
+    updates = g.op.Reshape(gf, g.op.Concat(i64([-1]), dim, axis=0))
+    idx = g.op.Reshape(cast_to(g, indices, INT64), i64([-1, 1]))
     if not isinstance(padding_idx, int) or padding_idx >= 0:
         # padding_idx < 0 means no padding (torch normalizes it before this op)
         updates = g.op.Where(g.op.Equal(idx, cast_to(g, padding_idx, INT64)), 0, updates)
@@ -301,7 +300,7 @@ def _place(g: GraphBuilder, grad, input_sizes, dim, start, step):
     positions = g.op.Range(g.op.Squeeze(first), g.op.Squeeze(last), cast_to(g, step, INT64))
     shape = [1] * rank
     shape[dim] = -1
-    positions = g.op.Expand(g.op.Reshape(positions, np.array(shape, dtype=np.int64)),
+    positions = g.op.Expand(g.op.Reshape(positions, i64(shape)),
                             g.op.Shape(grad))
     zeros = _zeros(g, shape_tensor(g, list(input_sizes)), grad)
     return g.op.ScatterElements(zeros, positions, grad, axis=dim)
@@ -320,6 +319,6 @@ def aten_select_backward(g: GraphBuilder, grad_output, input_sizes, dim, index):
     """select_backward(Tensor grad_output, SymInt[] input_sizes, int dim,
     SymInt index) -> Tensor"""
     dim = dim % len(input_sizes)
-    grad = g.op.Unsqueeze(grad_output, np.array([dim], dtype=np.int64))
+    grad = g.op.Unsqueeze(grad_output, i64([dim]))
     return _place(g, grad, input_sizes, dim, index, 1)
 

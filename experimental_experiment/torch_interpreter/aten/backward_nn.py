@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, axes_tensor, cast_to, out_dtype
@@ -104,7 +105,7 @@ def _slice_spatial(g: GraphBuilder, y: str, like: str, spatial: int) -> str:
     axes = np.arange(2, 2 + spatial, dtype=np.int64)
     starts = np.zeros(spatial, dtype=np.int64)
     dims = _static_dims(g, like, 2)
-    ends = np.array(dims, dtype=np.int64) if dims else g.op.Shape(like, start=2)
+    ends = i64(dims) if dims else g.op.Shape(like, start=2)
     return g.op.Slice(y, starts, ends, axes)
 
 
@@ -144,14 +145,14 @@ def _conv_weight_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
     else:
         # [N, Cin, *sp] -> [N, G, Cin/G, *sp] -> [Cin/G, G, N, *sp] -> [Cin/G, G*N, *sp]
         sp = g.op.Shape(x, start=2)
-        head = np.array([-1, groups, cin_g], dtype=np.int64)
+        head = i64([-1, groups, cin_g])
         x5 = g.op.Reshape(x, g.op.Concat(head, sp, axis=0))
         x5 = g.op.Transpose(x5, perm=[2, 1, 0] + list(range(3, rank + 1)))
-        xt = g.op.Reshape(x5, g.op.Concat(np.array([cin_g, -1], dtype=np.int64), sp, axis=0))
+        xt = g.op.Reshape(x5, g.op.Concat(i64([cin_g, -1]), sp, axis=0))
     gt = _swap01(g, gy, rank)  # [Cout, N, *out_spatial]
     r = g.op.Conv(xt, gt, strides=dilation, dilations=stride, pads=padding + padding,
                   group=groups)  # [Cin/G, Cout, *k'] with k' >= k
-    r = g.op.Slice(r, np.zeros(spatial, dtype=np.int64), np.array(kernel[1:], dtype=np.int64),
+    r = g.op.Slice(r, np.zeros(spatial, dtype=np.int64), i64(kernel[1:]),
                    np.arange(2, rank, dtype=np.int64))
     return _swap01(g, r, rank)
 
@@ -194,7 +195,7 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
 def _max_pool_backward(g: GraphBuilder, grad_output, x, indices, spatial: int) -> str:
     """Adds every gradient at the position its indices (flat per plane) point to."""
     lead = g.get_rank(x) - spatial
-    flat = np.array([0] * lead + [-1], dtype=np.int64)
+    flat = i64([0] * lead + [-1])
     gf = upcast(g, grad_output)
     zeros = g.op.Expand(cast_to(g, 0, g.get_type(gf)), g.op.Shape(x))
     scattered = g.op.ScatterElements(g.op.Reshape(zeros, flat), g.op.Reshape(indices, flat),
@@ -223,7 +224,7 @@ def aten_max_pool3d_with_indices_backward(g: GraphBuilder, grad_output, x, kerne
 def _ones_like_spatial(g: GraphBuilder, x: str, spatial: int, elem_type: int):
     """Ones of shape ``[1, 1, *(spatial dims of x)]``."""
     dims = g.op.Shape(x, start=-spatial)
-    shape = g.op.Concat(np.array([1, 1], dtype=np.int64), dims, axis=0)
+    shape = g.op.Concat(i64([1, 1]), dims, axis=0)
     return g.op.Expand(cast_to(g, 1, elem_type), shape)
 
 
@@ -249,7 +250,7 @@ def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, pad
         if count_include_pad:
             # the padding counts, not what ceil_mode adds beyond it
             if any(p):
-                ones = g.op.Pad(ones, np.array([0, 0, *p, 0, 0, *p], dtype=np.int64),
+                ones = g.op.Pad(ones, i64([0, 0, *p, 0, 0, *p]),
                                 cast_to(g, 1, t))
             pads = [0] * spatial + [si - 1 for si in s]
         else:
@@ -257,13 +258,13 @@ def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, pad
         counts = g.op.Conv(ones, kernel, strides=s, pads=pads)
         counts = g.op.Slice(counts, zeros, out_dims, axes)
         scaled = g.op.Div(gf, counts)
-    planes = g.op.Reshape(scaled, g.op.Concat(np.array([-1, 1], dtype=np.int64), out_dims,
+    planes = g.op.Reshape(scaled, g.op.Concat(i64([-1, 1]), out_dims,
                                               axis=0))
     full = g.op.ConvTranspose(planes, kernel, strides=s)  # [NC, 1, (o - 1) * s + k]
     extra = [max(0, si - 1 - pi) for si, pi in zip(s, p)]
     if any(extra):
-        full = g.op.Pad(full, np.array([0] * (2 + spatial) + [0, 0] + extra, dtype=np.int64))
-    begin = np.array(p, dtype=np.int64)
+        full = g.op.Pad(full, i64([0] * (2 + spatial) + [0, 0] + extra))
+    begin = i64(p)
     end = g.op.Add(g.op.Shape(x, start=-spatial), begin)
     cut = g.op.Slice(full, begin, end, axes)
     return _back(g, g.op.Reshape(cut, g.op.Shape(x)), 0)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..registry import converter
 from ._helpers import aten, cast_to, out_dtype
 
@@ -86,5 +85,5 @@ def aten_copy(g: GraphBuilder, x, src, non_blocking=False):
         return g.op.Identity(y) if y == src else y
     out = g.current.shape(0)
     if all(isinstance(d, int) for d in out):
-        return g.op.Expand(y, np.array(out, dtype=np.int64))
+        return g.op.Expand(y, i64(out))
     return g.op.Expand(y, g.op.Shape(x))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of
@@ -185,8 +186,7 @@ def _avg_pool(g: GraphBuilder, x, kernel_size, stride, padding, ceil_mode, count
         # with zeros, then average what lies inside the padded tensor
         pads = attrs["pads"]
         dims = g.get_shape(x)[2:]
-        x = g.op.Pad(x, np.array([0, 0] + pads[:spatial] + [0, 0] + pads[spatial:],
-                                 dtype=np.int64), mode="constant")
+        x = g.op.Pad(x, i64([0, 0] + pads[:spatial] + [0, 0] + pads[spatial:]), mode="constant")
         attrs = _explicit_pad_attrs(dims, attrs, ceil_mode)
         padded = False
     else:
@@ -248,7 +248,7 @@ def _averaging_matrix(n_in: int, n_out: int, np_dtype) -> np.ndarray:
 def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
     """Adaptive average pooling along one axis with a matrix product."""
     if n_out == 1:
-        return g.op.ReduceMean(x, np.array([axis], dtype=np.int64), keepdims=1)
+        return g.op.ReduceMean(x, i64([axis]), keepdims=1)
     if not isinstance(n_in, int):
         raise UnsupportedOpError(
             f"adaptive_avg_pool: input dimension {axis} is dynamic ({n_in!r}) and the "
@@ -260,12 +260,12 @@ def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
     perm[axis], perm[-1] = perm[-1], perm[axis]
     xt = x if axis == rank - 1 else g.op.Transpose(x, perm=perm)
     # a 2-D product: onnxruntime's MatMul fails to broadcast an empty batch
-    lead = g.op.Slice(g.op.Shape(xt), np.array([0], dtype=np.int64),
-                      np.array([-1], dtype=np.int64))
+    lead = g.op.Slice(g.op.Shape(xt), i64([0]),
+                      i64([-1]))
     rows = g.op.ReduceProd(lead, keepdims=1)
-    flat = g.op.Reshape(xt, g.op.Concat(rows, np.array([n_in], dtype=np.int64), axis=0))
+    flat = g.op.Reshape(xt, g.op.Concat(rows, i64([n_in]), axis=0))
     y = g.op.Reshape(g.op.MatMul(flat, a_t),
-                     g.op.Concat(lead, np.array([n_out], dtype=np.int64), axis=0))
+                     g.op.Concat(lead, i64([n_out]), axis=0))
     return y if axis == rank - 1 else g.op.Transpose(y, perm=perm)
 
 
@@ -316,9 +316,9 @@ def _adaptive_max_pool(g: GraphBuilder, x, output_size, spatial: int):
     in_dims = list((g.get_shape(x) or (None,) * (spatial + 2))[2:])
     if all(o == 1 for o in out):
         # one window: max and argmax over the flattened plane
-        flat = g.op.Reshape(x, np.array([0, 0, -1], dtype=np.int64))
-        keep = np.array([0, 0] + [1] * spatial, dtype=np.int64)
-        y = g.op.Reshape(g.op.ReduceMax(flat, np.array([2], dtype=np.int64), keepdims=1), keep)
+        flat = g.op.Reshape(x, i64([0, 0, -1]))
+        keep = i64([0, 0] + [1] * spatial)
+        y = g.op.Reshape(g.op.ReduceMax(flat, i64([2]), keepdims=1), keep)
         indices = g.op.Reshape(g.op.ArgMax(flat, axis=2, keepdims=1), keep)
     elif all(isinstance(d, int) and d % o == 0 for d, o in zip(in_dims, out)):
         k = [d // o for d, o in zip(in_dims, out)]

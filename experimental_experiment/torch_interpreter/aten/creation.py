@@ -7,7 +7,7 @@ import torch
 from onnx import TensorProto, numpy_helper
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import INT_TYPES, onnx_to_np_dtype
+from ...xbuilder.dtypes import INT_TYPES, i64, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, shape_tensor
@@ -61,7 +61,7 @@ def value_attr(value, elem_type: int):
 def _shape_of(g: GraphBuilder, x: str) -> str:
     """1-D int64 shape of ``x``: a constant when static."""
     if g.is_static_shape(x):
-        return g.make_constant(np.array(g.get_shape(x), dtype=np.int64))
+        return g.make_constant(i64(g.get_shape(x)))
     return g.op.Shape(x)
 
 
@@ -156,7 +156,7 @@ def aten_scalar_tensor(g: GraphBuilder, s, *, dtype=None, layout=None, device=No
     t = out_dtype(g)
     if isinstance(s, str):
         s = cast_to(g, s, t)
-        return s if g.get_rank(s) == 0 else g.op.Reshape(s, np.array([], dtype=np.int64))
+        return s if g.get_rank(s) == 0 else g.op.Reshape(s, i64([]))
     return g.make_constant(np.array(s).astype(onnx_to_np_dtype(t)))
 
 
@@ -181,7 +181,7 @@ def _is_int(g: GraphBuilder, a) -> bool:
 
 def _range_arg(g: GraphBuilder, a, t: int) -> str:
     a = cast_to(g, a, t)
-    return a if g.get_rank(a) == 0 else g.op.Reshape(a, np.array([], dtype=np.int64))
+    return a if g.get_rank(a) == 0 else g.op.Reshape(a, i64([]))
 
 
 @converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
@@ -208,7 +208,7 @@ def aten_linspace(g: GraphBuilder, start, end, steps, *, dtype=None, layout=None
     t = out_dtype(g)
     s, e = _range_arg(g, start, DOUBLE), _range_arg(g, end, DOUBLE)
     if steps == 1:
-        return cast_to(g, g.op.Reshape(s, np.array([1], dtype=np.int64)), t)
+        return cast_to(g, g.op.Reshape(s, i64([1])), t)
     n = _range_arg(g, steps, DOUBLE)
     idx = g.op.Range(cast_to(g, 0.0, DOUBLE), n, cast_to(g, 1.0, DOUBLE))
     n1 = g.op.Sub(n, 1.0)
@@ -229,5 +229,5 @@ def aten_eye(g: GraphBuilder, n, m=None, *, dtype=None, layout=None, device=None
     zero = cast_to(g, 0, INT64)
     rows = g.op.Range(zero, _range_arg(g, n, INT64), one)
     cols = g.op.Range(zero, _range_arg(g, n if m is None else m, INT64), one)
-    eq = g.op.Equal(g.op.Unsqueeze(rows, np.array([1], dtype=np.int64)), cols)
+    eq = g.op.Equal(g.op.Unsqueeze(rows, i64([1])), cols)
     return cast_to(g, eq, out_dtype(g))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import i64, onnx_to_np_dtype
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
 
@@ -36,8 +36,8 @@ def _prefix(g: GraphBuilder, x: str, dim: int, kind: str):
     perm = [i for i in range(rank) if i != dim] + [dim]
     xt = g.op.Transpose(x, perm=perm) if dim != rank - 1 else x
     n = g.op.Shape(xt, start=-1)
-    j = g.op.Range(np.array(0, dtype=np.int64), g.op.Squeeze(n, np.array([0], np.int64)),
-                   np.array(1, dtype=np.int64))
+    j = g.op.Range(i64(0), g.op.Squeeze(n, np.array([0], np.int64)),
+                   i64(1))
     mask = g.op.LessOrEqual(g.op.Unsqueeze(j, np.array([0], np.int64)),
                             g.op.Unsqueeze(j, np.array([1], np.int64)))
     xj = g.op.Unsqueeze(xt, np.array([-2], np.int64))
@@ -77,7 +77,7 @@ def aten_logcumsumexp(g: GraphBuilder, x, dim):
 
 def _cum_extremum(g: GraphBuilder, x, dim, kind: str):
     if rank_of(g, x) == 0:
-        return g.op.Identity(x), g.make_constant(np.array(0, dtype=np.int64))
+        return g.op.Identity(x), g.make_constant(i64(0))
     compute = x
     if g.get_type(x) == 9:  # bool: ReduceMax has no bool kernel
         compute = cast_to(g, x, INT64)
@@ -85,7 +85,7 @@ def _cum_extremum(g: GraphBuilder, x, dim, kind: str):
     values = _reduce(g, "ReduceMax" if kind == "max" else "ReduceMin", masked)
     # index of the last element equal to the running extremum
     hit = g.op.And(g.op.Equal(xj, g.op.Unsqueeze(values, np.array([-1], np.int64))), mask)
-    idx = _reduce(g, "ReduceMax", g.op.Where(hit, j, np.array(-1, dtype=np.int64)))
+    idx = _reduce(g, "ReduceMax", g.op.Where(hit, j, i64(-1)))
     values = cast_to(g, values, g.get_type(x))
     return _back(g, values, perm), _back(g, idx, perm)
 

@@ -6,17 +6,13 @@ import numpy as np
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import FLOAT_TYPES, onnx_to_np_dtype
+from ...xbuilder.dtypes import FLOAT_TYPES, i64, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 from .creation import inplace_guard, value_attr
 
 _LOW_FLOATS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
-
-
-def _i64(values) -> np.ndarray:
-    return np.array(values, dtype=np.int64)
 
 
 def _expand_masks(g: GraphBuilder, indices) -> list:
@@ -38,7 +34,7 @@ def _expand_masks(g: GraphBuilder, indices) -> list:
             raise UnsupportedOpError("indexing with a 0-D bool mask is not supported",
                                      argument="indices")
         nz = g.op.NonZero(cast_to(g, idx, BOOL))
-        out.extend(g.op.Gather(nz, _i64(i), axis=0) for i in range(k))
+        out.extend(g.op.Gather(nz, i64(i), axis=0) for i in range(k))
     while out and out[-1] is None:
         out.pop()
     return out
@@ -73,7 +69,7 @@ class _Advanced:
         self.nb = max(rank_of(g, entries[i]) for i in self.adv)
         idx = _broadcast(g, [entries[i] for i in self.adv])
         self.b_shape_of = idx[0]
-        self.stacked = g.op.Concat(*[g.op.Unsqueeze(i, _i64([-1])) for i in idx], axis=-1)
+        self.stacked = g.op.Concat(*[g.op.Unsqueeze(i, i64([-1])) for i in idx], axis=-1)
         k, p = len(self.adv), self.adv[0]
         self.n_rest = len(rest)
         # position of B in torch's result
@@ -92,7 +88,7 @@ class _Advanced:
         r = self.nb + self.n_rest
         vr = rank_of(g, values)
         if vr < r:
-            values = g.op.Unsqueeze(values, _i64(list(range(r - vr))))
+            values = g.op.Unsqueeze(values, i64(list(range(r - vr))))
         if self.pos > 0:
             nb, p = self.nb, self.pos
             perm = list(range(p, p + nb)) + list(range(p)) + list(range(p + nb, r))
@@ -149,9 +145,9 @@ def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False):
         mask = indices[0]
         extra = rank_of(g, x) - rank_of(g, mask)
         if extra:
-            mask = g.op.Unsqueeze(mask, _i64(list(range(-extra, 0))))
+            mask = g.op.Unsqueeze(mask, i64(list(range(-extra, 0))))
         if rank_of(g, values) > 0:
-            values = g.op.Reshape(values, _i64([]))
+            values = g.op.Reshape(values, i64([]))
         if accumulate:
             return g.op.Add(x, g.op.Where(mask, values, cast_to(g, 0, t)))
         return g.op.Where(mask, values, x)
@@ -178,7 +174,7 @@ def aten_index_select(g: GraphBuilder, x, dim, index):
     if rank_of(g, x) == 0:  # a 0-d tensor is its own selection
         return g.op.Identity(x)
     if rank_of(g, index) == 0:
-        index = g.op.Unsqueeze(index, _i64([0]))
+        index = g.op.Unsqueeze(index, i64([0]))
     return g.op.Gather(x, index, axis=dim)
 
 
@@ -193,7 +189,7 @@ def _shape_with_one(g: GraphBuilder, x: str, dim: int) -> str:
     r = rank_of(g, x)
     dim %= r
     parts = [g.op.Shape(x, start=0, end=dim)] if dim > 0 else []
-    parts.append(g.make_constant(_i64([1])))
+    parts.append(g.make_constant(i64([1])))
     if dim + 1 < r:
         parts.append(g.op.Shape(x, start=dim + 1))
     return g.op.Concat(*parts, axis=0)
@@ -203,7 +199,7 @@ def _shape_with_one(g: GraphBuilder, x: str, dim: int) -> str:
 def aten_take_along_dim(g: GraphBuilder, x, indices, dim=None):
     """take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor"""
     if dim is None:
-        flat = _i64([-1])
+        flat = i64([-1])
         return g.op.GatherElements(g.op.Reshape(x, flat), g.op.Reshape(indices, flat), axis=0)
     sx, si = g.get_shape(x), g.get_shape(indices)
     r = rank_of(g, x)
@@ -219,7 +215,7 @@ def aten_take_along_dim(g: GraphBuilder, x, indices, dim=None):
 @converter(aten.take.default)
 def aten_take(g: GraphBuilder, x, index):
     """take(Tensor self, Tensor index) -> Tensor"""
-    return g.op.Gather(g.op.Reshape(x, _i64([-1])), index, axis=0)
+    return g.op.Gather(g.op.Reshape(x, i64([-1])), index, axis=0)
 
 
 def _scatter(g: GraphBuilder, x, dim, index, src, reduction=None):
@@ -230,7 +226,7 @@ def _scatter(g: GraphBuilder, x, dim, index, src, reduction=None):
         si, ss = g.get_shape(index), g.get_shape(src)
         if si is None or si != ss:
             r = rank_of(g, index)
-            src = g.op.Slice(src, _i64([0] * r), g.op.Shape(index), _i64(list(range(r))))
+            src = g.op.Slice(src, i64([0] * r), g.op.Shape(index), i64(list(range(r))))
     else:  # a scalar
         src = g.op.Expand(cast_to(g, src, ct), g.op.Shape(index))
     res = g.op.ScatterElements(cast_to(g, x, ct), index, cast_to(g, src, ct), axis=dim,
@@ -289,9 +285,9 @@ def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_
         return _scatter(g, x, dim, index, src, _REDUCE[reduce])
     total = _scatter(g, x, dim, index, src, "add")
     start = g.op.ConstantOfShape(g.op.Shape(x), value=value_attr(int(include_self), INT64))
-    count = g.op.ScatterElements(start, index, g.op.Expand(_i64(1), g.op.Shape(index)),
+    count = g.op.ScatterElements(start, index, g.op.Expand(i64(1), g.op.Shape(index)),
                                  axis=dim, reduction="add")
-    count = cast_to(g, g.op.Max(count, _i64(1)), t)
+    count = cast_to(g, g.op.Max(count, i64(1)), t)
     if t in FLOAT_TYPES:
         return g.op.Div(total, count)
     # torch rounds the integer mean toward -inf
@@ -321,7 +317,7 @@ def aten_masked_scatter(g: GraphBuilder, x, mask, source):
         mask = g.op.Expand(mask, g.op.Shape(x))
     idx = g.op.Transpose(g.op.NonZero(mask), perm=[1, 0])
     n = g.op.Shape(idx, start=0, end=1)
-    upd = g.op.Slice(g.op.Reshape(source, _i64([-1])), _i64([0]), n)
+    upd = g.op.Slice(g.op.Reshape(source, i64([-1])), i64([0]), n)
     return g.op.ScatterND(x, idx, upd)
 
 
@@ -329,13 +325,13 @@ def _dim_selector(g: GraphBuilder, x, dim, index) -> str:
     """Bool tensor of rank(x), True along ``dim`` at the positions in ``index``."""
     r = rank_of(g, x)
     dim %= r
-    index = g.op.Reshape(cast_to(g, index, INT64), _i64([-1]))
+    index = g.op.Reshape(cast_to(g, index, INT64), i64([-1]))
     size = g.op.Shape(x, start=dim, end=dim + 1)
     zeros = g.op.ConstantOfShape(size, value=value_attr(False, BOOL))
     ones = g.op.Expand(cast_to(g, True, BOOL), g.op.Shape(index))
     sel = g.op.ScatterElements(zeros, index, ones, axis=0)
     axes = [i for i in range(r) if i != dim]
-    return g.op.Unsqueeze(sel, _i64(axes)) if axes else sel
+    return g.op.Unsqueeze(sel, i64(axes)) if axes else sel
 
 
 @converter(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
@@ -348,10 +344,10 @@ def aten_index_fill(g: GraphBuilder, x, dim, index, value):
 
 def _rank0(g: GraphBuilder, fn, x, dim, index, *args):
     """Runs ``fn`` on 0-d tensors seen as 1-D ones (torch accepts dim 0 on them)."""
-    one = _i64([0])
+    one = i64([0])
     args = [g.op.Unsqueeze(a, one) if isinstance(a, str) and rank_of(g, a) == 0 else a
             for a in args]
-    index = g.op.Reshape(index, _i64([-1]))
+    index = g.op.Reshape(index, i64([-1]))
     return g.op.Squeeze(fn(g, g.op.Unsqueeze(x, one), 0, index, *args), one)
 
 
@@ -363,7 +359,7 @@ def _index_scatter(g: GraphBuilder, x, dim, index, source, reduction):
     dim %= r
     shape = [1] * r
     shape[dim] = -1
-    idx = g.op.Reshape(cast_to(g, index, INT64), _i64(shape))
+    idx = g.op.Reshape(cast_to(g, index, INT64), i64(shape))
     idx = g.op.Expand(idx, g.op.Shape(source))
     return _scatter(g, x, dim, idx, source, reduction)
 

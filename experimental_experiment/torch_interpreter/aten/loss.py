@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype
 from ._nn_helpers import upcast
 
-_ONE = np.array([1], dtype=np.int64)
+_ONE = i64([1])
 
 
 def reduce_loss(g: GraphBuilder, loss: str, reduction: int) -> str:
@@ -39,8 +40,8 @@ def nll_terms(g: GraphBuilder, x, target, weight, ignore_index):
     ignored positions set to 0 [N, 1, *d], ignored positions [N, *d])``."""
     xf = upcast(g, x)
     if g.get_rank(x) == 1:  # no batch: [C] and a 0-D target
-        xf = g.op.Unsqueeze(xf, np.array([0], dtype=np.int64))
-        target = g.op.Unsqueeze(target, np.array([0], dtype=np.int64))
+        xf = g.op.Unsqueeze(xf, i64([0]))
+        target = g.op.Unsqueeze(target, i64([0]))
     t = cast_to(g, target, INT64)
     ignored = g.op.Equal(t, cast_to(g, ignore_index, INT64))
     safe = g.op.Unsqueeze(g.op.Where(ignored, 0, t), _ONE)
@@ -87,7 +88,7 @@ def _class_weights(g: GraphBuilder, weight, rank: int) -> str | None:
     if weight is None:
         return None
     shape = [1, -1] + [1] * (rank - 2) if rank > 1 else [-1]
-    return g.op.Reshape(upcast(g, weight), np.array(shape, dtype=np.int64))
+    return g.op.Reshape(upcast(g, weight), i64(shape))
 
 
 @converter(aten.cross_entropy_loss.default)
@@ -108,7 +109,7 @@ def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1
         if eps:
             t = g.op.Add(g.op.Mul(t, 1 - eps), g.op.Div(cast_to(g, eps, g.get_type(t)),
                                                         n_classes))
-        axes = np.array([axis], dtype=np.int64)
+        axes = i64([axis])
         loss = g.op.Neg(g.op.ReduceSum(g.op.Mul(weighted, t), axes, keepdims=0))
         return cast_to(g, reduce_loss(g, loss, reduction), out_dtype(g))
     picked, w, _, ignored = nll_terms(g, logp, target, weight, ignore_index)
@@ -116,7 +117,7 @@ def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1
     total = g.op.ReduceSum(w, keepdims=0)
     if eps:
         # (1 - eps) nll + eps / C * (minus the weighted sum of every class' log-prob)
-        lp = logp if rank > 1 else g.op.Unsqueeze(logp, np.array([0], dtype=np.int64))
+        lp = logp if rank > 1 else g.op.Unsqueeze(logp, i64([0]))
         wl = lp if wc is None else g.op.Mul(lp, wc)
         smooth = g.op.Neg(g.op.ReduceSum(wl, _ONE, keepdims=0))
         smooth = g.op.Where(ignored, 0.0, smooth)
@@ -126,5 +127,5 @@ def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1
     else:
         out = reduce_loss(g, loss, reduction)
         if rank == 1 and reduction == 0:
-            out = g.op.Squeeze(out, np.array([0], dtype=np.int64))
+            out = g.op.Squeeze(out, i64([0]))
     return cast_to(g, out, out_dtype(g))

@@ -9,6 +9,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, cast_to, out_dtype, rank_of
@@ -40,7 +41,7 @@ def _empty(g: GraphBuilder, i: int) -> str:
 
 def _statistics(g: GraphBuilder, xf, axes, eps):
     """Centered input, mean, rstd and biased variance of ``xf`` over ``axes`` (kept)."""
-    axes = np.array(axes, dtype=np.int64)
+    axes = i64(axes)
     mean = g.op.ReduceMean(xf, axes, keepdims=1)
     d = g.op.Sub(xf, mean)
     var = g.op.ReduceMean(g.op.Mul(d, d), axes, keepdims=1)
@@ -139,10 +140,10 @@ def _grouped_norm(g: GraphBuilder, x, groups, weight, bias, eps):
     """
     rank = rank_of(g, x)
     target = [0, 0, -1] if groups is None else [0, int(groups), -1]
-    r = g.op.Reshape(upcast(g, x), np.array(target, dtype=np.int64))
+    r = g.op.Reshape(upcast(g, x), i64(target))
     d, mean, rstd, _ = _statistics(g, r, [2], eps)
     y = _affine(g, g.op.Reshape(g.op.Mul(d, rstd), g.op.Shape(x)), weight, bias, rank)
-    last = np.array([2], dtype=np.int64)
+    last = i64([2])
     return y, g.op.Squeeze(mean, last), g.op.Squeeze(rstd, last)
 
 
@@ -207,7 +208,7 @@ def _bn_train(g: GraphBuilder, x, weight, bias, eps):
     rank = rank_of(g, x)
     d, mean, rstd, var = _statistics(g, xf, [0] + list(range(2, rank)), eps)
     y = _affine(g, g.op.Mul(d, rstd), weight, bias, rank)
-    flat = np.array([-1], dtype=np.int64)
+    flat = i64([-1])
     channels = g.op.Cast(g.op.Shape(x, start=1, end=2), to=ct)
     count = g.op.Div(g.op.Cast(g.op.Size(x), to=ct), channels)
     return (y, g.op.Reshape(mean, flat), g.op.Reshape(rstd, flat), g.op.Reshape(var, flat),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import aten, cast_to, rank_of, shape_tensor
@@ -40,7 +41,7 @@ def _edge_pad(g: GraphBuilder, x, pad) -> str:
         return g.op.Pad(x, _onnx_pads(g, x, pad), mode="edge")
     rank = rank_of(g, x)
     rest = list(pad)
-    zero, one = np.array(0, dtype=np.int64), np.array(1, dtype=np.int64)
+    zero, one = i64(0), i64(1)
     for i in range(len(pad) // 2):
         left, right = pad[2 * i], pad[2 * i + 1]
         if not (_negative(left) or _negative(right)):
@@ -48,7 +49,7 @@ def _edge_pad(g: GraphBuilder, x, pad) -> str:
         axis = rank - 1 - i
         n, left = g.op.Shape(x, start=axis, end=axis + 1), _as_1d(g, left)
         size = g.op.Add(g.op.Add(n, left), _as_1d(g, right))
-        positions = g.op.Range(zero, g.op.Squeeze(size, np.array([0], dtype=np.int64)), one)
+        positions = g.op.Range(zero, g.op.Squeeze(size, i64([0])), one)
         src = g.op.Min(g.op.Max(g.op.Sub(positions, left), zero), g.op.Sub(n, one))
         x = g.op.Gather(x, src, axis=axis)
         rest[2 * i] = rest[2 * i + 1] = 0
@@ -79,7 +80,7 @@ for _n in (1, 2, 3):
 
 def _as_1d(g: GraphBuilder, v) -> str:
     if isinstance(v, int):
-        return g.make_constant(np.array([v], dtype=np.int64))
+        return g.make_constant(i64([v]))
     return shape_tensor(g, [v])
 
 
@@ -96,18 +97,18 @@ def aten_pad_circular(g: GraphBuilder, x, pad):
                 continue
             start = -left if _negative(left) else 0
             end = right if _negative(right) else np.iinfo(np.int64).max
-            x = g.op.Slice(x, np.array([start], dtype=np.int64),
-                           np.array([end], dtype=np.int64),
-                           np.array([rank - 1 - i], dtype=np.int64))
+            x = g.op.Slice(x, i64([start]),
+                           i64([end]),
+                           i64([rank - 1 - i]))
             pad[2 * i], pad[2 * i + 1] = max(left, 0), max(right, 0)
     if g.main_opset >= 19:
         return g.op.Pad(x, _onnx_pads(g, x, pad), mode="wrap")
-    big = np.array([np.iinfo(np.int64).max], dtype=np.int64)
-    zero = np.array([0], dtype=np.int64)
+    big = i64([np.iinfo(np.int64).max])
+    zero = i64([0])
     for i in range(len(pad) // 2):
         axis = rank - 1 - i
         left, right = pad[2 * i], pad[2 * i + 1]
-        axes = np.array([axis], dtype=np.int64)
+        axes = i64([axis])
         parts = []
         if not (isinstance(left, int) and left == 0):
             parts.append(g.op.Slice(x, g.op.Neg(_as_1d(g, left)), big, axes))

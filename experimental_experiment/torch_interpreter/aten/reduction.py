@@ -13,6 +13,7 @@ import numpy as np
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, axes_tensor, cast_to, onnx_dtype, out_dtype
@@ -172,10 +173,10 @@ def _arg(g: GraphBuilder, op: str, x: str, dim, keepdim) -> str:
     """ArgMax/ArgMin, first index on ties; ``dim=None`` flattens first."""
     rank = g.get_rank(x)
     if rank == 0:
-        return g.op.Identity(g.make_constant(np.array(0, dtype=np.int64)))  # 0-D: index 0
+        return g.op.Identity(g.make_constant(i64(0)))  # 0-D: index 0
     xc = cast_to(g, x, _minmax_type(g.get_type(x)))
     if dim is None:
-        flat = g.op.Reshape(xc, np.array([-1], dtype=np.int64))
+        flat = g.op.Reshape(xc, i64([-1]))
         idx = getattr(g.op, op)(flat, axis=0, keepdims=0, select_last_index=0)
         if keepdim and rank is not None:
             idx = g.op.Reshape(idx, np.ones((rank,), dtype=np.int64))
@@ -251,7 +252,7 @@ def _var_mean(g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=Fa
     if not want_mean:
         return var, None
     if not keepdim:
-        mean = (g.op.Reshape(mean, np.array([], dtype=np.int64)) if axes is None
+        mean = (g.op.Reshape(mean, i64([])) if axes is None
                 else g.op.Squeeze(mean, axes_tensor(g, axes)))
     return var, mean
 

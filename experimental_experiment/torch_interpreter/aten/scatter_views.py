@@ -14,6 +14,7 @@ import torch
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
@@ -26,7 +27,7 @@ _FLOAT_SCALAR = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
 def _scalar(g: GraphBuilder, value) -> str:
     """A 0-D int64 tensor from an int or an int64 scalar / 1-D name."""
     if isinstance(value, (int, np.integer)):
-        return g.make_constant(np.array(int(value), dtype=np.int64))
+        return g.make_constant(i64(int(value)))
     value = cast_to(g, value, INT64)
     return value if g.get_rank(value) == 0 else g.op.Reshape(value, ints([]))
 
@@ -206,7 +207,7 @@ def aten_unfold(g: GraphBuilder, x, dimension, size, step):
         n = g.op.Shape(x, start=dim, end=dim + 1)
         count = g.op.Add(g.op.Div(g.op.Sub(n, ints([size])), ints([step])), ints([1]))
         starts = g.op.Mul(g.op.Range(_scalar(g, 0), _scalar(g, count), _scalar(g, 1)),
-                          np.array(step, dtype=np.int64))
+                          i64(step))
         idx = g.op.Add(g.op.Unsqueeze(starts, ints([1])), ints(range(size)))
     y = g.op.Gather(x, idx, axis=dim)  # [..., k, size, ...]
     if dim == rank - 1:
@@ -305,7 +306,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
             f"{call} is not a contiguous view of the whole input and the shapes are "
             "dynamic: only static shapes can be gathered. What to try: use "
             "view/unfold/narrow in the model.")
-    pos = np.array(storage_offset or 0, dtype=np.int64)
+    pos = i64(storage_offset or 0)
     for n, s in zip(size, stride):
         pos = np.add.outer(pos, np.arange(n, dtype=np.int64) * s)
     if pos.size and pos.max() >= int(np.prod(inp.shape)):

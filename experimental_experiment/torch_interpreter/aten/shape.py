@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of, shape_tensor
@@ -21,7 +22,7 @@ I64_MIN = np.iinfo(np.int64).min
 
 def ints(values) -> np.ndarray:
     """1-D int64 constant array."""
-    return np.array(list(values), dtype=np.int64)
+    return i64(list(values))
 
 
 def as_1d(g: GraphBuilder, value) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 
@@ -12,8 +13,8 @@ from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
 def _k(g: GraphBuilder, k) -> str:
     """1-D int64 tensor [k] from an int or a SymInt."""
     if isinstance(k, int):
-        return g.make_constant(np.array([k], dtype=np.int64))
-    return g.op.Reshape(cast_to(g, k, INT64), np.array([1], dtype=np.int64))
+        return g.make_constant(i64([k]))
+    return g.op.Reshape(cast_to(g, k, INT64), i64([1]))
 
 
 def _dim_size(g: GraphBuilder, x: str, dim: int) -> str:
@@ -68,7 +69,7 @@ def aten_msort(g: GraphBuilder, x):
 def aten_kthvalue(g: GraphBuilder, x, k, dim=-1, keepdim=False):
     """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (values, indices)"""
     values, indices = g.op.TopK(x, _k(g, k), axis=dim, largest=0, sorted=1, outputs=2)
-    last = np.array([-1] if keepdim else -1, dtype=np.int64)
+    last = i64([-1] if keepdim else -1)
     return g.op.Gather(values, last, axis=dim), g.op.Gather(indices, last, axis=dim)
 
 
@@ -78,11 +79,11 @@ def aten_cumsum(g: GraphBuilder, x, dim, *, dtype=None):
     t = out_dtype(g)
     if rank_of(g, x) == 0:
         return cast_to(g, g.op.Identity(x), t)
-    return g.op.CumSum(cast_to(g, x, t), np.array(dim, dtype=np.int64))
+    return g.op.CumSum(cast_to(g, x, t), i64(dim))
 
 
 def _trilu(g: GraphBuilder, x, diagonal, upper: int):
-    k = np.array(diagonal, dtype=np.int64) if isinstance(diagonal, int) else cast_to(
+    k = i64(diagonal) if isinstance(diagonal, int) else cast_to(
         g, diagonal, INT64)
     return g.op.Trilu(x, k, upper=upper)
 
@@ -105,8 +106,8 @@ def aten_nonzero(g: GraphBuilder, x):
     if rank_of(g, x) == 0:  # [1 if x != 0 else 0, 0]
         k = g.op.Cast(g.op.Cast(x, to=BOOL), to=INT64)
         return g.op.Expand(np.zeros((1, 0), dtype=np.int64),
-                           g.op.Concat(g.op.Reshape(k, np.array([1], dtype=np.int64)),
-                                       np.array([0], dtype=np.int64), axis=0))
+                           g.op.Concat(g.op.Reshape(k, i64([1])),
+                                       i64([0]), axis=0))
     return g.op.Transpose(g.op.NonZero(x), perm=[1, 0])
 
 
@@ -114,7 +115,7 @@ def aten_nonzero(g: GraphBuilder, x):
 def aten_where_one(g: GraphBuilder, condition):
     """where(Tensor condition) -> Tensor[] (one 1-D index tensor per dimension)"""
     if rank_of(g, condition) == 0:  # torch sees a 0-d tensor as a 1-D one
-        condition = g.op.Unsqueeze(condition, np.array([0], dtype=np.int64))
+        condition = g.op.Unsqueeze(condition, i64([0]))
     nz = g.op.NonZero(condition)
-    return tuple(g.op.Gather(nz, np.array(i, dtype=np.int64), axis=0)
+    return tuple(g.op.Gather(nz, i64(i), axis=0)
                  for i in range(rank_of(g, condition)))

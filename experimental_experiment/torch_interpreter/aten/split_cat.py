@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, out_dtype, rank_of, shape_tensor
 from .shape import I64_MAX, as_1d, ints
@@ -28,7 +27,7 @@ def aten_slice(g: GraphBuilder, x, dim=0, start=None, end=None, step=1):
 def aten_select(g: GraphBuilder, x, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     dim %= rank_of(g, x)
-    index = np.array(index, dtype=np.int64) if isinstance(index, int) else cast_to(
+    index = i64(index) if isinstance(index, int) else cast_to(
         g, index, INT64
     )
     return g.op.Gather(x, index, axis=dim)

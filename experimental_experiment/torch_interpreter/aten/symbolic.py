@@ -10,12 +10,11 @@ from __future__ import annotations
 import math
 import operator
 
-import numpy as np
 import torch
 from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import FLOAT_TYPES
+from ...xbuilder.dtypes import FLOAT_TYPES, i64
 from ..registry import converter
 from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, promote, rank_of
 
@@ -26,7 +25,7 @@ FLOAT = TensorProto.FLOAT
 def aten_sym_size(g: GraphBuilder, x, dim):
     """sym_size.int(Tensor self, int dim) -> SymInt"""
     dim = dim % max(rank_of(g, x), 1)
-    return g.op.Gather(g.op.Shape(x), np.array(dim, dtype=np.int64), axis=0)
+    return g.op.Gather(g.op.Shape(x), i64(dim), axis=0)
 
 
 @converter(aten.sym_numel.default)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
-from ..matcher import small_constant
+from ...xbuilder.graph_utils import constant_ints
 from ..pattern import Pattern
 
 FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
@@ -27,10 +27,7 @@ def same_known_shape(g, a: str, b: str) -> bool:
 
 def const_ints(g, name: str) -> list[int] | None:
     """Values of an integer constant as a list, None if not a constant."""
-    value = small_constant(g, name, 1 << 16)
-    if value is None or value.dtype.kind not in "iu":
-        return None
-    return [int(v) for v in value.reshape(-1)]
+    return constant_ints(g, name)
 
 
 def normalize_axes(axes, rank: int | None) -> list[int] | None:

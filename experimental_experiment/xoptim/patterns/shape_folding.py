@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from ...xbuilder.dtypes import i64
 from ..matcher import attribute_value, small_constant
 from ..pattern import Match, Pattern
 
@@ -18,7 +17,7 @@ def _known_dims(g, node):
     dims = shape[start:end] if end is not None else shape[start:]
     if not all(isinstance(d, int) for d in dims):
         return None
-    return np.array(dims, dtype=np.int64)
+    return i64(dims)
 
 
 class ShapeToConstant(Pattern):
@@ -62,7 +61,7 @@ class GatherShapeToConstant(Pattern):
         values = [dims[int(i)] for i in idx.reshape(-1)]
         if not all(isinstance(d, int) for d in values):
             return None
-        return Match(self, [node], bound={"value": np.array(values, dtype=np.int64).reshape(
+        return Match(self, [node], bound={"value": i64(values).reshape(
             idx.shape)})
 
     def apply(self, op, match):

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
-
+from ...xbuilder.dtypes import i64
 from ..matcher import attribute_value
 from ..pattern import Match, Pattern
 from ._utils import ShapePreservingToIdentity, const_ints, normalize_axes, same_known_shape
@@ -69,7 +68,7 @@ class UnsqueezeUnsqueezeToUnsqueeze(Pattern):
         n2 = sorted(a % rank for a in v2)
         rest = [i for i in range(rank) if i not in n2]
         axes = sorted(n2 + [rest[a % (r + len(v1))] for a in v1])
-        return op.Unsqueeze(x, np.array(axes, dtype=np.int64))
+        return op.Unsqueeze(x, i64(axes))
 
 
 def _slice_args(g, node):
@@ -139,7 +138,7 @@ class SliceSliceToSlice(Pattern):
         n1, n2 = normalize_axes(a1[2], rank), normalize_axes(a2[2], rank)
         if n1 is None or n2 is None or set(n1) & set(n2):
             return self.refuse("both slices share an axis")
-        merged = [np.array(u + v, dtype=np.int64) for u, v in zip(a1, a2)]
+        merged = [i64(u + v) for u, v in zip(a1, a2)]
         return Match(self, [inner, node], bound={"x": inner.input[0], "args": merged})
 
     def apply(self, op, match):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import NodeProto, TensorProto
 
+from ...xbuilder.graph_utils import constant_value
 from ..matcher import attribute_value
 from ..pattern import _index
 
@@ -16,10 +16,8 @@ ORT_FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 
 def scalar_value(g, name: str) -> float | None:
     """The value of a constant holding one element, None otherwise."""
-    if not name or not g.is_constant(name):
-        return None
-    value = np.asarray(g.get_constant(name))
-    return float(value.reshape(-1)[0]) if value.size == 1 else None
+    value = constant_value(g, name, 1)
+    return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
 
 
 def is_op(node: NodeProto | None, op_type: str | tuple[str, ...], domain: str = "") -> bool:

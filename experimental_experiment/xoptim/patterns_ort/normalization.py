@@ -12,6 +12,7 @@ import numpy as np
 from onnx import NodeProto
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value, constant_equals
 from ..pattern import Match, Pattern, Refusal
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector, scalar_value, used_before
@@ -23,9 +24,9 @@ def _reduce_axes(g, node: NodeProto) -> list[int] | None:
     if rank is None:
         return None
     if len(node.input) > 1 and node.input[1]:
-        if not g.is_constant(node.input[1]):
+        axes = constant_ints(g, node.input[1], None)
+        if axes is None:
             return None
-        axes = [int(a) for a in np.asarray(g.get_constant(node.input[1])).reshape(-1)]
     else:
         axes = attribute_value(node, "axes")
     if not axes or any(not -rank <= a < rank for a in axes):

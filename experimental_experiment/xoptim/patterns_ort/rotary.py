@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import NodeProto
 
+from ...xbuilder.dtypes import i64
+from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
 from ..pattern import Match, Pattern
 from ._utils import MS, ORT_FLOATS, is_op
@@ -22,12 +24,8 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 
 def _consts(g, names) -> list[list[int]] | None:
-    out = []
-    for n in names:
-        if not n or not g.is_constant(n):
-            return None
-        out.append([int(v) for v in np.asarray(g.get_constant(n)).reshape(-1)])
-    return out
+    out = [constant_ints(g, n, None) for n in names]
+    return None if any(v is None for v in out) else out
 
 
 def _half_slice(g, node: NodeProto, x: str, half: int, first: bool) -> bool:
@@ -129,7 +127,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
 
     def apply(self, op, match):
         g = op.g
-        f2 = op.Squeeze(match.bound["f"], np.array([0], dtype=np.int64))
-        pos = g.make_constant(np.array([0], dtype=np.int64))
+        f2 = op.Squeeze(match.bound["f"], i64([0]))
+        pos = g.make_constant(i64([0]))
         return op.RotaryEmbedding(match.bound["x"], pos, op.Cos(f2), op.Sin(f2),
                                   domain=MS, interleaved=0)
