@@ -15,6 +15,8 @@ import io
 import os
 import sys
 
+from ._command_lines_common import CommandLineError, _load, save_model  # noqa: F401
+
 PROG = "python -m experimental_experiment"
 
 # subcommand -> (module, one line help); the module's main(argv) parses the rest
@@ -37,29 +39,6 @@ DELEGATED = {
     ),
 }
 
-
-class CommandLineError(Exception):
-    "An error the command line reports in one line, without a traceback."
-
-
-def _load(path: str, load_external_data: bool = True):
-    import onnx
-
-    if not os.path.isfile(path):
-        raise CommandLineError(f"no file {path!r}")
-    try:
-        return onnx.load(path, load_external_data=load_external_data)
-    except Exception as e:  # protobuf raises its own DecodeError
-        raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
-
-
-def save_model(model, path: str) -> None:
-    """Saves an ONNX model to ``path`` atomically; models over 2 GB store their
-    weights in ``<path>.data`` (see
-    :func:`experimental_experiment.xbuilder.model_container.save_model`)."""
-    from .xbuilder.model_container import save_model as _save
-
-    _save(model, path)
 
 
 def _cmd_print(ns: argparse.Namespace) -> int:

@@ -16,13 +16,13 @@ import time
 
 
 def _error(text: str):
-    from ._command_lines import CommandLineError
+    from ._command_lines_common import CommandLineError
 
     return CommandLineError(text)
 
 
 def _load(path: str):
-    from ._command_lines import _load as load
+    from ._command_lines_common import _load as load
 
     return load(path)
 
@@ -376,7 +376,7 @@ def _save_npz(arrays: dict, path: str) -> None:
 
 
 def _cmd_lighten(ns: argparse.Namespace) -> int:
-    from ._command_lines import save_model
+    from ._command_lines_common import save_model
     from .helpers.lighten import lighten_model
 
     light, removed = lighten_model(_load(ns.model), threshold=ns.threshold)
@@ -392,7 +392,7 @@ def _cmd_lighten(ns: argparse.Namespace) -> int:
 def _cmd_unlighten(ns: argparse.Namespace) -> int:
     import numpy as np
 
-    from ._command_lines import save_model
+    from ._command_lines_common import save_model
     from .helpers.lighten import unlighten_model
 
     light = _load(ns.model)
