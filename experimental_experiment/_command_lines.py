@@ -15,7 +15,8 @@ import io
 import os
 import sys
 
-from ._command_lines_common import CommandLineError, _load, save_model  # noqa: F401
+from ._command_lines_common import CommandLineError, save_model  # noqa: F401
+from ._command_lines_common import load_model as _load
 
 PROG = "python -m experimental_experiment"
 

@@ -10,7 +10,8 @@ class CommandLineError(Exception):
     "An error the command line reports in one line, without a traceback."
 
 
-def _load(path: str, load_external_data: bool = True):
+def load_model(path: str, load_external_data: bool = True):
+    """Loads an ONNX model, :class:`CommandLineError` when it is missing or invalid."""
     import onnx
 
     if not os.path.isfile(path):

@@ -22,7 +22,7 @@ def _error(text: str):
 
 
 def _load(path: str):
-    from ._command_lines_common import _load as load
+    from ._command_lines_common import load_model as load
 
     return load(path)
 
