@@ -7,7 +7,14 @@ import csv
 
 import pytest
 
-from experimental_experiment.bench.zoo import cause_bucket, main, read_rows, run_case
+from experimental_experiment.bench.zoo import (
+    cause_bucket,
+    first_line,
+    main,
+    read_rows,
+    root_cause,
+    run_case,
+)
 from experimental_experiment.bench.zoo_cases import (
     EXPORT_SIZES,
     ZooCase,
@@ -74,6 +81,21 @@ def test_cause_bucket():
     assert cause_bucket("runtime", "Fail: [ONNXRuntimeError] : 1 : FAIL : Node (n) Op (Add)"
                         ) .startswith("onnxruntime FAIL")
     assert cause_bucket("capture", "KeyError: 'layer_12'") == "capture: KeyError: '…'"
+    assert cause_bucket("capture", "CaptureError: could not capture M: <- KeyError: 'l_1'"
+                        ) == "capture: KeyError: '…'"
+    assert cause_bucket("capture", "TorchExportError: failed", "\nConstraints violated (s0)"
+                        ) == "dynamic dimension specialized"
+
+
+def test_root_cause_and_colors():
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError as inner:
+            raise ValueError("\x1b[96mouter\x1b[0m\nsecond line") from inner
+    except ValueError as e:
+        assert first_line(e) == "ValueError: outer"
+        assert first_line(root_cause(e)) == "KeyError: 'inner'"
 
 
 def test_main_resumes(tmp_path):

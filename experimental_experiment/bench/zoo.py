@@ -43,15 +43,32 @@ _CAPTURE_ERRORS = ("CaptureError", "TorchExportError", "UserError", "Unsupported
                    "GuardOnDataDependentSymNode", "ConstraintViolationError")
 
 
+def _text(e: BaseException) -> str:
+    """The message of ``e`` without terminal colors."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(e))
+
+
 def first_line(e: BaseException) -> str:
     """``Type: first non empty line of the message`` (200 characters at most)."""
-    lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+    lines = [x.strip() for x in _text(e).splitlines() if x.strip()]
     return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+
+
+def root_cause(e: BaseException) -> BaseException:
+    """The innermost exception of the ``__cause__`` / ``__context__`` chain."""
+    seen = {id(e)}
+    while (e.__cause__ or e.__context__) is not None:
+        e = e.__cause__ or e.__context__
+        if id(e) in seen:
+            break
+        seen.add(id(e))
+    return e
 
 
 _CAUSES = [
     (r"GuardOnDataDependent|data.dependent", "data-dependent expression"),
-    (r"Constraints violated|marked as dynamic|specializ|Not all values of",
+    (r"Constraints violated|marked as dynamic|specializ|Not all values of|"
+     r"conflicts between user-specified ranges and inferred",
      "dynamic dimension specialized"),
     (r"max absolute difference", "numerical mismatch"),
     (r"ONNX outputs, \d+ eager outputs", "number of outputs differs"),
@@ -62,12 +79,13 @@ _CAUSES = [
 ]
 
 
-def cause_bucket(stage: str, error: str) -> str:
-    """A short label for a failure: known patterns first, then the operator or the
-    onnxruntime status code, then the exception type and its message with numbers and
-    quoted names blanked (``capture: KeyError '…'``)."""
+def cause_bucket(stage: str, error: str, detail: str = "") -> str:
+    """A short label for a failure: known patterns first (in ``error`` and ``detail``,
+    the full messages), then the operator or the onnxruntime status code, then the
+    innermost exception (after ``<-``) with numbers and quoted names blanked
+    (``capture: KeyError '…'``)."""
     for pattern, label in _CAUSES:
-        if re.search(pattern, error):
+        if re.search(pattern, error) or re.search(pattern, detail):
             return label
     op = re.search(r"(aten\.[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?)", error)
     if op and stage == "conversion":
@@ -76,7 +94,7 @@ def cause_bucket(stage: str, error: str) -> str:
     if ort:
         node = re.search(r"node[^A-Za-z]*\(?([A-Za-z]+)", error)
         return f"onnxruntime {ort.group(1)}" + (f" ({node.group(1)})" if node else "")
-    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", error)
+    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", error.split(" <- ")[-1])
     text = re.sub(r"\d+", "N", text)
     return f"{stage}: {text[:70]}"
 
@@ -139,10 +157,13 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3) -> dict
             raise
         row.update(status="pass", stage="", cause="", error="")
     except Exception as e:  # the row records the failure
+        root = root_cause(e)
         msg = first_line(e)
-        if isinstance(e, RuntimeError) and stage == "runtime" and e.__cause__ is not None:
-            msg = str(e)
-        row.update(status="fail", stage=stage, error=msg, cause=cause_bucket(stage, msg))
+        if root is not e and not (stage == "runtime" and isinstance(e, RuntimeError)):
+            msg = f"{msg} <- {first_line(root)}"
+        detail = f"{_text(e)[:5000]}\n{_text(root)[:5000]}"
+        row.update(status="fail", stage=stage, error=msg,
+                   cause=cause_bucket(stage, msg, detail))
     return row
 
 
