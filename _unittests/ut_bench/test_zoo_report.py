@@ -18,7 +18,7 @@ from experimental_experiment.bench.zoo_report import (  # noqa: E402
 ROWS = [
     dict(model_type="llama", head="causal-lm", model_class="LlamaForCausalLM",
          exporter="to_onnx", cache=1, status="pass", export_time=1.5, nodes=160,
-         max_diff="2e-07"),
+         max_diff="2e-07", wall_time=3.0),
     dict(model_type="llama", head="causal-lm", model_class="LlamaForCausalLM",
          exporter="torch.onnx", cache=1, status="fail", stage="conversion",
          cause="conversion of aten.foo.default", error="UnsupportedOpError: `aten.foo` *x* |y|"),
@@ -48,6 +48,7 @@ def test_totals(tmp_path):
     assert "2 model types tried out of 345 listed" in text
     assert "      - 1 / 2 (1 / 1 built)" in text  # to_onnx, all heads, my_bert is not built
     assert "2026-01-01" in text and "torch 2.13" in text
+    assert "for 1 cases, median 3.0 s per case" in text
 
 
 def test_causes_and_table(tmp_path):

@@ -64,6 +64,11 @@ def render_totals(rows: list[dict], meta: dict) -> str:
         lines += [f"Run of {meta.get('date', '?')}{commit} ({v}).", ""]
     lines += [f"{len(types)} model types tried out of {meta.get('listed', '?')} listed "
               "by transformers' auto mappings.", ""]
+    walls = sorted(float(r["wall_time"]) for r in rows if r.get("wall_time"))
+    if walls:
+        lines += [f"Wall time: {sum(walls) / 60:.0f} minutes for {len(walls)} cases, "
+                  f"median {walls[len(walls) // 2]:.1f} s per case (one process per case, "
+                  "model built and run in eager mode included).", ""]
     exporters = _exporters(rows)
     heads = sorted({r["head"] for r in rows})
     counts = collections.Counter((r["head"], r["exporter"], r["status"]) for r in rows)
