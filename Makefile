@@ -16,7 +16,7 @@ LATEST_PACKAGES := transformers onnx onnxruntime onnxscript onnx-ir sphinx-galle
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim bench-large lock test-latest
+.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs zoo lock test-latest
 
 install: $(STAMP)
 
@@ -75,6 +75,16 @@ bench-optim: install
 # (15-20 minutes, about 6 GB of free memory and 20 GB of disk, sparse data files)
 bench-large: install
 	$(PY) -m experimental_experiment.bench.large_model --out _doc/bench/large_model.csv
+
+# constructs (star args, complex, vmap, custom ops) with both exporters (~2 minutes)
+bench-constructs: install
+	$(PY) -m experimental_experiment.bench.constructs --output _doc/bench/constructs.csv
+
+# model zoo: every transformers model type, both exporters (about 70 minutes, resumable:
+# rerun to fill the missing types, delete the CSV to start over)
+zoo: install
+	nice -n 19 $(PY) -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \
+		--timeout 90 --commit $$(git rev-parse HEAD)
 
 lint: install
 	$(PY) -m ruff check .

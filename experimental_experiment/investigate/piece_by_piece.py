@@ -9,6 +9,8 @@ worked, the first error and the time.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import time
 from dataclasses import dataclass, field
@@ -110,8 +112,11 @@ def _leaves_first(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
 
 
 def _try(fn) -> tuple[bool, str]:
+    """Runs ``fn``; a failure is a result here: what torch.export prints on stderr when
+    it fails (the partial graph) is not shown, the error message is returned."""
     try:
-        fn()
+        with contextlib.redirect_stderr(io.StringIO()):
+            fn()
         return True, ""
     except Exception as e:
         return False, f"{type(e).__name__}: {e}"
