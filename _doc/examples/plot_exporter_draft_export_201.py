@@ -92,3 +92,43 @@ for value in [1, 4]:
 # %%
 # Another way, when only one branch matters, is :func:`torch._check`
 # which states the assumption: ``torch._check(n.item() > 2)``.
+
+# %%
+# What the export report adds
+# +++++++++++++++++++++++++++
+#
+# ``draft_export`` tells what stopped the tracing. The report of
+# :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>`
+# (:class:`ExportReport <experimental_experiment.report.ExportReport>`, passed with
+# ``report=``) complements it on every export, failed or not: the capture attempts and
+# why each failed, the converters used, the rewrites of the optimizer, and every dynamic
+# dimension the code specialized or constrained with the user's line that did it.
+# Here the model forces the first dimension of ``x`` to 6 while it is declared dynamic.
+
+import os
+
+from experimental_experiment.report import ExportReport
+from experimental_experiment.torch_interpreter import to_onnx
+
+
+class Specializes(torch.nn.Module):
+    def forward(self, x):
+        return x.reshape(6, -1) * 2  # the first dimension must be 6
+
+
+report = ExportReport()
+try:
+    to_onnx(Specializes(), (x,), dynamic_shapes=({0: "batch"},), report=report)
+except Exception as e:
+    print(type(e).__name__, ":", str(e).splitlines()[1][:120])
+# the lines of the report naming the dimension and the user's code
+here = os.path.abspath(globals().get("__file__", "plot_exporter_draft_export_201.py"))
+for line in report.to_markdown().splitlines():
+    if "x.shape" in line or "user's code" in line:
+        print(line.replace(here, "<this script>"))
+
+# %%
+# The same report is written as JSON, Markdown or SARIF 2.1.0
+# (``report="export.sarif"``) so that an editor opens each diagnostic at the line.
+
+print(list(report.to_sarif()["runs"][0]["results"][0]["locations"][0]))
