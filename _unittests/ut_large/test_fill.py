@@ -138,20 +138,10 @@ def test_cli_fill_weights_and_stats(tmp_path, capsys):
 
 
 def _tiny_llama(meta: bool):
-    import transformers
-
-    from experimental_experiment.torch_models.llm_helper import get_tiny_config
+    from experimental_experiment.torch_models.llm_helper import build_causal_lm, get_tiny_config
 
     config = get_tiny_config("llama")
-    if meta:
-        with torch.device("meta"):
-            model = transformers.LlamaForCausalLM(config)
-        # non-persistent buffer, in no checkpoint: created with data
-        model.model.rotary_emb = type(model.model.rotary_emb)(config)
-    else:
-        torch.manual_seed(0)
-        model = transformers.LlamaForCausalLM(config)
-    return config, model.eval()
+    return config, build_causal_lm(config, meta=meta)
 
 
 def _export_llama(config, model, path):

@@ -51,20 +51,13 @@ def _peak_rss_gb() -> float:
 
 
 def _llama(size: str, meta: bool):
-    import torch
     import transformers
+
+    from ..torch_models.llm_helper import build_causal_lm
 
     config = transformers.LlamaConfig(max_position_embeddings=4096, tie_word_embeddings=False,
                                       **CONFIGS[size])
-    if meta:
-        with torch.device("meta"):
-            model = transformers.LlamaForCausalLM(config)
-        # a non-persistent buffer (in no checkpoint): computed on cpu
-        model.model.rotary_emb = type(model.model.rotary_emb)(config)
-    else:
-        torch.manual_seed(0)
-        model = transformers.LlamaForCausalLM(config)
-    return config, model.eval()
+    return config, build_causal_lm(config, meta=meta)
 
 
 def _export_llama(model, config, path: str, **kwargs) -> dict:

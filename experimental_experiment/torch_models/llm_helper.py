@@ -125,6 +125,30 @@ def output_cache(outputs):
     return None
 
 
+def build_causal_lm(config, *, meta: bool = False, seed: int = 0):
+    """The causal LM transformers maps ``config`` to, in eval mode: random weights drawn
+    after ``torch.manual_seed(seed)``, or, with ``meta=True``, on the ``meta`` device
+    without weights (to export without weights, then fill them from a checkpoint).
+    Non-persistent buffers (the rotary embedding's ``inv_freq``) are in no checkpoint:
+    on ``meta`` the rotary embeddings are created again with data.
+
+    .. code-block:: python
+
+        model = build_causal_lm(get_tiny_config("llama"), meta=True)
+    """
+    cls = _causal_lm_class(config)
+    if not meta:
+        torch.manual_seed(seed)
+        return cls(config).eval()
+    with torch.device("meta"):
+        model = cls(config)
+    for name, module in list(model.named_modules()):
+        if name and type(module).__name__.endswith("RotaryEmbedding"):
+            parent, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(parent), attr, type(module)(config))
+    return model.eval()
+
+
 def _causal_lm_class(config):
     """The causal LM class transformers maps ``config`` to."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
