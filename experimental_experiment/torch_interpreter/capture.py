@@ -9,6 +9,7 @@ import torch
 
 from .errors import CaptureError
 from .export_options import ExportOptions
+from .inplace_ops import functionalize_in_place
 from .signature import explicit_keywords
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
                     captured[strict] = torch.export.export(
                         model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
                         strict=strict)
-            ep = decompose(captured[strict], table)
+            ep = decompose(captured[strict], table, owned=True)
         except Exception as e:
             if strict not in captured:
                 captured[strict] = e
@@ -102,18 +103,31 @@ def has_batching(ep: torch.export.ExportedProgram) -> bool:
     )
 
 
-def decompose(ep: torch.export.ExportedProgram, table) -> torch.export.ExportedProgram:
+def decompose(ep: torch.export.ExportedProgram, table, owned: bool = False,
+              ) -> torch.export.ExportedProgram:
     """Applies a decomposition table (None: nothing, 'default': torch's).
 
-    With no table, a graph with in-place operators is still functionalized
-    (``run_decompositions({})``): ``x[..., i] = y`` becomes ``select_scatter``, and
-    buffer updates become outputs, while every other operator is kept as is.
+    With no table, a graph with in-place operators is still functionalized:
+    ``x[..., i] = y`` becomes ``select_scatter``, and buffer updates become outputs, while
+    every other operator is kept as is. When the program is ours to change (``owned``,
+    the capture made it), the in-place operators on tensors the program creates are
+    rewritten in the graph (:func:`functionalize_in_place`), which is much faster than
+    retracing with ``run_decompositions({})``, kept for the other cases.
     A graph calling ``torch.vmap`` goes through the same retracing: the batching rules
     then rewrite the batched operators into plain aten operators on the batched tensors.
     """
     if table is None:
         if has_mutations(ep):
-            logger.info("the graph has in-place operators: functionalizing it")
+            if owned:
+                rewrite = functionalize_in_place(ep.graph_module)
+                if rewrite.reason is None:
+                    logger.info("in-place operators made functional in the graph: %d "
+                                "(%d written back through views)", rewrite.rewritten,
+                                rewrite.write_backs)
+                    return ep
+                logger.info("functionalizing the whole program: %s", rewrite.reason)
+            else:
+                logger.info("the graph has in-place operators: functionalizing it")
             return ep.run_decompositions({})
         if has_batching(ep):
             logger.info("the graph calls torch.vmap: applying the batching rules")
