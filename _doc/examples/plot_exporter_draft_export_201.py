@@ -113,7 +113,8 @@ from experimental_experiment.torch_interpreter import to_onnx
 
 class Specializes(torch.nn.Module):
     def forward(self, x):
-        return x.reshape(6, -1) * 2  # the first dimension must be 6
+        # broadcasting with a (6, 1) tensor: the first dimension of x must be 6
+        return x * torch.ones(6, 1)
 
 
 report = ExportReport()

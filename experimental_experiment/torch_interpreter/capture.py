@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from .capture_dims import size_oblivious_capture
 from .errors import CaptureError
 from .export_options import ExportOptions
 from .inplace_ops import functionalize_in_place
@@ -44,11 +45,8 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
         begin = time.perf_counter()
         try:
             if strict not in captured:
-                # keywords received by **kwargs become named arguments (signature.py)
-                with explicit_keywords(model, args, kwargs):
-                    captured[strict] = torch.export.export(
-                        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
-                        strict=strict)
+                captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict,
+                                           options.size_oblivious, record)
             ep = decompose(captured[strict], table, owned=True)
         except Exception as e:
             if strict not in captured:
@@ -75,6 +73,28 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     )
     error.attempts = errors
     raise error from errors[-1][1]
+
+
+def _export(model, args, kwargs, dynamic_shapes, strict: bool, oblivious: bool,
+            record: list) -> torch.export.ExportedProgram:
+    """torch.export.export, size-oblivious first when asked (then as torch does)."""
+    # keywords received by **kwargs become named arguments (signature.py)
+    with explicit_keywords(model, args, kwargs):
+        if oblivious and not torch.fx.experimental._config.backed_size_oblivious:
+            begin = time.perf_counter()
+            try:
+                with size_oblivious_capture(True):
+                    return torch.export.export(model, args, kwargs=kwargs,
+                                               dynamic_shapes=dynamic_shapes, strict=strict)
+            except Exception as e:
+                if "Constraints violated" in str(e):
+                    raise  # a dimension specialized: it is not better without
+                logger.info("size-oblivious capture failed, capturing again without: "
+                            "%s: %s", type(e).__name__, _first_lines(str(e), 3))
+                record.append((f"strict={strict}, size-oblivious", e,
+                               time.perf_counter() - begin))
+        return torch.export.export(model, args, kwargs=kwargs,
+                                   dynamic_shapes=dynamic_shapes, strict=strict)
 
 
 #: a non-strict capture error the strict capture does not have (torch.vmap with

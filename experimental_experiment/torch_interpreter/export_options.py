@@ -23,6 +23,11 @@ class ExportOptions:
         :mod:`experimental_experiment.torch_interpreter.decomposition_fallback`). On by
         default: it changes nothing for a graph whose operators all have a converter
         and turns an export failure into a working model otherwise.
+    :param size_oblivious: captures with ``backed_size_oblivious=True`` (as
+        ``torch.onnx.export`` does): torch.export does not reason about a dynamic size
+        being 0 or 1, which keeps its symbolic reasoning cheap (minutes to seconds on
+        MobileViT-like models); when that capture fails, it captures again without.
+        ``False``: only when an example size of a dynamic dimension is 0 or 1.
 
     .. code-block:: python
 
@@ -35,3 +40,4 @@ class ExportOptions:
     decomposition_table: Any = None
     fallback: bool = False
     decomposition_fallback: bool = True
+    size_oblivious: bool = True

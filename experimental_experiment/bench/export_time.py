@@ -1,0 +1,221 @@
+"""Export time at real sizes: vision transformers, CNNs and small LLMs with random weights,
+exported with dynamic batch and image size (or sequence and cache length), in one run.
+
+.. code-block:: bash
+
+    python -m experimental_experiment.bench.export_time --csv _doc/bench/export_time.csv
+    python -m experimental_experiment.bench.export_time --models swin,mobilevit
+
+Each (model, exporter) runs in its own process (memory and symbolic-shape caches do not
+leak from one to the next), which reports:
+
+* ``capture``: :func:`torch.export.export` alone, non-strict, as a user calls it;
+* ``capture size-oblivious``: the same under ``backed_size_oblivious=True``, as
+  ``torch.onnx.export`` and :func:`to_onnx` capture;
+* ``to_onnx``: our exporter, capture included, default optimization;
+* ``torch.onnx``: ``torch.onnx.export(..., dynamo=True)`` (optimize on, its default).
+
+For the ONNX exporters the child also runs the model in onnxruntime on other sizes
+and records the largest difference with eager PyTorch, the node count and its peak
+resident memory (``ru_maxrss``, the model's weights included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import torch
+
+logger = logging.getLogger("experimental_experiment.bench.export_time")
+
+EXPORTERS = ("capture", "capture size-oblivious", "to_onnx", "torch.onnx")
+
+
+def _vision(name: str):
+    import transformers as tr
+
+    configs = {
+        # ViT-Base/16 with 6 of its 12 layers; interpolate_pos_encoding keeps H, W free
+        "vit": (tr.ViTModel, tr.ViTConfig(num_hidden_layers=6), 224),
+        "swin": (tr.SwinModel, tr.SwinConfig(), 224),  # swin-tiny
+        "mobilevit": (tr.MobileViTV2Model, tr.MobileViTV2Config(width_multiplier=0.5), 256),
+        "convnext": (tr.ConvNextModel, tr.ConvNextConfig(), 224),  # convnext-tiny
+        "resnet": (tr.ResNetModel, tr.ResNetConfig(), 224),  # resnet-50
+    }
+    cls, config, size = configs[name]
+    model = cls(config).eval()
+    kwargs = {"interpolate_pos_encoding": True} if name == "vit" else {}
+
+    def inputs(batch, h, w):
+        return (torch.randn(batch, 3, h, w),), dict(kwargs)
+
+    spec = {"pixel_values": {0: "batch", 2: "height", 3: "width"}}
+    other = (3, size + 32, size - 32) if name != "swin" else (3, size + 56, size - 56)
+    return model, inputs, (2, size, size), other, spec
+
+
+def _llm(hidden: int):
+    from transformers import LlamaConfig
+
+    from ..torch_models.llm_helper import build_causal_lm, make_llm_inputs
+
+    config = LlamaConfig(hidden_size=hidden, num_hidden_layers=4, num_attention_heads=8,
+                         num_key_value_heads=4, intermediate_size=hidden * 11 // 4,
+                         vocab_size=32000, max_position_embeddings=4096)
+    model = build_causal_lm(config)
+
+    def inputs(batch, seq, past):
+        gen = torch.Generator().manual_seed(batch * 1000 + seq + past)
+        values, _ = make_llm_inputs(config, batch, seq, past, model=model, generator=gen)
+        return (), values
+
+    _, spec = make_llm_inputs(config, 2, 3, 5, model=model)
+    return model, inputs, (2, 32, 64), (3, 17, 33), spec
+
+
+MODELS = {"vit": lambda: _vision("vit"), "swin": lambda: _vision("swin"),
+          "mobilevit": lambda: _vision("mobilevit"), "convnext": lambda: _vision("convnext"),
+          "resnet": lambda: _vision("resnet"), "llama-512": lambda: _llm(512),
+          "llama-1024": lambda: _llm(1024)}
+
+
+def _torch_spec(spec):
+    """The same dynamic_shapes with torch.export.Dim.DYNAMIC instead of names."""
+    if isinstance(spec, str):
+        return torch.export.Dim.DYNAMIC
+    if isinstance(spec, dict):
+        return {k: _torch_spec(v) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_torch_spec(v) for v in spec)
+    return spec
+
+
+def _export(exporter: str, model, args, kwargs, spec):
+    from ..torch_interpreter import to_onnx
+
+    if exporter.startswith("capture"):
+        ctx = (torch.fx.experimental._config.patch(backed_size_oblivious=True)
+               if "oblivious" in exporter else _null())
+        with ctx:
+            return torch.export.export(model, args, kwargs, dynamic_shapes=_torch_spec(spec),
+                                       strict=False)
+    if exporter == "to_onnx":
+        return to_onnx(model, args, kwargs, dynamic_shapes=spec)
+    return torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes=_torch_spec(spec),
+                             dynamo=True, report=False, verify=False).model_proto
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        return False
+
+
+def _max_diff(onx, model, inputs, sizes) -> float:
+    from ..runtime import flatten_tensors, run_onnx
+
+    args, kwargs = inputs(*sizes)
+    feeds = flatten_tensors((args, {k: v for k, v in kwargs.items()
+                                    if not isinstance(v, bool)}))
+    with torch.no_grad():
+        expected = flatten_tensors(model(*args, **kwargs))
+    got = run_onnx(onx, feeds)
+    return max(float((e.float() - torch.from_numpy(g).float()).abs().max())
+               for e, g in zip(expected, got))
+
+
+def run_one(name: str, exporter: str) -> dict:
+    """Builds ``name`` and measures one exporter (in the current process)."""
+    from ..torch_interpreter.onnx_export_errors import bypass_export_some_errors
+
+    torch.manual_seed(0)
+    model, inputs, sizes, other, spec = MODELS[name]()
+    args, kwargs = inputs(*sizes)
+    row = dict(model=name, exporter=exporter,
+               n_params=sum(p.numel() for p in model.parameters()))
+    with torch.no_grad(), warnings.catch_warnings(), bypass_export_some_errors(
+            patch_transformers=True):
+        warnings.simplefilter("ignore")
+        begin = time.perf_counter()
+        try:
+            result = _export(exporter, model, args, kwargs, spec)
+        except Exception as e:
+            row.update(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
+            return row
+        row["seconds"] = time.perf_counter() - begin
+        if not exporter.startswith("capture"):
+            row["n_nodes"] = len(result.graph.node)
+            row["max_abs_diff"] = max(_max_diff(result, model, inputs, s)
+                                      for s in (sizes, other))
+    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return row
+
+
+def run_all(models, exporters, timeout: float) -> list[dict]:
+    """Runs every (model, exporter) in a child process; a crash or a timeout is a row."""
+    rows = []
+    for name in models:
+        for exporter in exporters:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "row.json")
+                cmd = [sys.executable, "-m", "experimental_experiment.bench.export_time", "--one", name,
+                       exporter, out]
+                logger.info("%s / %s", name, exporter)
+                try:
+                    proc = subprocess.run(cmd, timeout=timeout, capture_output=True,
+                                          text=True)
+                    if os.path.exists(out):
+                        with open(out) as f:
+                            row = json.load(f)
+                    else:
+                        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                        row = dict(model=name, exporter=exporter, error=f"crash: {tail}")
+                except subprocess.TimeoutExpired:
+                    row = dict(model=name, exporter=exporter,
+                               error=f"timeout after {timeout:.0f} s")
+            logger.info("  %s", row)
+            rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--exporters", default=",".join(EXPORTERS))
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--csv", default=None)
+    parser.add_argument("--one", nargs=3, metavar=("MODEL", "EXPORTER", "JSON"))
+    ns = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if ns.one:
+        row = run_one(ns.one[0], ns.one[1])
+        with open(ns.one[2], "w") as f:
+            json.dump(row, f)
+        return 0
+    rows = run_all(ns.models.split(","), ns.exporters.split(","), ns.timeout)
+    if ns.csv:
+        keys = ["model", "exporter", "n_params", "seconds", "n_nodes", "max_abs_diff",
+                "peak_rss_mb", "error"]
+        tmp = ns.csv + ".tmp"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, keys)
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(tmp, ns.csv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
