@@ -179,6 +179,13 @@ class GraphBuilder:
         self._constant_cache[key] = name
         return name
 
+    def small_constants(self, max_size: int = 16) -> set[str]:
+        """Names of the constants made by :meth:`make_constant` (not model weights)
+        with at most ``max_size`` elements."""
+        return {n for n in self._constant_cache.values()
+                if n in self.initializers and int(np.prod(self.get_shape(n) or (0,))) <= max_size
+                and self.is_constant(n)}
+
     def is_constant(self, name: str) -> bool:
         """True for an initializer whose value may be read and folded (a model weight
         without data, or pinned to external data, is not)."""
