@@ -28,7 +28,9 @@ from typing import Callable
 
 from onnx import GraphProto, NodeProto
 
+from ..xbuilder._shape_rules import infer_node
 from ..xbuilder.graph_utils import subgraphs
+from .loader import record_value_info
 
 logger = logging.getLogger(__name__)
 
@@ -94,19 +96,6 @@ def _copy(node: NodeProto) -> NodeProto:
     return new
 
 
-def _record_value_info(g, vi) -> None:
-    """Adds what a value info declares to the builder's table (what is known wins)."""
-    from .loader import _shape_of
-
-    if not vi.type.HasField("tensor_type"):
-        return
-    if not g.get_type(vi.name) and vi.type.tensor_type.elem_type:
-        g.set_type(vi.name, vi.type.tensor_type.elem_type)
-    shape = _shape_of(vi.type)
-    if shape is not None and g.get_shape(vi.name) is None:
-        g.set_shape(vi.name, shape)
-
-
 def optimize_subgraph(g, sub: GraphProto, optimize_graph: Callable,
                       ambiguous: frozenset[str]) -> int | None:
     """Optimizes the subgraph ``sub`` of a node of builder ``g`` in place with
@@ -121,8 +110,12 @@ def optimize_subgraph(g, sub: GraphProto, optimize_graph: Callable,
     child.inputs = [i.name for i in sub.input]
     child.outputs = [o.name for o in sub.output]
     for vi in [*sub.input, *sub.output, *sub.value_info]:
-        _record_value_info(child, vi)
+        record_value_info(child, vi)
     child.nodes = [_copy(n) for n in sub.node]
+    for node in child.nodes:
+        if any(o and (not child.get_type(o) or child.get_shape(o) is None)
+               for o in node.output):
+            infer_node(child, node)  # a body nobody typed (a function's, a file's)
     optimize_graph(child)
     del sub.node[:]
     sub.node.extend(child.nodes)
