@@ -8,7 +8,7 @@ from typing import Sequence
 
 from onnx import NodeProto, helper
 
-from ..xbuilder.graph_utils import rename_inputs
+from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
 from .matcher import GraphIndex
 from .functions import optimize_functions
@@ -215,7 +215,7 @@ def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> No
         if run.left is not None:
             run.left -= n
         run_passes(g, options, run.report, subgraph=subgraph)
-    if not options.subgraphs:
+    if not options.subgraphs or not subgraph_users(g):
         return
     if ambiguous is None:
         ambiguous = ambiguous_names(g)
