@@ -6,8 +6,9 @@ them once for the forward graph and once for the backward graph (see
 
 * :func:`onnx_custom_backend` runs the models with onnxruntime; sessions are cached
   per graph and input signature (dtype, shape or symbolic shape, device).
-* :func:`onnx_debug_backend` runs them with onnx's reference evaluator and can save
-  every intermediate result.
+* :func:`onnx_debug_backend` runs them with onnx's reference evaluator, or with
+  onnxruntime one node at a time (``node_by_node=True``) comparing every node with the
+  reference evaluator or eager torch, and can save every intermediate result.
 """
 
 from __future__ import annotations
@@ -191,14 +192,14 @@ def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
         (keys: the ONNX result names)
     :param verify: compares every call with eager execution of the graph
     :param node_by_node: runs every node as a model of one node in onnxruntime, in
-        order, keeping every intermediate result
-        (:class:`NodeByNodeRunner <experimental_experiment.torch_dynamo.node_by_node.NodeByNodeRunner>`)
+        order, keeping every intermediate result (see
+        :mod:`experimental_experiment.torch_dynamo.node_by_node`)
     :param compare: with ``node_by_node``, compares every node's outputs with
         ``"reference"`` (onnx's evaluator on the whole model) or ``"eager"`` (the
         graph module run by :class:`torch.fx.Interpreter`, for the ONNX results named
         after an FX node); the first node over ``atol + rtol * |expected|`` is logged
     :param reports: with ``node_by_node``, a list receiving one
-        :class:`NodeByNodeReport <experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport>`
+        :class:`~experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport`
         per call (``report.first``: the first node which differs)
 
     .. code-block:: python
