@@ -283,3 +283,21 @@ def test_options_leave_subgraphs():
     assert _ops(then) == ["Add", "Add", "Mul"]
     assert all(a.type == AttributeProto.GRAPH for n in g.nodes if n.op_type == "If"
                for a in n.attribute)
+
+
+def test_rewrites_inside_bodies_count_for_max_rewrites():
+    """bisect_patterns relies on max_rewrites: rewrites in bodies are logged and
+    counted like the others."""
+    from experimental_experiment.xoptim import optimize
+
+    onx = _builder_with_if().to_onnx()
+    full = optimize(onx)
+    assert [name for name, _ in full.rewrites] == ["MulByOneToIdentity"]
+    none = optimize(onx, max_rewrites=0)
+    assert none.rewrites == []
+    # the folding still runs, the product by one stays
+    assert _ops(_body(none.model.graph, "If", "then_branch")) == ["Add", "Mul"]
+    assert _ops(_body(full.model.graph, "If", "then_branch")) == ["Add"]
+    x = np.arange(3, dtype=np.float32) + 1
+    for m in (none.model, full.model):
+        np.testing.assert_allclose(_run(m, x), x * 3 + 2)
