@@ -182,9 +182,13 @@ class GraphBuilder:
     def small_constants(self, max_size: int = 16) -> set[str]:
         """Names of the constants made by :meth:`make_constant` (not model weights)
         with at most ``max_size`` elements."""
-        return {n for n in self._constant_cache.values()
-                if n in self.initializers and int(np.prod(self.get_shape(n) or (0,))) <= max_size
-                and self.is_constant(n)}
+        names = set()
+        for n in self._constant_cache.values():
+            shape = self.get_shape(n)
+            if n in self.initializers and self.is_constant(n) and shape is not None and (
+                    int(np.prod(shape)) <= max_size):
+                names.add(n)
+        return names
 
     def is_constant(self, name: str) -> bool:
         """True for an initializer whose value may be read and folded (a model weight
