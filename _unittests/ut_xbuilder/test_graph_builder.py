@@ -343,3 +343,19 @@ def test_to_onnx_does_not_optimize():
     assert ops[0] == "Relu" and ops.count("Identity") >= 1  # nothing removed
     with pytest.raises(GraphBuilderError, match="optimize_builder"):
         g.to_onnx(optimize=True)
+
+
+def test_small_constants_are_not_weights():
+    import numpy as np
+    from onnx import TensorProto
+
+    from experimental_experiment.xbuilder import GraphBuilder
+
+    g = GraphBuilder(18)
+    x = g.make_tensor_input("x", TensorProto.FLOAT, (2, 3))
+    w = g.make_initializer("weight", np.ones((3,), dtype=np.float32))
+    one = g.make_constant(np.array(1.0, dtype=np.float32))
+    big = g.make_constant(np.zeros((17,), dtype=np.float32))
+    g.make_tensor_output(g.op.Add(g.op.Mul(x, w), one), output_name="y")
+    assert g.small_constants() == {one}
+    assert big in g.small_constants(max_size=17) and w not in g.small_constants(100)

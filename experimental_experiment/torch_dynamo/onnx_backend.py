@@ -6,8 +6,9 @@ them once for the forward graph and once for the backward graph (see
 
 * :func:`onnx_custom_backend` runs the models with onnxruntime; sessions are cached
   per graph and input signature (dtype, shape or symbolic shape, device).
-* :func:`onnx_debug_backend` runs them with onnx's reference evaluator and can save
-  every intermediate result.
+* :func:`onnx_debug_backend` runs them with onnx's reference evaluator, or with
+  onnxruntime one node at a time (``node_by_node=True``) comparing every node with the
+  reference evaluator or eager torch, and can save every intermediate result.
 """
 
 from __future__ import annotations
@@ -180,21 +181,46 @@ def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
                        target_opset: int | None = None,
                        options: OptimizationOptions | None = None,
                        dump_intermediate: str | None = None, verify: bool = False,
-                       verbose: int = 0) -> Callable:
-    """Same as :func:`onnx_custom_backend` but runs :class:`onnx.reference.ReferenceEvaluator`.
+                       node_by_node: bool = False, compare: str | None = None,
+                       atol: float = 1e-4, rtol: float = 1e-3,
+                       reports: list | None = None, verbose: int = 0) -> Callable:
+    """Same as :func:`onnx_custom_backend` but runs :class:`onnx.reference.ReferenceEvaluator`,
+    or onnxruntime one node at a time.
 
     :param dump_intermediate: a folder; every call saves the inputs and every
         intermediate result of the model in ``<folder>/graph<g>_call<c>.npz``
         (keys: the ONNX result names)
     :param verify: compares every call with eager execution of the graph
-    """
-    from onnx.reference import ReferenceEvaluator
+    :param node_by_node: runs every node as a model of one node in onnxruntime, in
+        order, keeping every intermediate result (see
+        :mod:`experimental_experiment.torch_dynamo.node_by_node`)
+    :param compare: with ``node_by_node``, compares every node's outputs with
+        ``"reference"`` (onnx's evaluator on the whole model) or ``"eager"`` (the
+        graph module run by :class:`torch.fx.Interpreter`, for the ONNX results named
+        after an FX node); the first node over ``atol + rtol * |expected|`` is logged
+    :param reports: with ``node_by_node``, a list receiving one
+        :class:`~experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport`
+        per call (``report.first``: the first node which differs)
 
+    .. code-block:: python
+
+        import functools
+        from torch._dynamo.backends.common import aot_autograd
+        from experimental_experiment.torch_dynamo import onnx_debug_backend
+
+        reports = []
+        compiler = functools.partial(onnx_debug_backend, node_by_node=True,
+                                     compare="eager", reports=reports)
+        backend = aot_autograd(fw_compiler=compiler)
+        torch.compile(model, backend=backend)(x)
+        print(reports[0].first)  # None: every node agrees with eager
+    """
     with unset_fake_temporarily():
         onx, layout = export_graph_module(graph_module, args, target_opset=target_opset,
                                           options=options, verbose=verbose)
         dump.save(onx, graph_module)
-    ref = ReferenceEvaluator(onx)
+    evaluate = _node_by_node_run(onx, graph_module, layout, compare, atol, rtol, reports) \
+        if node_by_node else _reference_run(onx)
     onnx_inputs = {i.name for i in onx.graph.input}
     outputs = [o.name for o in onx.graph.output]
     graph_id = _next_debug_id()
@@ -203,19 +229,59 @@ def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
     def run(*inputs: Any):
         feeds = {n: to_numpy(a) for n, a in zip(layout.input_names, inputs)
                  if n in onnx_inputs}
+        results = evaluate(feeds, inputs, bool(dump_intermediate))
         if dump_intermediate:
-            results = ref.run(None, feeds, intermediate=True)
             os.makedirs(dump_intermediate, exist_ok=True)
             path = os.path.join(dump_intermediate, f"graph{graph_id}_call{calls[0]}.npz")
             np.savez(path, **{k: np.asarray(v) for k, v in {**feeds, **results}.items()
-                              if v is not None})
+                              if v is not None and not isinstance(v, list)})
             calls[0] += 1
-            values = [results[o] for o in outputs]
-        else:
-            values = ref.run(None, feeds)
+        values = [results[o] for o in outputs]
         return assemble(layout, [torch.from_numpy(np.ascontiguousarray(v)) for v in values])
 
     return _boxed(verified(run, graph_module, "onnx_debug_backend") if verify else run)
+
+
+def _reference_run(onx: onnx.ModelProto) -> Callable:
+    from onnx.reference import ReferenceEvaluator
+
+    ref = ReferenceEvaluator(onx)
+    outputs = [o.name for o in onx.graph.output]
+
+    def evaluate(feeds, inputs, intermediate: bool) -> dict:
+        if intermediate:
+            return ref.run(None, feeds, intermediate=True)
+        return dict(zip(outputs, ref.run(None, feeds)))
+
+    return evaluate
+
+
+def _node_by_node_run(onx, graph_module, layout, compare, atol, rtol, reports) -> Callable:
+    from .node_by_node import NodeByNodeRunner
+
+    if compare not in (None, "reference", "eager"):
+        raise ValueError(f"compare must be None, 'reference' or 'eager', not {compare!r}")
+    runner = NodeByNodeRunner(onx)
+
+    def evaluate(feeds, inputs, intermediate: bool) -> dict:
+        expected = _eager_values(graph_module, inputs) if compare == "eager" else compare
+        report = runner.run(feeds, expected, atol=atol, rtol=rtol)
+        if report.first is not None:
+            logger.warning("onnx_debug_backend: %s", report)
+        if reports is not None:
+            reports.append(report)
+        return report.results
+
+    return evaluate
+
+
+def _eager_values(gm: torch.fx.GraphModule, inputs) -> dict[str, np.ndarray]:
+    """Every tensor an FX node computes, by node name, eager."""
+    interp = torch.fx.Interpreter(gm, garbage_collect_values=False)
+    with torch.no_grad():
+        interp.run(*inputs)
+    return {node.name: to_numpy(v) for node, v in interp.env.items()
+            if isinstance(v, torch.Tensor) and node.op == "call_function"}
 
 
 _DEBUG_IDS = [0]

@@ -3,9 +3,11 @@
 torch.export inlines every submodule, but each FX node keeps the stack of modules it
 comes from (``node.meta["nn_module_stack"]``). The interpreter below records which
 module instance produced each ONNX node; afterwards the consecutive nodes of the same
-instance become one call to a local function (domain ``local_functions``). Weights and
-constants are function inputs, so instances with the same structure (two ``Block``
-layers with different weights) share one function. :func:`inline_functions` flattens
+instance become one call to a local function (domain ``local_functions``). Weights are
+function inputs, so instances with the same structure (two ``Block`` layers with
+different weights) share one function; small constants (at most 16 elements, made by
+the converters, not weights) are Constant nodes of the body, so the optimizer folds
+them and its patterns see them inside the function. :func:`inline_functions` flattens
 the model again.
 """
 
@@ -85,6 +87,7 @@ def make_local_functions(g, owner: dict[str, tuple[str, str]]) -> int:
         else:
             groups.append((key, [node]))
     users = _users(groups)
+    small = g.small_constants()
     bodies: dict[tuple, str] = {}  # canonical body -> function name
     new_nodes, calls = [], 0
     for position, (key, nodes) in enumerate(groups):
@@ -93,12 +96,14 @@ def make_local_functions(g, owner: dict[str, tuple[str, str]]) -> int:
             continue
         produced = {o for n in nodes for o in n.output if o}
         inputs = _ordered_unique(i for n in nodes for i in n.input if i and i not in produced)
+        constants = {i: g.get_constant(i) for i in inputs if i in small}
+        inputs = [i for i in inputs if i not in constants]
         outputs = [o for n in nodes for o in n.output if o and (
             o in g.outputs or users.get(o, set()) - {position})]
         if not outputs:
             new_nodes.extend(nodes)
             continue
-        fct = _function(nodes, inputs, outputs, key[1], g.opsets, bodies)
+        fct = _function(nodes, inputs, outputs, key[1], g.opsets, bodies, constants)
         if (fct.domain, fct.name) not in g.functions:
             g.add_function(fct)
         new_nodes.append(helper.make_node(fct.name, inputs, outputs, domain=DOMAIN,
@@ -130,10 +135,18 @@ def _ordered_unique(names: Iterable[str]) -> list[str]:
     return out
 
 
-def _function(nodes, inputs, outputs, type_name, opsets, bodies) -> onnx.FunctionProto:
-    """A function with canonical names; identical bodies share the same function."""
+def _function(nodes, inputs, outputs, type_name, opsets, bodies,
+              constants) -> onnx.FunctionProto:
+    """A function with canonical names; identical bodies share the same function;
+    ``constants`` become Constant nodes of the body."""
+    from onnx import numpy_helper
+
     rename = {n: f"i{k}" for k, n in enumerate(inputs)}
     body = []
+    for k, (name, value) in enumerate(constants.items()):
+        rename[name] = f"c{k}"
+        body.append(helper.make_node("Constant", [], [rename[name]],
+                                     value=numpy_helper.from_array(value)))
     for node in nodes:
         new = NodeProto()
         new.CopyFrom(node)

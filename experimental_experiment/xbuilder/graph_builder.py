@@ -179,6 +179,17 @@ class GraphBuilder:
         self._constant_cache[key] = name
         return name
 
+    def small_constants(self, max_size: int = 16) -> set[str]:
+        """Names of the constants made by :meth:`make_constant` (not model weights)
+        with at most ``max_size`` elements."""
+        names = set()
+        for n in self._constant_cache.values():
+            shape = self.get_shape(n)
+            if n in self.initializers and self.is_constant(n) and shape is not None and (
+                    int(np.prod(shape)) <= max_size):
+                names.add(n)
+        return names
+
     def is_constant(self, name: str) -> bool:
         """True for an initializer whose value may be read and folded (a model weight
         without data, or pinned to external data, is not)."""

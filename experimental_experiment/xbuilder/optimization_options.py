@@ -19,6 +19,8 @@ class OptimizationOptions:
         ``"default,-CastCastToCast"`` removes one pattern, ``"none"`` or ``None`` for
         none); pattern rewriting is done by :mod:`experimental_experiment.xoptim`
     :param max_iterations: bound on the rounds of pattern matching
+    :param subgraphs: optimizes If branches and Loop/Scan bodies too (recursively)
+    :param functions: optimizes the bodies of the local functions too
     :param verbose: verbosity (logged with :mod:`logging`)
 
     .. code-block:: python
@@ -36,4 +38,6 @@ class OptimizationOptions:
     merge_initializers: bool = True
     patterns: str | None = "default"
     max_iterations: int = 20
+    subgraphs: bool = True
+    functions: bool = True
     verbose: int = 0

@@ -51,7 +51,9 @@ def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "defa
     :param log: receives the applied rewrites
     :return: the optimized ModelProto (the input model is not modified)
 
-    Subgraphs (If, Loop, Scan) and local functions are kept as they are.
+    Subgraphs (If, Loop, Scan) and local functions are optimized too (see
+    :func:`optimize_builder`), ``options.subgraphs=False`` or ``options.functions=False``
+    leaves them as they are.
 
     .. code-block:: python
 

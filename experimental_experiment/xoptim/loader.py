@@ -59,6 +59,29 @@ def _all_names(graph, names: set[str]) -> None:
                     _all_names(sub, names)
 
 
+def _subgraph_infos(graph, g: GraphBuilder) -> None:
+    """Types and shapes declared or inferred inside the subgraphs (what the builder
+    already knows wins: the main graph first, then the outer scopes)."""
+    for node in graph.node:
+        for att in node.attribute:
+            subs = [att.g] if att.type == AttributeProto.GRAPH else list(att.graphs)
+            for sub in subs:
+                for vi in [*sub.input, *sub.output, *sub.value_info]:
+                    record_value_info(g, vi)
+                _subgraph_infos(sub, g)
+
+
+def record_value_info(g: GraphBuilder, vi) -> None:
+    """Adds what a value info declares to the builder's table (what is known wins)."""
+    if not vi.type.HasField("tensor_type"):
+        return
+    if vi.type.tensor_type.elem_type and not g.get_type(vi.name):
+        g.set_type(vi.name, vi.type.tensor_type.elem_type)
+    shape = _shape_of(vi.type)
+    if shape is not None and g.get_shape(vi.name) is None:
+        g.set_shape(vi.name, shape)
+
+
 def model_to_builder(model: ModelProto, *, verbose: int = 0) -> GraphBuilder:
     """Creates a GraphBuilder holding the main graph of ``model``.
 
@@ -94,6 +117,7 @@ def model_to_builder(model: ModelProto, *, verbose: int = 0) -> GraphBuilder:
         shape = _shape_of(vi.type)
         if shape is not None:
             g.set_shape(name, shape)
+    _subgraph_infos(inferred.graph, g)
     g.nodes.extend(graph.node)
     g.outputs.extend(o.name for o in graph.output)
     for f in model.functions:

@@ -8,13 +8,15 @@ from typing import Sequence
 
 from onnx import NodeProto, helper
 
-from ..xbuilder.graph_utils import rename_inputs
+from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
 from .matcher import GraphIndex
-from .passes import run_passes
+from .functions import optimize_functions
+from .passes import passes_of, run_passes
 from .pattern import Match, Pattern, RewriteOp
 from .pattern_graph import Refusal
 from .report import OptimizationReport, ReportEntry
+from .subgraphs import ambiguous_names, optimize_subgraphs
 
 logger = logging.getLogger(__name__)
 
@@ -185,18 +187,78 @@ def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationRepo
     return len(replace)
 
 
+class _Run:
+    """What every graph of one optimization shares: options, patterns, the report, the
+    log and the number of rewrites left (``max_rewrites``)."""
+
+    def __init__(self, options, patterns, verbose, log, max_rewrites):
+        self.options, self.patterns, self.verbose = options, patterns, verbose
+        self.log, self.left = log, max_rewrites
+        self.report = OptimizationReport()
+
+
+def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> None:
+    """Passes and patterns on one graph, then on its subgraphs; ``ambiguous`` is None
+    for a main graph or a function body, the names defined twice in the model for a
+    subgraph (see :mod:`experimental_experiment.xoptim.subgraphs`)."""
+    options, subgraph = run.options, ambiguous is not None
+    run_passes(g, options, run.report, subgraph=subgraph)
+    for it in range(options.max_iterations):
+        if run.left is not None and run.left <= 0:
+            break
+        n = apply_patterns_once(g, run.patterns, run.report, verbose=run.verbose,
+                                log=run.log, max_rewrites=run.left)
+        if run.verbose:
+            logger.info("[xoptim] iteration %d: %d rewrites", it, n)
+        if n == 0:
+            break
+        if run.left is not None:
+            run.left -= n
+        run_passes(g, options, run.report, subgraph=subgraph)
+    if not options.subgraphs or not subgraph_users(g):
+        return
+    if ambiguous is None:
+        ambiguous = ambiguous_names(g)
+    removed = optimize_subgraphs(g, lambda child: _optimize_graph(child, run, ambiguous),
+                                 ambiguous)
+    if removed is not None:
+        # the bodies may no longer use some outer results
+        run_passes(g, options, run.report, subgraph=subgraph)
+        if not subgraph:
+            _count(run.report, "optimize_subgraphs", removed)
+
+
+def _count(report: OptimizationReport, name: str, removed: int) -> None:
+    entry = report.entry(name, "pass")
+    entry.matched += removed
+    entry.applied += removed
+
+
 def optimize_builder(g, options: OptimizationOptions | None = None, *,
                      patterns: Sequence[Pattern] | str | None = None,
                      max_rewrites: int | None = None,
                      log: RewriteLog | None = None) -> OptimizationReport:
-    """Runs the passes and the patterns on a GraphBuilder (modified in place).
+    """Runs the passes and the patterns on a GraphBuilder (modified in place), inside
+    its subgraphs (If, Loop, Scan bodies, nested ones too) and its local functions
+    (see :mod:`experimental_experiment.xoptim.subgraphs` and
+    :mod:`experimental_experiment.xoptim.functions`).
 
     :param g: the builder
-    :param options: passes, pattern sets (``options.patterns``), verbosity
+    :param options: passes, pattern sets (``options.patterns``), verbosity,
+        ``options.subgraphs`` and ``options.functions``
     :param patterns: overrides ``options.patterns`` (a string or a list of patterns)
-    :param max_rewrites: stops after this number of rewrites (used to bisect)
+    :param max_rewrites: stops after this number of rewrites (used to bisect),
+        rewrites inside subgraphs and functions included
     :param log: receives the applied rewrites in order
-    :return: the report, one dict per pass and pattern
+    :return: the report, one entry per pass and pattern (``optimize_subgraphs`` and
+        ``optimize_functions``: nodes removed inside them)
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim import optimize_builder
+
+        report = optimize_builder(g)  # g: a GraphBuilder
+        print([(e.name, e.applied) for e in report if e.applied])
     """
     from .registry import get_pattern_list
 
@@ -207,21 +269,14 @@ def optimize_builder(g, options: OptimizationOptions | None = None, *,
         patterns = get_pattern_list(patterns or "none")
     patterns = [p for p in patterns if p.min_opset <= g.main_opset <= p.max_opset]
     verbose = max(options.verbose, getattr(g, "verbose", 0) or 0)
-    report = OptimizationReport()
-    run_passes(g, options, report)
+    run = _Run(options, patterns, verbose, log, max_rewrites)
+    for p in passes_of(options):
+        run.report.entry(p.name, "pass")
     for p in patterns:
-        report.entry(p.name, "pattern")
-    done = 0
-    for it in range(options.max_iterations):
-        left = None if max_rewrites is None else max_rewrites - done
-        if left is not None and left <= 0:
-            break
-        n = apply_patterns_once(g, patterns, report, verbose=verbose, log=log,
-                                max_rewrites=left)
-        if verbose:
-            logger.info("[xoptim] iteration %d: %d rewrites", it, n)
-        if n == 0:
-            break
-        done += n
-        run_passes(g, options, report)
-    return report
+        run.report.entry(p.name, "pattern")
+    _optimize_graph(g, run)
+    if options.functions and g.functions:
+        removed = optimize_functions(g, lambda fb: _optimize_graph(fb, run))
+        if removed is not None:
+            _count(run.report, "optimize_functions", removed)
+    return run.report

@@ -250,12 +250,16 @@ class RemoveIdentity(GraphPass):
 
 
 class RemoveUnused(GraphPass):
-    """Removes nodes and initializers no output depends on."""
+    """Removes nodes and initializers no output depends on; ``keep_initializers`` for
+    a subgraph, whose builder shares the initializers of the main graph."""
 
     name = "remove_unused"
 
+    def __init__(self, keep_initializers: bool = False):
+        self.keep_initializers = keep_initializers
+
     def run(self, g) -> int:
-        return remove_unused(g)
+        return remove_unused(g, keep_initializers=self.keep_initializers)
 
 
 class ConstantFolding(GraphPass):
@@ -318,28 +322,35 @@ class PassManager:
         return results
 
 
-def passes_of(options: OptimizationOptions) -> list[GraphPass]:
-    """The passes ``options`` selects, in the order they run."""
+def passes_of(options: OptimizationOptions, *, subgraph: bool = False) -> list[GraphPass]:
+    """The passes ``options`` selects, in the order they run.
+
+    ``subgraph=True`` for an If branch or a Loop/Scan body: its builder shares the
+    initializers of the main graph, no pass removes nor renames them there (the main
+    graph's passes do it for the whole model).
+    """
     passes: list[GraphPass] = []
     if options.remove_identity:
         passes.append(RemoveIdentity())
     if options.constant_folding:
         passes.append(ConstantFolding(options.constant_size_cap))
     if options.remove_unused:
-        passes.append(RemoveUnused())
+        passes.append(RemoveUnused(keep_initializers=subgraph))
     if options.cse:
         passes.append(CommonSubexpressionElimination())
-    if options.merge_initializers:
+    if options.merge_initializers and not subgraph:
         passes.append(MergeInitializers())
     return passes
 
 
 def run_passes(g, options: OptimizationOptions,
-               report: OptimizationReport | None = None) -> OptimizationReport:
+               report: OptimizationReport | None = None, *,
+               subgraph: bool = False) -> OptimizationReport:
     """Runs the passes ``options`` selects until nothing changes; adds what each
-    pass changed to ``report`` (a new one if None) and returns it."""
+    pass changed to ``report`` (a new one if None) and returns it (``subgraph``:
+    see :func:`passes_of`)."""
     report = OptimizationReport() if report is None else report
-    passes = passes_of(options)
+    passes = passes_of(options, subgraph=subgraph)
     for p in passes:
         report.entry(p.name, "pass")
     for r in PassManager(passes)(g):
