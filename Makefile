@@ -16,7 +16,7 @@ LATEST_PACKAGES := transformers onnx onnxruntime onnxscript onnx-ir sphinx-galle
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs zoo lock test-latest
+.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs bench-export-time zoo lock test-latest
 
 install: $(STAMP)
 
@@ -79,6 +79,11 @@ bench-large: install
 # constructs (star args, complex, vmap, custom ops) with both exporters (~2 minutes)
 bench-constructs: install
 	$(PY) -m experimental_experiment.bench.constructs --output _doc/bench/constructs.csv
+	$(PY) -m experimental_experiment.bench.control_flow --output _doc/bench/control_flow.csv
+
+# export time at real sizes (vision models, small LLMs), one process per case (~40 min)
+bench-export-time: install
+	$(PY) -m experimental_experiment.bench.export_time --csv _doc/bench/export_time.csv
 
 # model zoo: every transformers model type, both exporters (about 70 minutes, resumable:
 # rerun to fill the missing types, delete the CSV to start over)
