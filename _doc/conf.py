@@ -28,7 +28,14 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "sphinx_runpython.runpython.sphinx_runpython_extension",
     "sphinx_runpython.epkg.sphinx_epkg_extension",
+    "matplotlib.sphinxext.plot_directive",
 ]
+
+# plots drawn from the benchmark results (_doc/bench/*.csv), no source link
+plot_include_source = False
+plot_html_show_source_link = False
+plot_html_show_formats = False
+plot_formats = [("png", 100)]
 
 templates_path = []
 exclude_patterns = [

@@ -196,3 +196,12 @@ def test_native_batch_norm_legit_no_stats():
     fn = OpModule(lambda x: torch.ops.aten._native_batch_norm_legit.no_stats(
         x, None, None, True, 0.1, 1e-5))
     check_export(fn, _img(), dynamic_shapes=DS4)
+
+
+def test_group_norm_is_one_instance_normalization_kernel():
+    # group_norm: Reshape [N, G, -1] -> InstanceNormalization -> Reshape, no statistics
+    # computed node by node (fewer kernels: MobileViT has 21 group norms)
+    model = _randomize(torch.nn.GroupNorm(2, 4))
+    onx = check_export(model, _img(), dynamic_shapes=DS4)
+    ops = [n.op_type for n in onx.graph.node]
+    assert ops.count("InstanceNormalization") == 1 and "ReduceMean" not in ops, ops

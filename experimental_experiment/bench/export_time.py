@@ -60,6 +60,7 @@ def _vision(name: str):
         return (torch.randn(batch, 3, h, w),), dict(kwargs)
 
     spec = {"pixel_values": {0: "batch", 2: "height", 3: "width"}}
+    spec.update({k: None for k in kwargs})
     other = (3, size + 32, size - 32) if name != "swin" else (3, size + 56, size - 56)
     return model, inputs, (2, size, size), other, spec
 

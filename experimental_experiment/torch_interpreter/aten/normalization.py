@@ -147,12 +147,29 @@ def _grouped_norm(g: GraphBuilder, x, groups, weight, bias, eps):
     return y, g.op.Squeeze(mean, last), g.op.Squeeze(rstd, last)
 
 
+def _instance_normalized(g: GraphBuilder, x, groups, weight, bias, eps):
+    """The output of :func:`_grouped_norm` alone, in one InstanceNormalization kernel
+    (its input reshaped to [N, groups, -1]; unit scale and zero bias per group)."""
+    xf = upcast(g, x)
+    ct = g.get_type(xf)
+    rank = rank_of(g, x)
+    if groups is None and rank < 3:
+        return _grouped_norm(g, x, groups, weight, bias, eps)[0]
+    n = [dim(g, x, 1)] if groups is None else [int(groups)]
+    r = xf if groups is None else g.op.Reshape(xf, i64([0, int(groups), -1]))
+    y = g.op.InstanceNormalization(r, _filled(g, n, ct, 1.0), _filled(g, n, ct, 0.0),
+                                   epsilon=float(eps))
+    if groups is not None:
+        y = g.op.Reshape(y, g.op.Shape(xf))
+    return _affine(g, y, weight, bias, rank)
+
+
 @converter(aten.group_norm.default)
 def aten_group_norm(g: GraphBuilder, x, num_groups, weight=None, bias=None, eps=1e-5,
                     cudnn_enabled=True):
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None,
     float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
-    y, _, _ = _grouped_norm(g, x, num_groups, weight, bias, eps)
+    y = _instance_normalized(g, x, num_groups, weight, bias, eps)
     return cast_to(g, y, out_dtype(g))
 
 
@@ -171,7 +188,7 @@ def aten_instance_norm(g: GraphBuilder, x, weight, bias, running_mean, running_v
     Tensor? running_var, bool use_input_stats, float momentum, float eps,
     bool cudnn_enabled) -> Tensor"""
     if use_input_stats:
-        y, _, _ = _grouped_norm(g, x, None, weight, bias, eps)
+        y = _instance_normalized(g, x, None, weight, bias, eps)
         return cast_to(g, y, out_dtype(g))
     return _bn_eval(g, x, weight, bias, running_mean, running_var, eps)
 

@@ -1,0 +1,205 @@
+"""Tables and plots of the documentation, read from the benchmark results in
+``_doc/bench/*.csv`` (``make html`` renders them, it never reruns a benchmark).
+
+.. code-block:: python
+
+    from experimental_experiment.bench.dashboard import headline, pivot_rst, read_rows
+
+    print(headline())  # the comparison shown on the landing page
+    rows = read_rows("export_time.csv")
+    print(pivot_rst(rows, "model", "exporter", "seconds"))
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import math
+import os
+import statistics
+
+
+def bench_dir() -> str:
+    """``_doc/bench`` whether the caller runs from the repository or from ``_doc``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "_doc", "bench"))
+
+
+def read_rows(name: str) -> list[dict]:
+    """Rows of ``_doc/bench/<name>``, an empty list when the file does not exist."""
+    path = os.path.join(bench_dir(), name)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def sig3(value) -> str:
+    """A number with 3 significant digits, '' for a missing value."""
+    if value in (None, ""):
+        return ""
+    x = float(value)
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:.{digits}f}"
+
+
+def list_table(header: list[str], body: list[list[str]]) -> str:
+    """A reStructuredText list-table."""
+    lines = [".. list-table::", "    :header-rows: 1", ""]
+    for row in [header, *body]:
+        lines.append(f"    * - {row[0]}")
+        lines += [f"      - {cell}" for cell in row[1:]]
+    return "\n".join(lines)
+
+
+def pivot(rows: list[dict], index: str, column: str, value: str) -> dict:
+    """``{index value: {column value: value}}`` keeping the order of the rows."""
+    table: dict = collections.OrderedDict()
+    for r in rows:
+        table.setdefault(r[index], {})[r[column]] = r.get(value) or (
+            "failed" if r.get("error") else "")
+    return table
+
+
+def pivot_rst(rows: list[dict], index: str, column: str, value: str, fmt=sig3) -> str:
+    """The pivot as a list-table, exporters side by side, numbers with ``fmt``."""
+    table = pivot(rows, index, column, value)
+    columns = list(dict.fromkeys(r[column] for r in rows))
+    body = [[key] + [_cell(values.get(c, ""), fmt) for c in columns]
+            for key, values in table.items()]
+    return list_table([index, *columns], body)
+
+
+def _cell(value, fmt) -> str:
+    try:
+        return fmt(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _float(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def export_time_ratios(rows: list[dict]) -> list[dict]:
+    """Per model: to_onnx's time over torch.onnx's and over the capture's
+    (size-oblivious capture, the one to_onnx makes)."""
+    table = pivot(rows, "model", "exporter", "seconds")
+    out = []
+    for model, t in table.items():
+        ours = _float(t.get("to_onnx"))
+        other = _float(t.get("torch.onnx"))
+        capture = _float(t.get("capture size-oblivious"))
+        out.append(dict(model=model, to_onnx=ours,
+                        vs_torch_onnx=ours / other if ours and other else None,
+                        vs_capture=ours / capture if ours and capture else None))
+    return out
+
+
+def _coverage() -> list[str] | None:
+    rows = read_rows("op_coverage.csv")
+    if not rows:
+        return None
+    cells = []
+    for exporter in ("to_onnx", "torch.onnx"):
+        sel = [r for r in rows if r["exporter"] == exporter
+               and r["status"] not in ("skipped", "capture-fail")]
+        ok = sum(r["status"] == "pass" for r in sel)
+        cells.append(f"{ok / max(len(sel), 1):.1%} ({ok} / {len(sel)})")
+    return ["PyTorch OpInfo operators converted and checked", *cells]
+
+
+def _zoo() -> list[str] | None:
+    rows = read_rows("zoo.csv")
+    if not rows:
+        return None
+    cells = []
+    for exporter in ("to_onnx", "torch.onnx"):
+        sel = [r for r in rows if r["exporter"] == exporter and r["stage"] != "config"]
+        ok = sum(r["status"] == "pass" for r in sel)
+        cells.append(f"{ok} / {len(sel)}")
+    return ["transformers model types exported and checked (tiny configs)", *cells]
+
+
+def _constructs() -> list[str] | None:
+    rows = read_rows("constructs.csv")
+    if not rows:
+        return None
+    cells = []
+    for exporter in ("to_onnx", "torch.onnx"):
+        sel = [r for r in rows if r["exporter"] == exporter]
+        cells.append(f"{sum(r['status'] == 'pass' for r in sel)} / {len(sel)}")
+    return ["hard constructs (star args, complex, vmap, custom ops...)", *cells]
+
+
+def _export_time() -> list[str] | None:
+    ratios = [r["vs_torch_onnx"] for r in export_time_ratios(read_rows("export_time.csv"))
+              if r["vs_torch_onnx"]]
+    if not ratios:
+        return None
+    return ["export time at real sizes, median over models (vision, LLM)",
+            f"{statistics.median(ratios):.2f}x torch.onnx's", "1x"]
+
+
+def _latency() -> list[str] | None:
+    rows = read_rows("llm_latency.csv")
+    ours = [r for r in rows if r.get("exporter") == "to_onnx+ort" and r.get("vs_builder")]
+    if not ours:
+        return None
+    builder = [float(r["vs_builder"]) for r in ours]
+    other = [float(r["vs_torch_onnx"]) for r in ours if r.get("vs_torch_onnx")]
+    return ["LLM latency in onnxruntime (hidden 512/1024, prefill and decode)",
+            f"{min(builder):.2f}x to {max(builder):.2f}x the genai builder's",
+            f"ours / torch.onnx: {min(other):.2f}x to {max(other):.2f}x" if other else ""]
+
+
+def headline() -> str:
+    """The comparison of the landing page, from every benchmark result available."""
+    body = [row for row in (_coverage(), _zoo(), _constructs(), _export_time(), _latency())
+            if row is not None]
+    return list_table(["measured", "to_onnx", "torch.onnx.export(dynamo=True)"], body)
+
+
+def plot_export_time(ax=None):
+    """Bar chart: seconds per model and exporter (log scale)."""
+    import matplotlib.pyplot as plt
+
+    rows = read_rows("export_time.csv")
+    table = pivot(rows, "model", "exporter", "seconds")
+    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    width = 0.8 / max(len(exporters), 1)
+    for k, exporter in enumerate(exporters):
+        values = [_float(table[m].get(exporter)) or 0 for m in table]
+        ax.bar([i + k * width for i in range(len(table))], values, width, label=exporter)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(table))], list(table))
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds (log)")
+    ax.set_title("Export time, dynamic shapes, one process per case")
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_node_counts(name: str = "export_time.csv", ax=None):
+    """Node counts of to_onnx and torch.onnx per model."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in read_rows(name) if r.get("n_nodes")]
+    table = pivot(rows, "model", "exporter", "n_nodes")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3))
+    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
+    for k, exporter in enumerate(exporters):
+        values = [_float(table[m].get(exporter)) or 0 for m in table]
+        ax.bar([i + k * 0.4 for i in range(len(table))], values, 0.4, label=exporter)
+    ax.set_xticks([i + 0.2 for i in range(len(table))], list(table))
+    ax.set_ylabel("ONNX nodes")
+    ax.set_title("Size of the exported graphs")
+    ax.legend(fontsize=7)
+    return ax
