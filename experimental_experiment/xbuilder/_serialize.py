@@ -53,11 +53,17 @@ def builder_to_model(g, make_initializer=tensor_proto) -> ModelProto:
     ``make_initializer(name, value)`` makes every initializer's TensorProto."""
     inputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.inputs]
     outputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.outputs]
-    inits = [make_initializer(n, v) for n, v in g.initializers.items()]
-    graph = helper.make_graph(g.nodes, "experiment", inputs, outputs, inits)
-    opsets = [helper.make_opsetid(d, v) for d, v in sorted(g.opsets.items())]
-    model = helper.make_model(graph, opset_imports=opsets, functions=list(g.functions.values()))
+    # filled in place: make_graph then make_model would copy every initializer twice
+    model = ModelProto()
     model.ir_version = ir_version_for(g.opsets)
+    model.opset_import.extend(helper.make_opsetid(d, v) for d, v in sorted(g.opsets.items()))
+    model.graph.name = "experiment"
+    model.graph.node.extend(g.nodes)
+    model.graph.input.extend(inputs)
+    model.graph.output.extend(outputs)
+    for name, value in g.initializers.items():
+        model.graph.initializer.append(make_initializer(name, value))
+    model.functions.extend(g.functions.values())
     model.producer_name = "experimental_experiment"
     model.producer_version = __version__
     return model
