@@ -19,7 +19,7 @@ SCHEMA = os.path.join(os.path.dirname(__file__), "..", "ut_report", "data",
 
 class Specializes(torch.nn.Module):
     def forward(self, x, y):
-        z = x.reshape(4, -1)  # fixes x.shape[0] to 4
+        z = x * torch.ones(4, 1)  # broadcasting fixes x.shape[0] to 4
         if y.shape[1] > 3:  # y.shape[1] >= 4
             return z.sum() + y.sum()
         return z.sum()
@@ -46,7 +46,7 @@ def test_specialized_dimension_source_line(strict):
     spec, cons = dims["x.shape[0]"], dims["y.shape[1]"]
     assert (spec.kind, spec.value) == ("specialized", 4)
     assert spec.location.file == os.path.abspath(__file__)
-    assert spec.location.line == _line("x.reshape(4, -1)")
+    assert spec.location.line == _line("x * torch.ones(4, 1)")
     assert (cons.kind, cons.min, cons.max) == ("constrained", 4, None)
     assert cons.location.line == _line("y.shape[1] > 3")
     # the model is right on another size of y's dynamic dimension
@@ -66,11 +66,11 @@ def test_failed_export_carries_report(tmp_path):
     report = info.value.report
     assert report.status == "failed" and report.error_type == "CaptureError"
     assert report.capture_attempts and not report.capture_attempts[0].success
-    assert report.error_location.line == _line("x.reshape(4, -1)")
+    assert report.error_location.line == _line("x * torch.ones(4, 1)")
     sarif = json.loads(path.read_text())
     result = next(r for r in sarif["runs"][0]["results"] if r["ruleId"] == "export-error")
     region = result["locations"][0]["physicalLocation"]["region"]
-    assert region["startLine"] == _line("x.reshape(4, -1)")
+    assert region["startLine"] == _line("x * torch.ones(4, 1)")
     jsonschema = pytest.importorskip("jsonschema", reason="validates the SARIF output")
     with open(SCHEMA, encoding="utf-8") as f:
         jsonschema.validate(sarif, json.load(f), cls=jsonschema.Draft4Validator)

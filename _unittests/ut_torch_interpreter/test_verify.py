@@ -1,10 +1,11 @@
 """verify_dynamic_shapes: reruns an exported model on other sizes; 0/1 specialization."""
 
+import numpy as np
 import pytest
 import torch
 
 from experimental_experiment.ext_test_case import assert_close, run_onnx
-from experimental_experiment.torch_interpreter import CaptureError, to_onnx
+from experimental_experiment.torch_interpreter import CaptureError, ExportOptions, to_onnx
 from experimental_experiment.torch_interpreter.verify import (
     _eval_dim,
     verify_dynamic_shapes,
@@ -114,10 +115,28 @@ def test_zero_one_example_specialized_by_the_model():
 
 
 def test_zero_one_auto_is_accepted():
-    # Dim.AUTO lets torch specialize: no error, the dimension is static
-    onx = to_onnx(MLP(), _inputs(batch=1),
-                  dynamic_shapes=({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO}))
+    # Dim.AUTO lets torch decide: without the size-oblivious capture it specializes the
+    # example size 1, no error, the dimension is static
+    auto = ({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})
+    onx = to_onnx(MLP(), _inputs(batch=1), dynamic_shapes=auto,
+                  export_options=ExportOptions(size_oblivious=False))
     assert onx.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
+
+
+def test_zero_one_auto_stays_dynamic_when_size_oblivious():
+    # the default capture is size-oblivious: size 1 is one size among others, the
+    # dimension stays dynamic and the model runs on other batch sizes
+    model = MLP().eval()
+    auto = ({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})
+    onx = to_onnx(model, _inputs(batch=1), dynamic_shapes=auto)
+    dim = onx.graph.input[0].type.tensor_type.shape.dim[0]
+    assert dim.dim_param and not dim.dim_value
+    for batch in (1, 4):
+        args = _inputs(batch=batch)
+        with torch.no_grad():
+            expected = model(*args)
+        got = run_onnx(onx, list(args))[0]
+        np.testing.assert_allclose(got, expected.numpy(), atol=1e-5, rtol=1e-4)
 
 
 def test_zero_one_size_two_fix():
