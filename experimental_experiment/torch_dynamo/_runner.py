@@ -143,3 +143,10 @@ def verified(run: Callable, gm: torch.fx.GraphModule, name: str,
         return outputs
 
     return call
+
+
+def boxed(fn: Callable) -> Callable:
+    """What aot_autograd expects from a compiler: a function taking a list of inputs."""
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(fn)

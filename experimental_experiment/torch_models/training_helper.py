@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import torch
@@ -36,7 +35,11 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
         <experimental_experiment.torch_dynamo.onnx_debug_backend>`)
     :param dump_intermediate: with ``debug=True``, a folder where every intermediate
         result is saved
-    :return: ``(backend, extra)``; ``extra`` holds the options used
+    :return: ``(backend, extra)``; ``extra`` holds the options used and, under
+        ``"compiler"``, the :class:`OnnxBackend
+        <experimental_experiment.torch_dynamo.OnnxBackend>` (or
+        :class:`OnnxDebugBackend <experimental_experiment.torch_dynamo.OnnxDebugBackend>`)
+        given to ``aot_autograd``: it owns the session cache and its ``stats``
 
     .. code-block:: python
 
@@ -46,21 +49,21 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
     """
     from torch._dynamo.backends.common import aot_autograd
 
-    from ..torch_dynamo import onnx_custom_backend, onnx_debug_backend
+    from ..torch_dynamo import BackendOptions, DebugOptions, OnnxBackend, OnnxDebugBackend
     from ..xbuilder import OptimizationOptions
 
     options = OptimizationOptions(patterns="default" if rewrite else None,
                                   constant_folding=rewrite, verbose=verbose)
     if debug:
-        compiler = functools.partial(
-            onnx_debug_backend, target_opset=target_opset, options=options,
-            dump_intermediate=dump_intermediate, verify=verify, verbose=verbose)
+        compiler = OnnxDebugBackend(DebugOptions(
+            target_opset=target_opset, options=options,
+            dump_intermediate=dump_intermediate, verify=verify, verbose=verbose))
     else:
-        compiler = functools.partial(
-            onnx_custom_backend, exporter=exporter, target_opset=target_opset,
-            options=options, providers=providers, session_options=session_options,
-            dynamic=dynamic, verify=verify, verbose=verbose,
-        )
+        compiler = OnnxBackend(BackendOptions(
+            exporter=exporter, target_opset=target_opset, options=options,
+            providers=tuple(providers) if providers else None,
+            session_options=session_options, dynamic=dynamic, verify=verify,
+            verbose=verbose))
     backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
     extra = {"dynamic": dynamic, "options": options, "exporter": exporter,
              "compiler": compiler}
