@@ -12,8 +12,9 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64, onnx_to_np_dtype
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import INT64, aten, cast_to, rank_of
 
 
 def _neutral(elem_type: int, kind: str) -> np.ndarray:
@@ -57,9 +58,9 @@ def _reduce(g: GraphBuilder, op: str, masked: str) -> str:
 
 
 @converter(aten.cumprod.default)
-def aten_cumprod(g: GraphBuilder, x, dim, *, dtype=None):
+def aten_cumprod(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
     """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    x = cast_to(g, x, out_dtype(g))
+    x = cast_to(g, x, ctx.dtype())
     if rank_of(g, x) == 0:
         return g.op.Identity(x)
     masked, _, _, perm, _ = _prefix(g, x, dim, "prod")
