@@ -10,7 +10,7 @@ them once for the forward graph and once for the backward graph (see
   function: it uses one default instance (:func:`default_backend`).
 * :func:`onnx_debug_backend` runs them with onnx's reference evaluator and can save
   every intermediate result (:class:`OnnxDebugBackend
-  <experimental_experiment.torch_dynamo.debug_backend.OnnxDebugBackend>`).
+  <experimental_experiment.torch_dynamo.OnnxDebugBackend>`).
 """
 
 from __future__ import annotations
