@@ -228,9 +228,8 @@ def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
                         use_dlpack: bool = False, verbose: int = 0) -> Callable:
     """A torch.compile compiler: converts ``graph_module`` to ONNX, runs onnxruntime.
 
-    It delegates to :func:`default_backend`, an :class:`OnnxBackend` whose cache is
-    shared by every call of this function; create an :class:`OnnxBackend` to get a
-    cache and statistics of your own.
+    It delegates to :func:`default_backend`, whose cache every call shares; an
+    :class:`OnnxBackend` has a cache and statistics of its own.
 
     :param graph_module: forward or backward graph given by aot_autograd
     :param args: its example inputs (fake tensors, SymInts)

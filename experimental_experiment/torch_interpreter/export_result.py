@@ -57,24 +57,15 @@ class ExportResult:
 @reported
 @with_verbose_logging
 def export_program(
-    model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
-    args: tuple | None = None,
-    kwargs: dict[str, Any] | None = None,
-    *,
-    dynamic_shapes=None,
-    input_names: list[str] | None = None,
-    output_names: list[str] | None = None,
-    target_opset: int | dict[str, int] | None = None,
-    options: OptimizationOptions | None = None,
-    dispatcher: Dispatcher | None = None,
-    export_options: ExportOptions | None = None,
-    optimize: bool = True,
-    large_model: bool = False,
-    external_threshold: int = 1024,
-    filename: str | None = None,
-    verbose: int = 0,
-    export_modules_as_functions: bool | set | None = None,
-    report=None,
+        model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
+        args: tuple | None = None, kwargs: dict[str, Any] | None = None, *,
+        dynamic_shapes=None, input_names: list[str] | None = None,
+        output_names: list[str] | None = None, target_opset: int | dict | None = None,
+        options: OptimizationOptions | None = None, dispatcher: Dispatcher | None = None,
+        export_options: ExportOptions | None = None, optimize: bool = True,
+        large_model: bool = False, external_threshold: int = 1024,
+        filename: str | None = None, verbose: int = 0,
+        export_modules_as_functions: bool | set | None = None, report=None,
 ) -> ExportResult:
     """Exports a torch model to ONNX through torch.export.export.
 

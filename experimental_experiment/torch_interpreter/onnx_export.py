@@ -13,40 +13,26 @@ from .export_options import ExportOptions
 from .export_result import export_program
 
 
-def to_onnx(
-    model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
-    args: tuple | None = None,
-    kwargs: dict[str, Any] | None = None,
-    *,
-    dynamic_shapes=None,
-    input_names: list[str] | None = None,
-    output_names: list[str] | None = None,
-    target_opset: int | dict[str, int] | None = None,
-    options: OptimizationOptions | None = None,
-    dispatcher: Dispatcher | None = None,
-    export_options: ExportOptions | None = None,
-    optimize: bool = True,
-    large_model: bool = False,
-    external_threshold: int = 1024,
-    filename: str | None = None,
-    verbose: int = 0,
-    return_builder: bool = False,
-    return_optimize_report: bool = False,
-    export_modules_as_functions: bool | set | None = None,
-    report=None,
-):
+def to_onnx(model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
+            args: tuple | None = None, kwargs: dict[str, Any] | None = None, *,
+            dynamic_shapes=None, input_names: list[str] | None = None,
+            output_names: list[str] | None = None, target_opset: int | dict | None = None,
+            options: OptimizationOptions | None = None, dispatcher: Dispatcher | None = None,
+            export_options: ExportOptions | None = None, optimize: bool = True,
+            large_model: bool = False, external_threshold: int = 1024,
+            filename: str | None = None, verbose: int = 0, return_builder: bool = False,
+            return_optimize_report: bool = False,
+            export_modules_as_functions: bool | set | None = None, report=None):
     """Exports a torch model to ONNX: :func:`export_program
-    <experimental_experiment.torch_interpreter.export_program>` (same parameters, the
-    options are documented there) returning only the model.
+    <experimental_experiment.torch_interpreter.export_program>` (same parameters,
+    documented there) returning only the model.
 
     :param return_builder: returns ``(model, builder)``, kept for the code the seeds
         show (``export_program(...).builder`` is the same builder)
     :param return_optimize_report: returns ``(model, report)`` (or
         ``(model, builder, report)`` with ``return_builder``), kept for the code
         written before ``export_program`` (``result.optimization``)
-    :return: an ``onnx.ModelProto``, a
-        :class:`~experimental_experiment.xbuilder.model_container.ModelContainer` with
-        ``large_model=True``
+    :return: an ``onnx.ModelProto`` (a container with ``large_model=True``)
 
     .. code-block:: python
 

@@ -54,53 +54,24 @@ def check_arguments(model, args, kwargs, export_options, options, dispatcher):
 
 
 def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
-             dispatcher=None, opset=18, report=None):
+            dispatcher=None, opset=18, report=None):
     """Captures if needed; returns the graph module, the input plan, the dim namer and
     the output names (None for outputs to drop)."""
     if isinstance(model, torch.fx.GraphModule) and not isinstance(
         model, torch.export.ExportedProgram
     ) and _has_meta(model):
         return _prepare_graph_module(model, args, input_names, output_names)
+    can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
     if isinstance(model, torch.export.ExportedProgram):
         # functionalized like a captured model when it has in-place operators
         ep, names = decompose(model, export_options.decomposition_table), {}
         paths = None
     else:
-        # an example size 0 or 1 on a dynamic dimension: captured as any other size
-        arg_names = _argument_names(model, args, kwargs)
-        check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
-        small = zero_one_axes(model, args, kwargs, dynamic_shapes)
-        ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
-        attempts, guards = [], None
-        try:
-            with size_oblivious_capture(bool(small)), record_shape_guards() as guards:
-                ep = capture(model, args, kwargs, ds, export_options, attempts)
-                if export_options.decomposition_fallback:  # custom ops with no converter
-                    inlined = []
-                    ep = inline_custom_ops(
-                        ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
-                        None if dispatcher is None else (lambda op: dispatcher.find(op)
-                                                         is not None), record=inlined)
-                    if report is not None:
-                        record_decompositions(report, inlined)
-        except CaptureError as e:
-            # torch's L['x'].size()[0] becomes: dimension 0 ('batch') of input 'x'
-            e.args = (describe_dimension_sources(str(e), names, arg_names),) + e.args[1:]
-            if small:  # say what was changed for these sizes
-                e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
-                          "0 or 1: the capture ran with backed_size_oblivious=True to keep "
-                          "it dynamic; an example size >= 2 may capture or explain more.",)
-            raise
-        finally:
-            if report is not None:
-                record_capture(report, attempts, guards, model, args, kwargs)
-        leaves = leaf_paths(model, args, kwargs)
-        check_zero_one(ep, [leaf for _, leaf in leaves], small)
-        paths = [p for p, _ in leaves]
+        ep, names, paths = _capture_model(model, args, kwargs, dynamic_shapes,
+                                          export_options, can_convert, opset, report)
         if input_names is None:
             input_names = _default_input_names(ep, model, args, kwargs, paths)
     if export_options.decomposition_fallback:
-        can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
         decomposed = []
         try:
             ep = decompose_unsupported(ep, opset, can_convert, decomposed)
@@ -108,6 +79,47 @@ def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, ou
             if report is not None:
                 record_decompositions(report, decomposed)
     return _prepare_exported_program(ep, names, paths, input_names, output_names)
+
+
+def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_convert, opset,
+                   report):
+    """torch.export.export of the model, custom operators without a converter inlined;
+    returns the program, the dimension names and the paths of the input leaves."""
+    # an example size 0 or 1 on a dynamic dimension: captured as any other size
+    arg_names = _argument_names(model, args, kwargs)
+    check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
+    small = zero_one_axes(model, args, kwargs, dynamic_shapes)
+    ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+    attempts, guards = [], None
+    try:
+        with size_oblivious_capture(bool(small)), record_shape_guards() as guards:
+            ep = capture(model, args, kwargs, ds, export_options, attempts)
+            if export_options.decomposition_fallback:  # custom ops with no converter
+                inlined = []
+                ep = inline_custom_ops(
+                    ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
+                    can_convert, record=inlined)
+                if report is not None:
+                    record_decompositions(report, inlined)
+    except CaptureError as e:
+        _explain_capture_error(e, names, arg_names, small)
+        raise
+    finally:
+        if report is not None:
+            record_capture(report, attempts, guards, model, args, kwargs)
+    leaves = leaf_paths(model, args, kwargs)
+    check_zero_one(ep, [leaf for _, leaf in leaves], small)
+    return ep, names, [p for p, _ in leaves]
+
+
+def _explain_capture_error(e: CaptureError, names, arg_names, small) -> None:
+    """Rewrites the message: torch's ``L['x'].size()[0]`` becomes dimension 0
+    ('batch') of input 'x'; sizes 0 or 1 captured size-oblivious are named."""
+    e.args = (describe_dimension_sources(str(e), names, arg_names),) + e.args[1:]
+    if small:  # say what was changed for these sizes
+        e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
+                  "0 or 1: the capture ran with backed_size_oblivious=True to keep "
+                  "it dynamic; an example size >= 2 may capture or explain more.",)
 
 
 def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
@@ -156,12 +168,30 @@ def _prepare_graph_module(gm, args, input_names, output_names):
 
 
 def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
-    from torch.export.graph_signature import InputKind, OutputKind
+    from torch.export.graph_signature import InputKind
 
-    gm = ep.graph_module
-    placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
-    plan = InputPlan()
-    user = []
+    placeholders = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
+    plan, user = _input_plan(ep, placeholders)
+    if input_names is not None:
+        if len(input_names) != len(user):
+            raise InvalidArgumentError(
+                f"{len(input_names)} input names for {len(user)} tensor inputs {user}"
+            )
+        plan.inputs = dict(zip(user, input_names))
+    namer = DimNamer()
+    if dim_names and paths is not None:
+        nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
+                 if s.kind == InputKind.USER_INPUT]
+        namer = DimNamer(symbol_names(nodes, paths, dim_names))
+    keep = _kept_outputs(ep, plan)
+    return ep.graph_module, plan, namer, _output_names(output_names, keep)
+
+
+def _input_plan(ep, placeholders: dict) -> tuple[InputPlan, list[str]]:
+    """What every input of the program becomes; the names of the tensor user inputs."""
+    from torch.export.graph_signature import InputKind
+
+    plan, user = InputPlan(), []
     for spec in ep.graph_signature.input_specs:
         name = spec.arg.name
         if spec.kind == InputKind.USER_INPUT:
@@ -180,17 +210,14 @@ def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
             plan.initializers[name] = (spec.target, ep.constants[spec.target])
         else:
             plan.skipped.add(name)
-    if input_names is not None:
-        if len(input_names) != len(user):
-            raise InvalidArgumentError(
-                f"{len(input_names)} input names for {len(user)} tensor inputs {user}"
-            )
-        plan.inputs = dict(zip(user, input_names))
-    namer = DimNamer()
-    if dim_names and paths is not None:
-        nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
-                 if s.kind == InputKind.USER_INPUT]
-        namer = DimNamer(symbol_names(nodes, paths, dim_names))
+    return plan, user
+
+
+def _kept_outputs(ep, plan: InputPlan) -> list:
+    """For every output: True (a user output), the name of the new value of a mutated
+    buffer or input, or False (dropped)."""
+    from torch.export.graph_signature import OutputKind
+
     keep = []
     for spec in ep.graph_signature.output_specs:
         if spec.kind == OutputKind.USER_OUTPUT:
@@ -205,7 +232,7 @@ def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
             keep.append(False)
             logger.warning("output %r (%s) of %r is dropped", spec.arg.name,
                            spec.kind.name, spec.target)
-    return gm, plan, namer, _output_names(output_names, keep)
+    return keep
 
 
 class _MutationName(str):

@@ -242,12 +242,10 @@ def _encoder_inputs(arch, config, batch, seq, generator):
 
 
 def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
-                        with_cache: bool = True, model, generator=None
-                        ) -> tuple[dict, dict]:
-    """Inputs and dynamic shapes for an encoder-decoder (T5-like) described by ``config``:
-    an encoder sequence of length ``seq + 2`` (``encoder_seq``), ``seq`` decoder tokens
-    and, with a cache, an EncoderDecoderCache (self attention ``past``, cross attention
-    the encoder length) under the name ``model``'s forward takes.
+                        with_cache: bool = True, model, generator=None) -> tuple[dict, dict]:
+    """Inputs and dynamic shapes for an encoder-decoder (T5-like): ``seq + 2`` encoder
+    tokens, ``seq`` decoder tokens and, with a cache, an EncoderDecoderCache (``past``
+    self-attention positions) under the name ``model``'s forward takes.
 
     .. code-block:: python
 

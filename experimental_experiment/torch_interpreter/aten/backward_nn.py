@@ -235,8 +235,7 @@ def _ones_like_spatial(g: GraphBuilder, x: str, spatial: int, elem_type: int):
 def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
                        ceil_mode, count_include_pad, divisor_override, spatial: int,
                        *, ctx: NodeContext) -> str:
-    """Spreads every gradient divided by its window's divisor over the window: a
-    transposed convolution by a kernel of ones on every (n, c) plane."""
+    """Spreads gradients / divisor over their windows (ConvTranspose by ones)."""
     k = static_ints(expand_param(kernel_size, spatial, "kernel_size"), "kernel_size")
     s = static_ints(expand_param(stride, spatial, "stride"), "stride") if stride else k
     p = static_ints(expand_param(padding, spatial, "padding"), "padding")
