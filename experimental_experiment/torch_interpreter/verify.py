@@ -106,20 +106,7 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
         raise InvalidArgumentError(
             f"the ONNX model has {len(inputs)} inputs, the arguments {len(tensors)} tensors"
         )
-    base: dict[str, int] = {}
-    static = {}  # (input index, axis) -> key: declared dynamic, static in ONNX
-    for i, ((_path, leaf, axes), vi) in enumerate(zip(tensors, inputs)):
-        dims = vi.type.tensor_type.shape.dim
-        for axis, spec in axes.items():
-            if axis < len(dims) and not dims[axis].dim_param:
-                report.static_but_declared_dynamic.append(
-                    f"input {vi.name!r} axis {axis} (fixed to {dims[axis].dim_value})")
-                key = _spec_name(spec) or f"{vi.name}[{axis}]"
-                static[i, axis] = key
-                base.setdefault(key, int(leaf.shape[axis]))
-        for d, size in zip(dims, leaf.shape):
-            if d.dim_param and d.dim_param.isidentifier():
-                base.setdefault(d.dim_param, int(size))
+    base, static = _base_sizes(tensors, inputs, report)
     _check_outputs(onx, report)
     trials = [(f"sizes[{i}]", s) for i, s in enumerate(sizes)] if sizes else [
         ("+1", {k: v + 1 for k, v in base.items()}),
@@ -133,6 +120,26 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
         "eager")]
     report.baked_in = sorted({k for t in failed for k, v in t.dims.items() if base.get(k) != v})
     return report
+
+
+def _base_sizes(tensors, inputs, report) -> tuple[dict[str, int], dict]:
+    """The example size of every dimension name; ``{(input index, axis): name}`` for the
+    dimensions declared dynamic but static in the ONNX model (added to ``report``)."""
+    base: dict[str, int] = {}
+    static = {}
+    for i, ((_path, leaf, axes), vi) in enumerate(zip(tensors, inputs)):
+        dims = vi.type.tensor_type.shape.dim
+        for axis, spec in axes.items():
+            if axis < len(dims) and not dims[axis].dim_param:
+                report.static_but_declared_dynamic.append(
+                    f"input {vi.name!r} axis {axis} (fixed to {dims[axis].dim_value})")
+                key = _spec_name(spec) or f"{vi.name}[{axis}]"
+                static[i, axis] = key
+                base.setdefault(key, int(leaf.shape[axis]))
+        for d, size in zip(dims, leaf.shape):
+            if d.dim_param and d.dim_param.isidentifier():
+                base.setdefault(d.dim_param, int(size))
+    return base, static
 
 
 def _check_outputs(onx, report):
