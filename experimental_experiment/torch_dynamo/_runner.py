@@ -10,6 +10,7 @@ import onnx
 import torch
 
 from ..runtime import tensor_to_numpy
+from ..xbuilder.dtypes import i64
 from ._export import GraphLayout
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def to_numpy(value) -> np.ndarray:
     if isinstance(value, (bool, np.bool_)):
         return np.asarray(value, dtype=np.bool_)
     if isinstance(value, (int, np.integer)):
-        return np.asarray(value, dtype=np.int64)
+        return i64(value)
     return np.asarray(value, dtype=np.float32)
 
 

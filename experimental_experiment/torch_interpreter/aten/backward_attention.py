@@ -7,9 +7,8 @@ dQ = dS k s, dK = dS^T q s, with s the scale (1 / sqrt(E) by default).
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
 from ..node_context import NodeContext
 from ..registry import converter
@@ -41,7 +40,7 @@ def aten__scaled_dot_product_flash_attention_for_cpu_backward(
     q, k, v, do = (upcast(g, x) for x in (query, key, value, grad_out))
     dv = g.op.MatMul(_t(g, probs), do)
     dp = g.op.MatMul(do, _t(g, v))
-    rowsum = g.op.ReduceSum(g.op.Mul(dp, probs), np.array([-1], dtype=np.int64), keepdims=1)
+    rowsum = g.op.ReduceSum(g.op.Mul(dp, probs), i64([-1]), keepdims=1)
     ds = g.op.Mul(probs, g.op.Sub(dp, rowsum))
     dq = _scaled_query(g, g.op.MatMul(ds, k), scale)
     dk = g.op.MatMul(_t(g, ds), _scaled_query(g, q, scale))

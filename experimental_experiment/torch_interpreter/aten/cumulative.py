@@ -37,11 +37,11 @@ def _prefix(g: GraphBuilder, x: str, dim: int, kind: str):
     perm = [i for i in range(rank) if i != dim] + [dim]
     xt = g.op.Transpose(x, perm=perm) if dim != rank - 1 else x
     n = g.op.Shape(xt, start=-1)
-    j = g.op.Range(i64(0), g.op.Squeeze(n, np.array([0], np.int64)),
+    j = g.op.Range(i64(0), g.op.Squeeze(n, i64([0])),
                    i64(1))
-    mask = g.op.LessOrEqual(g.op.Unsqueeze(j, np.array([0], np.int64)),
-                            g.op.Unsqueeze(j, np.array([1], np.int64)))
-    xj = g.op.Unsqueeze(xt, np.array([-2], np.int64))
+    mask = g.op.LessOrEqual(g.op.Unsqueeze(j, i64([0])),
+                            g.op.Unsqueeze(j, i64([1])))
+    xj = g.op.Unsqueeze(xt, i64([-2]))
     fill = g.make_constant(_neutral(g.get_type(x), kind))
     return g.op.Where(mask, xj, fill), mask, j, perm, xj
 
@@ -54,7 +54,7 @@ def _back(g: GraphBuilder, y: str, perm: list[int]) -> str:
 
 
 def _reduce(g: GraphBuilder, op: str, masked: str) -> str:
-    return getattr(g.op, op)(masked, np.array([-1], np.int64), keepdims=0)
+    return getattr(g.op, op)(masked, i64([-1]), keepdims=0)
 
 
 @converter(aten.cumprod.default)
@@ -85,7 +85,7 @@ def _cum_extremum(g: GraphBuilder, x, dim, kind: str):
     masked, mask, j, perm, xj = _prefix(g, compute, dim, kind)
     values = _reduce(g, "ReduceMax" if kind == "max" else "ReduceMin", masked)
     # index of the last element equal to the running extremum
-    hit = g.op.And(g.op.Equal(xj, g.op.Unsqueeze(values, np.array([-1], np.int64))), mask)
+    hit = g.op.And(g.op.Equal(xj, g.op.Unsqueeze(values, i64([-1]))), mask)
     idx = _reduce(g, "ReduceMax", g.op.Where(hit, j, i64(-1)))
     values = cast_to(g, values, g.get_type(x))
     return _back(g, values, perm), _back(g, idx, perm)

@@ -6,8 +6,6 @@ in float32 then cast back. Their backward ops are in ``backward.py``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..node_context import NodeContext
@@ -63,7 +61,7 @@ def _nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_inde
         if g.get_rank(x) > 1:
             out, total = loss, g.op.Mul(total, 0)  # torch leaves total_weight at 0
         else:
-            out = g.op.Squeeze(loss, np.array([0], np.int64))
+            out = g.op.Squeeze(loss, i64([0]))
     elif reduction == 1:
         out = g.op.Div(g.op.ReduceSum(loss, keepdims=0), total)
     else:
