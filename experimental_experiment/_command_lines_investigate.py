@@ -368,22 +368,13 @@ def _add_export(sub) -> None:
 
 
 def _save_npz(arrays: dict, path: str) -> None:
-    import tempfile
-
     import numpy as np
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600 files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from .xbuilder.model_container import AtomicFiles
+
+    path = os.path.abspath(path)
+    with AtomicFiles(os.path.dirname(path)) as files:
+        np.savez(files.open(path), **arrays)
 
 
 def _cmd_lighten(ns: argparse.Namespace) -> int:
