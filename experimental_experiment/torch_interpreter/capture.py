@@ -37,13 +37,7 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
             continue  # the capture itself failed, decompositions cannot help
         begin = time.perf_counter()
         try:
-            if strict not in captured:
-                # keywords received by **kwargs become named arguments (signature.py)
-                with explicit_keywords(model, args, kwargs):
-                    captured[strict] = torch.export.export(
-                        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
-                        strict=strict)
-            ep = decompose(captured[strict], table)
+            ep = _capture_once(model, args, kwargs, dynamic_shapes, strict, table, captured)
         except Exception as e:
             if strict not in captured:
                 captured[strict] = e
@@ -60,6 +54,18 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
                         "; ".join(f"{w}: {type(e).__name__}" for w, e in errors))
         return ep
     raise _capture_error(model, errors) from errors[-1][1]
+
+
+def _capture_once(model, args, kwargs, dynamic_shapes, strict: bool, table,
+                  captured: dict) -> torch.export.ExportedProgram:
+    """torch.export.export (once per value of ``strict``, kept in ``captured``), then
+    the decompositions of ``table``."""
+    if strict not in captured:
+        # keywords received by **kwargs become named arguments (signature.py)
+        with explicit_keywords(model, args, kwargs):
+            captured[strict] = torch.export.export(
+                model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+    return decompose(captured[strict], table)
 
 
 def _attempts(options: ExportOptions) -> list[tuple[bool, object]]:
