@@ -23,8 +23,9 @@ def match_names(initializers: dict[str, str | list[str] | None], checkpoint: lis
     the second for names several checkpoint tensors could fill (left unfilled).
 
     ``initializers`` maps every initializer name to the weight name it was exported from
-    (or None, or the list of the names of a tied weight). Rules, in order: ``source``, ``exact``, ``underscore``, ``suffix``.
-    A checkpoint tensor fills at most one initializer.
+    (or None, or the list of the names of a tied weight). Rules, in order: ``source``,
+    ``exact``, ``underscore``, ``suffix``. A checkpoint tensor fills at most one
+    initializer.
     """
     names = set(checkpoint)
     by_norm: dict[str, list[str]] = {}
