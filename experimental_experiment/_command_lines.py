@@ -113,7 +113,18 @@ def get_parser() -> argparse.ArgumentParser:
         "run the benchmarks. Use '<subcommand> --help' for the options of a subcommand.",
     )
     sub = parser.add_subparsers(dest="command", metavar="<subcommand>")
+    _add_model_subcommands(sub)  # print, stats, optimize, fill-weights
+    from ._command_lines_investigate import add_subcommands
 
+    add_subcommands(sub)  # run, compare, find, report, export
+    for name, (module, text) in DELEGATED.items():
+        sub.add_parser(name, help=text, add_help=False,
+                       description=f"{text}. Arguments go to {module}.main(argv).")
+    return parser
+
+
+def _add_model_subcommands(sub) -> None:
+    """The subcommands working on an ONNX file."""
     p = sub.add_parser("print", help="prints an ONNX model as text, one node per line",
                        description="Prints an ONNX model as text: opsets, inputs and "
                        "outputs with their types and dimensions, initializers with "
@@ -130,7 +141,11 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="ONNX file")
     p.add_argument("--top", type=int, default=10, help="number of initializers listed")
     p.set_defaults(func=_cmd_stats)
+    _add_optimize(sub)
+    _add_fill_weights(sub)
 
+
+def _add_optimize(sub) -> None:
     p = sub.add_parser("optimize", help="optimizes an ONNX model with the pattern optimizer",
                        description="Optimizes an ONNX model with "
                        "experimental_experiment.xoptim.optimize_model and saves the result.")
@@ -144,6 +159,8 @@ def get_parser() -> argparse.ArgumentParser:
                    "of the refused matches")
     p.set_defaults(func=_cmd_optimize)
 
+
+def _add_fill_weights(sub) -> None:
     p = sub.add_parser("fill-weights", help="fills the external data of a model from "
                        "checkpoints (.safetensors, .pt, .bin)",
                        description="Writes the tensors of checkpoints into the external "
@@ -155,14 +172,6 @@ def get_parser() -> argparse.ArgumentParser:
                    "index file (*.safetensors.index.json) or a folder")
     p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
     p.set_defaults(func=_cmd_fill_weights)
-
-    from ._command_lines_investigate import add_subcommands
-
-    add_subcommands(sub)  # run, compare, find, report, export
-    for name, (module, text) in DELEGATED.items():
-        sub.add_parser(name, help=text, add_help=False,
-                       description=f"{text}. Arguments go to {module}.main(argv).")
-    return parser
 
 
 @contextlib.contextmanager

@@ -293,18 +293,26 @@ def _cmd_export(ns: argparse.Namespace) -> int:
 
 def add_subcommands(sub) -> None:
     """Adds run, compare, find, report, export, lighten and unlighten to ``sub``."""
-    def common_inputs(p):
-        p.add_argument("--inputs", default=None, help="inputs from a .npz or .pt file "
-                       "(names or positions), random ones otherwise")
-        p.add_argument("--dim", action="append", help="size of a symbolic dimension for "
-                       "random inputs, name=value (default 2), repeatable")
-        p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _add_run_compare(sub)
+    _add_find_report(sub)
+    _add_export(sub)
+    add_weight_subcommands(sub)
 
+
+def _common_inputs(p) -> None:
+    p.add_argument("--inputs", default=None, help="inputs from a .npz or .pt file "
+                   "(names or positions), random ones otherwise")
+    p.add_argument("--dim", action="append", help="size of a symbolic dimension for "
+                   "random inputs, name=value (default 2), repeatable")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def _add_run_compare(sub) -> None:
     p = sub.add_parser("run", help="runs an ONNX model with onnxruntime, median time",
                        description="Runs an ONNX model with onnxruntime on random or "
                        "given inputs, prints the outputs' shapes and the median time.")
     p.add_argument("model", help="ONNX file")
-    common_inputs(p)
+    _common_inputs(p)
     p.add_argument("--repeat", type=int, default=10, help="number of runs")
     p.set_defaults(func=_cmd_run)
 
@@ -315,10 +323,12 @@ def add_subcommands(sub) -> None:
                        "exceeds --atol.")
     p.add_argument("model", help="ONNX file")
     p.add_argument("other", help="another ONNX file or module:Class")
-    common_inputs(p)
+    _common_inputs(p)
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance")
     p.set_defaults(func=_cmd_compare)
 
+
+def _add_find_report(sub) -> None:
     p = sub.add_parser("find", help="tells where names are produced and used",
                        description="Lists the nodes producing and using each name, and "
                        "whether it is an input or an initializer, in the main graph and "
@@ -336,6 +346,8 @@ def add_subcommands(sub) -> None:
     p.add_argument("-o", "--output", default=None, help=".md, .sarif or .json file")
     p.set_defaults(func=_cmd_report)
 
+
+def _add_export(sub) -> None:
     p = sub.add_parser("export", help="exports a tiny transformers model or module:Class",
                        description="Exports a transformers architecture (llama, phi3, "
                        "...: a tiny config with random weights) or a module given as "
@@ -353,26 +365,16 @@ def add_subcommands(sub) -> None:
     p.add_argument("--no-optimize", action="store_true", help="skips the optimizer")
     p.add_argument("--progress", action="store_true", help="shows a progress bar")
     p.set_defaults(func=_cmd_export)
-    add_weight_subcommands(sub)
 
 
 def _save_npz(arrays: dict, path: str) -> None:
-    import tempfile
-
     import numpy as np
 
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600 files
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from .xbuilder.model_container import AtomicFiles
+
+    path = os.path.abspath(path)
+    with AtomicFiles(os.path.dirname(path)) as files:
+        np.savez(files.open(path), **arrays)
 
 
 def _cmd_lighten(ns: argparse.Namespace) -> int:

@@ -8,7 +8,14 @@ import onnx
 import pytest
 import torch
 
-from experimental_experiment.torch_dynamo import onnx_backend, onnx_custom_backend
+from experimental_experiment.torch_dynamo import (
+    BackendOptions,
+    BackendStats,
+    OnnxBackend,
+    default_backend,
+    onnx_backend,
+    onnx_custom_backend,
+)
 from experimental_experiment.torch_dynamo._export import default_exporter, graph_layout
 from experimental_experiment.torch_dynamo._runner import compare_with_eager
 from experimental_experiment.torch_models.dump_helper import dump_onnx
@@ -41,9 +48,9 @@ def _fresh():
 def assert_same_training(model, inputs, steps=3, compile_dynamic=None, atol=1e-5,
                          **kwargs):
     """Trains a copy eagerly and the model through the backend; compares losses,
-    gradients, weights and buffers after every step."""
+    gradients, weights and buffers after every step; returns the backend's compiler."""
     ref = copy.deepcopy(model)
-    backend, _ = make_aot_ort(**kwargs)
+    backend, extra = make_aot_ort(**kwargs)
     compiled = torch.compile(model, backend=backend, fullgraph=True,
                              dynamic=compile_dynamic)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -59,16 +66,17 @@ def assert_same_training(model, inputs, steps=3, compile_dynamic=None, atol=1e-5
                 torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
             for b, rb in zip(model.buffers(), ref.buffers()):  # running statistics
                 torch.testing.assert_close(b, rb, atol=1e-5, rtol=1e-4)
+    return extra["compiler"]
 
 
 def test_mlp_trains_like_eager():
-    assert_same_training(mlp(), [(torch.randn(8, 10),)])
-    assert onnx_backend.STATS["exported"] == 2  # forward and backward
+    compiler = assert_same_training(mlp(), [(torch.randn(8, 10),)])
+    assert compiler.stats.exported == 2  # forward and backward
 
 
 def test_cnn_trains_like_eager():
-    assert_same_training(cnn(), [(torch.randn(2, 3, 8, 8),)])
-    assert onnx_backend.STATS["exported"] == 2
+    compiler = assert_same_training(cnn(), [(torch.randn(2, 3, 8, 8),)])
+    assert compiler.stats.exported == 2
 
 
 def test_cnn_batch_norm_layer_norm_avg_pool():
@@ -108,27 +116,28 @@ def test_losses_inside_the_graph():
 
 def test_dynamic_one_model_for_every_shape():
     inputs = [(torch.randn(8, 10),), (torch.randn(5, 10),), (torch.randn(11, 10),)]
-    assert_same_training(mlp(), inputs, steps=2, compile_dynamic=True, dynamic=True)
-    assert onnx_backend.STATS["exported"] == 2
+    compiler = assert_same_training(mlp(), inputs, steps=2, compile_dynamic=True,
+                                    dynamic=True)
+    assert compiler.stats.exported == 2
 
 
 def test_dynamic_cnn():
     inputs = [(torch.randn(2, 3, 8, 8),), (torch.randn(3, 3, 8, 8),)]
-    assert_same_training(cnn(), inputs, steps=1, compile_dynamic=True, dynamic=True)
-    assert onnx_backend.STATS["exported"] == 2
+    compiler = assert_same_training(cnn(), inputs, steps=1, compile_dynamic=True,
+                                    dynamic=True)
+    assert compiler.stats.exported == 2
 
 
 def test_static_specialization_per_signature():
     # symbolic graphs, make_aot_ort(dynamic=False): one static model per shape
     inputs = [(torch.randn(8, 10),), (torch.randn(5, 10),)]
     ref = copy.deepcopy(mlp())
-    backend, _ = make_aot_ort(dynamic=False)
+    backend, extra = make_aot_ort(dynamic=False)
     compiled = torch.compile(mlp(), backend=backend, fullgraph=True, dynamic=True)
     for args in inputs + inputs:
         torch.testing.assert_close(train_loop(compiled, *args, lr=0),
                                    train_loop(ref, *args, lr=0))
-    assert onnx_backend.STATS["exported"] == 4
-    assert onnx_backend.STATS["cache_hits"] == 0
+    assert extra["compiler"].stats == BackendStats(exported=4, cache_hits=0)
 
 
 def _capture(model, args, dynamic):
@@ -176,11 +185,63 @@ def test_symint_inputs_and_outputs():
 
 def test_session_cache_between_compilations():
     x = torch.randn(4, 10)
-    backend, _ = make_aot_ort()
+    backend, extra = make_aot_ort()
     for _ in range(2):
         torch._dynamo.reset()
         train_loop(torch.compile(mlp(), backend=backend, fullgraph=True), x)
-    assert onnx_backend.STATS == {"exported": 2, "cache_hits": 2}
+    assert extra["compiler"].stats == BackendStats(exported=2, cache_hits=2)
+
+
+def _train_with(compiler, model, x):
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch._dynamo.reset()
+    backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+    return train_loop(torch.compile(model, backend=backend, fullgraph=True), x, lr=0)
+
+
+def test_backend_instances_do_not_share_their_cache():
+    x = torch.randn(4, 10)
+    expected = train_loop(mlp(), x, lr=0)
+    first, second = OnnxBackend(), OnnxBackend(BackendOptions(dynamic=False))
+    assert _train_with(first, mlp(), x) == pytest.approx(expected, rel=1e-5)
+    assert _train_with(first, mlp(), x) == pytest.approx(expected, rel=1e-5)
+    assert first.stats == BackendStats(exported=2, cache_hits=2)
+    assert len(first.cache) == 2
+    # the same graphs: a second instance exports them again, the first one is untouched
+    assert _train_with(second, mlp(), x) == pytest.approx(expected, rel=1e-5)
+    assert second.stats == BackendStats(exported=2, cache_hits=0)
+    assert first.stats == BackendStats(exported=2, cache_hits=2)
+    assert default_backend().stats == BackendStats()  # the function's instance
+    first.clear()
+    assert first.stats == BackendStats() and not first.cache
+    assert len(second.cache) == 2
+
+
+def test_backend_cache_size_and_use_cache():
+    x = torch.randn(4, 10)
+    small = OnnxBackend(cache_size=1)
+    _train_with(small, mlp(), x)
+    assert len(small.cache) == 1 and small.stats.exported == 2
+    _train_with(small, mlp(), x)  # forward evicted by backward, and so on
+    assert small.stats == BackendStats(exported=4, cache_hits=0)
+    uncached = OnnxBackend(BackendOptions(use_cache=False))
+    _train_with(uncached, mlp(), x)
+    _train_with(uncached, mlp(), x)
+    assert uncached.stats == BackendStats(exported=4, cache_hits=0)
+    assert not uncached.cache
+
+
+def test_function_backend_uses_the_default_instance():
+    import functools
+
+    x = torch.randn(4, 10)
+    compiler = functools.partial(onnx_custom_backend, dynamic=False)
+    _train_with(compiler, mlp(), x)
+    _train_with(compiler, mlp(), x)
+    assert default_backend().stats == BackendStats(exported=2, cache_hits=2)
+    onnx_backend.clear_cache()
+    assert default_backend().stats == BackendStats() and not default_backend().cache
 
 
 def test_bool_and_int_inputs():
@@ -227,7 +288,7 @@ def test_dlpack_path():
 
 def test_dump_onnx_context_and_env(tmp_path, monkeypatch):
     x = torch.randn(4, 10)
-    backend, _ = make_aot_ort()
+    backend, extra = make_aot_ort()
     with dump_onnx("mlp", folder=str(tmp_path / "dump"), clean=True):
         train_loop(torch.compile(mlp(), backend=backend), x)
     names = sorted(os.listdir(tmp_path / "dump"))
@@ -240,7 +301,7 @@ def test_dump_onnx_context_and_env(tmp_path, monkeypatch):
     train_loop(torch.compile(mlp(), backend=backend), x)
     assert sorted(os.listdir(tmp_path / "env")) == [
         "model_0.onnx", "model_0.txt", "model_1.onnx", "model_1.txt"]
-    assert onnx_backend.STATS["cache_hits"] == 2
+    assert extra["compiler"].stats.cache_hits == 2
 
 
 def test_debug_backend(tmp_path):

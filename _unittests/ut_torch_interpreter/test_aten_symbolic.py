@@ -13,7 +13,7 @@ from onnx import TensorProto
 
 from experimental_experiment.ext_test_case import OpModule, check_export, run_onnx
 from experimental_experiment.torch_interpreter import Dispatcher, to_onnx
-from experimental_experiment.torch_interpreter.registry import find_converter
+from experimental_experiment.torch_interpreter.registry import call_converter, find_converter
 from experimental_experiment.xbuilder import GraphBuilder
 
 DS2 = ({0: "batch", 1: "n"},)
@@ -127,13 +127,12 @@ def _run_converter(op, values):
         names.append(g.make_tensor_input(f"a{i}", t, ()))
     expected = op(*values)
     torch_dtype = {bool: torch.bool, int: torch.int64, float: torch.float32}[type(expected)]
-    g.current = SimpleNamespace(
+    ctx = SimpleNamespace(
         node=SimpleNamespace(target=op),
         dtype=lambda i=0: {torch.bool: TensorProto.BOOL, torch.int64: TensorProto.INT64,
                            torch.float32: TensorProto.FLOAT}[torch_dtype],
     )
-    out = find_converter(op, 18)(g, *names)
-    g.current = None
+    out = call_converter(find_converter(op, 18), g, names, {}, ctx)
     g.make_tensor_output(out, output_name="y")
     onx = g.to_onnx()
     onnx.checker.check_model(onx)

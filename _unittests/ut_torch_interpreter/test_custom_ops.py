@@ -243,3 +243,18 @@ def test_seed_000_oxs_dispatcher_backend():
     assert len(exported) == 1
     onnx.checker.check_model(exported[0])
     assert_close(expected, got.numpy(), 1e-5, 1e-4)
+
+
+def test_dispatcher_converter_with_node_context():
+    # a user converter declaring ``ctx`` sees the node, its output dtype and shape
+    seen = {}
+
+    def convert(g, x, scale, *, ctx):
+        seen.update(target=ctx.node.target, dtype=ctx.dtype(), shape=ctx.shape())
+        return g.op.Mul(g.op.Tanh(x), scale)
+
+    dispatcher = Dispatcher({scaled_tanh: convert})
+    check_export(TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},),
+                 dispatcher=dispatcher)
+    assert seen == {"target": torch.ops.h4test.scaled_tanh.default,
+                    "dtype": onnx.TensorProto.FLOAT, "shape": ("batch", 4)}

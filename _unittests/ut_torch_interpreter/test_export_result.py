@@ -11,7 +11,6 @@ import torch
 from experimental_experiment.ext_test_case import run_onnx
 from experimental_experiment.torch_interpreter import (
     ExportResult,
-    InvalidArgumentError,
     export_program,
     to_onnx,
 )
@@ -50,7 +49,7 @@ def test_to_onnx_flags_kept():
     assert isinstance(onx2, onnx.ModelProto) and builder.nodes
     onx3, report = to_onnx(model, x, return_optimize_report=True)
     assert isinstance(report, OptimizationReport)
-    with pytest.raises(InvalidArgumentError, match="return_builder"):
+    with pytest.raises(TypeError, match="return_builder"):  # not a parameter
         export_program(model, x, return_builder=True)
 
 
@@ -60,3 +59,18 @@ def test_verbose_restores_the_logging_level():
     to_onnx(Model(), (torch.randn(2, 4),), verbose=2)
     assert logger.level == old_level
     assert logger.handlers == old_handlers
+
+
+def test_to_onnx_is_export_program(tmp_path):
+    # to_onnx returns what export_program computed; both flags give a triple
+    model, x = Model(), (torch.randn(2, 4),)
+    onx, builder, optimization = to_onnx(model, x, return_builder=True,
+                                         return_optimize_report=True)
+    res = export_program(model, x)
+    assert onx.SerializeToString() == res.model.SerializeToString()
+    assert [n.op_type for n in builder.nodes] == [n.op_type for n in res.builder.nodes]
+    assert [e.name for e in optimization] == [e.name for e in res.optimization]
+    # a report written to a path is also in the result
+    path = tmp_path / "report.json"
+    res = export_program(model, x, report=str(path))
+    assert path.exists() and res.report is not None and res.report.status == "success"

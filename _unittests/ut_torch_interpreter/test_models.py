@@ -235,9 +235,9 @@ def _no_capture(*args, **kwargs):
     ],
 )
 def test_invalid_arguments(monkeypatch, args, dynamic_shapes, match):
-    import experimental_experiment.torch_interpreter.onnx_export as onnx_export
+    import experimental_experiment.torch_interpreter.prepare as prepare
 
-    monkeypatch.setattr(onnx_export, "capture", _no_capture)
+    monkeypatch.setattr(prepare, "capture", _no_capture)
     monkeypatch.setattr(torch.export, "export", _no_capture)
     with pytest.raises(InvalidArgumentError, match=match):
         to_onnx(TwoInputs(), args, dynamic_shapes=dynamic_shapes)

@@ -15,6 +15,7 @@ from experimental_experiment.torch_models.llm_helper import (
     cache_argument_name,
     get_tiny_llm,
     make_llm_inputs,
+    make_seq2seq_inputs,
 )
 from experimental_experiment.torch_models.llm_models import (
     CHECK_SIZES,
@@ -125,6 +126,24 @@ def test_make_llm_inputs():
     assert name not in inputs and inputs["attention_mask"].shape == (3, 4)
     with pytest.raises(ValueError, match="unknown architecture"):
         get_tiny_llm("unknown")
+
+
+def test_make_seq2seq_inputs():
+    data = get_tiny_llm("t5", batch=2, seq=3, past=5)
+    model = data["model"]
+    inputs, ds = make_seq2seq_inputs(data["config"], 3, 4, 6, model=model)
+    assert inputs["input_ids"].shape == (3, 6)  # encoder sequence: seq + 2
+    assert inputs["decoder_input_ids"].shape == (3, 4)
+    name = cache_argument_name(model)
+    cache = inputs[name]
+    assert cache.self_attention_cache.layers[0].keys.shape[2] == 6  # past
+    assert cache.cross_attention_cache.layers[0].keys.shape[2] == 6  # encoder length
+    assert ds["input_ids"] == {0: "batch", 1: "encoder_seq"} and len(ds[name]) == 2
+    with torch.no_grad():
+        out = model(**inputs)
+    assert out.logits.shape[:2] == (3, 4)
+    inputs, ds = make_seq2seq_inputs(data["config"], 2, 3, with_cache=False, model=model)
+    assert name not in inputs and name not in ds
 
 
 def test_dynamic_rope():

@@ -61,3 +61,41 @@ def test_refusal_reason_in_the_report():
     entry = report.entry("NegNegToIdentity", "pattern")
     assert entry.refused == 1 and "the input is called keep" in entry.refusals[0]
     assert [n.op_type for n in opt.graph.node] == ["Neg", "Neg"]
+
+
+class RecordingNegNeg(NegNegToIdentity):
+    """Records what ``match`` receives."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def match(self, g, node):
+        self.seen.append(g)
+        return super().match(g, node)
+
+
+def test_index_is_an_argument_not_a_builder_attribute():
+    from experimental_experiment.xoptim.matcher import GraphIndex, IndexedGraph
+    from experimental_experiment.xoptim.optimizer import apply_patterns_once
+    from experimental_experiment.xoptim.report import OptimizationReport
+
+    g = _builder("x")
+    attributes = set(vars(g))
+    p = RecordingNegNeg()
+    assert apply_patterns_once(g, [p], OptimizationReport()) == 1
+    # the optimizer gave the pattern a view holding the round's index, the builder
+    # itself got no new attribute
+    assert set(vars(g)) == attributes
+    assert len(p.seen) == 2  # one call per Neg, both with the round's view
+    view = p.seen[0]
+    assert p.seen[1] is view
+    assert isinstance(view, IndexedGraph) and view.builder is g
+    assert isinstance(view.index, GraphIndex)
+    assert view.get_type("x") == F  # the builder's methods
+    assert "Neg" not in [n.op_type for n in g.nodes]
+    # outside the optimizer the pattern indexes the builder itself
+    g2 = _builder("x")
+    neg = _last_neg(g2)
+    assert NegNegToIdentity.producer(g2, neg.input[0]).op_type == "Neg"
+    assert NegNegToIdentity.n_consumers(g2, neg.output[0]) == 1  # a graph output

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import re
 import sys
-import tempfile
 
 import numpy as np
 import torch
@@ -219,21 +219,17 @@ def format_table(rows: list[dict]) -> str:
 
 def write_csv(rows: list[dict], filename: str) -> None:
     """Written to a temporary file then renamed."""
-    folder = os.path.dirname(os.path.abspath(filename))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".csv.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            # the documentation renders the cells as reStructuredText: details are literals
-            writer.writerows({**r, "detail": f"``{r['detail'].replace('`', chr(39))}``"
-                              if r["detail"] else ""} for r in rows)
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    from ..xbuilder.model_container import AtomicFiles
+
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=COLUMNS)
+    writer.writeheader()
+    # the documentation renders the cells as reStructuredText: details are literals
+    writer.writerows({**r, "detail": f"``{r['detail'].replace('`', chr(39))}``"
+                      if r["detail"] else ""} for r in rows)
+    filename = os.path.abspath(filename)
+    with AtomicFiles(os.path.dirname(filename)) as files:
+        files.open(filename).write(text.getvalue().encode("utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:

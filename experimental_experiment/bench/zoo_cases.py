@@ -240,13 +240,14 @@ def _speech_seq2seq_inputs(model, config, sizes, generator):
 
 
 def _decoder_inputs(model, config, head, sizes, generator, with_cache):
-    from ..torch_models.llm_helper import _seq2seq_inputs, make_llm_inputs
+    from ..torch_models.llm_helper import make_llm_inputs, make_seq2seq_inputs
 
     b, s, p = sizes["batch"], sizes["seq"], sizes["past"]
     if head == "causal-lm":
         return make_llm_inputs(config, b, s, p, with_cache=with_cache, model=model,
                                generator=generator)
-    return _seq2seq_inputs(model, config, b, s, p, with_cache, generator)
+    return make_seq2seq_inputs(config, b, s, p, with_cache=with_cache, model=model,
+                               generator=generator)
 
 
 def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,

@@ -23,8 +23,9 @@ def match_names(initializers: dict[str, str | list[str] | None], checkpoint: lis
     the second for names several checkpoint tensors could fill (left unfilled).
 
     ``initializers`` maps every initializer name to the weight name it was exported from
-    (or None, or the list of the names of a tied weight). Rules, in order: ``source``, ``exact``, ``underscore``, ``suffix``.
-    A checkpoint tensor fills at most one initializer.
+    (or None, or the list of the names of a tied weight). Rules, in order: ``source``,
+    ``exact``, ``underscore``, ``suffix``. A checkpoint tensor fills at most one
+    initializer.
     """
     names = set(checkpoint)
     by_norm: dict[str, list[str]] = {}
@@ -40,19 +41,7 @@ def match_names(initializers: dict[str, str | list[str] | None], checkpoint: lis
         for init, source in initializers.items():
             if init in matched:
                 continue
-            if rule == "source":  # several names for a tied weight: the first found
-                found = [c for c in ([source] if isinstance(source, str) else source or [])
-                         if c in names and c not in used]
-                cands = found[:1]
-            elif rule == "exact":
-                cands = [init] if init in names else []
-            elif rule == "underscore":
-                cands = by_norm.get(_norm(init), [])
-            else:
-                n = _norm(init)
-                # the checkpoint name ends with the initializer's, or the other way
-                cands = sorted(set(by_suffix.get(n, [])) | {
-                    c for s in _suffixes(n) for c in by_norm.get(s, [])})
+            cands = _candidates(rule, init, source, names, used, by_norm, by_suffix)
             cands = [c for c in cands if c not in used]
             if len(cands) == 1:
                 matched[init] = (cands[0], rule)
@@ -61,3 +50,20 @@ def match_names(initializers: dict[str, str | list[str] | None], checkpoint: lis
             elif len(cands) > 1:
                 ambiguous[init] = cands
     return matched, ambiguous
+
+
+def _candidates(rule: str, init: str, source, names: set, used: set, by_norm: dict,
+                by_suffix: dict) -> list[str]:
+    """Checkpoint names ``rule`` proposes for initializer ``init``."""
+    if rule == "source":  # several names for a tied weight: the first found
+        found = [c for c in ([source] if isinstance(source, str) else source or [])
+                 if c in names and c not in used]
+        return found[:1]
+    if rule == "exact":
+        return [init] if init in names else []
+    if rule == "underscore":
+        return by_norm.get(_norm(init), [])
+    n = _norm(init)
+    # the checkpoint name ends with the initializer's, or the other way
+    return sorted(set(by_suffix.get(n, [])) | {
+        c for s in _suffixes(n) for c in by_norm.get(s, [])})

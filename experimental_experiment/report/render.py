@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import tempfile
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: model.py imports this module lazily
@@ -163,15 +162,9 @@ def format_of(path: str) -> str:
 def save_report(report: ExportReport, path: str) -> None:
     """Writes the report to ``path`` (format from the extension) through a temporary
     file renamed at the end."""
+    from ..xbuilder.model_container import AtomicFiles
+
     text = render(report, format_of(path))
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    path = os.path.abspath(path)
+    with AtomicFiles(os.path.dirname(path)) as files:
+        files.open(path).write(text.encode("utf-8"))

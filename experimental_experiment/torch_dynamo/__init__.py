@@ -5,6 +5,16 @@ below (``xoptim``, ``xbuilder``, ``runtime``, bottom modules); never ``torch_mod
 ``bench``, the CLI nor ``ext_test_case`` (``_unittests/test_layers.py`` checks it).
 """
 
-from .onnx_backend import onnx_custom_backend, onnx_debug_backend
+from .debug_backend import DebugOptions, OnnxDebugBackend
+from .onnx_backend import (
+    BackendOptions,
+    BackendStats,
+    OnnxBackend,
+    default_backend,
+    onnx_custom_backend,
+    onnx_debug_backend,
+)
 
-__all__ = ["onnx_custom_backend", "onnx_debug_backend"]
+__all__ = ["BackendOptions", "BackendStats", "DebugOptions", "OnnxBackend",
+           "OnnxDebugBackend", "default_backend", "onnx_custom_backend",
+           "onnx_debug_backend"]

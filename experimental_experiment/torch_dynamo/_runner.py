@@ -10,6 +10,7 @@ import onnx
 import torch
 
 from ..runtime import tensor_to_numpy
+from ..xbuilder.dtypes import i64
 from ._export import GraphLayout
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def to_numpy(value) -> np.ndarray:
     if isinstance(value, (bool, np.bool_)):
         return np.asarray(value, dtype=np.bool_)
     if isinstance(value, (int, np.integer)):
-        return np.asarray(value, dtype=np.int64)
+        return i64(value)
     return np.asarray(value, dtype=np.float32)
 
 
@@ -143,3 +144,10 @@ def verified(run: Callable, gm: torch.fx.GraphModule, name: str,
         return outputs
 
     return call
+
+
+def boxed(fn: Callable) -> Callable:
+    """What aot_autograd expects from a compiler: a function taking a list of inputs."""
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(fn)

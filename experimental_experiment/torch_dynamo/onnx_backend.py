@@ -4,22 +4,22 @@ Both are *compilers* for :func:`torch._dynamo.backends.common.aot_autograd`: it 
 them once for the forward graph and once for the backward graph (see
 :func:`experimental_experiment.torch_models.training_helper.make_aot_ort`).
 
-* :func:`onnx_custom_backend` runs the models with onnxruntime; sessions are cached
-  per graph and input signature (dtype, shape or symbolic shape, device).
-* :func:`onnx_debug_backend` runs them with onnx's reference evaluator, or with
-  onnxruntime one node at a time (``node_by_node=True``) comparing every node with the
-  reference evaluator or eager torch, and can save every intermediate result.
+* :class:`OnnxBackend` runs the models with onnxruntime; an instance owns its cache of
+  sessions (per graph and input signature: dtype, shape or symbolic shape, device)
+  and its :class:`BackendStats`. :func:`onnx_custom_backend` is the same compiler as a
+  function: it uses one default instance (:func:`default_backend`).
+* :func:`onnx_debug_backend` runs them with onnx's reference evaluator and can save
+  every intermediate result (:class:`OnnxDebugBackend
+  <experimental_experiment.torch_dynamo.OnnxDebugBackend>`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
 import onnx
 import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -27,29 +27,40 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from ..xbuilder import OptimizationOptions
 from . import dump
 from ._export import default_exporter, export_graph_module, graph_signature
-from ._runner import OrtRunner, assemble, providers_for, to_numpy, verified
+from ._runner import OrtRunner, boxed, providers_for, verified
+from .debug_backend import OnnxDebugBackend, onnx_debug_backend
 
 logger = logging.getLogger(__name__)
 
-_CACHE: OrderedDict[str, tuple[onnx.ModelProto, OrtRunner]] = OrderedDict()
-_CACHE_SIZE = 64
-STATS = {"exported": 0, "cache_hits": 0}
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Options of :class:`OnnxBackend`, the keywords of :func:`onnx_custom_backend`."""
+
+    exporter: str | None = None
+    target_opset: int | None = None
+    options: OptimizationOptions | None = None
+    providers: tuple | None = None
+    session_options: Any = None
+    dynamic: bool = True
+    verify: bool = False
+    use_cache: bool = True
+    use_dlpack: bool = False
+    verbose: int = 0
 
 
-def clear_cache() -> None:
-    """Forgets every cached session and resets :data:`STATS`."""
-    _CACHE.clear()
-    STATS.update(exported=0, cache_hits=0)
+@dataclass
+class BackendStats:
+    """What a backend did: models exported, sessions found in its cache."""
 
-
-def _boxed(fn: Callable) -> Callable:
-    from torch._functorch.aot_autograd import make_boxed_func
-
-    return make_boxed_func(fn)
+    exported: int = 0
+    cache_hits: int = 0
 
 
 @dataclass(frozen=True)
 class _Settings:
+    """What decides the ONNX model and its session, resolved for one graph."""
+
     exporter: str
     target_opset: int | None
     options: OptimizationOptions | None
@@ -64,33 +75,91 @@ class _Settings:
                 so, self.use_dlpack)
 
 
-def _session(gm: torch.fx.GraphModule, args, settings: _Settings,
-             use_cache: bool) -> tuple[onnx.ModelProto, OrtRunner]:
-    """Exports ``gm`` and creates its session, or finds them in the cache."""
-    # aot_autograd compiles under a fake mode: the graph's constants are real tensors
-    with unset_fake_temporarily():
-        key = graph_signature(gm, args, settings.key()) if use_cache else None
-        if key is not None and key in _CACHE:
-            STATS["cache_hits"] += 1
-            _CACHE.move_to_end(key)
-            onx, runner = _CACHE[key]
-            logger.info("onnx_custom_backend: cached session for graph %s", key[:12])
+def _resolve(opts: BackendOptions, args) -> _Settings:
+    return _Settings(opts.exporter or default_exporter(), opts.target_opset, opts.options,
+                     tuple(opts.providers or providers_for(args)), opts.session_options,
+                     opts.use_dlpack, opts.verbose)
+
+
+class OnnxBackend:
+    """A torch.compile compiler: converts every graph to ONNX, runs onnxruntime.
+
+    The instance owns its session cache and its :attr:`stats`: two instances share
+    nothing. Give it to ``aot_autograd`` as forward and backward compiler.
+
+    :param options: :class:`BackendOptions` (default: all defaults)
+    :param cache_size: sessions kept (least recently used ones are dropped)
+
+    .. code-block:: python
+
+        from torch._dynamo.backends.common import aot_autograd
+
+        compiler = OnnxBackend(BackendOptions(dynamic=False))
+        backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+        compiled = torch.compile(model, backend=backend)
+        compiled(x).sum().backward()
+        print(compiler.stats)  # BackendStats(exported=2, cache_hits=0)
+    """
+
+    def __init__(self, options: BackendOptions | None = None, *, cache_size: int = 64):
+        self.options = options or BackendOptions()
+        self.cache_size = cache_size
+        self.cache: OrderedDict[str, tuple[onnx.ModelProto, OrtRunner]] = OrderedDict()
+        self.stats = BackendStats()
+
+    def __call__(self, graph_module: torch.fx.GraphModule, args: list) -> Callable:
+        return self.compile(graph_module, args)
+
+    def clear(self) -> None:
+        """Forgets every cached session and resets :attr:`stats`."""
+        self.cache.clear()
+        self.stats = BackendStats()
+
+    def compile(self, graph_module: torch.fx.GraphModule, args: list,
+                options: BackendOptions | None = None) -> Callable:
+        """Returns the boxed function running ``graph_module`` (options: the instance's
+        unless given)."""
+        opts = options or self.options
+        settings = _resolve(opts, args)
+        if not opts.dynamic and _is_symbolic(graph_module):
+            run = _Specializer(self, graph_module, settings, opts.use_cache)
         else:
-            onx, layout = export_graph_module(
-                gm, args, exporter=settings.exporter, target_opset=settings.target_opset,
-                options=settings.options, verbose=settings.verbose)
-            STATS["exported"] += 1
-            runner = OrtRunner(onx, layout, providers=list(settings.providers),
-                               session_options=settings.session_options,
-                               use_dlpack=settings.use_dlpack)
-            logger.info("onnx_custom_backend: exported a graph (%d nodes) with %r",
-                        len(onx.graph.node), settings.exporter)
-            if key is not None:
-                _CACHE[key] = (onx, runner)
-                while len(_CACHE) > _CACHE_SIZE:
-                    _CACHE.popitem(last=False)
-        dump.save(onx, gm)
-    return onx, runner
+            _, run = self.session(graph_module, args, settings, opts.use_cache)
+        if opts.verify:
+            run = verified(run, graph_module, "onnx_custom_backend")
+        return boxed(run)
+
+    def session(self, gm: torch.fx.GraphModule, args, settings: _Settings,
+                use_cache: bool) -> tuple[onnx.ModelProto, OrtRunner]:
+        """Exports ``gm`` and creates its session, or finds them in the cache."""
+        # aot_autograd compiles under a fake mode: the graph's constants are real tensors
+        with unset_fake_temporarily():
+            key = graph_signature(gm, args, settings.key()) if use_cache else None
+            if key is not None and key in self.cache:
+                self.stats.cache_hits += 1
+                self.cache.move_to_end(key)
+                onx, runner = self.cache[key]
+                logger.info("onnx_custom_backend: cached session for graph %s", key[:12])
+            else:
+                onx, runner = self._export(gm, args, settings)
+                if key is not None:
+                    self.cache[key] = (onx, runner)
+                    while len(self.cache) > self.cache_size:
+                        self.cache.popitem(last=False)
+            dump.save(onx, gm)
+        return onx, runner
+
+    def _export(self, gm, args, settings: _Settings) -> tuple[onnx.ModelProto, OrtRunner]:
+        onx, layout = export_graph_module(
+            gm, args, exporter=settings.exporter, target_opset=settings.target_opset,
+            options=settings.options, verbose=settings.verbose)
+        self.stats.exported += 1
+        runner = OrtRunner(onx, layout, providers=list(settings.providers),
+                           session_options=settings.session_options,
+                           use_dlpack=settings.use_dlpack)
+        logger.info("onnx_custom_backend: exported a graph (%d nodes) with %r",
+                    len(onx.graph.node), settings.exporter)
+        return onx, runner
 
 
 def _is_symbolic(gm: torch.fx.GraphModule) -> bool:
@@ -111,8 +180,9 @@ class _Specializer:
     """Runs a graph with symbolic dims through ONNX models with static shapes: the
     graph is traced again (make_fx) and exported for every new input signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, settings: _Settings, use_cache: bool):
-        self.gm, self.settings, self.use_cache = gm, settings, use_cache
+    def __init__(self, backend: OnnxBackend, gm: torch.fx.GraphModule, settings: _Settings,
+                 use_cache: bool):
+        self.backend, self.gm, self.settings, self.use_cache = backend, gm, settings, use_cache
         self.runners: dict[tuple, OrtRunner] = {}
 
     def __call__(self, *args):
@@ -132,9 +202,22 @@ class _Specializer:
                 if node.op == "call_function":
                     node.meta.setdefault("val", None)  # getitem of a None gradient
             static.recompile()
-            _, runner = _session(static, args, self.settings, self.use_cache)
+            _, runner = self.backend.session(static, args, self.settings, self.use_cache)
             self.runners[key] = runner
         return runner(*args)
+
+
+_DEFAULT = OnnxBackend()
+
+
+def default_backend() -> OnnxBackend:
+    """The instance :func:`onnx_custom_backend` uses (its cache and stats)."""
+    return _DEFAULT
+
+
+def clear_cache() -> None:
+    """Forgets every session cached by :func:`onnx_custom_backend` and resets its stats."""
+    _DEFAULT.clear()
 
 
 def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
@@ -144,6 +227,9 @@ def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
                         dynamic: bool = True, verify: bool = False, use_cache: bool = True,
                         use_dlpack: bool = False, verbose: int = 0) -> Callable:
     """A torch.compile compiler: converts ``graph_module`` to ONNX, runs onnxruntime.
+
+    It delegates to :func:`default_backend`, whose cache every call shares; an
+    :class:`OnnxBackend` has a cache and statistics of its own.
 
     :param graph_module: forward or backward graph given by aot_autograd
     :param args: its example inputs (fake tensors, SymInts)
@@ -164,132 +250,18 @@ def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
         (default: numpy views on CPU, DLPack on other devices)
     :param verbose: verbosity
     :return: a boxed function (list of inputs -> tuple of outputs)
-    """
-    settings = _Settings(exporter or default_exporter(), target_opset, options,
-                         tuple(providers or providers_for(args)), session_options,
-                         use_dlpack, verbose)
-    if not dynamic and _is_symbolic(graph_module):
-        run = _Specializer(graph_module, settings, use_cache)
-    else:
-        _, run = _session(graph_module, args, settings, use_cache)
-    if verify:
-        run = verified(run, graph_module, "onnx_custom_backend")
-    return _boxed(run)
-
-
-def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
-                       target_opset: int | None = None,
-                       options: OptimizationOptions | None = None,
-                       dump_intermediate: str | None = None, verify: bool = False,
-                       node_by_node: bool = False, compare: str | None = None,
-                       atol: float = 1e-4, rtol: float = 1e-3,
-                       reports: list | None = None, verbose: int = 0) -> Callable:
-    """Same as :func:`onnx_custom_backend` but runs :class:`onnx.reference.ReferenceEvaluator`,
-    or onnxruntime one node at a time.
-
-    :param dump_intermediate: a folder; every call saves the inputs and every
-        intermediate result of the model in ``<folder>/graph<g>_call<c>.npz``
-        (keys: the ONNX result names)
-    :param verify: compares every call with eager execution of the graph
-    :param node_by_node: runs every node as a model of one node in onnxruntime, in
-        order, keeping every intermediate result (see
-        :mod:`experimental_experiment.torch_dynamo.node_by_node`)
-    :param compare: with ``node_by_node``, compares every node's outputs with
-        ``"reference"`` (onnx's evaluator on the whole model) or ``"eager"`` (the
-        graph module run by :class:`torch.fx.Interpreter`, for the ONNX results named
-        after an FX node); the first node over ``atol + rtol * |expected|`` is logged
-    :param reports: with ``node_by_node``, a list receiving one
-        :class:`~experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport`
-        per call (``report.first``: the first node which differs)
 
     .. code-block:: python
 
-        import functools
-        from torch._dynamo.backends.common import aot_autograd
-        from experimental_experiment.torch_dynamo import onnx_debug_backend
-
-        reports = []
-        compiler = functools.partial(onnx_debug_backend, node_by_node=True,
-                                     compare="eager", reports=reports)
-        backend = aot_autograd(fw_compiler=compiler)
-        torch.compile(model, backend=backend)(x)
-        print(reports[0].first)  # None: every node agrees with eager
+        compiler = functools.partial(onnx_custom_backend, dynamic=False)
+        backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
     """
-    with unset_fake_temporarily():
-        onx, layout = export_graph_module(graph_module, args, target_opset=target_opset,
-                                          options=options, verbose=verbose)
-        dump.save(onx, graph_module)
-    evaluate = _node_by_node_run(onx, graph_module, layout, compare, atol, rtol, reports) \
-        if node_by_node else _reference_run(onx)
-    onnx_inputs = {i.name for i in onx.graph.input}
-    outputs = [o.name for o in onx.graph.output]
-    graph_id = _next_debug_id()
-    calls = [0]
-
-    def run(*inputs: Any):
-        feeds = {n: to_numpy(a) for n, a in zip(layout.input_names, inputs)
-                 if n in onnx_inputs}
-        results = evaluate(feeds, inputs, bool(dump_intermediate))
-        if dump_intermediate:
-            os.makedirs(dump_intermediate, exist_ok=True)
-            path = os.path.join(dump_intermediate, f"graph{graph_id}_call{calls[0]}.npz")
-            np.savez(path, **{k: np.asarray(v) for k, v in {**feeds, **results}.items()
-                              if v is not None and not isinstance(v, list)})
-            calls[0] += 1
-        values = [results[o] for o in outputs]
-        return assemble(layout, [torch.from_numpy(np.ascontiguousarray(v)) for v in values])
-
-    return _boxed(verified(run, graph_module, "onnx_debug_backend") if verify else run)
+    opts = BackendOptions(exporter, target_opset, options,
+                          tuple(providers) if providers else None, session_options,
+                          dynamic, verify, use_cache, use_dlpack, verbose)
+    return _DEFAULT.compile(graph_module, args, opts)
 
 
-def _reference_run(onx: onnx.ModelProto) -> Callable:
-    from onnx.reference import ReferenceEvaluator
-
-    ref = ReferenceEvaluator(onx)
-    outputs = [o.name for o in onx.graph.output]
-
-    def evaluate(feeds, inputs, intermediate: bool) -> dict:
-        if intermediate:
-            return ref.run(None, feeds, intermediate=True)
-        return dict(zip(outputs, ref.run(None, feeds)))
-
-    return evaluate
-
-
-def _node_by_node_run(onx, graph_module, layout, compare, atol, rtol, reports) -> Callable:
-    from .node_by_node import NodeByNodeRunner
-
-    if compare not in (None, "reference", "eager"):
-        raise ValueError(f"compare must be None, 'reference' or 'eager', not {compare!r}")
-    runner = NodeByNodeRunner(onx)
-
-    def evaluate(feeds, inputs, intermediate: bool) -> dict:
-        expected = _eager_values(graph_module, inputs) if compare == "eager" else compare
-        report = runner.run(feeds, expected, atol=atol, rtol=rtol)
-        if report.first is not None:
-            logger.warning("onnx_debug_backend: %s", report)
-        if reports is not None:
-            reports.append(report)
-        return report.results
-
-    return evaluate
-
-
-def _eager_values(gm: torch.fx.GraphModule, inputs) -> dict[str, np.ndarray]:
-    """Every tensor an FX node computes, by node name, eager."""
-    interp = torch.fx.Interpreter(gm, garbage_collect_values=False)
-    with torch.no_grad():
-        interp.run(*inputs)
-    return {node.name: to_numpy(v) for node, v in interp.env.items()
-            if isinstance(v, torch.Tensor) and node.op == "call_function"}
-
-
-_DEBUG_IDS = [0]
-
-
-def _next_debug_id() -> int:
-    _DEBUG_IDS[0] += 1
-    return _DEBUG_IDS[0] - 1
-
-
-__all__ = ["clear_cache", "default_exporter", "onnx_custom_backend", "onnx_debug_backend"]
+__all__ = ["BackendOptions", "BackendStats", "OnnxBackend", "OnnxDebugBackend",
+           "clear_cache", "default_backend", "default_exporter", "onnx_custom_backend",
+           "onnx_debug_backend"]

@@ -30,24 +30,17 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     every attempt (the export report).
     """
     record = [] if record is None else record
-    attempts = [(options.strict, options.decomposition_table)]
-    if options.fallback:
-        attempts.append((not options.strict, options.decomposition_table))
-        if options.decomposition_table != "default":
-            attempts += [(options.strict, "default"), (not options.strict, "default")]
+    attempts = _attempts(options)
     errors: list[tuple[str, Exception]] = []
     captured: dict[bool, object] = {}
     for strict, table in attempts:
-        what = f"strict={strict}" + ("" if table is None else f", decomposition_table="
-                                     f"{table if isinstance(table, str) else 'custom'}")
+        what = _describe(strict, table)
         if isinstance(captured.get(strict), Exception):
             continue  # the capture itself failed, decompositions cannot help
         begin = time.perf_counter()
         try:
-            if strict not in captured:
-                captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict,
-                                           options.size_oblivious, record)
-            ep = decompose(captured[strict], table, owned=True)
+            ep = _capture_once(model, args, kwargs, dynamic_shapes, strict, table, captured,
+                               options.size_oblivious, record)
         except Exception as e:
             if strict not in captured:
                 captured[strict] = e
@@ -63,6 +56,37 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
             logger.info("capture succeeded with %s after %s", what,
                         "; ".join(f"{w}: {type(e).__name__}" for w, e in errors))
         return ep
+    raise _capture_error(model, errors) from errors[-1][1]
+
+
+def _capture_once(model, args, kwargs, dynamic_shapes, strict: bool, table,
+                  captured: dict, oblivious: bool, record: list,
+                  ) -> torch.export.ExportedProgram:
+    """torch.export.export (once per value of ``strict``, kept in ``captured``), then
+    the decompositions of ``table``."""
+    if strict not in captured:
+        captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict, oblivious,
+                                   record)
+    return decompose(captured[strict], table, owned=True)
+
+
+def _attempts(options: ExportOptions) -> list[tuple[bool, object]]:
+    """(strict, decomposition table) of every capture to try, in order."""
+    attempts = [(options.strict, options.decomposition_table)]
+    if options.fallback:
+        attempts.append((not options.strict, options.decomposition_table))
+        if options.decomposition_table != "default":
+            attempts += [(options.strict, "default"), (not options.strict, "default")]
+    return attempts
+
+
+def _describe(strict: bool, table) -> str:
+    return f"strict={strict}" + ("" if table is None else f", decomposition_table="
+                                 f"{table if isinstance(table, str) else 'custom'}")
+
+
+def _capture_error(model, errors: list[tuple[str, Exception]]) -> CaptureError:
+    """The error listing every attempt and what to try."""
     text = "\n".join(f"- {w}: {type(e).__name__}: {_first_lines(str(e))}" for w, e in errors)
     error = CaptureError(
         f"torch.export.export could not capture {type(model).__name__}:\n{text}\n"
@@ -72,7 +96,7 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
         "bypass_export_some_errors(patch_transformers=True)."
     )
     error.attempts = errors
-    raise error from errors[-1][1]
+    return error
 
 
 def _export(model, args, kwargs, dynamic_shapes, strict: bool, oblivious: bool,

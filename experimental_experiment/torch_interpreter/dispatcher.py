@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from .registry import _expand
+from .registry import _expand, takes_context
 
 
 class Dispatcher:
@@ -24,7 +24,10 @@ class Dispatcher:
     or a tuple of names for several outputs. For an operator mutating some of its inputs
     (``mutates_args=("x",)``), it returns the operator's outputs followed by the new
     values of the mutated inputs, in the schema's order (just the new value of ``x``
-    when the operator returns nothing).
+    when the operator returns nothing). A converter declaring the keyword-only
+    parameter ``ctx`` also receives the node's :class:`NodeContext
+    <experimental_experiment.torch_interpreter.node_context.NodeContext>`
+    (``ctx.node``, ``ctx.dtype(i)``, ``ctx.shape(i)``).
 
     .. code-block:: python
 
@@ -55,12 +58,15 @@ class Dispatcher:
                     "operator object (torch.ops.mylib.myop.default)"
                 )
             self._by_name[op] = self.wrap(fn)
+            takes_context(self._by_name[op])
             return
         op = getattr(op, "_opoverload", op)  # torch.library.custom_op's CustomOpDef
         if not is_torch_op(op) and not isinstance(op, torch._ops.HigherOrderOperator):
             raise TypeError(f"Dispatcher keys are torch operators, not {type(op).__name__}")
+        fn = self.wrap(fn)
+        takes_context(fn)
         for key in _expand(op):
-            self._functions[key] = self.wrap(fn)
+            self._functions[key] = fn
 
     def wrap(self, fn: Callable) -> Callable:
         """Hook for subclasses turning another kind of function into a converter."""

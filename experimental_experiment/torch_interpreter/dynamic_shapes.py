@@ -54,32 +54,34 @@ def normalize_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict):
             f"dynamic_shapes must be a dict, tuple or list, not {type(dynamic_shapes)}"
         )
     names: dict[tuple, str] = {}
-
-    def convert(spec, path):
-        if spec is None:
-            return None
-        if _is_tensor_spec(spec):
-            items = spec.items() if isinstance(spec, dict) else enumerate(spec)
-            out = {}
-            for axis, d in items:
-                name = _dim_name(d)
-                if name is not None:
-                    names[(path, axis)] = name
-                out[axis] = Dim.DYNAMIC if isinstance(d, str) else d
-            if isinstance(spec, dict):
-                return out
-            return type(spec)(out[i] for i in range(len(spec)))
-        if isinstance(spec, dict):
-            return {k: convert(v, path + (k,)) for k, v in spec.items()}
-        if isinstance(spec, (list, tuple)):
-            return type(spec)(convert(v, path + (i,)) for i, v in enumerate(spec))
-        return spec
-
     grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
-    converted = {k: convert(v, (k,)) for k, v in grouped.items()}
+    converted = {k: _convert_spec(v, (k,), names) for k, v in grouped.items()}
     if isinstance(dynamic_shapes, dict):
         return converted, names
     return type(dynamic_shapes)(converted.values()), names
+
+
+def _convert_spec(spec, path: tuple, names: dict):
+    """``spec`` with strings replaced by ``Dim.DYNAMIC``; ``names`` receives
+    ``{(path, axis): name}``."""
+    if spec is None:
+        return None
+    if _is_tensor_spec(spec):
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        out = {}
+        for axis, d in items:
+            name = _dim_name(d)
+            if name is not None:
+                names[(path, axis)] = name
+            out[axis] = Dim.DYNAMIC if isinstance(d, str) else d
+        if isinstance(spec, dict):
+            return out
+        return type(spec)(out[i] for i in range(len(spec)))
+    if isinstance(spec, dict):
+        return {k: _convert_spec(v, path + (k,), names) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_convert_spec(v, path + (i,), names) for i, v in enumerate(spec))
+    return spec
 
 
 def _flat_key(prefix: tuple) -> str:

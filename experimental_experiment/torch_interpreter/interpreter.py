@@ -11,6 +11,7 @@ import torch
 
 from ..xbuilder import GraphBuilder
 from ._dims import DimNamer
+from .node_context import NodeContext
 from ._torch_helper import TorchTensorRef, torch_dtype_to_onnx
 from .aten.complex_numbers import (
     PAIR_TYPE,
@@ -22,7 +23,7 @@ from .aten.complex_numbers import (
 from .dispatcher import Dispatcher
 from .errors import ConversionError, ExportError, UnsupportedOpError, user_source_line
 from .node_metadata import tag_nodes
-from .registry import find_converter, lookup_converter
+from .registry import call_converter, find_converter, lookup_converter
 
 logger = logging.getLogger(__name__)
 
@@ -34,43 +35,6 @@ class InputPlan:
     inputs: dict[str, str] = field(default_factory=dict)  # placeholder -> input name
     initializers: dict[str, tuple[str, Any]] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
-
-
-class NodeContext:
-    """What a converter may ask about the FX node it converts (``g.current``)."""
-
-    def __init__(self, node: torch.fx.Node, namer: DimNamer, interpreter=None):
-        self.node = node
-        self._namer = namer
-        #: the running Interpreter (converters of higher-order ops call back into it)
-        self.interpreter = interpreter
-
-    @property
-    def val(self):
-        return self.node.meta.get("val")
-
-    def _val(self, i: int):
-        val = self.val
-        return val[i] if isinstance(val, (list, tuple)) else val
-
-    def torch_dtype(self, i: int = 0) -> torch.dtype:
-        """Torch dtype of the i-th output."""
-        val = self._val(i)
-        if isinstance(val, torch.Tensor):
-            return val.dtype
-        if isinstance(val, (bool, torch.SymBool)):
-            return torch.bool
-        if isinstance(val, (int, torch.SymInt)):
-            return torch.int64
-        return torch.float32
-
-    def dtype(self, i: int = 0) -> int:
-        """ONNX element type of the i-th output."""
-        return torch_dtype_to_onnx(self.torch_dtype(i))
-
-    def shape(self, i: int = 0) -> tuple:
-        """Shape of the i-th output: ints and strings for symbolic dims."""
-        return self._namer.shape(self._val(i).shape)
 
 
 class Interpreter:
@@ -150,9 +114,9 @@ class Interpreter:
         args = torch.fx.node.map_arg(node.args, lambda n: self.env[n.name])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.env[n.name])
         start = len(self.g.nodes)
-        self.g.current = NodeContext(node, self.namer, self)
+        ctx = NodeContext(node, self.namer, self)
         try:
-            result = fn(self.g, *args, **kwargs)
+            result = call_converter(fn, self.g, args, kwargs, ctx)
         except UnsupportedOpError as e:
             placed = e.at_node(node)  # the op, the node, the user's line
             if placed is e:
@@ -166,8 +130,6 @@ class Interpreter:
                 f"({node.format_node()}): {type(e).__name__}: {e}\n"
                 f"from the user's code: {user_source_line(node)}"
             ) from e
-        finally:
-            self.g.current = None
         if isinstance(result, str):
             result = self._rename(result, node.name, start)
         self._stamp(node, result)

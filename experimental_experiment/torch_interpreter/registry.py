@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,6 +13,37 @@ Converter = Callable[..., object]
 
 # op -> list of (min_opset, converter), highest min_opset first
 _REGISTRY: dict[object, list[tuple[int, Converter]]] = {}
+#: name of the keyword-only parameter receiving the node's NodeContext
+CONTEXT_PARAMETER = "ctx"
+# converter -> does it declare the keyword-only parameter ``ctx``
+_TAKES_CONTEXT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def takes_context(fn: Converter) -> bool:
+    """Tells if converter ``fn`` declares the keyword-only parameter ``ctx``
+    (:class:`NodeContext <experimental_experiment.torch_interpreter.node_context.
+    NodeContext>`); the signature is read once per function."""
+    try:
+        return _TAKES_CONTEXT[fn]
+    except (KeyError, TypeError):
+        pass
+    try:
+        param = inspect.signature(fn).parameters.get(CONTEXT_PARAMETER)
+    except (TypeError, ValueError):  # a builtin without a signature
+        param = None
+    found = param is not None and param.kind is inspect.Parameter.KEYWORD_ONLY
+    try:
+        _TAKES_CONTEXT[fn] = found
+    except TypeError:  # not weakly referenceable: read again next time
+        pass
+    return found
+
+
+def call_converter(fn: Converter, g, args, kwargs, ctx):
+    """Calls ``fn(g, *args, **kwargs)``, with ``ctx=ctx`` if ``fn`` declares it."""
+    if takes_context(fn):
+        return fn(g, *args, **kwargs, **{CONTEXT_PARAMETER: ctx})
+    return fn(g, *args, **kwargs)
 
 
 def converter(*ops, min_opset: int = 1):
@@ -18,10 +51,12 @@ def converter(*ops, min_opset: int = 1):
 
     ``ops`` are torch operator objects (``aten.relu.default``) or packets
     (``aten.relu``, every overload). A variant with a higher ``min_opset`` wins when
-    the target opset allows it.
+    the target opset allows it. A converter needing the node it converts (output
+    dtype or shape, target, arguments) declares the keyword-only parameter ``ctx``.
     """
 
     def register(fn: Converter) -> Converter:
+        takes_context(fn)
         for op in ops:
             for key in _expand(op):
                 entries = _REGISTRY.setdefault(key, [])

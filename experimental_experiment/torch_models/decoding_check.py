@@ -58,14 +58,7 @@ def onnx_greedy_decoding(onx, input_ids: torch.Tensor, steps: int) -> tuple[np.n
     past, tokens, logits = 0, [], []
     for _ in range(steps):
         seq = ids.shape[1]
-        feeds = dict(cache)
-        feeds["input_ids"] = ids
-        if "attention_mask" in names:
-            feeds["attention_mask"] = np.ones((batch, past + seq), dtype=np.int64)
-        if "position_ids" in names:
-            feeds["position_ids"] = np.tile(np.arange(past, past + seq, dtype=np.int64),
-                                            (batch, 1))
-        outputs = sess.run(None, feeds)
+        outputs = sess.run(None, {**cache, **_token_feeds(names, ids, past)})
         last = outputs[0][:, -1, :]
         logits.append(last)
         next_token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
@@ -76,6 +69,18 @@ def onnx_greedy_decoding(onx, input_ids: torch.Tensor, steps: int) -> tuple[np.n
         past += seq
         ids = next_token
     return np.concatenate(tokens, axis=1), logits
+
+
+def _token_feeds(names: list[str], ids: np.ndarray, past: int) -> dict[str, np.ndarray]:
+    """input_ids, and attention_mask, position_ids when the model takes them."""
+    batch, seq = ids.shape
+    feeds = {"input_ids": ids}
+    if "attention_mask" in names:
+        feeds["attention_mask"] = np.ones((batch, past + seq), dtype=np.int64)
+    if "position_ids" in names:
+        feeds["position_ids"] = np.tile(np.arange(past, past + seq, dtype=np.int64),
+                                        (batch, 1))
+    return feeds
 
 
 def eager_greedy_decoding(model, input_ids: torch.Tensor, steps: int) -> tuple[np.ndarray, list]:

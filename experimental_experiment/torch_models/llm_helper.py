@@ -241,10 +241,17 @@ def _encoder_inputs(arch, config, batch, seq, generator):
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
-def _seq2seq_inputs(model, config, batch, seq, past, with_cache, generator):
-    """T5-like: an encoder sequence of length ``seq + 2``, ``seq`` decoder tokens and,
-    with a cache, an EncoderDecoderCache (self attention ``past``, cross attention the
-    encoder length)."""
+def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
+                        with_cache: bool = True, model, generator=None) -> tuple[dict, dict]:
+    """Inputs and dynamic shapes for an encoder-decoder (T5-like): ``seq + 2`` encoder
+    tokens, ``seq`` decoder tokens and, with a cache, an EncoderDecoderCache (``past``
+    self-attention positions) under the name ``model``'s forward takes.
+
+    .. code-block:: python
+
+        inputs, ds = make_seq2seq_inputs(model.config, 2, 3, 5, model=model)
+        ep = torch.export.export(model, (), inputs, dynamic_shapes=ds)
+    """
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
     enc = seq + 2
@@ -297,7 +304,8 @@ def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
         inputs, ds = make_llm_inputs(config, batch, seq, past, with_cache=with_cache,
                                      model=model, generator=generator)
     elif kind == "encoder-decoder":
-        inputs, ds = _seq2seq_inputs(model, config, batch, seq, past, with_cache, generator)
+        inputs, ds = make_seq2seq_inputs(config, batch, seq, past, with_cache=with_cache,
+                                         model=model, generator=generator)
     else:
         inputs, ds = _encoder_inputs(arch, config, batch, seq, generator)
     return dict(model=model, inputs=inputs, dynamic_shapes=ds, config=config)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import torch
@@ -23,10 +22,8 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
     :param exporter: ``"custom"`` (our :func:`to_onnx <experimental_experiment.
         torch_interpreter.to_onnx>`) or ``"dynamo"`` (:func:`torch.onnx.export`); None
         follows the environment variable ``ONNXRT_CHANGE_REWRITER``: ``"custom"``
-        unless it is ``"0"``. Our exporter is the default: it converts the FX graph as
-        it is, symbolic dims included, where torch.onnx.export captures the graph module
-        again with torch.export (slower) and fails on backward graphs with SymInt
-        inputs or ``*_backward`` ops it has no ONNX function for (``silu_backward``...)
+        unless it is ``"0"`` (torch.onnx.export captures every graph again and fails on
+        most backward graphs, see :mod:`experimental_experiment.torch_dynamo`)
     :param target_opset: opset of the models
     :param providers: onnxruntime providers (default: from the inputs' device)
     :param session_options: :class:`onnxruntime.SessionOptions`
@@ -36,7 +33,9 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
         <experimental_experiment.torch_dynamo.onnx_debug_backend>`)
     :param dump_intermediate: with ``debug=True``, a folder where every intermediate
         result is saved
-    :return: ``(backend, extra)``; ``extra`` holds the options used
+    :return: ``(backend, extra)``; ``extra`` holds the options and, as ``"compiler"``,
+        the :class:`OnnxBackend <experimental_experiment.torch_dynamo.OnnxBackend>`
+        given to ``aot_autograd`` (its session cache and ``stats``)
 
     .. code-block:: python
 
@@ -46,25 +45,30 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
     """
     from torch._dynamo.backends.common import aot_autograd
 
-    from ..torch_dynamo import onnx_custom_backend, onnx_debug_backend
     from ..xbuilder import OptimizationOptions
 
     options = OptimizationOptions(patterns="default" if rewrite else None,
                                   constant_folding=rewrite, verbose=verbose)
-    if debug:
-        compiler = functools.partial(
-            onnx_debug_backend, target_opset=target_opset, options=options,
-            dump_intermediate=dump_intermediate, verify=verify, verbose=verbose)
-    else:
-        compiler = functools.partial(
-            onnx_custom_backend, exporter=exporter, target_opset=target_opset,
-            options=options, providers=providers, session_options=session_options,
-            dynamic=dynamic, verify=verify, verbose=verbose,
-        )
+    compiler = _compiler(options, debug, exporter=exporter, target_opset=target_opset,
+                         providers=tuple(providers) if providers else None,
+                         session_options=session_options, dynamic=dynamic, verify=verify,
+                         verbose=verbose, dump_intermediate=dump_intermediate)
     backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
     extra = {"dynamic": dynamic, "options": options, "exporter": exporter,
              "compiler": compiler}
     return backend, extra
+
+
+def _compiler(options, debug: bool, *, dump_intermediate, **kwargs):
+    """The OnnxBackend (or OnnxDebugBackend) given to aot_autograd."""
+    from ..torch_dynamo import BackendOptions, DebugOptions, OnnxBackend, OnnxDebugBackend
+
+    if debug:
+        return OnnxDebugBackend(DebugOptions(
+            target_opset=kwargs["target_opset"], options=options,
+            dump_intermediate=dump_intermediate, verify=kwargs["verify"],
+            verbose=kwargs["verbose"]))
+    return OnnxBackend(BackendOptions(options=options, **kwargs))
 
 
 def train_loop(model: torch.nn.Module, *args, loss_fn: Callable | None = None,

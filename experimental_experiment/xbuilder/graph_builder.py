@@ -67,8 +67,6 @@ class GraphBuilder:
         self._counters: dict[str, int] = {}
         self._constant_cache: dict[tuple, str] = {}
         self._constant_arrays: dict[str, np.ndarray] = {}
-        #: context of the node being converted, set by the caller (the FX interpreter)
-        self.current: Any = None
 
     # names
     def unique_name(self, prefix: str) -> str:

@@ -321,15 +321,20 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
         container.save(path, all_tensors_to_one_file=all_tensors_to_one_file,
                        location=location)
     finally:
-        for name, raw in container.tensors.items():
-            proto = saved[name]
-            del proto.external_data[:]
-            proto.ClearField("data_location")
-            proto.raw_data = raw.data
-        del model.metadata_props[:]
-        for key, value in props:
-            prop = model.metadata_props.add()
-            prop.key, prop.value = key, value
+        _restore(model, saved, container, props)
+
+
+def _restore(model: ModelProto, saved: dict, container: ModelContainer, props: list) -> None:
+    """Puts back the data :func:`container_from_proto` moved out of ``model``."""
+    for name, raw in container.tensors.items():
+        proto = saved[name]
+        del proto.external_data[:]
+        proto.ClearField("data_location")
+        proto.raw_data = raw.data
+    del model.metadata_props[:]
+    for key, value in props:
+        prop = model.metadata_props.add()
+        prop.key, prop.value = key, value
 
 
 def check_external_data(model: ModelProto, folder: str) -> dict[str, int]:

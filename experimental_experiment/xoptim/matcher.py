@@ -38,6 +38,29 @@ class GraphIndex:
         return len(self.consumers.get(name, ()))
 
 
+class IndexedGraph:
+    """The builder as a pattern sees it in ``match``: every attribute of the builder
+    ``builder``, and ``index``, the :class:`GraphIndex` the optimizer computed for the
+    round (``Pattern.producer`` / ``Pattern.n_consumers`` read it).
+
+    :param builder: the GraphBuilder being optimized
+    :param index: its index (computed when not given)
+    """
+
+    def __init__(self, builder, index: GraphIndex | None = None):
+        self.builder = builder
+        self.index = index if index is not None else GraphIndex(builder)
+
+    def __getattr__(self, name: str):
+        return getattr(self.builder, name)
+
+
+def graph_index(g) -> GraphIndex:
+    """The optimizer's index when ``g`` is an :class:`IndexedGraph`, else a new one
+    (a pattern called outside the optimizer)."""
+    return g.index if isinstance(g, IndexedGraph) else GraphIndex(g)
+
+
 def small_constant(g, name: str, max_size: int = 1024) -> np.ndarray | None:
     """The value of a constant with at most ``max_size`` elements (large weights are
     never converted), None otherwise."""
@@ -126,7 +149,7 @@ class _Matcher:
 
 def match_declarative(pattern, g, node: NodeProto, index: GraphIndex | None = None):
     """Matches the declarative ``pattern`` on the subgraph ending at ``node``."""
-    index = index or getattr(g, "_xoptim_index", None) or GraphIndex(g)
+    index = index or graph_index(g)
     _, outs, variables = pattern.pattern_graph()
     b = _Matcher(g, index).node(outs[0].node, node, {"nodes": {}, "used": set(), "vars": {}})
     if b is None:

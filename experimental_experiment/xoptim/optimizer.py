@@ -10,8 +10,8 @@ from onnx import NodeProto, helper
 
 from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
-from .matcher import GraphIndex
 from .functions import optimize_functions
+from .matcher import GraphIndex, IndexedGraph
 from .passes import passes_of, run_passes
 from .pattern import Match, Pattern, RewriteOp
 from .pattern_graph import Refusal
@@ -64,6 +64,7 @@ def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
         for a in anchors or ():
             by_anchor.setdefault(a, []).append(p)
     order = {id(p): i for i, p in enumerate(patterns)}
+    view = IndexedGraph(g, index)  # what patterns see: the builder and the round's index
     claimed: set[int] = set()
     matches = []
     for node in g.nodes:
@@ -73,7 +74,7 @@ def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
                 break
             entry = report.entry(p.name, "pattern")
             begin = time.perf_counter()
-            res = p.match(g, node)
+            res = p.match(view, node)
             reason = res.reason if isinstance(res, Refusal) else None
             m = res if isinstance(res, Match) else None
             if m is not None and m.outputs is None:
@@ -147,12 +148,7 @@ def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationRepo
                         verbose: int = 0, log: RewriteLog | None = None,
                         max_rewrites: int | None = None) -> int:
     """One round: finds non-overlapping matches, applies them; returns how many."""
-    index = GraphIndex(g)
-    g._xoptim_index = index
-    try:
-        matches = _find_matches(g, patterns, index, report, verbose)
-    finally:
-        g._xoptim_index = None
+    matches = _find_matches(g, patterns, GraphIndex(g), report, verbose)
     if max_rewrites is not None:
         matches = matches[:max(max_rewrites, 0)]
     position = {id(n): i for i, n in enumerate(g.nodes)}

@@ -85,7 +85,7 @@ import inspect
 
 from onnx import NodeProto
 
-from .matcher import GraphIndex, match_declarative
+from .matcher import graph_index, match_declarative
 from .pattern_graph import (  # noqa: F401  (part of the pattern API)
     COMMUTATIVE,
     Match,
@@ -185,20 +185,15 @@ class Pattern:
     @staticmethod
     def producer(g, name: str) -> NodeProto | None:
         """The node producing ``name`` (None for inputs, initializers)."""
-        return _index(g).node_of(name)
+        return graph_index(g).node_of(name)
 
     @staticmethod
     def n_consumers(g, name: str) -> int:
         """Number of nodes using ``name`` (+1 if it is a graph output)."""
-        index = _index(g)
+        index = graph_index(g)
         return index.n_consumers(name) + (name in index.outputs)
 
     def refuse(self, reason: str) -> Refusal:
         """Why a structural match is refused, as a value ``match`` returns."""
         return Refusal(reason)
 
-
-def _index(g):
-    index = getattr(g, "_xoptim_index", None)
-    # outside the optimizer (a pattern called directly), the index is not cached
-    return GraphIndex(g) if index is None else index

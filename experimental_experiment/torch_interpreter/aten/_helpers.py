@@ -10,15 +10,11 @@ from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
 from .._torch_helper import onnx_dtype_to_torch, torch_dtype_to_onnx
+from ..node_context import NodeContext
 
 aten = torch.ops.aten
 INT64 = TensorProto.INT64
 BOOL = TensorProto.BOOL
-
-
-def out_dtype(g: GraphBuilder, i: int = 0) -> int:
-    """ONNX element type torch expects for the i-th output of the current node."""
-    return g.current.dtype(i)
 
 
 def cast_to(g: GraphBuilder, x, elem_type: int):
@@ -43,9 +39,9 @@ def promote(g: GraphBuilder, x, y) -> int:
     return torch_dtype_to_onnx(torch.result_type(sample(x), sample(y)))
 
 
-def binary(g: GraphBuilder, op: str, x, y, compute_type: int | None = None):
+def binary(g: GraphBuilder, op: str, x, y, compute_type: int | None = None, *, ctx: NodeContext):
     """Binary ONNX op on inputs cast to the output type (or ``compute_type``)."""
-    t = compute_type or out_dtype(g)
+    t = compute_type or ctx.dtype()
     return getattr(g.op, op)(cast_to(g, x, t), cast_to(g, y, t))
 
 

@@ -15,8 +15,9 @@ import numpy as np
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, aten, cast_to, out_dtype, rank_of
+from ._helpers import BOOL, aten, cast_to, rank_of
 from ._nn_helpers import upcast
 from .activation import _random_dropout
 
@@ -103,19 +104,19 @@ def _attention(g: GraphBuilder, q, k, v, attn_mask=None, is_causal=False, scale=
 @converter(aten.scaled_dot_product_attention.default)
 def aten_scaled_dot_product_attention(g: GraphBuilder, query, key, value, attn_mask=None,
                                       dropout_p=0.0, is_causal=False, *, scale=None,
-                                      enable_gqa=False):
+                                      enable_gqa=False, ctx: NodeContext):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value,
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None,
     bool enable_gqa=False) -> Tensor"""
     _, _, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa,
                               dropout_p)
-    return cast_to(g, out, out_dtype(g))
+    return cast_to(g, out, ctx.dtype())
 
 
 @converter(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def aten__scaled_dot_product_flash_attention_for_cpu(g: GraphBuilder, query, key, value,
                                                      dropout_p=0.0, is_causal=False, *,
-                                                     attn_mask=None, scale=None):
+                                                     attn_mask=None, scale=None, ctx: NodeContext):
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value,
     float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None)
     -> (Tensor output, Tensor logsumexp)"""
@@ -125,18 +126,18 @@ def aten__scaled_dot_product_flash_attention_for_cpu(g: GraphBuilder, query, key
     if masked is not None:
         lse = g.op.Where(masked, cast_to(g, 0.0, g.get_type(lse)), lse)
     lse = g.op.Squeeze(lse, _LAST)
-    return cast_to(g, out, out_dtype(g, 0)), cast_to(g, lse, out_dtype(g, 1))
+    return cast_to(g, out, ctx.dtype(0)), cast_to(g, lse, ctx.dtype(1))
 
 
 @converter(aten._scaled_dot_product_attention_math.default)
 def aten__scaled_dot_product_attention_math(g: GraphBuilder, query, key, value,
                                             attn_mask=None, dropout_p=0.0, is_causal=False,
                                             dropout_mask=None, *, scale=None,
-                                            enable_gqa=False):
+                                            enable_gqa=False, ctx: NodeContext):
     """_scaled_dot_product_attention_math(Tensor query, Tensor key, Tensor value,
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False,
     Tensor? dropout_mask=None, *, float? scale=None, bool enable_gqa=False)
     -> (Tensor output, Tensor attn_weights)"""
     _, probs, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale,
                                   enable_gqa, dropout_p, dropout_mask)
-    return cast_to(g, out, out_dtype(g, 0)), cast_to(g, probs, out_dtype(g, 1))
+    return cast_to(g, out, ctx.dtype(0)), cast_to(g, probs, ctx.dtype(1))

@@ -17,7 +17,8 @@ import torch
 
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
-from ..registry import converter
+from ..node_context import NodeContext
+from ..registry import call_converter, converter
 from .shape import I64_MAX, as_1d, ints
 
 _HOP = torch.ops.higher_order
@@ -28,8 +29,8 @@ def _mutable_names(schema) -> list[str]:
             a.alias_info.is_write]
 
 
-def _inner_converter(g: GraphBuilder, op):
-    interp = getattr(g.current, "interpreter", None)
+def _inner_converter(g: GraphBuilder, op, *, ctx: NodeContext):
+    interp = getattr(ctx, "interpreter", None)
     fn = interp.find_op_converter(op) if interp is not None else None
     if fn is None:
         raise UnsupportedOpError(
@@ -41,14 +42,14 @@ def _inner_converter(g: GraphBuilder, op):
     return fn
 
 
-def _call(g: GraphBuilder, op, values: dict) -> tuple[list, list]:
+def _call(g: GraphBuilder, op, values: dict, *, ctx: NodeContext) -> tuple[list, list]:
     """Calls the converter of ``op``; returns (its outputs, new mutated values)."""
     schema = op._schema
     args = [values.get(a.name, a.default_value if a.has_default_value() else None)
             for a in schema.arguments if not a.kwarg_only]
     kwargs = {a.name: values[a.name] for a in schema.arguments
               if a.kwarg_only and a.name in values}
-    result = _inner_converter(g, op)(g, *args, **kwargs)
+    result = call_converter(_inner_converter(g, op, ctx=ctx), g, args, kwargs, ctx)
     result = list(result) if isinstance(result, (tuple, list)) else [result]
     n_out, n_mut = len(schema.returns), len(_mutable_names(schema))
     if len(result) != n_out + n_mut:
@@ -64,15 +65,16 @@ def _pack(outs: list, mutated: list) -> tuple:
 
 
 @converter(_HOP.auto_functionalized)
-def auto_functionalized(g: GraphBuilder, op, _only_clone_these_tensors=None, **kwargs):
+def auto_functionalized(g: GraphBuilder, op, _only_clone_these_tensors=None, *,
+                        ctx: NodeContext, **kwargs):
     """auto_functionalized(op, **kwargs) -> (*outputs, *new values of mutated args)"""
-    outs, mutated = _call(g, op, kwargs)
+    outs, mutated = _call(g, op, kwargs, ctx=ctx)
     return _pack(outs, mutated)
 
 
 @converter(_HOP.auto_functionalized_v2)
 def auto_functionalized_v2(g: GraphBuilder, op, _only_clone_these_bases=None,
-                           _all_bases=(), **kwargs):
+                           _all_bases=(), *, ctx: NodeContext, **kwargs):
     """auto_functionalized_v2(op, **kwargs, _all_bases) -> (*outputs, *new bases)"""
     if not isinstance(op, torch._ops.OpOverload):
         raise UnsupportedOpError(f"auto_functionalized_v2 of {op} (a higher-order op)")
@@ -84,7 +86,7 @@ def auto_functionalized_v2(g: GraphBuilder, op, _only_clone_these_bases=None,
             raise UnsupportedOpError(f"{op}: mutated tensor lists ({name!r}) are not supported")
         views[name] = _read_view(g, op, name, kwargs, bases)
         kwargs[name] = views[name][1]
-    outs, mutated = _call(g, op, kwargs)
+    outs, mutated = _call(g, op, kwargs, ctx=ctx)
     new_bases = list(bases)
     for name, value in zip(names, mutated):
         info, _ = views[name]

@@ -12,15 +12,16 @@ import math
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, axes_tensor, cast_to, out_dtype, shape_tensor
+from ._helpers import INT64, aten, axes_tensor, cast_to, shape_tensor
 from ._nn_helpers import upcast
 from .loss import nll_terms
 from .shape import input_dim
 
 
-def _back(g: GraphBuilder, y: str, i: int = 0) -> str:
-    return cast_to(g, y, out_dtype(g, i))
+def _back(g: GraphBuilder, y: str, i: int = 0, *, ctx: NodeContext) -> str:
+    return cast_to(g, y, ctx.dtype(i))
 
 
 def _zeros(g: GraphBuilder, shape: str, like: str) -> str:
@@ -36,33 +37,33 @@ def aten_threshold_backward(g: GraphBuilder, grad_output, x, threshold):
 
 
 @converter(aten.sigmoid_backward.default)
-def aten_sigmoid_backward(g: GraphBuilder, grad_output, output):
+def aten_sigmoid_backward(g: GraphBuilder, grad_output, output, *, ctx: NodeContext):
     """sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
     y = upcast(g, output)
     dy = g.op.Mul(y, g.op.Sub(cast_to(g, 1, g.get_type(y)), y))
-    return _back(g, g.op.Mul(upcast(g, grad_output), dy))
+    return _back(g, g.op.Mul(upcast(g, grad_output), dy), ctx=ctx)
 
 
 @converter(aten.tanh_backward.default)
-def aten_tanh_backward(g: GraphBuilder, grad_output, output):
+def aten_tanh_backward(g: GraphBuilder, grad_output, output, *, ctx: NodeContext):
     """tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
     y = upcast(g, output)
     dy = g.op.Sub(cast_to(g, 1, g.get_type(y)), g.op.Mul(y, y))
-    return _back(g, g.op.Mul(upcast(g, grad_output), dy))
+    return _back(g, g.op.Mul(upcast(g, grad_output), dy), ctx=ctx)
 
 
 @converter(aten.silu_backward.default)
-def aten_silu_backward(g: GraphBuilder, grad_output, x):
+def aten_silu_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
     """silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
     xf = upcast(g, x)
     s = g.op.Sigmoid(xf)
     # d/dx x*s(x) = s * (1 + x * (1 - s))
     dx = g.op.Mul(s, g.op.Add(g.op.Mul(xf, g.op.Sub(1.0, s)), 1.0))
-    return _back(g, g.op.Mul(upcast(g, grad_output), dx))
+    return _back(g, g.op.Mul(upcast(g, grad_output), dx), ctx=ctx)
 
 
 @converter(aten.gelu_backward.default)
-def aten_gelu_backward(g: GraphBuilder, grad_output, x, *, approximate="none"):
+def aten_gelu_backward(g: GraphBuilder, grad_output, x, *, approximate="none", ctx: NodeContext):
     """gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor"""
     xf = upcast(g, x)
     if approximate == "tanh":
@@ -83,7 +84,7 @@ def aten_gelu_backward(g: GraphBuilder, grad_output, x, *, approximate="none"):
         dx = g.op.Add(cdf, g.op.Mul(xf, pdf))
     else:
         raise ValueError(f"gelu_backward: unknown approximate={approximate!r}")
-    return _back(g, g.op.Mul(upcast(g, grad_output), dx))
+    return _back(g, g.op.Mul(upcast(g, grad_output), dx), ctx=ctx)
 
 
 @converter(aten.hardtanh_backward.default)
@@ -98,17 +99,17 @@ def aten_hardtanh_backward(g: GraphBuilder, grad_output, x, min_val, max_val):
 
 @converter(aten.leaky_relu_backward.default)
 def aten_leaky_relu_backward(g: GraphBuilder, grad_output, x, negative_slope,
-                             self_is_result):
+                             self_is_result, *, ctx: NodeContext):
     """leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope,
     bool self_is_result) -> Tensor"""
     gf = upcast(g, grad_output)
     positive = g.op.Greater(x, cast_to(g, 0, g.get_type(x)))
-    return _back(g, g.op.Where(positive, gf, g.op.Mul(gf, float(negative_slope))))
+    return _back(g, g.op.Where(positive, gf, g.op.Mul(gf, float(negative_slope))), ctx=ctx)
 
 
 @converter(aten.elu_backward.default)
 def aten_elu_backward(g: GraphBuilder, grad_output, alpha, scale, input_scale, is_result,
-                      self_or_result):
+                      self_or_result, *, ctx: NodeContext):
     """elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale,
     bool is_result, Tensor self_or_result) -> Tensor"""
     gf, v = upcast(g, grad_output), upcast(g, self_or_result)
@@ -119,86 +120,87 @@ def aten_elu_backward(g: GraphBuilder, grad_output, alpha, scale, input_scale, i
     else:
         neg = g.op.Mul(g.op.Exp(g.op.Mul(v, i)), i * s * a)
     nonpos = g.op.LessOrEqual(v, 0.0)
-    return _back(g, g.op.Mul(gf, g.op.Where(nonpos, neg, cast_to(g, s, g.get_type(gf)))))
+    return _back(g, g.op.Mul(gf, g.op.Where(nonpos, neg, cast_to(g, s, g.get_type(gf)))), ctx=ctx)
 
 
 @converter(aten.softplus_backward.default)
-def aten_softplus_backward(g: GraphBuilder, grad_output, x, beta, threshold):
+def aten_softplus_backward(g: GraphBuilder, grad_output, x, beta, threshold, *, ctx: NodeContext):
     """softplus_backward(Tensor grad_output, Tensor self, Scalar beta,
     Scalar threshold) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     bx = g.op.Mul(xf, float(beta))
     linear = g.op.Greater(bx, float(threshold))
-    return _back(g, g.op.Where(linear, gf, g.op.Mul(gf, g.op.Sigmoid(bx))))
+    return _back(g, g.op.Where(linear, gf, g.op.Mul(gf, g.op.Sigmoid(bx))), ctx=ctx)
 
 
 @converter(aten.hardsigmoid_backward.default)
-def aten_hardsigmoid_backward(g: GraphBuilder, grad_output, x):
+def aten_hardsigmoid_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
     """hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     inside = g.op.And(g.op.Greater(xf, -3.0), g.op.Less(xf, 3.0))
-    return _back(g, g.op.Where(inside, g.op.Div(gf, 6.0), 0.0))
+    return _back(g, g.op.Where(inside, g.op.Div(gf, 6.0), 0.0), ctx=ctx)
 
 
 @converter(aten.hardswish_backward.default)
-def aten_hardswish_backward(g: GraphBuilder, grad_output, x):
+def aten_hardswish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
     """hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     middle = g.op.Mul(gf, g.op.Add(g.op.Div(xf, 3.0), 0.5))
     inner = g.op.Where(g.op.LessOrEqual(xf, 3.0), middle, gf)
-    return _back(g, g.op.Where(g.op.Less(xf, -3.0), 0.0, inner))
+    return _back(g, g.op.Where(g.op.Less(xf, -3.0), 0.0, inner), ctx=ctx)
 
 
 @converter(aten.mish_backward.default)
-def aten_mish_backward(g: GraphBuilder, grad_output, x):
+def aten_mish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
     """mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     t = g.op.Tanh(g.op.Softplus(xf))
     # y = x tanh(softplus(x)): dy = t + x sigmoid(x) (1 - t^2)
     dt = g.op.Mul(g.op.Mul(xf, g.op.Sigmoid(xf)), g.op.Sub(1.0, g.op.Mul(t, t)))
-    return _back(g, g.op.Mul(gf, g.op.Add(t, dt)))
+    return _back(g, g.op.Mul(gf, g.op.Add(t, dt)), ctx=ctx)
 
 
 @converter(aten._softmax_backward_data.default)
-def aten__softmax_backward_data(g: GraphBuilder, grad_output, output, dim, input_dtype):
+def aten__softmax_backward_data(g: GraphBuilder, grad_output, output, dim, input_dtype,
+                                *, ctx: NodeContext):
     """_softmax_backward_data(Tensor grad_output, Tensor output, int dim,
     ScalarType input_dtype) -> Tensor"""
     gf, y = upcast(g, grad_output), upcast(g, output)
     dot = g.op.ReduceSum(g.op.Mul(gf, y), axes_tensor(g, dim), keepdims=1)
-    return _back(g, g.op.Mul(y, g.op.Sub(gf, dot)))
+    return _back(g, g.op.Mul(y, g.op.Sub(gf, dot)), ctx=ctx)
 
 
 @converter(aten._log_softmax_backward_data.default)
 def aten__log_softmax_backward_data(g: GraphBuilder, grad_output, output, dim,
-                                    input_dtype):
+                                    input_dtype, *, ctx: NodeContext):
     """_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim,
     ScalarType input_dtype) -> Tensor"""
     gf, y = upcast(g, grad_output), upcast(g, output)
     total = g.op.ReduceSum(gf, axes_tensor(g, dim), keepdims=1)
-    return _back(g, g.op.Sub(gf, g.op.Mul(g.op.Exp(y), total)))
+    return _back(g, g.op.Sub(gf, g.op.Mul(g.op.Exp(y), total)), ctx=ctx)
 
 
 @converter(aten.native_dropout_backward.default)
-def aten_native_dropout_backward(g: GraphBuilder, grad_output, mask, scale):
+def aten_native_dropout_backward(g: GraphBuilder, grad_output, mask, scale, *, ctx: NodeContext):
     """native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
     gf = upcast(g, grad_output)
     kept = g.op.Mul(cast_to(g, mask, g.get_type(gf)), float(scale))
-    return _back(g, g.op.Mul(gf, kept))
+    return _back(g, g.op.Mul(gf, kept), ctx=ctx)
 
 
 @converter(aten.mse_loss_backward.default)
-def aten_mse_loss_backward(g: GraphBuilder, grad_output, x, target, reduction):
+def aten_mse_loss_backward(g: GraphBuilder, grad_output, x, target, reduction, *, ctx: NodeContext):
     """mse_loss_backward(Tensor grad_output, Tensor self, Tensor target,
     int reduction) -> Tensor"""
     xf, tf, gf = upcast(g, x), upcast(g, target), upcast(g, grad_output)
     d = g.op.Mul(g.op.Mul(g.op.Sub(xf, tf), 2.0), gf)
     if reduction == 1:  # mean
         d = g.op.Div(d, cast_to(g, g.op.Size(x), g.get_type(d)))
-    return _back(g, d)
+    return _back(g, d, ctx=ctx)
 
 
 def _nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reduction,
-                       ignore_index, total_weight):
+                       ignore_index, total_weight, *, ctx: NodeContext):
     _, w, safe, _ = nll_terms(g, x, target, weight, ignore_index)
     gf = upcast(g, grad_output)
     if reduction == 1:
@@ -211,30 +213,30 @@ def _nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reductio
     grad = g.op.ScatterElements(_zeros(g, g.op.Shape(xf), xf), safe, values, axis=1)
     if g.get_rank(x) == 1:
         grad = g.op.Squeeze(grad, i64([0]))
-    return _back(g, grad)
+    return _back(g, grad, ctx=ctx)
 
 
 @converter(aten.nll_loss_backward.default)
 def aten_nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reduction,
-                           ignore_index, total_weight):
+                           ignore_index, total_weight, *, ctx: NodeContext):
     """nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight,
     int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
     return _nll_loss_backward(g, grad_output, x, target, weight, reduction, ignore_index,
-                              total_weight)
+                              total_weight, ctx=ctx)
 
 
 @converter(aten.nll_loss2d_backward.default)
 def aten_nll_loss2d_backward(g: GraphBuilder, grad_output, x, target, weight, reduction,
-                             ignore_index, total_weight):
+                             ignore_index, total_weight, *, ctx: NodeContext):
     """nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight,
     int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
     return _nll_loss_backward(g, grad_output, x, target, weight, reduction, ignore_index,
-                              total_weight)
+                              total_weight, ctx=ctx)
 
 
 @converter(aten.embedding_dense_backward.default)
 def aten_embedding_dense_backward(g: GraphBuilder, grad_output, indices, num_weights,
-                                  padding_idx, scale_grad_by_freq):
+                                  padding_idx, scale_grad_by_freq, *, ctx: NodeContext):
     """embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights,
     SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
     gf = upcast(g, grad_output)
@@ -251,7 +253,7 @@ def aten_embedding_dense_backward(g: GraphBuilder, grad_output, indices, num_wei
         freq = g.op.Gather(counts, idx)  # [K, 1]
         updates = g.op.Div(updates, freq)
     zeros = _zeros(g, g.op.Concat(n, dim, axis=0), gf)
-    return _back(g, g.op.ScatterND(zeros, idx, updates, reduction="add"))
+    return _back(g, g.op.ScatterND(zeros, idx, updates, reduction="add"), ctx=ctx)
 
 
 def _pads(g: GraphBuilder, rank: int, dim: int, before, after) -> str:

@@ -7,12 +7,12 @@ dQ = dS k s, dK = dS^T q s, with s the scale (1 / sqrt(E) by default).
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import aten, cast_to, out_dtype, rank_of
+from ._helpers import aten, cast_to, rank_of
 from ._nn_helpers import upcast
 from .attention import _attention, _scaled_query
 
@@ -26,7 +26,7 @@ def _t(g: GraphBuilder, x: str) -> str:
 @converter(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
 def aten__scaled_dot_product_flash_attention_for_cpu_backward(
         g: GraphBuilder, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
-        *, attn_mask=None, scale=None):
+        *, attn_mask=None, scale=None, ctx: NodeContext):
     """_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query,
     Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal,
     *, Tensor? attn_mask=None, float? scale=None)
@@ -40,8 +40,8 @@ def aten__scaled_dot_product_flash_attention_for_cpu_backward(
     q, k, v, do = (upcast(g, x) for x in (query, key, value, grad_out))
     dv = g.op.MatMul(_t(g, probs), do)
     dp = g.op.MatMul(do, _t(g, v))
-    rowsum = g.op.ReduceSum(g.op.Mul(dp, probs), np.array([-1], dtype=np.int64), keepdims=1)
+    rowsum = g.op.ReduceSum(g.op.Mul(dp, probs), i64([-1]), keepdims=1)
     ds = g.op.Mul(probs, g.op.Sub(dp, rowsum))
     dq = _scaled_query(g, g.op.MatMul(ds, k), scale)
     dk = g.op.MatMul(_t(g, ds), _scaled_query(g, q, scale))
-    return tuple(cast_to(g, x, out_dtype(g, i)) for i, x in enumerate((dq, dk, dv)))
+    return tuple(cast_to(g, x, ctx.dtype(i)) for i, x in enumerate((dq, dk, dv)))

@@ -11,13 +11,14 @@ import numpy as np
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import aten, axes_tensor, cast_to, out_dtype
+from ._helpers import aten, axes_tensor, cast_to
 from ._nn_helpers import channel_shaped, expand_param, static_ints, upcast
 
 
-def _back(g: GraphBuilder, y: str, i: int) -> str:
-    return cast_to(g, y, out_dtype(g, i))
+def _back(g: GraphBuilder, y: str, i: int, *, ctx: NodeContext) -> str:
+    return cast_to(g, y, ctx.dtype(i))
 
 
 def _sum(g: GraphBuilder, x: str, axes: list[int]) -> str:
@@ -40,7 +41,7 @@ def _normalized_grad(g, gy, x_hat, scale, axes):
 
 @converter(aten.native_layer_norm_backward.default)
 def aten_native_layer_norm_backward(g: GraphBuilder, grad_out, x, normalized_shape, mean,
-                                    rstd, weight, bias, output_mask):
+                                    rstd, weight, bias, output_mask, *, ctx: NodeContext):
     """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape,
     Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask)
     -> (Tensor, Tensor, Tensor)"""
@@ -52,18 +53,18 @@ def aten_native_layer_norm_backward(g: GraphBuilder, grad_out, x, normalized_sha
     grads = [None, None, None]
     if output_mask[0]:
         gy = gf if weight is None else g.op.Mul(gf, upcast(g, weight))
-        grads[0] = _back(g, _normalized_grad(g, gy, x_hat, rs, inner), 0)
+        grads[0] = _back(g, _normalized_grad(g, gy, x_hat, rs, inner), 0, ctx=ctx)
     if output_mask[1] and weight is not None:
-        grads[1] = _back(g, _sum(g, g.op.Mul(gf, x_hat), outer), 1)
+        grads[1] = _back(g, _sum(g, g.op.Mul(gf, x_hat), outer), 1, ctx=ctx)
     if output_mask[2] and bias is not None:
-        grads[2] = _back(g, _sum(g, gf, outer), 2)
+        grads[2] = _back(g, _sum(g, gf, outer), 2, ctx=ctx)
     return tuple(grads)
 
 
 @converter(aten.native_batch_norm_backward.default)
 def aten_native_batch_norm_backward(g: GraphBuilder, grad_out, x, weight, running_mean,
                                     running_var, save_mean, save_invstd, train, eps,
-                                    output_mask):
+                                    output_mask, *, ctx: NodeContext):
     """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight,
     Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd,
     bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
@@ -85,11 +86,11 @@ def aten_native_batch_norm_backward(g: GraphBuilder, grad_out, x, weight, runnin
             grads[0] = _normalized_grad(g, gf, x_hat, scale, axes)
         else:
             grads[0] = g.op.Mul(gf, scale)
-        grads[0] = _back(g, grads[0], 0)
+        grads[0] = _back(g, grads[0], 0, ctx=ctx)
     if output_mask[1]:
-        grads[1] = _back(g, _sum(g, g.op.Mul(gf, x_hat), axes), 1)
+        grads[1] = _back(g, _sum(g, g.op.Mul(gf, x_hat), axes), 1, ctx=ctx)
     if output_mask[2]:
-        grads[2] = _back(g, _sum(g, gf, axes), 2)
+        grads[2] = _back(g, _sum(g, gf, axes), 2, ctx=ctx)
     return tuple(grads)
 
 
@@ -160,7 +161,7 @@ def _conv_weight_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
 @converter(aten.convolution_backward.default)
 def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_sizes, stride,
                               padding, dilation, transposed, output_padding, groups,
-                              output_mask):
+                              output_mask, *, ctx: NodeContext):
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight,
     SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation,
     bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask)
@@ -180,19 +181,20 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
         # so dx = Conv(gy, w) and dw is the weight gradient of Conv(gy, w) for grad x
         if output_mask[0]:
             grads[0] = _back(g, g.op.Conv(gy, wf, strides=stride, pads=padding + padding,
-                                          dilations=dilation, group=groups), 0)
+                                          dilations=dilation, group=groups), 0, ctx=ctx)
         if output_mask[1]:
-            grads[1] = _back(g, _conv_weight_grad(g, xf, gy, wf, *conv), 1)
+            grads[1] = _back(g, _conv_weight_grad(g, xf, gy, wf, *conv), 1, ctx=ctx)
     if output_mask[0] and not transposed:
-        grads[0] = _back(g, _conv_input_grad(g, gy, xf, wf, *conv), 0)
+        grads[0] = _back(g, _conv_input_grad(g, gy, xf, wf, *conv), 0, ctx=ctx)
     if output_mask[1] and not transposed:
-        grads[1] = _back(g, _conv_weight_grad(g, gy, xf, wf, *conv), 1)
+        grads[1] = _back(g, _conv_weight_grad(g, gy, xf, wf, *conv), 1, ctx=ctx)
     if output_mask[2]:
-        grads[2] = _back(g, _sum(g, gy, [0] + list(range(2, spatial + 2))), 2)
+        grads[2] = _back(g, _sum(g, gy, [0] + list(range(2, spatial + 2))), 2, ctx=ctx)
     return tuple(grads)
 
 
-def _max_pool_backward(g: GraphBuilder, grad_output, x, indices, spatial: int) -> str:
+def _max_pool_backward(g: GraphBuilder, grad_output, x, indices, spatial: int,
+                       *, ctx: NodeContext) -> str:
     """Adds every gradient at the position its indices (flat per plane) point to."""
     lead = g.get_rank(x) - spatial
     flat = i64([0] * lead + [-1])
@@ -200,25 +202,27 @@ def _max_pool_backward(g: GraphBuilder, grad_output, x, indices, spatial: int) -
     zeros = g.op.Expand(cast_to(g, 0, g.get_type(gf)), g.op.Shape(x))
     scattered = g.op.ScatterElements(g.op.Reshape(zeros, flat), g.op.Reshape(indices, flat),
                                      g.op.Reshape(gf, flat), axis=lead, reduction="add")
-    return _back(g, g.op.Reshape(scattered, g.op.Shape(x)), 0)
+    return _back(g, g.op.Reshape(scattered, g.op.Shape(x)), 0, ctx=ctx)
 
 
 @converter(aten.max_pool2d_with_indices_backward.default)
 def aten_max_pool2d_with_indices_backward(g: GraphBuilder, grad_output, x, kernel_size,
-                                          stride, padding, dilation, ceil_mode, indices):
+                                          stride, padding, dilation, ceil_mode, indices,
+                                          *, ctx: NodeContext):
     """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self,
     int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode,
     Tensor indices) -> Tensor"""
-    return _max_pool_backward(g, grad_output, x, indices, 2)
+    return _max_pool_backward(g, grad_output, x, indices, 2, ctx=ctx)
 
 
 @converter(aten.max_pool3d_with_indices_backward.default)
 def aten_max_pool3d_with_indices_backward(g: GraphBuilder, grad_output, x, kernel_size,
-                                          stride, padding, dilation, ceil_mode, indices):
+                                          stride, padding, dilation, ceil_mode, indices,
+                                          *, ctx: NodeContext):
     """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self,
     int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode,
     Tensor indices) -> Tensor"""
-    return _max_pool_backward(g, grad_output, x, indices, 3)
+    return _max_pool_backward(g, grad_output, x, indices, 3, ctx=ctx)
 
 
 def _ones_like_spatial(g: GraphBuilder, x: str, spatial: int, elem_type: int):
@@ -229,9 +233,9 @@ def _ones_like_spatial(g: GraphBuilder, x: str, spatial: int, elem_type: int):
 
 
 def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
-                       ceil_mode, count_include_pad, divisor_override, spatial: int) -> str:
-    """Spreads every gradient divided by its window's divisor over the window: a
-    transposed convolution by a kernel of ones on every (n, c) plane."""
+                       ceil_mode, count_include_pad, divisor_override, spatial: int,
+                       *, ctx: NodeContext) -> str:
+    """Spreads gradients / divisor over their windows (ConvTranspose by ones)."""
     k = static_ints(expand_param(kernel_size, spatial, "kernel_size"), "kernel_size")
     s = static_ints(expand_param(stride, spatial, "stride"), "stride") if stride else k
     p = static_ints(expand_param(padding, spatial, "padding"), "padding")
@@ -267,24 +271,26 @@ def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, pad
     begin = i64(p)
     end = g.op.Add(g.op.Shape(x, start=-spatial), begin)
     cut = g.op.Slice(full, begin, end, axes)
-    return _back(g, g.op.Reshape(cut, g.op.Shape(x)), 0)
+    return _back(g, g.op.Reshape(cut, g.op.Shape(x)), 0, ctx=ctx)
 
 
 @converter(aten.avg_pool2d_backward.default)
 def aten_avg_pool2d_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
-                             ceil_mode, count_include_pad, divisor_override=None):
+                             ceil_mode, count_include_pad, divisor_override=None,
+                             *, ctx: NodeContext):
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size,
     int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad,
     int? divisor_override) -> Tensor"""
     return _avg_pool_backward(g, grad_output, x, kernel_size, stride, padding, ceil_mode,
-                              count_include_pad, divisor_override, 2)
+                              count_include_pad, divisor_override, 2, ctx=ctx)
 
 
 @converter(aten.avg_pool3d_backward.default)
 def aten_avg_pool3d_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
-                             ceil_mode, count_include_pad, divisor_override=None):
+                             ceil_mode, count_include_pad, divisor_override=None,
+                             *, ctx: NodeContext):
     """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size,
     int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad,
     int? divisor_override) -> Tensor"""
     return _avg_pool_backward(g, grad_output, x, kernel_size, stride, padding, ceil_mode,
-                              count_include_pad, divisor_override, 3)
+                              count_include_pad, divisor_override, 3, ctx=ctx)

@@ -14,7 +14,7 @@ converter:
 * an arithmetic converter of this file (``mul``, ``matmul``, ``polar``, ``abs``...),
 * the registered converter of a layout operator (``reshape``, ``transpose``, ``cat``...)
   with its arguments rewritten for the extra axis (negative dims, target shapes) and
-  ``g.current`` describing the real pairs,
+  its node context (``ctx``) describing the real pairs,
 * the registered converter of an operator already written for pairs (FFTs,
   ``view_as_real``, copies),
 * else a typed error: no converter for that operator on complex tensors.
@@ -28,6 +28,8 @@ from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
+from ..registry import call_converter
 from ._helpers import aten, cast_to
 
 _I64 = np.int64
@@ -52,17 +54,13 @@ def uses_complex(node: torch.fx.Node) -> bool:
     return any(found)
 
 
-class _PairView:
-    """``g.current`` as a converter written for real tensors must see it: complex
+class _PairView(NodeContext):
+    """The node context as a converter written for real tensors must see it: complex
     outputs are real tensors with one more trailing dimension 2."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx: NodeContext):
+        super().__init__(ctx.node, ctx.namer, ctx.interpreter)
         self._ctx = ctx
-        self.node, self.interpreter = ctx.node, ctx.interpreter
-
-    @property
-    def val(self):
-        return self._ctx.val
 
     def _complex(self, i: int) -> bool:
         val = self.val
@@ -172,15 +170,10 @@ def _adapt(kind: str, node: torch.fx.Node, args: tuple, kwargs: dict):
 
 
 def _layout_converter(fn, kind: str):
-    def convert(g: GraphBuilder, *args, **kwargs):
-        ctx = g.current
+    def convert(g: GraphBuilder, *args, ctx: NodeContext, **kwargs):
         if kind != "same":
             args, kwargs = _adapt(kind, ctx.node, args, kwargs)
-        g.current = _PairView(ctx)
-        try:
-            return fn(g, *args, **kwargs)
-        finally:
-            g.current = ctx
+        return call_converter(fn, g, args, kwargs, _PairView(ctx))
 
     convert.__name__ = f"complex_{getattr(fn, '__name__', 'converter')}"
     convert.__qualname__ = convert.__name__
@@ -209,26 +202,26 @@ def complex_converter(op, fn):
 
 # arithmetic
 
-def _pair_type(g: GraphBuilder) -> int:
+def _pair_type(g: GraphBuilder, *, ctx: NodeContext) -> int:
     """Element type of the pairs of the current node (its complex output or input)."""
     for i in range(8):
         try:
-            dtype = g.current.torch_dtype(i)
+            dtype = ctx.torch_dtype(i)
         except (IndexError, TypeError, AttributeError):
             break
         if dtype in PAIR_TYPE:
             return PAIR_TYPE[dtype]
-        if not isinstance(g.current.val, (list, tuple)):
+        if not isinstance(ctx.val, (list, tuple)):
             break
-    for n in g.current.node.all_input_nodes:
+    for n in ctx.node.all_input_nodes:
         val = n.meta.get("val")
         if _is_complex_val(val):
             return PAIR_TYPE[val.dtype]
     return TensorProto.FLOAT
 
 
-def _arg_is_complex(g: GraphBuilder, i: int) -> bool:
-    arg = g.current.node.args[i] if i < len(g.current.node.args) else None
+def _arg_is_complex(g: GraphBuilder, i: int, *, ctx: NodeContext) -> bool:
+    arg = ctx.node.args[i] if i < len(ctx.node.args) else None
     if isinstance(arg, torch.fx.Node):
         return _is_complex_val(arg.meta.get("val"))
     return isinstance(arg, complex)
@@ -259,10 +252,10 @@ def _join(g: GraphBuilder, re: str, im: str) -> str:
     return g.op.Concat(re, im, axis=-1)
 
 
-def _operands(g: GraphBuilder, x, y):
-    t = _pair_type(g)
-    return (as_pair(g, x, _arg_is_complex(g, 0), t), as_pair(g, y, _arg_is_complex(g, 1), t),
-            t)
+def _operands(g: GraphBuilder, x, y, *, ctx: NodeContext):
+    t = _pair_type(g, ctx=ctx)
+    return (as_pair(g, x, _arg_is_complex(g, 0, ctx=ctx), t),
+            as_pair(g, y, _arg_is_complex(g, 1, ctx=ctx), t), t)
 
 
 def _real_times_pair(g: GraphBuilder, real, pair: str, t: int) -> str:
@@ -271,11 +264,11 @@ def _real_times_pair(g: GraphBuilder, real, pair: str, t: int) -> str:
     return g.op.Mul(pair, _const(g, real, t))
 
 
-def aten_complex_mul(g: GraphBuilder, x, y):
+def aten_complex_mul(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """mul.Tensor(Tensor self, Tensor other) on complex values:
     (a + ib)(c + id) = (ac - bd) + i(ad + bc)"""
-    cx, cy = _arg_is_complex(g, 0), _arg_is_complex(g, 1)
-    t = _pair_type(g)
+    cx, cy = _arg_is_complex(g, 0, ctx=ctx), _arg_is_complex(g, 1, ctx=ctx)
+    t = _pair_type(g, ctx=ctx)
     if not cy:
         return _real_times_pair(g, y, as_pair(g, x, True, t), t)
     if not cx:
@@ -286,14 +279,14 @@ def aten_complex_mul(g: GraphBuilder, x, y):
                  g.op.Add(g.op.Mul(a, d), g.op.Mul(b, c)))
 
 
-def aten_complex_div(g: GraphBuilder, x, y):
+def aten_complex_div(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """div.Tensor(Tensor self, Tensor other) on complex values: x * conj(y) / |y|^2"""
-    t = _pair_type(g)
-    if not _arg_is_complex(g, 1):
+    t = _pair_type(g, ctx=ctx)
+    if not _arg_is_complex(g, 1, ctx=ctx):
         y = cast_to(g, y, t) if isinstance(y, str) else y
         inv = g.op.Reciprocal(y) if isinstance(y, str) else 1.0 / y
-        return _real_times_pair(g, inv, as_pair(g, x, _arg_is_complex(g, 0), t), t)
-    px, py, t = _operands(g, x, y)
+        return _real_times_pair(g, inv, as_pair(g, x, _arg_is_complex(g, 0, ctx=ctx), t), t)
+    px, py, t = _operands(g, x, y, ctx=ctx)
     a, b = parts(g, px)
     c, d = parts(g, py)
     den = g.op.Add(g.op.Mul(c, c), g.op.Mul(d, d))
@@ -302,17 +295,17 @@ def aten_complex_div(g: GraphBuilder, x, y):
     return _join(g, re, im)
 
 
-def aten_complex_add(g: GraphBuilder, x, y, *, alpha=1):
+def aten_complex_add(g: GraphBuilder, x, y, *, alpha=1, ctx: NodeContext):
     """add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) on complex values"""
-    px, py, t = _operands(g, x, y)
+    px, py, t = _operands(g, x, y, ctx=ctx)
     if alpha != 1:
         py = g.op.Mul(py, _const(g, alpha, t))
     return g.op.Add(px, py)
 
 
-def aten_complex_sub(g: GraphBuilder, x, y, *, alpha=1):
+def aten_complex_sub(g: GraphBuilder, x, y, *, alpha=1, ctx: NodeContext):
     """sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) on complex values"""
-    px, py, t = _operands(g, x, y)
+    px, py, t = _operands(g, x, y, ctx=ctx)
     if alpha != 1:
         py = g.op.Mul(py, _const(g, alpha, t))
     return g.op.Sub(px, py)
@@ -323,9 +316,9 @@ def aten_complex_neg(g: GraphBuilder, x):
     return g.op.Neg(x)
 
 
-def aten_polar(g: GraphBuilder, abs_, angle):
+def aten_polar(g: GraphBuilder, abs_, angle, *, ctx: NodeContext):
     """polar(Tensor abs, Tensor angle) -> Tensor: abs * (cos(angle) + i sin(angle))"""
-    t = _pair_type(g)
+    t = _pair_type(g, ctx=ctx)
     r = g.op.Unsqueeze(cast_to(g, abs_, t), np.array([-1], _I64))
     a = g.op.Unsqueeze(cast_to(g, angle, t), np.array([-1], _I64))
     return _join(g, g.op.Mul(r, g.op.Cos(a)), g.op.Mul(r, g.op.Sin(a)))
@@ -336,13 +329,13 @@ def aten_complex_abs(g: GraphBuilder, z):
     return g.op.Sqrt(g.op.ReduceSum(g.op.Mul(z, z), np.array([-1], _I64), keepdims=0))
 
 
-def aten_complex_angle(g: GraphBuilder, z):
+def aten_complex_angle(g: GraphBuilder, z, *, ctx: NodeContext):
     """angle(Tensor self) -> Tensor: atan2(imag, real) as a real tensor"""
     from .elementwise_extra import aten_atan2
 
     re, im = parts(g, z)
     axis = np.array([-1], _I64)
-    return aten_atan2(g, g.op.Squeeze(im, axis), g.op.Squeeze(re, axis))
+    return aten_atan2(g, g.op.Squeeze(im, axis), g.op.Squeeze(re, axis), ctx=ctx)
 
 
 def aten_complex_exp(g: GraphBuilder, z):
@@ -352,21 +345,21 @@ def aten_complex_exp(g: GraphBuilder, z):
     return _join(g, g.op.Mul(e, g.op.Cos(b)), g.op.Mul(e, g.op.Sin(b)))
 
 
-def aten_complex_ones_like(g: GraphBuilder, x, **kwargs):
+def aten_complex_ones_like(g: GraphBuilder, x, *, ctx: NodeContext, **kwargs):
     """ones_like(Tensor self, ...) -> Tensor with a complex dtype: (1, 0) pairs"""
-    t = _pair_type(g)
+    t = _pair_type(g, ctx=ctx)
     shape = g.op.Shape(x)
-    if _arg_is_complex(g, 0):
+    if _arg_is_complex(g, 0, ctx=ctx):
         shape = g.op.Slice(shape, np.array([0], _I64), np.array([-1], _I64))
     one = g.op.Expand(_const(g, [1, 0], t), g.op.Concat(
         shape, np.array([2], _I64), axis=0))
     return one
 
 
-def aten_complex_matmul(g: GraphBuilder, x, y):
+def aten_complex_matmul(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """matmul(Tensor self, Tensor other) (mm, bmm) on complex values:
     (A + iB)(C + iD) = (AC - BD) + i(AD + BC), four real MatMul"""
-    t = _pair_type(g)
+    t = _pair_type(g, ctx=ctx)
     axis = np.array([-1], _I64)
 
     def real_imag(v, is_complex):
@@ -375,8 +368,8 @@ def aten_complex_matmul(g: GraphBuilder, x, y):
         re, im = parts(g, v)
         return g.op.Squeeze(re, axis), g.op.Squeeze(im, axis)
 
-    a, b = real_imag(x, _arg_is_complex(g, 0))
-    c, d = real_imag(y, _arg_is_complex(g, 1))
+    a, b = real_imag(x, _arg_is_complex(g, 0, ctx=ctx))
+    c, d = real_imag(y, _arg_is_complex(g, 1, ctx=ctx))
     re = g.op.MatMul(a, c) if b is None or d is None else g.op.Sub(
         g.op.MatMul(a, c), g.op.MatMul(b, d))
     terms = [g.op.MatMul(a, d)] if d is not None else []
@@ -385,9 +378,9 @@ def aten_complex_matmul(g: GraphBuilder, x, y):
     return _join(g, g.op.Unsqueeze(re, axis), g.op.Unsqueeze(im, axis))
 
 
-def aten_complex_t(g: GraphBuilder, x):
+def aten_complex_t(g: GraphBuilder, x, *, ctx: NodeContext):
     """numpy_T(Tensor(a) self) -> Tensor(a) (t for 2-D): the logical axes reversed"""
-    r = _complex_rank(g.current.node)
+    r = _complex_rank(ctx.node)
     return g.op.Transpose(x, perm=[*reversed(range(r)), r])
 
 

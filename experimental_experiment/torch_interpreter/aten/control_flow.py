@@ -24,6 +24,7 @@ from ...xbuilder import GraphBuilder
 from .._torch_helper import torch_dtype_to_onnx
 from ..errors import ConversionError, ExportError, user_source_line
 from ..interpreter import InputPlan, Interpreter
+from ..node_context import NodeContext
 from ..registry import converter
 from ._helpers import BOOL, INT64
 
@@ -50,13 +51,12 @@ class _BodyInterpreter(Interpreter):
 
 
 class _Call:
-    """The higher-order node being converted, captured before a body resets
-    ``g.current``."""
+    """The higher-order node being converted."""
 
-    def __init__(self, g: GraphBuilder, kind: str):
+    def __init__(self, ctx: NodeContext, kind: str):
         self.kind = kind
-        self.node: torch.fx.Node = g.current.node
-        self.interpreter: Interpreter = g.current.interpreter
+        self.node: torch.fx.Node = ctx.node
+        self.interpreter: Interpreter = ctx.interpreter
         self.namer = self.interpreter.namer
 
     def label(self, i: int) -> str:
@@ -146,10 +146,11 @@ def _tuple(result) -> tuple:
 
 
 @converter(higher_order.cond)
-def higher_order_cond(g: GraphBuilder, pred, true_graph, false_graph, operands):
+def higher_order_cond(g: GraphBuilder, pred, true_graph, false_graph, operands,
+                      *, ctx: NodeContext):
     """cond(Tensor|SymBool pred, GraphModule true_fn, GraphModule false_fn,
     Tensor[] operands) -> Tensor[]"""
-    call = _Call(g, "cond")
+    call = _Call(ctx, "cond")
     pred = _as_name(g, pred)
     if g.get_type(pred) != BOOL:
         pred = g.op.Cast(pred, to=BOOL)
@@ -164,22 +165,23 @@ def higher_order_cond(g: GraphBuilder, pred, true_graph, false_graph, operands):
 
 
 @converter(higher_order.scan)
-def higher_order_scan(g: GraphBuilder, combine_graph, init, xs, additional_inputs):
+def higher_order_scan(g: GraphBuilder, combine_graph, init, xs, additional_inputs,
+                      *, ctx: NodeContext):
     """scan(GraphModule combine_fn, Tensor[] init, Tensor[] xs,
     Tensor[] additional_inputs) -> Tensor[] (final carries, stacked outputs)
 
     torch.export already moved the scanned dimension first and flipped the inputs
     and outputs of a reverse scan: the ONNX Scan always iterates forward on axis 0.
     """
-    call = _Call(g, "scan")
+    call = _Call(ctx, "scan")
     return _scan(g, call, combine_graph, list(init), list(xs), list(additional_inputs))
 
 
 @converter(higher_order.map_impl)
-def higher_order_map(g: GraphBuilder, body_graph, xs, pos_args):
+def higher_order_map(g: GraphBuilder, body_graph, xs, pos_args, *, ctx: NodeContext):
     """map_impl(GraphModule f, Tensor[] xs, Tensor[] pos_args) -> Tensor[]
     (a scan without carries)"""
-    call = _Call(g, "map")
+    call = _Call(ctx, "map")
     return _scan(g, call, body_graph, [], list(xs), list(pos_args))
 
 
@@ -197,7 +199,7 @@ def _scan(g: GraphBuilder, call: _Call, gm, init: list, xs: list, extra: list) -
 
 @converter(higher_order.while_loop)
 def higher_order_while_loop(g: GraphBuilder, cond_graph, body_graph, carried_inputs,
-                            additional_inputs):
+                            additional_inputs, *, ctx: NodeContext):
     """while_loop(GraphModule cond_fn, GraphModule body_fn, Tensor[] carried_inputs,
     Tensor[] additional_inputs) -> Tensor[]
 
@@ -205,7 +207,7 @@ def higher_order_while_loop(g: GraphBuilder, cond_graph, body_graph, carried_inp
     condition at the end of its body: the first one is computed before the Loop, the
     next ones at the end of the body, on the new carried values.
     """
-    call = _Call(g, "while_loop")
+    call = _Call(ctx, "while_loop")
     cond_label, body_label = call.label(0), call.label(1)
     carried = [_as_name(g, v) for v in carried_inputs]
     extra = list(additional_inputs)

@@ -9,8 +9,9 @@ from onnx import TensorProto, numpy_helper
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import INT_TYPES, i64, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, shape_tensor
+from ._helpers import INT64, aten, cast_to, shape_tensor
 
 DOUBLE = TensorProto.DOUBLE
 
@@ -22,14 +23,14 @@ _FUNCTIONALIZE = (
 )
 
 
-def inplace_guard(g: GraphBuilder) -> None:
+def inplace_guard(g: GraphBuilder, *, ctx: NodeContext) -> None:
     """Refuses an in-place op whose mutation a functional result cannot carry.
 
     The functional result only replaces the mutated tensor for the nodes using the
     in-place node; the conversion is wrong if the mutated tensor is a view of another
     one or is read again, under its old name, after the mutation.
     """
-    node = g.current.node
+    node = ctx.node
     target = node.args[0]
     if not isinstance(target, torch.fx.Node):
         return
@@ -88,72 +89,72 @@ def _sizes(size) -> list:
 @converter(aten.zeros.default, aten.empty.memory_format, aten.empty_permuted.default,
            aten.empty_strided.default)
 def aten_zeros(g: GraphBuilder, size, *args, dtype=None, layout=None, device=None,
-               pin_memory=None, memory_format=None):
+               pin_memory=None, memory_format=None, ctx: NodeContext):
     """zeros(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor (empty as zeros)"""
-    return full_of_shape(g, shape_tensor(g, _sizes(size)), 0, out_dtype(g))
+    return full_of_shape(g, shape_tensor(g, _sizes(size)), 0, ctx.dtype())
 
 
 @converter(aten.ones.default)
 def aten_ones(g: GraphBuilder, size, *, dtype=None, layout=None, device=None,
-              pin_memory=None):
+              pin_memory=None, ctx: NodeContext):
     """ones(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, shape_tensor(g, _sizes(size)), 1, out_dtype(g))
+    return full_of_shape(g, shape_tensor(g, _sizes(size)), 1, ctx.dtype())
 
 
 @converter(aten.full.default)
 def aten_full(g: GraphBuilder, size, fill_value, *, dtype=None, layout=None, device=None,
-              pin_memory=None):
+              pin_memory=None, ctx: NodeContext):
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, shape_tensor(g, _sizes(size)), fill_value, out_dtype(g))
+    return full_of_shape(g, shape_tensor(g, _sizes(size)), fill_value, ctx.dtype())
 
 
 @converter(aten.zeros_like.default, aten.empty_like.default)
 def aten_zeros_like(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                    pin_memory=None, memory_format=None):
+                    pin_memory=None, memory_format=None, ctx: NodeContext):
     """zeros_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, _shape_of(g, x), 0, out_dtype(g))
+    return full_of_shape(g, _shape_of(g, x), 0, ctx.dtype())
 
 
 @converter(aten.ones_like.default)
 def aten_ones_like(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                   pin_memory=None, memory_format=None):
+                   pin_memory=None, memory_format=None, ctx: NodeContext):
     """ones_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, _shape_of(g, x), 1, out_dtype(g))
+    return full_of_shape(g, _shape_of(g, x), 1, ctx.dtype())
 
 
 @converter(aten.full_like.default)
 def aten_full_like(g: GraphBuilder, x, fill_value, *, dtype=None, layout=None, device=None,
-                   pin_memory=None, memory_format=None):
+                   pin_memory=None, memory_format=None, ctx: NodeContext):
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, _shape_of(g, x), fill_value, out_dtype(g))
+    return full_of_shape(g, _shape_of(g, x), fill_value, ctx.dtype())
 
 
 @converter(aten.new_zeros.default, aten.new_empty.default, aten.new_empty_strided.default)
 def aten_new_zeros(g: GraphBuilder, x, size, *args, dtype=None, layout=None, device=None,
-                   pin_memory=None):
+                   pin_memory=None, ctx: NodeContext):
     """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, shape_tensor(g, _sizes(size)), 0, out_dtype(g))
+    return full_of_shape(g, shape_tensor(g, _sizes(size)), 0, ctx.dtype())
 
 
 @converter(aten.new_ones.default)
 def aten_new_ones(g: GraphBuilder, x, size, *, dtype=None, layout=None, device=None,
-                  pin_memory=None):
+                  pin_memory=None, ctx: NodeContext):
     """new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
-    return full_of_shape(g, shape_tensor(g, _sizes(size)), 1, out_dtype(g))
+    return full_of_shape(g, shape_tensor(g, _sizes(size)), 1, ctx.dtype())
 
 
 @converter(aten.new_full.default)
 def aten_new_full(g: GraphBuilder, x, size, fill_value, *, dtype=None, layout=None,
-                  device=None, pin_memory=None):
+                  device=None, pin_memory=None, ctx: NodeContext):
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ...) -> Tensor"""
-    return full_of_shape(g, shape_tensor(g, _sizes(size)), fill_value, out_dtype(g))
+    return full_of_shape(g, shape_tensor(g, _sizes(size)), fill_value, ctx.dtype())
 
 
 @converter(aten.scalar_tensor.default)
 def aten_scalar_tensor(g: GraphBuilder, s, *, dtype=None, layout=None, device=None,
-                       pin_memory=None):
+                       pin_memory=None, ctx: NodeContext):
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, ...) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if isinstance(s, str):
         s = cast_to(g, s, t)
         return s if g.get_rank(s) == 0 else g.op.Reshape(s, i64([]))
@@ -161,16 +162,16 @@ def aten_scalar_tensor(g: GraphBuilder, s, *, dtype=None, layout=None, device=No
 
 
 @converter(aten.fill.Scalar, aten.fill.Tensor)
-def aten_fill(g: GraphBuilder, x, value):
+def aten_fill(g: GraphBuilder, x, value, *, ctx: NodeContext):
     """fill(Tensor self, Scalar value) -> Tensor"""
-    return full_of_shape(g, _shape_of(g, x), value, out_dtype(g))
+    return full_of_shape(g, _shape_of(g, x), value, ctx.dtype())
 
 
 @converter(aten.fill_.Scalar, aten.fill_.Tensor)
-def aten_fill_(g: GraphBuilder, x, value):
+def aten_fill_(g: GraphBuilder, x, value, *, ctx: NodeContext):
     """fill_(Tensor(a!) self, Scalar value) -> Tensor(a!) (functional when safe)"""
-    inplace_guard(g)
-    return aten_fill(g, x, value)
+    inplace_guard(g, ctx=ctx)
+    return aten_fill(g, x, value, ctx=ctx)
 
 
 def _is_int(g: GraphBuilder, a) -> bool:
@@ -186,7 +187,7 @@ def _range_arg(g: GraphBuilder, a, t: int) -> str:
 
 @converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
 def aten_arange(g: GraphBuilder, *args, dtype=None, layout=None, device=None,
-                pin_memory=None):
+                pin_memory=None, ctx: NodeContext):
     """arange(Scalar start=0, Scalar end, Scalar step=1, *, ScalarType? dtype=None, ...)"""
     if len(args) == 1:
         start, end, step = 0, args[0], 1
@@ -197,15 +198,15 @@ def aten_arange(g: GraphBuilder, *args, dtype=None, layout=None, device=None,
     # integers in int64, anything else in double as torch does, then cast
     ct = INT64 if all(_is_int(g, a) for a in (start, end, step)) else DOUBLE
     r = g.op.Range(*(_range_arg(g, a, ct) for a in (start, end, step)))
-    return cast_to(g, r, out_dtype(g))
+    return cast_to(g, r, ctx.dtype())
 
 
 @converter(aten.linspace.default, aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar,
            aten.linspace.Scalar_Tensor)
 def aten_linspace(g: GraphBuilder, start, end, steps, *, dtype=None, layout=None,
-                  device=None, pin_memory=None):
+                  device=None, pin_memory=None, ctx: NodeContext):
     """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, ...)"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     s, e = _range_arg(g, start, DOUBLE), _range_arg(g, end, DOUBLE)
     if steps == 1:
         return cast_to(g, g.op.Reshape(s, i64([1])), t)
@@ -223,11 +224,11 @@ def aten_linspace(g: GraphBuilder, start, end, steps, *, dtype=None, layout=None
 
 @converter(aten.eye.default, aten.eye.m)
 def aten_eye(g: GraphBuilder, n, m=None, *, dtype=None, layout=None, device=None,
-             pin_memory=None):
+             pin_memory=None, ctx: NodeContext):
     """eye(SymInt n, SymInt m, *, ScalarType? dtype=None, ...) -> Tensor"""
     one = cast_to(g, 1, INT64)
     zero = cast_to(g, 0, INT64)
     rows = g.op.Range(zero, _range_arg(g, n, INT64), one)
     cols = g.op.Range(zero, _range_arg(g, n if m is None else m, INT64), one)
     eq = g.op.Equal(g.op.Unsqueeze(rows, i64([1])), cols)
-    return cast_to(g, eq, out_dtype(g))
+    return cast_to(g, eq, ctx.dtype())

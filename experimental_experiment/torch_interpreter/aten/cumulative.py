@@ -12,8 +12,9 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64, onnx_to_np_dtype
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import INT64, aten, cast_to, rank_of
 
 
 def _neutral(elem_type: int, kind: str) -> np.ndarray:
@@ -36,11 +37,11 @@ def _prefix(g: GraphBuilder, x: str, dim: int, kind: str):
     perm = [i for i in range(rank) if i != dim] + [dim]
     xt = g.op.Transpose(x, perm=perm) if dim != rank - 1 else x
     n = g.op.Shape(xt, start=-1)
-    j = g.op.Range(i64(0), g.op.Squeeze(n, np.array([0], np.int64)),
+    j = g.op.Range(i64(0), g.op.Squeeze(n, i64([0])),
                    i64(1))
-    mask = g.op.LessOrEqual(g.op.Unsqueeze(j, np.array([0], np.int64)),
-                            g.op.Unsqueeze(j, np.array([1], np.int64)))
-    xj = g.op.Unsqueeze(xt, np.array([-2], np.int64))
+    mask = g.op.LessOrEqual(g.op.Unsqueeze(j, i64([0])),
+                            g.op.Unsqueeze(j, i64([1])))
+    xj = g.op.Unsqueeze(xt, i64([-2]))
     fill = g.make_constant(_neutral(g.get_type(x), kind))
     return g.op.Where(mask, xj, fill), mask, j, perm, xj
 
@@ -53,13 +54,13 @@ def _back(g: GraphBuilder, y: str, perm: list[int]) -> str:
 
 
 def _reduce(g: GraphBuilder, op: str, masked: str) -> str:
-    return getattr(g.op, op)(masked, np.array([-1], np.int64), keepdims=0)
+    return getattr(g.op, op)(masked, i64([-1]), keepdims=0)
 
 
 @converter(aten.cumprod.default)
-def aten_cumprod(g: GraphBuilder, x, dim, *, dtype=None):
+def aten_cumprod(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
     """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    x = cast_to(g, x, out_dtype(g))
+    x = cast_to(g, x, ctx.dtype())
     if rank_of(g, x) == 0:
         return g.op.Identity(x)
     masked, _, _, perm, _ = _prefix(g, x, dim, "prod")
@@ -84,7 +85,7 @@ def _cum_extremum(g: GraphBuilder, x, dim, kind: str):
     masked, mask, j, perm, xj = _prefix(g, compute, dim, kind)
     values = _reduce(g, "ReduceMax" if kind == "max" else "ReduceMin", masked)
     # index of the last element equal to the running extremum
-    hit = g.op.And(g.op.Equal(xj, g.op.Unsqueeze(values, np.array([-1], np.int64))), mask)
+    hit = g.op.And(g.op.Equal(xj, g.op.Unsqueeze(values, i64([-1]))), mask)
     idx = _reduce(g, "ReduceMax", g.op.Where(hit, j, i64(-1)))
     values = cast_to(g, values, g.get_type(x))
     return _back(g, values, perm), _back(g, idx, perm)

@@ -8,8 +8,9 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import INT64, aten, cast_to, rank_of
 
 _I64 = np.int64
 
@@ -138,9 +139,9 @@ def aten_bucketize(g: GraphBuilder, x, boundaries, *, out_int32=False, right=Fal
 
 
 @converter(aten.histc.default)
-def aten_histc(g: GraphBuilder, x, bins=100, min=0, max=0):
+def aten_histc(g: GraphBuilder, x, bins=100, min=0, max=0, *, ctx: NodeContext):
     """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     flat = _flat(g, cast_to(g, x, t))
 
     def const(v):

@@ -6,56 +6,57 @@ from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import FLOAT_TYPES
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, aten, binary, cast_to, out_dtype, promote
+from ._helpers import BOOL, aten, binary, cast_to, promote
 
 
-def _alpha(g, y, alpha):
+def _alpha(g, y, alpha, *, ctx: NodeContext):
     if alpha is None or alpha == 1:
         return y
-    return g.op.Mul(cast_to(g, y, out_dtype(g)), cast_to(g, alpha, out_dtype(g)))
+    return g.op.Mul(cast_to(g, y, ctx.dtype()), cast_to(g, alpha, ctx.dtype()))
 
 
 @converter(aten.add.Tensor, aten.add.Scalar)
-def aten_add(g: GraphBuilder, x, y, *, alpha=1):
+def aten_add(g: GraphBuilder, x, y, *, alpha=1, ctx: NodeContext):
     """add(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    if out_dtype(g) == BOOL:
+    if ctx.dtype() == BOOL:
         return g.op.Or(x, y)
-    return binary(g, "Add", x, _alpha(g, y, alpha))
+    return binary(g, "Add", x, _alpha(g, y, alpha, ctx=ctx), ctx=ctx)
 
 
 @converter(aten.sub.Tensor, aten.sub.Scalar)
-def aten_sub(g: GraphBuilder, x, y, *, alpha=1):
+def aten_sub(g: GraphBuilder, x, y, *, alpha=1, ctx: NodeContext):
     """sub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    return binary(g, "Sub", x, _alpha(g, y, alpha))
+    return binary(g, "Sub", x, _alpha(g, y, alpha, ctx=ctx), ctx=ctx)
 
 
 @converter(aten.rsub.Tensor, aten.rsub.Scalar)
-def aten_rsub(g: GraphBuilder, x, y, *, alpha=1):
+def aten_rsub(g: GraphBuilder, x, y, *, alpha=1, ctx: NodeContext):
     """rsub(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"""
-    return binary(g, "Sub", y, _alpha(g, x, alpha))
+    return binary(g, "Sub", y, _alpha(g, x, alpha, ctx=ctx), ctx=ctx)
 
 
 @converter(aten.mul.Tensor, aten.mul.Scalar)
-def aten_mul(g: GraphBuilder, x, y):
+def aten_mul(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """mul(Tensor self, Tensor other) -> Tensor"""
-    if out_dtype(g) == BOOL:
+    if ctx.dtype() == BOOL:
         return g.op.And(x, y)
-    return binary(g, "Mul", x, y)
+    return binary(g, "Mul", x, y, ctx=ctx)
 
 
 @converter(aten.div.Tensor, aten.div.Scalar)
-def aten_div(g: GraphBuilder, x, y):
+def aten_div(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """div(Tensor self, Tensor other) -> Tensor (true division)"""
-    return binary(g, "Div", x, y)
+    return binary(g, "Div", x, y, ctx=ctx)
 
 
 @converter(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def aten_div_mode(g: GraphBuilder, x, y, *, rounding_mode=None):
+def aten_div_mode(g: GraphBuilder, x, y, *, rounding_mode=None, ctx: NodeContext):
     """div(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if rounding_mode is None:
-        return binary(g, "Div", x, y)
+        return binary(g, "Div", x, y, ctx=ctx)
     ct = t if t in FLOAT_TYPES else TensorProto.DOUBLE
     q = g.op.Div(cast_to(g, x, ct), cast_to(g, y, ct))
     q = g.op.Floor(q) if rounding_mode == "floor" else _trunc(g, q)
@@ -67,15 +68,15 @@ def _trunc(g, x):
 
 
 @converter(aten.floor_divide.default, aten.floor_divide.Scalar)
-def aten_floor_divide(g: GraphBuilder, x, y):
+def aten_floor_divide(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """floor_divide(Tensor self, Tensor other) -> Tensor"""
-    return aten_div_mode(g, x, y, rounding_mode="floor")
+    return aten_div_mode(g, x, y, rounding_mode="floor", ctx=ctx)
 
 
 @converter(aten.remainder.Tensor, aten.remainder.Scalar, aten.remainder.Scalar_Tensor)
-def aten_remainder(g: GraphBuilder, x, y):
+def aten_remainder(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """remainder(Tensor self, Tensor other) -> Tensor (sign of the divisor)"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     x, y = cast_to(g, x, t), cast_to(g, y, t)
     if t in FLOAT_TYPES:
         return g.op.Sub(x, g.op.Mul(g.op.Floor(g.op.Div(x, y)), y))
@@ -83,16 +84,16 @@ def aten_remainder(g: GraphBuilder, x, y):
 
 
 @converter(aten.fmod.Tensor, aten.fmod.Scalar)
-def aten_fmod(g: GraphBuilder, x, y):
+def aten_fmod(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """fmod(Tensor self, Tensor other) -> Tensor (sign of the dividend)"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     return g.op.Mod(cast_to(g, x, t), cast_to(g, y, t), fmod=1)
 
 
 @converter(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar)
-def aten_pow(g: GraphBuilder, x, y):
+def aten_pow(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """pow(Tensor self, Tensor exponent) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if y == 2 and isinstance(x, str):
         x = cast_to(g, x, t)
         return g.op.Mul(x, x)
@@ -102,15 +103,15 @@ def aten_pow(g: GraphBuilder, x, y):
 
 
 @converter(aten.maximum.default, aten.max.other)
-def aten_maximum(g: GraphBuilder, x, y):
+def aten_maximum(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """maximum(Tensor self, Tensor other) -> Tensor"""
-    return binary(g, "Or" if out_dtype(g) == BOOL else "Max", x, y)
+    return binary(g, "Or" if ctx.dtype() == BOOL else "Max", x, y, ctx=ctx)
 
 
 @converter(aten.minimum.default, aten.min.other)
-def aten_minimum(g: GraphBuilder, x, y):
+def aten_minimum(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """minimum(Tensor self, Tensor other) -> Tensor"""
-    return binary(g, "And" if out_dtype(g) == BOOL else "Min", x, y)
+    return binary(g, "And" if ctx.dtype() == BOOL else "Min", x, y, ctx=ctx)
 
 
 def _compare(op: str):
@@ -138,9 +139,9 @@ def aten_ne(g: GraphBuilder, x, y):
 
 
 def _logical(op: str):
-    def fn(g: GraphBuilder, x, y):
+    def fn(g: GraphBuilder, x, y, *, ctx: NodeContext):
         r = getattr(g.op, op)(cast_to(g, x, BOOL), cast_to(g, y, BOOL))
-        return cast_to(g, r, out_dtype(g))
+        return cast_to(g, r, ctx.dtype())
 
     fn.__name__ = f"aten_logical_{op.lower()}"
     fn.__doc__ = f"logical_{op.lower()}: inputs as bool"
@@ -153,14 +154,14 @@ converter(aten.logical_xor.default)(_logical("Xor"))
 
 
 @converter(aten.logical_not.default)
-def aten_logical_not(g: GraphBuilder, x):
+def aten_logical_not(g: GraphBuilder, x, *, ctx: NodeContext):
     """logical_not(Tensor self) -> Tensor"""
-    return cast_to(g, g.op.Not(cast_to(g, x, BOOL)), out_dtype(g))
+    return cast_to(g, g.op.Not(cast_to(g, x, BOOL)), ctx.dtype())
 
 
 def _bitwise(op: str, bool_op: str):
-    def fn(g: GraphBuilder, x, y):
-        t = out_dtype(g)
+    def fn(g: GraphBuilder, x, y, *, ctx: NodeContext):
+        t = ctx.dtype()
         name = bool_op if t == BOOL else op
         return getattr(g.op, name)(cast_to(g, x, t), cast_to(g, y, t))
 
@@ -187,8 +188,8 @@ def aten_bitwise_not(g: GraphBuilder, x):
 
 
 def _unary(op: str, *, float_only: bool = True):
-    def fn(g: GraphBuilder, x):
-        t = out_dtype(g)
+    def fn(g: GraphBuilder, x, *, ctx: NodeContext):
+        t = ctx.dtype()
         return getattr(g.op, op)(cast_to(g, x, t) if float_only else x)
 
     fn.__name__ = f"aten_{op.lower()}"
@@ -210,9 +211,9 @@ for _op, _aten in [
 
 
 @converter(aten.rsqrt.default)
-def aten_rsqrt(g: GraphBuilder, x):
+def aten_rsqrt(g: GraphBuilder, x, *, ctx: NodeContext):
     """rsqrt(Tensor self) -> Tensor"""
-    return g.op.Reciprocal(g.op.Sqrt(cast_to(g, x, out_dtype(g))))
+    return g.op.Reciprocal(g.op.Sqrt(cast_to(g, x, ctx.dtype())))
 
 
 @converter(aten.round.default)
@@ -228,37 +229,37 @@ def aten_trunc(g: GraphBuilder, x):
 
 
 @converter(aten.log2.default)
-def aten_log2(g: GraphBuilder, x):
+def aten_log2(g: GraphBuilder, x, *, ctx: NodeContext):
     """log2(Tensor self) -> Tensor"""
     import math
 
-    return g.op.Div(g.op.Log(cast_to(g, x, out_dtype(g))), math.log(2.0))
+    return g.op.Div(g.op.Log(cast_to(g, x, ctx.dtype())), math.log(2.0))
 
 
 @converter(aten.log10.default)
-def aten_log10(g: GraphBuilder, x):
+def aten_log10(g: GraphBuilder, x, *, ctx: NodeContext):
     """log10(Tensor self) -> Tensor"""
     import math
 
-    return g.op.Div(g.op.Log(cast_to(g, x, out_dtype(g))), math.log(10.0))
+    return g.op.Div(g.op.Log(cast_to(g, x, ctx.dtype())), math.log(10.0))
 
 
 @converter(aten.log1p.default)
-def aten_log1p(g: GraphBuilder, x):
+def aten_log1p(g: GraphBuilder, x, *, ctx: NodeContext):
     """log1p(Tensor self) -> Tensor"""
-    return g.op.Log(g.op.Add(cast_to(g, x, out_dtype(g)), 1.0))
+    return g.op.Log(g.op.Add(cast_to(g, x, ctx.dtype()), 1.0))
 
 
 @converter(aten.expm1.default)
-def aten_expm1(g: GraphBuilder, x):
+def aten_expm1(g: GraphBuilder, x, *, ctx: NodeContext):
     """expm1(Tensor self) -> Tensor"""
-    return g.op.Sub(g.op.Exp(cast_to(g, x, out_dtype(g))), 1.0)
+    return g.op.Sub(g.op.Exp(cast_to(g, x, ctx.dtype())), 1.0)
 
 
 @converter(aten.square.default)
-def aten_square(g: GraphBuilder, x):
+def aten_square(g: GraphBuilder, x, *, ctx: NodeContext):
     """square(Tensor self) -> Tensor"""
-    x = cast_to(g, x, out_dtype(g))
+    x = cast_to(g, x, ctx.dtype())
     return g.op.Mul(x, x)
 
 
@@ -275,9 +276,9 @@ def aten_isinf(g: GraphBuilder, x):
 
 
 @converter(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
-def aten_where(g: GraphBuilder, condition, x, y):
+def aten_where(g: GraphBuilder, condition, x, y, *, ctx: NodeContext):
     """where(Tensor condition, Tensor self, Tensor other) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if t == BOOL:  # onnxruntime has no Where kernel for bool
         c = cast_to(g, condition, BOOL)
         return g.op.Or(g.op.And(c, cast_to(g, x, t)), g.op.And(g.op.Not(c), cast_to(g, y, t)))
@@ -285,9 +286,9 @@ def aten_where(g: GraphBuilder, condition, x, y):
 
 
 @converter(aten.clamp.default, aten.clamp.Tensor, aten.clip.default)
-def aten_clamp(g: GraphBuilder, x, min=None, max=None):
+def aten_clamp(g: GraphBuilder, x, min=None, max=None, *, ctx: NodeContext):
     """clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     x = cast_to(g, x, t)
     if min is not None:
         x = g.op.Max(x, cast_to(g, min, t))
@@ -297,12 +298,12 @@ def aten_clamp(g: GraphBuilder, x, min=None, max=None):
 
 
 @converter(aten.clamp_min.default, aten.clamp_min.Tensor)
-def aten_clamp_min(g: GraphBuilder, x, min):
+def aten_clamp_min(g: GraphBuilder, x, min, *, ctx: NodeContext):
     """clamp_min(Tensor self, Scalar min) -> Tensor"""
-    return aten_clamp(g, x, min, None)
+    return aten_clamp(g, x, min, None, ctx=ctx)
 
 
 @converter(aten.clamp_max.default, aten.clamp_max.Tensor)
-def aten_clamp_max(g: GraphBuilder, x, max):
+def aten_clamp_max(g: GraphBuilder, x, max, *, ctx: NodeContext):
     """clamp_max(Tensor self, Scalar max) -> Tensor"""
-    return aten_clamp(g, x, None, max)
+    return aten_clamp(g, x, None, max, ctx=ctx)

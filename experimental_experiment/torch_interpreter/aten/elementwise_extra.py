@@ -10,12 +10,13 @@ import numpy as np
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, aten, cast_to, out_dtype, promote
+from ._helpers import BOOL, aten, cast_to, promote
 
 
-def _float_inputs(g: GraphBuilder, *xs):
-    t = out_dtype(g)
+def _float_inputs(g: GraphBuilder, *xs, ctx: NodeContext):
+    t = ctx.dtype()
     return [cast_to(g, x, t) for x in xs]
 
 
@@ -24,9 +25,9 @@ def _c(g: GraphBuilder, like: str, value) -> str:
 
 
 @converter(aten.atan2.default)
-def aten_atan2(g: GraphBuilder, y, x):
+def aten_atan2(g: GraphBuilder, y, x, *, ctx: NodeContext):
     """atan2(Tensor self, Tensor other) -> Tensor"""
-    y, x = _float_inputs(g, y, x)
+    y, x = _float_inputs(g, y, x, ctx=ctx)
     zero = _c(g, x, 0)
     safe_x = g.op.Where(g.op.Equal(x, zero), _c(g, x, 1), x)
     base = g.op.Atan(g.op.Div(y, safe_x))
@@ -60,13 +61,13 @@ def aten_signbit(g: GraphBuilder, x):
 
 
 @converter(aten.copysign.Tensor, aten.copysign.Scalar)
-def aten_copysign(g: GraphBuilder, x, y):
+def aten_copysign(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """copysign.Tensor(Tensor self, Tensor other) -> Tensor"""
-    x = cast_to(g, x, out_dtype(g))
+    x = cast_to(g, x, ctx.dtype())
     if not isinstance(y, str):
-        y = g.make_constant(np.asarray(y, dtype=onnx_to_np_dtype(out_dtype(g))))
+        y = g.make_constant(np.asarray(y, dtype=onnx_to_np_dtype(ctx.dtype())))
     elif np.dtype(onnx_to_np_dtype(g.get_type(y))).kind != "f":
-        y = cast_to(g, y, out_dtype(g))
+        y = cast_to(g, y, ctx.dtype())
     mag = g.op.Abs(x)
     return g.op.Where(_signbit(g, y), g.op.Neg(mag), mag)
 
@@ -94,16 +95,16 @@ def aten_fmin(g: GraphBuilder, x, y):
 
 
 @converter(aten.exp2.default)
-def aten_exp2(g: GraphBuilder, x):
+def aten_exp2(g: GraphBuilder, x, *, ctx: NodeContext):
     """exp2(Tensor self) -> Tensor"""
-    (x,) = _float_inputs(g, x)
+    (x,) = _float_inputs(g, x, ctx=ctx)
     return g.op.Pow(_c(g, x, 2), x)
 
 
 @converter(aten.hypot.default)
-def aten_hypot(g: GraphBuilder, x, y):
+def aten_hypot(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """hypot(Tensor self, Tensor other) -> Tensor"""
-    x, y = _float_inputs(g, x, y)
+    x, y = _float_inputs(g, x, y, ctx=ctx)
     ax, ay = g.op.Abs(x), g.op.Abs(y)
     big, small = g.op.Max(ax, ay), g.op.Min(ax, ay)
     safe = g.op.Where(g.op.Equal(big, _c(g, x, 0)), _c(g, x, 1), big)
@@ -113,11 +114,11 @@ def aten_hypot(g: GraphBuilder, x, y):
 
 
 @converter(aten.erfc.default, aten.special_erfc.default)
-def aten_erfc(g: GraphBuilder, x):
+def aten_erfc(g: GraphBuilder, x, *, ctx: NodeContext):
     """erfc(Tensor self) -> Tensor"""
     from .special import _f64, erfc
 
-    return cast_to(g, erfc(g, _f64(g, x)), out_dtype(g))
+    return cast_to(g, erfc(g, _f64(g, x)), ctx.dtype())
 
 
 @converter(aten.round.decimals)
@@ -155,17 +156,17 @@ def aten_frexp(g: GraphBuilder, x):
 
 
 @converter(aten.angle.default)
-def aten_angle(g: GraphBuilder, x):
+def aten_angle(g: GraphBuilder, x, *, ctx: NodeContext):
     """angle(Tensor self) -> Tensor (real input: pi for negative values, nan kept)"""
-    (x,) = _float_inputs(g, x)
+    (x,) = _float_inputs(g, x, ctx=ctx)
     res = g.op.Where(g.op.Less(x, _c(g, x, 0)), _c(g, x, math.pi), _c(g, x, 0))
     return g.op.Where(g.op.IsNaN(x), x, res)
 
 
 @converter(aten.heaviside.default)
-def aten_heaviside(g: GraphBuilder, x, values):
+def aten_heaviside(g: GraphBuilder, x, values, *, ctx: NodeContext):
     """heaviside(Tensor self, Tensor values) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     x, values = cast_to(g, x, t), cast_to(g, values, t)
     zero = _c(g, x, 0)
     step = g.op.Where(g.op.Greater(x, zero), _c(g, x, 1), zero)
@@ -179,12 +180,12 @@ _FLOAT_BITS = {1: (23, -126), 11: (52, -1022)}  # mantissa bits, smallest normal
 
 
 @converter(aten.nextafter.default)
-def aten_nextafter(g: GraphBuilder, x, y):
+def aten_nextafter(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """nextafter(Tensor self, Tensor other) -> Tensor (float32 and float64)
 
     The step is one unit in the last place of x, computed from its binary exponent
     (a power of two moving toward zero uses half a unit), in float64."""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if t not in _FLOAT_BITS:
         raise UnsupportedOpError(f"nextafter for element type {t}", argument="self")
     bits, emin = _FLOAT_BITS[t]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to
 
@@ -71,8 +72,8 @@ def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
     return g.op.Slice(res, np.array([0], _I64), n_bags, np.array([0], _I64))
 
 
-def _zeros_like_output(g: GraphBuilder, i: int) -> str:
-    shape = g.current.shape(i)
+def _zeros_like_output(g: GraphBuilder, i: int, *, ctx: NodeContext) -> str:
+    shape = ctx.shape(i)
     if not all(isinstance(d, int) for d in shape):
         raise UnsupportedOpError("embedding_bag: dynamic shapes of the extra outputs")
     return g.make_constant(np.zeros(shape, dtype=np.int64))
@@ -82,10 +83,10 @@ def _zeros_like_output(g: GraphBuilder, i: int) -> str:
            aten._embedding_bag.default, aten.embedding_bag.default)
 def aten_embedding_bag(g: GraphBuilder, weight, indices, offsets, scale_grad_by_freq=False,
                        mode=0, sparse=False, per_sample_weights=None,
-                       include_last_offset=False, padding_idx=None):
+                       include_last_offset=False, padding_idx=None, *, ctx: NodeContext):
     """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets,
     bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights,
     bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)"""
     out = _bags(g, weight, indices, offsets, mode, per_sample_weights,
                 include_last_offset, padding_idx)
-    return (out, *(_zeros_like_output(g, i) for i in (1, 2, 3)))
+    return (out, *(_zeros_like_output(g, i, ctx=ctx) for i in (1, 2, 3)))

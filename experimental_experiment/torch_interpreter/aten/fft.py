@@ -15,6 +15,7 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
 from ._helpers import aten, cast_to, rank_of
 
@@ -116,18 +117,18 @@ def aten_view_as_real(g: GraphBuilder, x):
 
 
 @converter(aten._conj.default, aten.conj_physical.default, aten._conj_physical.default)
-def aten__conj(g: GraphBuilder, x):
+def aten__conj(g: GraphBuilder, x, *, ctx: NodeContext):
     """_conj(Tensor(a) self) -> Tensor(a)"""
-    if _is_complex(g.current.node.args[0]):
+    if _is_complex(ctx.node.args[0]):
         return _conj(g, x)
     return g.op.Identity(x)
 
 
-def to_complex(g: GraphBuilder, x: str) -> str:
+def to_complex(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """Conversion to the complex output type of the current node: a real input gets a
     zero imaginary part."""
-    real_type = {"torch.complex64": 1, "torch.complex128": 11}[str(g.current.torch_dtype())]
-    if not _is_complex(g.current.node.args[0]):
+    real_type = {"torch.complex64": 1, "torch.complex128": 11}[str(ctx.torch_dtype())]
+    if not _is_complex(ctx.node.args[0]):
         x = g.op.Unsqueeze(cast_to(g, x, real_type), np.array([-1], _I64))
         x = g.op.Concat(x, g.op.Mul(x, g.op.CastLike(np.array(0, np.float32), x)), axis=-1)
         return x
@@ -155,8 +156,8 @@ def _resize(g: GraphBuilder, y: str, axes: list[int], sizes: list[int]) -> str:
     return y
 
 
-def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool):
-    if _is_complex(g.current.node.args[0]):
+def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool, *, ctx: NodeContext):
+    if _is_complex(ctx.node.args[0]):
         raise UnsupportedOpError("fftn with s= on a complex input", argument="s")
     r = rank_of(g, x)
     if dim is None:
@@ -174,20 +175,20 @@ def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool):
 
 
 @converter(aten.fft_fftn.default, aten.fft_fft2.default)
-def aten_fft_fftn(g: GraphBuilder, x, s=None, dim=None, norm=None):
+def aten_fft_fftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeContext):
     """fft_fftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor
     (real input; complex inputs go through the decomposition and _fft_c2c)"""
-    if g.current.node.target == aten.fft_fft2.default and dim is None:
+    if ctx.node.target == aten.fft_fft2.default and dim is None:
         dim = [-2, -1]
-    return _fftn(g, x, s, dim, norm, False)
+    return _fftn(g, x, s, dim, norm, False, ctx=ctx)
 
 
 @converter(aten.fft_ifftn.default, aten.fft_ifft2.default)
-def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None):
+def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeContext):
     """fft_ifftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor"""
-    if g.current.node.target == aten.fft_ifft2.default and dim is None:
+    if ctx.node.target == aten.fft_ifft2.default and dim is None:
         dim = [-2, -1]
-    return _fftn(g, x, s, dim, norm, True)
+    return _fftn(g, x, s, dim, norm, True, ctx=ctx)
 
 
 @converter(aten.complex.default)

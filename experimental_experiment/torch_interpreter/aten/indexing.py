@@ -8,8 +8,9 @@ from onnx import TensorProto
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import FLOAT_TYPES, i64, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import BOOL, INT64, aten, cast_to, rank_of
 from .creation import inplace_guard, value_attr
 
 _LOW_FLOATS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -137,9 +138,9 @@ def _mask_at_front(g: GraphBuilder, x, indices, values) -> bool:
 
 
 @converter(aten.index_put.default, aten._unsafe_index_put.default)
-def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False):
+def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False, *, ctx: NodeContext):
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     values = cast_to(g, values, t)
     if _mask_at_front(g, x, indices, values):
         mask = indices[0]
@@ -162,10 +163,10 @@ def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False):
 
 
 @converter(aten.index_put_.default)
-def aten_index_put_(g: GraphBuilder, x, indices, values, accumulate=False):
+def aten_index_put_(g: GraphBuilder, x, indices, values, accumulate=False, *, ctx: NodeContext):
     """index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False)"""
-    inplace_guard(g)
-    return aten_index_put(g, x, indices, values, accumulate)
+    inplace_guard(g, ctx=ctx)
+    return aten_index_put(g, x, indices, values, accumulate, ctx=ctx)
 
 
 @converter(aten.index_select.default)
@@ -218,9 +219,9 @@ def aten_take(g: GraphBuilder, x, index):
     return g.op.Gather(g.op.Reshape(x, i64([-1])), index, axis=0)
 
 
-def _scatter(g: GraphBuilder, x, dim, index, src, reduction=None):
+def _scatter(g: GraphBuilder, x, dim, index, src, reduction=None, *, ctx: NodeContext):
     """ScatterElements with torch's conventions (src may be larger than index)."""
-    t = out_dtype(g)
+    t = ctx.dtype()
     ct = _compute_type(g, t, reduction)
     if isinstance(src, str) and g.get_rank(src) == rank_of(g, index):
         si, ss = g.get_shape(index), g.get_shape(src)
@@ -235,9 +236,9 @@ def _scatter(g: GraphBuilder, x, dim, index, src, reduction=None):
 
 
 @converter(aten.scatter.src, aten.scatter.value)
-def aten_scatter(g: GraphBuilder, x, dim, index, src):
+def aten_scatter(g: GraphBuilder, x, dim, index, src, *, ctx: NodeContext):
     """scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    return _scatter(g, x, dim, index, src)
+    return _scatter(g, x, dim, index, src, ctx=ctx)
 
 
 _REDUCE = {"add": "add", "sum": "add", "multiply": "mul", "prod": "mul", "amax": "max",
@@ -245,15 +246,15 @@ _REDUCE = {"add": "add", "sum": "add", "multiply": "mul", "prod": "mul", "amax":
 
 
 @converter(aten.scatter.reduce, aten.scatter.value_reduce)
-def aten_scatter_reduce_one(g: GraphBuilder, x, dim, index, src, *, reduce):
+def aten_scatter_reduce_one(g: GraphBuilder, x, dim, index, src, *, reduce, ctx: NodeContext):
     """scatter.reduce(Tensor self, int dim, Tensor index, Tensor src, *, str reduce)"""
-    return _scatter(g, x, dim, index, src, _REDUCE[reduce])
+    return _scatter(g, x, dim, index, src, _REDUCE[reduce], ctx=ctx)
 
 
 @converter(aten.scatter_add.default)
-def aten_scatter_add(g: GraphBuilder, x, dim, index, src):
+def aten_scatter_add(g: GraphBuilder, x, dim, index, src, *, ctx: NodeContext):
     """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
-    return _scatter(g, x, dim, index, src, "add")
+    return _scatter(g, x, dim, index, src, "add", ctx=ctx)
 
 
 def _neutral(t: int, reduce: str):
@@ -271,19 +272,20 @@ def _neutral(t: int, reduce: str):
 
 
 @converter(aten.scatter_reduce.two)
-def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_self=True):
+def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_self=True,
+                        ctx: NodeContext):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
     bool include_self=True) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if reduce not in _REDUCE and reduce != "mean":
         raise UnsupportedOpError(f"scatter_reduce with reduce={reduce!r} is not supported",
                                  argument="reduce")
     if not include_self:
         # positions receiving values forget x: they start from the neutral element
-        x = _scatter(g, x, dim, index, _neutral(t, reduce))
+        x = _scatter(g, x, dim, index, _neutral(t, reduce), ctx=ctx)
     if reduce != "mean":
-        return _scatter(g, x, dim, index, src, _REDUCE[reduce])
-    total = _scatter(g, x, dim, index, src, "add")
+        return _scatter(g, x, dim, index, src, _REDUCE[reduce], ctx=ctx)
+    total = _scatter(g, x, dim, index, src, "add", ctx=ctx)
     start = g.op.ConstantOfShape(g.op.Shape(x), value=value_attr(int(include_self), INT64))
     count = g.op.ScatterElements(start, index, g.op.Expand(i64(1), g.op.Shape(index)),
                                  axis=dim, reduction="add")
@@ -296,17 +298,17 @@ def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_
 
 
 @converter(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
-def aten_masked_fill(g: GraphBuilder, x, mask, value):
+def aten_masked_fill(g: GraphBuilder, x, mask, value, *, ctx: NodeContext):
     """masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     return g.op.Where(cast_to(g, mask, BOOL), cast_to(g, value, t), x)
 
 
 @converter(aten.masked_fill_.Scalar, aten.masked_fill_.Tensor)
-def aten_masked_fill_(g: GraphBuilder, x, mask, value):
+def aten_masked_fill_(g: GraphBuilder, x, mask, value, *, ctx: NodeContext):
     """masked_fill_.Scalar(Tensor(a!) self, Tensor mask, Scalar value) -> Tensor(a!)"""
-    inplace_guard(g)
-    return aten_masked_fill(g, x, mask, value)
+    inplace_guard(g, ctx=ctx)
+    return aten_masked_fill(g, x, mask, value, ctx=ctx)
 
 
 @converter(aten.masked_scatter.default)
@@ -335,44 +337,44 @@ def _dim_selector(g: GraphBuilder, x, dim, index) -> str:
 
 
 @converter(aten.index_fill.int_Scalar, aten.index_fill.int_Tensor)
-def aten_index_fill(g: GraphBuilder, x, dim, index, value):
+def aten_index_fill(g: GraphBuilder, x, dim, index, value, *, ctx: NodeContext):
     """index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor"""
     if rank_of(g, x) == 0:
-        return _rank0(g, aten_index_fill, x, dim, index, value)
-    return g.op.Where(_dim_selector(g, x, dim, index), cast_to(g, value, out_dtype(g)), x)
+        return _rank0(g, aten_index_fill, x, dim, index, value, ctx=ctx)
+    return g.op.Where(_dim_selector(g, x, dim, index), cast_to(g, value, ctx.dtype()), x)
 
 
-def _rank0(g: GraphBuilder, fn, x, dim, index, *args):
+def _rank0(g: GraphBuilder, fn, x, dim, index, *args, ctx: NodeContext):
     """Runs ``fn`` on 0-d tensors seen as 1-D ones (torch accepts dim 0 on them)."""
     one = i64([0])
     args = [g.op.Unsqueeze(a, one) if isinstance(a, str) and rank_of(g, a) == 0 else a
             for a in args]
     index = g.op.Reshape(index, i64([-1]))
-    return g.op.Squeeze(fn(g, g.op.Unsqueeze(x, one), 0, index, *args), one)
+    return g.op.Squeeze(fn(g, g.op.Unsqueeze(x, one), 0, index, *args, ctx=ctx), one)
 
 
-def _index_scatter(g: GraphBuilder, x, dim, index, source, reduction):
+def _index_scatter(g: GraphBuilder, x, dim, index, source, reduction, *, ctx: NodeContext):
     r = rank_of(g, x)
     if r == 0:
-        return _rank0(g, lambda g_, *a: _index_scatter(g_, *a, reduction), x, dim, index,
-                      source)
+        return _rank0(g, lambda g_, *a, ctx: _index_scatter(g_, *a, reduction, ctx=ctx), x,
+                      dim, index, source, ctx=ctx)
     dim %= r
     shape = [1] * r
     shape[dim] = -1
     idx = g.op.Reshape(cast_to(g, index, INT64), i64(shape))
     idx = g.op.Expand(idx, g.op.Shape(source))
-    return _scatter(g, x, dim, idx, source, reduction)
+    return _scatter(g, x, dim, idx, source, reduction, ctx=ctx)
 
 
 @converter(aten.index_add.default)
-def aten_index_add(g: GraphBuilder, x, dim, index, source, *, alpha=1):
+def aten_index_add(g: GraphBuilder, x, dim, index, source, *, alpha=1, ctx: NodeContext):
     """index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)"""
     if alpha != 1:
         source = g.op.Mul(source, cast_to(g, alpha, g.get_type(source)))
-    return _index_scatter(g, x, dim, index, source, "add")
+    return _index_scatter(g, x, dim, index, source, "add", ctx=ctx)
 
 
 @converter(aten.index_copy.default)
-def aten_index_copy(g: GraphBuilder, x, dim, index, source):
+def aten_index_copy(g: GraphBuilder, x, dim, index, source, *, ctx: NodeContext):
     """index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
-    return _index_scatter(g, x, dim, index, source, None)
+    return _index_scatter(g, x, dim, index, source, None, ctx=ctx)

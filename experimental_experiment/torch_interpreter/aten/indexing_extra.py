@@ -6,8 +6,9 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import onnx_to_np_dtype
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import INT64, aten, cast_to, rank_of
 
 _I64 = np.int64
 
@@ -46,7 +47,7 @@ def _neutral(elem_type: int, reduce: str) -> np.ndarray:
 
 @converter(aten.index_reduce.default)
 def aten_index_reduce(g: GraphBuilder, x, dim: int, index, source, reduce: str, *,
-                      include_self=True):
+                      include_self=True, ctx: NodeContext):
     """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
     bool include_self=True) -> Tensor"""
     r = rank_of(g, x)
@@ -55,14 +56,14 @@ def aten_index_reduce(g: GraphBuilder, x, dim: int, index, source, reduce: str, 
         x1 = g.op.Unsqueeze(x, one)
         src = source if rank_of(g, source) else g.op.Unsqueeze(source, one)
         res = aten_index_reduce(g, x1, 0, _flat(g, index), src, reduce,
-                                include_self=include_self)
+                                include_self=include_self, ctx=ctx)
         return g.op.Squeeze(res, one)
     dim %= r
     shape = [1] * r
     shape[dim] = -1
     idx = g.op.Expand(g.op.Reshape(cast_to(g, index, INT64), np.array(shape, _I64)),
                       g.op.Shape(source))
-    t = out_dtype(g)
+    t = ctx.dtype()
     x = cast_to(g, x, t)
     src = cast_to(g, source, t)
     base = x

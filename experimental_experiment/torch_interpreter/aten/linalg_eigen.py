@@ -15,8 +15,9 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import aten, cast_to, out_dtype, rank_of
+from ._helpers import aten, cast_to, rank_of
 
 _I64 = np.int64
 DOUBLE = 11
@@ -108,16 +109,16 @@ def _sorted(g: GraphBuilder, values: str, n: int, largest: bool) -> str:
 
 
 @converter(aten.linalg_eigvalsh.default)
-def aten_linalg_eigvalsh(g: GraphBuilder, a, UPLO="L"):
+def aten_linalg_eigvalsh(g: GraphBuilder, a, UPLO="L", *, ctx: NodeContext):
     """linalg_eigvalsh(Tensor self, str UPLO="L") -> Tensor (ascending)"""
     _, n = _static_n(g, a)
     if _empty_batch(g, a):
-        return cast_to(g, _batch_rows(g, a, n), out_dtype(g))
+        return cast_to(g, _batch_rows(g, a, n), ctx.dtype())
     if n == 0:
-        return cast_to(g, _empty_values(g, a), out_dtype(g))
+        return cast_to(g, _empty_values(g, a), ctx.dtype())
     sym = _symmetrize(g, cast_to(g, a, DOUBLE), UPLO)
     values, _ = jacobi(g, sym, n, False)
-    return cast_to(g, _sorted(g, values, n, False), out_dtype(g))
+    return cast_to(g, _sorted(g, values, n, False), ctx.dtype())
 
 
 def _gram(g: GraphBuilder, a: str, m: int, n: int) -> tuple[str, int]:
@@ -127,17 +128,17 @@ def _gram(g: GraphBuilder, a: str, m: int, n: int) -> tuple[str, int]:
 
 
 @converter(aten.linalg_svdvals.default)
-def aten_linalg_svdvals(g: GraphBuilder, a, *, driver=None):
+def aten_linalg_svdvals(g: GraphBuilder, a, *, driver=None, ctx: NodeContext):
     """linalg_svdvals(Tensor A, *, str? driver=None) -> Tensor (descending)"""
     m, n = _static_n(g, a)
     gram, k = _gram(g, cast_to(g, a, DOUBLE), m, n)
     if _empty_batch(g, a) and k > 0:
-        return cast_to(g, _batch_rows(g, gram, k), out_dtype(g))
+        return cast_to(g, _batch_rows(g, gram, k), ctx.dtype())
     if k == 0:
-        return cast_to(g, _empty_values(g, gram), out_dtype(g))
+        return cast_to(g, _empty_values(g, gram), ctx.dtype())
     values, _ = jacobi(g, gram, k, False)
     sigma = g.op.Sqrt(g.op.Max(values, _c(0)))
-    return cast_to(g, _sorted(g, sigma, k, True), out_dtype(g))
+    return cast_to(g, _sorted(g, sigma, k, True), ctx.dtype())
 
 
 def _cutoff(g: GraphBuilder, top: str, atol, rtol, default_rtol: float) -> str:
@@ -159,14 +160,15 @@ def _cutoff(g: GraphBuilder, top: str, atol, rtol, default_rtol: float) -> str:
 
 
 @converter(aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float)
-def aten_linalg_pinv(g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=False):
+def aten_linalg_pinv(g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=False,
+                     ctx: NodeContext):
     """linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None,
     bool hermitian=False) -> Tensor"""
     m, n = _static_n(g, a)
     ad = cast_to(g, a, DOUBLE)
-    eps = float(np.finfo(np.float32 if out_dtype(g) == 1 else np.float64).eps)
+    eps = float(np.finfo(np.float32 if ctx.dtype() == 1 else np.float64).eps)
     if m == 0 or n == 0 or _empty_batch(g, a):
-        return cast_to(g, _transpose(g, ad), out_dtype(g))
+        return cast_to(g, _transpose(g, ad), ctx.dtype())
     if hermitian:
         values, vecs = jacobi(g, _symmetrize(g, ad, "L"), n, True)
         absval = g.op.Abs(values)
@@ -176,7 +178,7 @@ def aten_linalg_pinv(g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=Fals
             g.op.Where(g.op.Equal(values, _c(0)), _c(1), values)), _c(0))
         res = g.op.MatMul(g.op.Mul(vecs, g.op.Unsqueeze(inv, np.array([-2], _I64))),
                           _transpose(g, vecs))
-        return cast_to(g, res, out_dtype(g))
+        return cast_to(g, res, ctx.dtype())
     gram, k = _gram(g, ad, m, n)
     values, vecs = jacobi(g, gram, k, True)
     sigma = g.op.Sqrt(g.op.Max(values, _c(0)))
@@ -189,4 +191,4 @@ def aten_linalg_pinv(g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=Fals
                             _transpose(g, vecs))
     at = _transpose(g, ad)
     res = g.op.MatMul(gram_pinv, at) if n <= m else g.op.MatMul(at, gram_pinv)
-    return cast_to(g, res, out_dtype(g))
+    return cast_to(g, res, ctx.dtype())

@@ -6,12 +6,11 @@ in float32 then cast back. Their backward ops are in ``backward.py``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype
+from ._helpers import INT64, aten, cast_to
 from ._nn_helpers import upcast
 
 _ONE = i64([1])
@@ -28,10 +27,10 @@ def reduce_loss(g: GraphBuilder, loss: str, reduction: int) -> str:
 
 
 @converter(aten.mse_loss.default)
-def aten_mse_loss(g: GraphBuilder, x, target, reduction=1):
+def aten_mse_loss(g: GraphBuilder, x, target, reduction=1, *, ctx: NodeContext):
     """mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor"""
     d = g.op.Sub(upcast(g, x), upcast(g, target))
-    return cast_to(g, reduce_loss(g, g.op.Mul(d, d), reduction), out_dtype(g))
+    return cast_to(g, reduce_loss(g, g.op.Mul(d, d), reduction), ctx.dtype())
 
 
 def nll_terms(g: GraphBuilder, x, target, weight, ignore_index):
@@ -53,7 +52,8 @@ def nll_terms(g: GraphBuilder, x, target, weight, ignore_index):
     return picked, w, safe, ignored
 
 
-def _nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index):
+def _nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index,
+                      *, ctx: NodeContext):
     picked, w, _, _ = nll_terms(g, x, target, weight, ignore_index)
     loss = g.op.Neg(g.op.Mul(picked, w))
     total = g.op.ReduceSum(w, keepdims=0)
@@ -61,26 +61,28 @@ def _nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_inde
         if g.get_rank(x) > 1:
             out, total = loss, g.op.Mul(total, 0)  # torch leaves total_weight at 0
         else:
-            out = g.op.Squeeze(loss, np.array([0], np.int64))
+            out = g.op.Squeeze(loss, i64([0]))
     elif reduction == 1:
         out = g.op.Div(g.op.ReduceSum(loss, keepdims=0), total)
     else:
         out = g.op.ReduceSum(loss, keepdims=0)
-    return cast_to(g, out, out_dtype(g, 0)), cast_to(g, total, out_dtype(g, 1))
+    return cast_to(g, out, ctx.dtype(0)), cast_to(g, total, ctx.dtype(1))
 
 
 @converter(aten.nll_loss_forward.default)
-def aten_nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index):
+def aten_nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index,
+                          *, ctx: NodeContext):
     """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
     SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    return _nll_loss_forward(g, x, target, weight, reduction, ignore_index)
+    return _nll_loss_forward(g, x, target, weight, reduction, ignore_index, ctx=ctx)
 
 
 @converter(aten.nll_loss2d_forward.default)
-def aten_nll_loss2d_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index):
+def aten_nll_loss2d_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index,
+                            *, ctx: NodeContext):
     """nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
     SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
-    return _nll_loss_forward(g, x, target, weight, reduction, ignore_index)
+    return _nll_loss_forward(g, x, target, weight, reduction, ignore_index, ctx=ctx)
 
 
 def _class_weights(g: GraphBuilder, weight, rank: int) -> str | None:
@@ -93,7 +95,7 @@ def _class_weights(g: GraphBuilder, weight, rank: int) -> str | None:
 
 @converter(aten.cross_entropy_loss.default)
 def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1,
-                            ignore_index=-100, label_smoothing=0.0):
+                            ignore_index=-100, label_smoothing=0.0, *, ctx: NodeContext):
     """cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None,
     int reduction=Mean, SymInt ignore_index=-100, float label_smoothing=0.0) -> Tensor"""
     rank = g.get_rank(x)
@@ -111,7 +113,7 @@ def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1
                                                         n_classes))
         axes = i64([axis])
         loss = g.op.Neg(g.op.ReduceSum(g.op.Mul(weighted, t), axes, keepdims=0))
-        return cast_to(g, reduce_loss(g, loss, reduction), out_dtype(g))
+        return cast_to(g, reduce_loss(g, loss, reduction), ctx.dtype())
     picked, w, _, ignored = nll_terms(g, logp, target, weight, ignore_index)
     loss = g.op.Neg(g.op.Mul(picked, w))
     total = g.op.ReduceSum(w, keepdims=0)
@@ -128,4 +130,4 @@ def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1
         out = reduce_loss(g, loss, reduction)
         if rank == 1 and reduction == 0:
             out = g.op.Squeeze(out, i64([0]))
-    return cast_to(g, out, out_dtype(g))
+    return cast_to(g, out, ctx.dtype())

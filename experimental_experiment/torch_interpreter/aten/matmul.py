@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...xbuilder import GraphBuilder
+from ..node_context import NodeContext
 from ..registry import converter
 from ._helpers import aten, cast_to
 
@@ -34,18 +35,18 @@ def aten_linear(g: GraphBuilder, x, weight, bias=None):
 
 
 @converter(aten.addmm.default)
-def aten_addmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
+def aten_addmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1, ctx: NodeContext):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)"""
     if g.get_type(x) not in (1, 10, 11, 16):  # Gemm has float kernels only
-        return aten_baddbmm(g, bias, x, y, beta=beta, alpha=alpha)
+        return aten_baddbmm(g, bias, x, y, beta=beta, alpha=alpha, ctx=ctx)
     return g.op.Gemm(x, y, bias, alpha=float(alpha), beta=float(beta))
 
 
 @converter(aten.baddbmm.default, aten.addbmm.default)
-def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
+def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1, ctx: NodeContext):
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1)"""
     prod = g.op.MatMul(x, y)
-    if g.current.node.target == aten.addbmm.default:
+    if ctx.node.target == aten.addbmm.default:
         prod = g.op.ReduceSum(prod, [0], keepdims=0)
     if alpha != 1:
         prod = g.op.Mul(prod, cast_to(g, alpha, g.get_type(prod)))
@@ -57,7 +58,7 @@ def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1):
 
 
 @converter(aten.addmv.default)
-def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1):
+def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1, ctx: NodeContext):
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"""
-    return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha)
+    return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha, ctx=ctx)
 

@@ -7,6 +7,7 @@ import torch
 from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
 from ..interpreter import InputPlan, Interpreter
+from ..node_context import NodeContext
 from ..registry import converter
 
 
@@ -27,27 +28,24 @@ class _Inliner(Interpreter):
         return [self.env[v.name] if isinstance(v, torch.fx.Node) else v for v in values]
 
 
-def inline_submodule(g: GraphBuilder, submod: torch.fx.GraphModule, args) -> tuple:
+def inline_submodule(g: GraphBuilder, submod: torch.fx.GraphModule, args, *,
+                     ctx: NodeContext) -> tuple:
     """Converts ``submod(*args)`` in place; returns its outputs' names."""
-    outer = g.current
-    try:
-        return tuple(_Inliner(g, submod, args, outer._namer).run([]))
-    finally:
-        g.current = outer
+    return tuple(_Inliner(g, submod, args, ctx.namer).run([]))
 
 
 @converter(torch.ops.higher_order.wrap_with_set_grad_enabled)
-def wrap_with_set_grad_enabled(g: GraphBuilder, enabled: bool, submod, *args):
+def wrap_with_set_grad_enabled(g: GraphBuilder, enabled: bool, submod, *args, ctx: NodeContext):
     """wrap_with_set_grad_enabled(bool enabled, GraphModule body, *args) -> tuple
 
     A block run under ``torch.no_grad()`` / ``torch.enable_grad()``: the grad mode
     does not change what inference computes, the body is inlined."""
-    return inline_submodule(g, submod, args)
+    return inline_submodule(g, submod, args, ctx=ctx)
 
 
 @converter(torch.ops.higher_order.wrap_with_autocast)
 def wrap_with_autocast(g: GraphBuilder, device_type: str, dtype, enabled: bool,
-                       cache_enabled, submod, *args):
+                       cache_enabled, submod, *args, ctx: NodeContext):
     """wrap_with_autocast(str device_type, dtype, bool enabled, bool cache_enabled,
     GraphModule body, *args) -> tuple
 
@@ -58,4 +56,4 @@ def wrap_with_autocast(g: GraphBuilder, device_type: str, dtype, enabled: bool,
             f"torch.autocast({device_type!r}, dtype={dtype}) enabled in the model: the "
             "captured body has no explicit casts; export without autocast"
         )
-    return inline_submodule(g, submod, args)
+    return inline_submodule(g, submod, args, ctx=ctx)

@@ -11,8 +11,9 @@ from onnx import TensorProto, helper
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import aten, cast_to, out_dtype, rank_of
+from ._helpers import aten, cast_to, rank_of
 from ._nn_helpers import FLOAT, channel_shaped, compute_type, dim, dims_tensor, upcast
 
 _FINFO_EPS = {FLOAT: float(np.finfo(np.float32).eps),
@@ -29,11 +30,11 @@ def _filled(g: GraphBuilder, dims, elem_type: int, value: float) -> str:
     return g.op.ConstantOfShape(dims_tensor(g, dims), value=fill)
 
 
-def _empty(g: GraphBuilder, i: int) -> str:
+def _empty(g: GraphBuilder, i: int, *, ctx: NodeContext) -> str:
     """The empty tensor torch returns for save_mean / save_rstd in eval mode."""
     from ...xbuilder.dtypes import onnx_to_np_dtype
 
-    return g.make_constant(np.zeros((0,), dtype=onnx_to_np_dtype(out_dtype(g, i))))
+    return g.make_constant(np.zeros((0,), dtype=onnx_to_np_dtype(ctx.dtype(i))))
 
 
 # layer norm and rms norm
@@ -89,15 +90,16 @@ def aten_layer_norm(g: GraphBuilder, x, normalized_shape, weight=None, bias=None
 
 
 @converter(aten.native_layer_norm.default)
-def aten_native_layer_norm(g: GraphBuilder, x, normalized_shape, weight, bias, eps):
+def aten_native_layer_norm(g: GraphBuilder, x, normalized_shape, weight, bias, eps,
+                           *, ctx: NodeContext):
     """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight,
     Tensor? bias, float eps) -> (Tensor, Tensor mean, Tensor rstd)"""
     y, mean, rstd = _layer_norm(g, x, normalized_shape, weight, bias, eps)
-    return y, cast_to(g, mean, out_dtype(g, 1)), cast_to(g, rstd, out_dtype(g, 2))
+    return y, cast_to(g, mean, ctx.dtype(1)), cast_to(g, rstd, ctx.dtype(2))
 
 
 @converter(aten.rms_norm.default)
-def aten_rms_norm(g: GraphBuilder, x, normalized_shape, weight=None, eps=None):
+def aten_rms_norm(g: GraphBuilder, x, normalized_shape, weight=None, eps=None, *, ctx: NodeContext):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     float? eps=None) -> Tensor: x * rsqrt(mean(x^2) + eps) * weight in float32"""
     xf = upcast(g, x)
@@ -110,15 +112,16 @@ def aten_rms_norm(g: GraphBuilder, x, normalized_shape, weight=None, eps=None):
     y = g.op.Mul(xf, g.op.Reciprocal(g.op.Sqrt(g.op.Add(ms, float(eps)))))
     if weight:
         y = g.op.Mul(y, cast_to(g, weight, ct))
-    return cast_to(g, y, out_dtype(g))
+    return cast_to(g, y, ctx.dtype())
 
 
 @converter(aten.rms_norm.default, min_opset=23)
-def aten_rms_norm_23(g: GraphBuilder, x, normalized_shape, weight=None, eps=None):
+def aten_rms_norm_23(g: GraphBuilder, x, normalized_shape, weight=None, eps=None,
+                     *, ctx: NodeContext):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     float? eps=None) -> Tensor (ONNX RMSNormalization, opset 23)"""
     if compute_type(g, x) != FLOAT:  # computes in float32 at best
-        return aten_rms_norm(g, x, normalized_shape, weight, eps)
+        return aten_rms_norm(g, x, normalized_shape, weight, eps, ctx=ctx)
     t = g.get_type(x)
     n = len(normalized_shape)
     rank = rank_of(g, x)
@@ -126,7 +129,7 @@ def aten_rms_norm_23(g: GraphBuilder, x, normalized_shape, weight=None, eps=None
              else _filled(g, [dim(g, x, a) for a in range(rank - n, rank)], t, 1.0))
     eps = _FINFO_EPS[FLOAT] if eps is None else float(eps)
     y = g.op.RMSNormalization(x, scale, axis=-n, epsilon=eps, stash_type=FLOAT)
-    return cast_to(g, y, out_dtype(g))
+    return cast_to(g, y, ctx.dtype())
 
 
 # group norm and instance norm: statistics over groups of channels
@@ -166,31 +169,32 @@ def _instance_normalized(g: GraphBuilder, x, groups, weight, bias, eps):
 
 @converter(aten.group_norm.default)
 def aten_group_norm(g: GraphBuilder, x, num_groups, weight=None, bias=None, eps=1e-5,
-                    cudnn_enabled=True):
+                    cudnn_enabled=True, *, ctx: NodeContext):
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None,
     float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
     y = _instance_normalized(g, x, num_groups, weight, bias, eps)
-    return cast_to(g, y, out_dtype(g))
+    return cast_to(g, y, ctx.dtype())
 
 
 @converter(aten.native_group_norm.default)
-def aten_native_group_norm(g: GraphBuilder, x, weight, bias, N, C, HxW, group, eps):
+def aten_native_group_norm(g: GraphBuilder, x, weight, bias, N, C, HxW, group, eps,
+                           *, ctx: NodeContext):
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C,
     SymInt HxW, int group, float eps) -> (Tensor, Tensor mean, Tensor rstd)"""
     y, mean, rstd = _grouped_norm(g, x, group, weight, bias, eps)
-    return tuple(cast_to(g, v, out_dtype(g, i)) for i, v in enumerate((y, mean, rstd)))
+    return tuple(cast_to(g, v, ctx.dtype(i)) for i, v in enumerate((y, mean, rstd)))
 
 
 @converter(aten.instance_norm.default)
 def aten_instance_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var,
-                       use_input_stats, momentum, eps, cudnn_enabled):
+                       use_input_stats, momentum, eps, cudnn_enabled, *, ctx: NodeContext):
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool use_input_stats, float momentum, float eps,
     bool cudnn_enabled) -> Tensor"""
     if use_input_stats:
         y = _instance_normalized(g, x, None, weight, bias, eps)
-        return cast_to(g, y, out_dtype(g))
-    return _bn_eval(g, x, weight, bias, running_mean, running_var, eps)
+        return cast_to(g, y, ctx.dtype())
+    return _bn_eval(g, x, weight, bias, running_mean, running_var, eps, ctx=ctx)
 
 
 # batch norm
@@ -203,7 +207,7 @@ def _channel_params(g: GraphBuilder, x, weight, bias, ct):
     return scale, shift
 
 
-def _bn_eval(g: GraphBuilder, x, weight, bias, running_mean, running_var, eps):
+def _bn_eval(g: GraphBuilder, x, weight, bias, running_mean, running_var, eps, *, ctx: NodeContext):
     """Inference batch norm with running statistics: ONNX BatchNormalization."""
     if running_mean is None or running_var is None:
         raise UnsupportedOpError(
@@ -214,7 +218,7 @@ def _bn_eval(g: GraphBuilder, x, weight, bias, running_mean, running_var, eps):
     scale, shift = _channel_params(g, x, weight, bias, ct)
     y = g.op.BatchNormalization(xf, scale, shift, cast_to(g, running_mean, ct),
                                 cast_to(g, running_var, ct), epsilon=float(eps))
-    return cast_to(g, y, out_dtype(g))
+    return cast_to(g, y, ctx.dtype())
 
 
 def _bn_train(g: GraphBuilder, x, weight, bias, eps):
@@ -240,19 +244,19 @@ def _updated_stats(g: GraphBuilder, running, batch, momentum):
 
 
 def _batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var, training,
-                momentum, eps, n_outputs):
+                momentum, eps, n_outputs, *, ctx: NodeContext):
     if not training:
-        y = _bn_eval(g, x, weight, bias, running_mean, running_var, eps)
+        y = _bn_eval(g, x, weight, bias, running_mean, running_var, eps, ctx=ctx)
         if n_outputs == 1:
             return y
-        extra = [_empty(g, 1), _empty(g, 2)]
+        extra = [_empty(g, 1, ctx=ctx), _empty(g, 2, ctx=ctx)]
         if n_outputs == 5:
             extra += [g.op.Identity(running_mean), g.op.Identity(running_var)]
         return (y, *extra)
     y, mean, rstd, var, count = _bn_train(g, x, weight, bias, eps)
-    outs = [cast_to(g, y, out_dtype(g))]
+    outs = [cast_to(g, y, ctx.dtype())]
     if n_outputs > 1:
-        outs += [cast_to(g, mean, out_dtype(g, 1)), cast_to(g, rstd, out_dtype(g, 2))]
+        outs += [cast_to(g, mean, ctx.dtype(1)), cast_to(g, rstd, ctx.dtype(2))]
     if n_outputs == 5:
         unbiased = g.op.Mul(var, g.op.Div(count, g.op.Sub(count, 1.0)))
         outs += [_updated_stats(g, running_mean, mean, momentum),
@@ -262,48 +266,50 @@ def _batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var, tra
 
 @converter(aten.batch_norm.default)
 def aten_batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var, training,
-                    momentum, eps, cudnn_enabled):
+                    momentum, eps, cudnn_enabled, *, ctx: NodeContext):
     """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled)
     -> Tensor (training=True: batch statistics, running statistics not updated)"""
     return _batch_norm(g, x, weight, bias, running_mean, running_var, training, momentum,
-                       eps, 1)
+                       eps, 1, ctx=ctx)
 
 
 @converter(aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
 def aten_native_batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var,
-                           training, momentum, eps):
+                           training, momentum, eps, *, ctx: NodeContext):
     """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool training, float momentum, float eps)
     -> (Tensor, Tensor save_mean, Tensor save_invstd)"""
     return _batch_norm(g, x, weight, bias, running_mean, running_var, training, momentum,
-                       eps, 3)
+                       eps, 3, ctx=ctx)
 
 
 @converter(aten._native_batch_norm_legit_no_training.default)
 def aten__native_batch_norm_legit_no_training(g: GraphBuilder, x, weight, bias,
-                                              running_mean, running_var, momentum, eps):
+                                              running_mean, running_var, momentum, eps,
+                                              *, ctx: NodeContext):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias,
     Tensor running_mean, Tensor running_var, float momentum, float eps)
     -> (Tensor, Tensor, Tensor)"""
     return _batch_norm(g, x, weight, bias, running_mean, running_var, False, momentum,
-                       eps, 3)
+                       eps, 3, ctx=ctx)
 
 
 @converter(aten._native_batch_norm_legit.no_stats)
 def aten__native_batch_norm_legit_no_stats(g: GraphBuilder, x, weight, bias, training,
-                                           momentum, eps):
+                                           momentum, eps, *, ctx: NodeContext):
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias,
     bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(g, x, weight, bias, None, None, True, momentum, eps, 3)
+    return _batch_norm(g, x, weight, bias, None, None, True, momentum, eps, 3, ctx=ctx)
 
 
 @converter(aten._native_batch_norm_legit_functional.default)
 def aten__native_batch_norm_legit_functional(g: GraphBuilder, x, weight, bias, running_mean,
-                                             running_var, training, momentum, eps):
+                                             running_var, training, momentum, eps,
+                                             *, ctx: NodeContext):
     """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias,
     Tensor running_mean, Tensor running_var, bool training, float momentum, float eps)
     -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
     return _batch_norm(g, x, weight, bias, running_mean, running_var, training, momentum,
-                       eps, 5)
+                       eps, 5, ctx=ctx)
 

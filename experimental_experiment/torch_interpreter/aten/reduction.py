@@ -15,8 +15,9 @@ from onnx import TensorProto
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, INT64, aten, axes_tensor, cast_to, onnx_dtype, out_dtype
+from ._helpers import BOOL, INT64, aten, axes_tensor, cast_to, onnx_dtype
 
 FLOAT = TensorProto.FLOAT
 _HALF = frozenset({TensorProto.FLOAT16, TensorProto.BFLOAT16})
@@ -57,50 +58,51 @@ def _minmax_type(elem_type: int) -> int:
     return TensorProto.INT32 if elem_type == BOOL else INT64
 
 
-def _sum_like(g: GraphBuilder, op: str, x: str, dim, keepdim, dtype=None) -> str:
+def _sum_like(g: GraphBuilder, op: str, x: str, dim, keepdim, dtype=None,
+              *, ctx: NodeContext) -> str:
     """Casts to the output type (or ``dtype``), reduces, casts back from float32."""
-    t = onnx_dtype(dtype, out_dtype(g))
+    t = onnx_dtype(dtype, ctx.dtype())
     xc = cast_to(g, x, _compute_type(t))
-    return cast_to(g, reduce(g, op, xc, _axes(g, xc, dim), keepdim), out_dtype(g))
+    return cast_to(g, reduce(g, op, xc, _axes(g, xc, dim), keepdim), ctx.dtype())
 
 
 # sum, mean, prod
 
 
 @converter(aten.sum.default)
-def aten_sum(g: GraphBuilder, x, *, dtype=None):
+def aten_sum(g: GraphBuilder, x, *, dtype=None, ctx: NodeContext):
     """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    return _sum_like(g, "ReduceSum", x, None, False, dtype)
+    return _sum_like(g, "ReduceSum", x, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.sum.dim_IntList)
-def aten_sum_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None):
+def aten_sum_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
     """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
-    return _sum_like(g, "ReduceSum", x, dim, keepdim, dtype)
+    return _sum_like(g, "ReduceSum", x, dim, keepdim, dtype, ctx=ctx)
 
 
 @converter(aten.mean.default)
-def aten_mean(g: GraphBuilder, x, *, dtype=None):
+def aten_mean(g: GraphBuilder, x, *, dtype=None, ctx: NodeContext):
     """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    return _sum_like(g, "ReduceMean", x, None, False, dtype)
+    return _sum_like(g, "ReduceMean", x, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.mean.dim)
-def aten_mean_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None):
+def aten_mean_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
-    return _sum_like(g, "ReduceMean", x, dim, keepdim, dtype)
+    return _sum_like(g, "ReduceMean", x, dim, keepdim, dtype, ctx=ctx)
 
 
 @converter(aten.prod.default)
-def aten_prod(g: GraphBuilder, x, *, dtype=None):
+def aten_prod(g: GraphBuilder, x, *, dtype=None, ctx: NodeContext):
     """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
-    return _sum_like(g, "ReduceProd", x, None, False, dtype)
+    return _sum_like(g, "ReduceProd", x, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.prod.dim_int)
-def aten_prod_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None):
+def aten_prod_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)"""
-    return _sum_like(g, "ReduceProd", x, dim, keepdim, dtype)
+    return _sum_like(g, "ReduceProd", x, dim, keepdim, dtype, ctx=ctx)
 
 
 def _not_nan(g: GraphBuilder, x: str) -> str:
@@ -108,65 +110,65 @@ def _not_nan(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.nansum.default)
-def aten_nansum(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None):
+def aten_nansum(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext):
     """nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"""
-    t = onnx_dtype(dtype, out_dtype(g))
+    t = onnx_dtype(dtype, ctx.dtype())
     xc = cast_to(g, x, _compute_type(t))
     if g.get_type(xc) in (FLOAT, TensorProto.DOUBLE):
         xc = _not_nan(g, xc)
-    return cast_to(g, reduce(g, "ReduceSum", xc, _axes(g, xc, dim), keepdim), out_dtype(g))
+    return cast_to(g, reduce(g, "ReduceSum", xc, _axes(g, xc, dim), keepdim), ctx.dtype())
 
 
 @converter(aten.nanmean.default)
-def aten_nanmean(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None):
+def aten_nanmean(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext):
     """nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"""
-    ct = _compute_type(onnx_dtype(dtype, out_dtype(g)))
+    ct = _compute_type(onnx_dtype(dtype, ctx.dtype()))
     xc = cast_to(g, x, ct)
     axes = _axes(g, xc, dim)
     total = reduce(g, "ReduceSum", _not_nan(g, xc), axes, keepdim)
     count = reduce(g, "ReduceSum", g.op.Cast(g.op.Not(g.op.IsNaN(xc)), to=ct), axes, keepdim)
-    return cast_to(g, g.op.Div(total, count), out_dtype(g))
+    return cast_to(g, g.op.Div(total, count), ctx.dtype())
 
 
 # max, min, arg*
 
 
-def _minmax(g: GraphBuilder, op: str, x: str, dim, keepdim) -> str:
+def _minmax(g: GraphBuilder, op: str, x: str, dim, keepdim, *, ctx: NodeContext) -> str:
     xc = cast_to(g, x, _minmax_type(g.get_type(x)))
-    return cast_to(g, reduce(g, op, xc, _axes(g, xc, dim), keepdim), out_dtype(g))
+    return cast_to(g, reduce(g, op, xc, _axes(g, xc, dim), keepdim), ctx.dtype())
 
 
 @converter(aten.amax.default)
-def aten_amax(g: GraphBuilder, x, dim=(), keepdim=False):
+def aten_amax(g: GraphBuilder, x, dim=(), keepdim=False, *, ctx: NodeContext):
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _minmax(g, "ReduceMax", x, dim, keepdim)
+    return _minmax(g, "ReduceMax", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.amin.default)
-def aten_amin(g: GraphBuilder, x, dim=(), keepdim=False):
+def aten_amin(g: GraphBuilder, x, dim=(), keepdim=False, *, ctx: NodeContext):
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
-    return _minmax(g, "ReduceMin", x, dim, keepdim)
+    return _minmax(g, "ReduceMin", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.max.default)
-def aten_max(g: GraphBuilder, x):
+def aten_max(g: GraphBuilder, x, *, ctx: NodeContext):
     """max(Tensor self) -> Tensor"""
-    return _minmax(g, "ReduceMax", x, None, False)
+    return _minmax(g, "ReduceMax", x, None, False, ctx=ctx)
 
 
 @converter(aten.min.default)
-def aten_min(g: GraphBuilder, x):
+def aten_min(g: GraphBuilder, x, *, ctx: NodeContext):
     """min(Tensor self) -> Tensor"""
-    return _minmax(g, "ReduceMin", x, None, False)
+    return _minmax(g, "ReduceMin", x, None, False, ctx=ctx)
 
 
 @converter(aten.aminmax.default)
-def aten_aminmax(g: GraphBuilder, x, *, dim=None, keepdim=False):
+def aten_aminmax(g: GraphBuilder, x, *, dim=None, keepdim=False, ctx: NodeContext):
     """aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
     xc = cast_to(g, x, _minmax_type(g.get_type(x)))
     axes = _axes(g, xc, dim)
-    return (cast_to(g, reduce(g, "ReduceMin", xc, axes, keepdim), out_dtype(g, 0)),
-            cast_to(g, reduce(g, "ReduceMax", xc, axes, keepdim), out_dtype(g, 1)))
+    return (cast_to(g, reduce(g, "ReduceMin", xc, axes, keepdim), ctx.dtype(0)),
+            cast_to(g, reduce(g, "ReduceMax", xc, axes, keepdim), ctx.dtype(1)))
 
 
 def _arg(g: GraphBuilder, op: str, x: str, dim, keepdim) -> str:
@@ -196,20 +198,21 @@ def aten_argmin(g: GraphBuilder, x, dim=None, keepdim=False):
     return _arg(g, "ArgMin", x, dim, keepdim)
 
 
-def _minmax_dim(g: GraphBuilder, red: str, arg: str, x: str, dim: int, keepdim):
-    return _minmax(g, red, x, dim, keepdim), _arg(g, arg, x, dim, keepdim)
+def _minmax_dim(g: GraphBuilder, red: str, arg: str, x: str, dim: int, keepdim,
+                *, ctx: NodeContext):
+    return _minmax(g, red, x, dim, keepdim, ctx=ctx), _arg(g, arg, x, dim, keepdim)
 
 
 @converter(aten.max.dim)
-def aten_max_dim(g: GraphBuilder, x, dim, keepdim=False):
+def aten_max_dim(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
     """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    return _minmax_dim(g, "ReduceMax", "ArgMax", x, dim, keepdim)
+    return _minmax_dim(g, "ReduceMax", "ArgMax", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.min.dim)
-def aten_min_dim(g: GraphBuilder, x, dim, keepdim=False):
+def aten_min_dim(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
     """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
-    return _minmax_dim(g, "ReduceMin", "ArgMin", x, dim, keepdim)
+    return _minmax_dim(g, "ReduceMin", "ArgMin", x, dim, keepdim, ctx=ctx)
 
 
 # var, std
@@ -232,9 +235,10 @@ def _count(g: GraphBuilder, x: str, axes: list[int] | None, elem_type: int) -> s
     return g.op.Cast(g.op.ReduceProd(dims, keepdims=0), to=elem_type)
 
 
-def _var_mean(g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=False):
+def _var_mean(g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=False,
+              ctx: NodeContext):
     """(variance, mean or None) in the compute type of the output."""
-    ct = _compute_type(out_dtype(g))
+    ct = _compute_type(ctx.dtype())
     xc = cast_to(g, x, ct)
     axes = _axes(g, xc, dim)
     mean = reduce(g, "ReduceMean", xc, axes, True)
@@ -257,26 +261,29 @@ def _var_mean(g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=Fa
     return var, mean
 
 
-def _finish_var(g: GraphBuilder, x, dim, correction, keepdim, *, std: bool, with_mean: bool):
-    var, mean = _var_mean(g, x, dim, correction, keepdim, want_mean=with_mean)
-    res = cast_to(g, g.op.Sqrt(var) if std else var, out_dtype(g, 0))
+def _finish_var(g: GraphBuilder, x, dim, correction, keepdim, *, std: bool, with_mean: bool,
+                ctx: NodeContext):
+    var, mean = _var_mean(g, x, dim, correction, keepdim, want_mean=with_mean, ctx=ctx)
+    res = cast_to(g, g.op.Sqrt(var) if std else var, ctx.dtype(0))
     if not with_mean:
         return res
-    return res, cast_to(g, mean, out_dtype(g, 1))
+    return res, cast_to(g, mean, ctx.dtype(1))
 
 
 def _register_var(name: str, *, std: bool, with_mean: bool):
     packet = getattr(aten, name)
 
-    def default(g: GraphBuilder, x, unbiased=True):
-        return _finish_var(g, x, None, int(bool(unbiased)), False, std=std, with_mean=with_mean)
+    def default(g: GraphBuilder, x, unbiased=True, *, ctx: NodeContext):
+        return _finish_var(g, x, None, int(bool(unbiased)), False, std=std, with_mean=with_mean,
+                           ctx=ctx)
 
-    def dim(g: GraphBuilder, x, dim, unbiased=True, keepdim=False):
+    def dim(g: GraphBuilder, x, dim, unbiased=True, keepdim=False, *, ctx: NodeContext):
         return _finish_var(g, x, dim, int(bool(unbiased)), keepdim, std=std,
-                           with_mean=with_mean)
+                           with_mean=with_mean, ctx=ctx)
 
-    def correction(g: GraphBuilder, x, dim=None, *, correction=None, keepdim=False):
-        return _finish_var(g, x, dim, correction, keepdim, std=std, with_mean=with_mean)
+    def correction(g: GraphBuilder, x, dim=None, *, correction=None, keepdim=False,
+                   ctx: NodeContext):
+        return _finish_var(g, x, dim, correction, keepdim, std=std, with_mean=with_mean, ctx=ctx)
 
     for overload, fn in [("default", default), ("dim", dim), ("correction", correction)]:
         fn.__name__ = f"aten_{name}_{overload}"
@@ -291,9 +298,9 @@ _register_var("std_mean", std=True, with_mean=True)
 
 
 @converter(aten.logsumexp.default)
-def aten_logsumexp(g: GraphBuilder, x, dim, keepdim=False):
+def aten_logsumexp(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    return _sum_like(g, "ReduceLogSumExp", x, dim, keepdim)
+    return _sum_like(g, "ReduceLogSumExp", x, dim, keepdim, ctx=ctx)
 
 
 # all, any, count_nonzero
@@ -304,33 +311,33 @@ def _nonzero(g: GraphBuilder, x: str) -> str:
     return x if g.get_type(x) == BOOL else g.op.Not(g.op.Equal(x, 0))
 
 
-def _logical(g: GraphBuilder, op: str, x: str, dim, keepdim) -> str:
+def _logical(g: GraphBuilder, op: str, x: str, dim, keepdim, *, ctx: NodeContext) -> str:
     flags = g.op.Cast(_nonzero(g, x), to=TensorProto.INT32)
-    return g.op.Cast(reduce(g, op, flags, _axes(g, flags, dim), keepdim), to=out_dtype(g))
+    return g.op.Cast(reduce(g, op, flags, _axes(g, flags, dim), keepdim), to=ctx.dtype())
 
 
 @converter(aten.all.default)
-def aten_all(g: GraphBuilder, x):
+def aten_all(g: GraphBuilder, x, *, ctx: NodeContext):
     """all(Tensor self) -> Tensor"""
-    return _logical(g, "ReduceMin", x, None, False)
+    return _logical(g, "ReduceMin", x, None, False, ctx=ctx)
 
 
 @converter(aten.all.dim, aten.all.dims)
-def aten_all_dim(g: GraphBuilder, x, dim=None, keepdim=False):
+def aten_all_dim(g: GraphBuilder, x, dim=None, keepdim=False, *, ctx: NodeContext):
     """all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return _logical(g, "ReduceMin", x, dim, keepdim)
+    return _logical(g, "ReduceMin", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.any.default)
-def aten_any(g: GraphBuilder, x):
+def aten_any(g: GraphBuilder, x, *, ctx: NodeContext):
     """any(Tensor self) -> Tensor"""
-    return _logical(g, "ReduceMax", x, None, False)
+    return _logical(g, "ReduceMax", x, None, False, ctx=ctx)
 
 
 @converter(aten.any.dim, aten.any.dims)
-def aten_any_dim(g: GraphBuilder, x, dim=None, keepdim=False):
+def aten_any_dim(g: GraphBuilder, x, dim=None, keepdim=False, *, ctx: NodeContext):
     """any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor"""
-    return _logical(g, "ReduceMax", x, dim, keepdim)
+    return _logical(g, "ReduceMax", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.count_nonzero.default, aten.count_nonzero.dim_IntList)
@@ -343,9 +350,9 @@ def aten_count_nonzero(g: GraphBuilder, x, dim=None):
 # norms
 
 
-def vector_norm(g: GraphBuilder, x: str, ord, dim, keepdim, dtype=None) -> str:
+def vector_norm(g: GraphBuilder, x: str, ord, dim, keepdim, dtype=None, *, ctx: NodeContext) -> str:
     """p-norm over ``dim`` (None: every axis), computed in float32 for half types."""
-    ct = _compute_type(onnx_dtype(dtype, out_dtype(g)))
+    ct = _compute_type(onnx_dtype(dtype, ctx.dtype()))
     xc = cast_to(g, x, ct)
     axes = _axes(g, xc, dim)
     ord = 2.0 if ord is None else float(ord)
@@ -360,49 +367,50 @@ def vector_norm(g: GraphBuilder, x: str, ord, dim, keepdim, dtype=None) -> str:
     else:
         total = reduce(g, "ReduceSum", g.op.Pow(g.op.Abs(xc), ord), axes, keepdim)
         res = g.op.Pow(total, 1.0 / ord)
-    return cast_to(g, res, out_dtype(g))
+    return cast_to(g, res, ctx.dtype())
 
 
 @converter(aten.linalg_vector_norm.default)
 def aten_linalg_vector_norm(g: GraphBuilder, x, ord=2, dim=None, keepdim=False, *,
-                            dtype=None):
+                            dtype=None, ctx: NodeContext):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor"""
-    return vector_norm(g, x, ord, dim, keepdim, dtype)
+    return vector_norm(g, x, ord, dim, keepdim, dtype, ctx=ctx)
 
 
 @converter(aten.norm.Scalar, aten.norm.ScalarOpt_dtype)
-def aten_norm(g: GraphBuilder, x, p=2, *, dtype=None):
+def aten_norm(g: GraphBuilder, x, p=2, *, dtype=None, ctx: NodeContext):
     """norm.Scalar(Tensor self, Scalar p=2) -> Tensor"""
-    return vector_norm(g, x, p, None, False, dtype)
+    return vector_norm(g, x, p, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.norm.ScalarOpt_dim, aten.norm.ScalarOpt_dim_dtype)
-def aten_norm_dim(g: GraphBuilder, x, p, dim, keepdim=False, *, dtype=None):
+def aten_norm_dim(g: GraphBuilder, x, p, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
     """norm.ScalarOpt_dim(Tensor self, Scalar? p, int[1] dim, bool keepdim=False) -> Tensor"""
-    return vector_norm(g, x, p, dim, keepdim, dtype)
+    return vector_norm(g, x, p, dim, keepdim, dtype, ctx=ctx)
 
 
 @converter(aten.frobenius_norm.dim)
-def aten_frobenius_norm(g: GraphBuilder, x, dim, keepdim=False):
+def aten_frobenius_norm(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
     """frobenius_norm.dim(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
-    return vector_norm(g, x, 2, dim, keepdim)
+    return vector_norm(g, x, 2, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.linalg_norm.default, aten.linalg_norm.ord_str)
-def aten_linalg_norm(g: GraphBuilder, x, ord=None, dim=None, keepdim=False, *, dtype=None):
+def aten_linalg_norm(g: GraphBuilder, x, ord=None, dim=None, keepdim=False, *, dtype=None,
+                     ctx: NodeContext):
     """linalg_norm(Tensor self, Scalar? ord=None, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor (vector norms, matrix norms fro, 1, -1, inf, -inf)"""
     dims = None if dim is None else ([dim] if isinstance(dim, int) else list(dim))
     matrix = len(dims) == 2 if dims is not None else g.get_rank(x) == 2
     if not matrix or ord is None or ord == "fro":
-        return vector_norm(g, x, None if ord == "fro" else ord, dims, keepdim, dtype)
+        return vector_norm(g, x, None if ord == "fro" else ord, dims, keepdim, dtype, ctx=ctx)
     if ord in ("nuc", 2, -2):
         raise UnsupportedOpError(f"linalg_norm with ord={ord!r} needs a SVD", argument="ord")
     dims = dims or [0, 1]
     # induced norms: 1 sums over rows then max over columns, inf the opposite
     along, across = (dims[0], dims[1]) if abs(ord) == 1 else (dims[1], dims[0])
-    ct = _compute_type(onnx_dtype(dtype, out_dtype(g)))
+    ct = _compute_type(onnx_dtype(dtype, ctx.dtype()))
     sums = reduce(g, "ReduceSum", g.op.Abs(cast_to(g, x, ct)), [along], True)
     res = reduce(g, "ReduceMax" if ord > 0 else "ReduceMin", sums, [along, across], keepdim)
-    return cast_to(g, res, out_dtype(g))
+    return cast_to(g, res, ctx.dtype())

@@ -16,8 +16,9 @@ from onnx import TensorProto
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import BOOL, INT64, aten, cast_to, rank_of
 from .creation import full_of_shape
 from .shape import I64_MAX, as_1d, input_dim, ints, reshape_to_output
 
@@ -75,9 +76,9 @@ def _along(g: GraphBuilder, positions: str, dim: int, like: str) -> str:
 
 
 @converter(aten.select_scatter.default)
-def aten_select_scatter(g: GraphBuilder, x, src, dim, index):
+def aten_select_scatter(g: GraphBuilder, x, src, dim, index, *, ctx: NodeContext):
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     dim %= rank_of(g, x)
     upd = g.op.Unsqueeze(cast_to(g, src, t), ints([dim]))
     size = input_dim(g, x, dim)
@@ -90,14 +91,15 @@ def aten_select_scatter(g: GraphBuilder, x, src, dim, index):
 
 
 @converter(aten.slice_scatter.default)
-def aten_slice_scatter(g: GraphBuilder, x, src, dim=0, start=None, end=None, step=1):
+def aten_slice_scatter(g: GraphBuilder, x, src, dim=0, start=None, end=None, step=1,
+                       *, ctx: NodeContext):
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None,
     SymInt? end=None, SymInt step=1) -> Tensor
 
     The length of the slice is the size of ``src`` along ``dim``: ``end`` only tells
     whether the slice reaches the end of the dimension.
     """
-    t = out_dtype(g)
+    t = ctx.dtype()
     dim %= rank_of(g, x)
     x, src = cast_to(g, x, t), cast_to(g, src, t)
     size = input_dim(g, x, dim)
@@ -171,20 +173,20 @@ class _Diagonal:
 
 
 @converter(aten.diagonal.default, aten.diagonal_copy.default)
-def aten_diagonal(g: GraphBuilder, x, offset=0, dim1=0, dim2=1):
+def aten_diagonal(g: GraphBuilder, x, offset=0, dim1=0, dim2=1, *, ctx: NodeContext):
     """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
     d = _Diagonal(g, x, offset, dim1, dim2)
-    length = g.current.shape(0)[-1]
+    length = ctx.shape(0)[-1]
     if not isinstance(length, int):
         length = d.length(g)
     return g.op.Gather(d.flat, d.positions(g, length), axis=-1)
 
 
 @converter(aten.diagonal_scatter.default)
-def aten_diagonal_scatter(g: GraphBuilder, x, src, offset=0, dim1=0, dim2=1):
+def aten_diagonal_scatter(g: GraphBuilder, x, src, offset=0, dim1=0, dim2=1, *, ctx: NodeContext):
     """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0,
     int dim2=1) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     d = _Diagonal(g, cast_to(g, x, t), offset, dim1, dim2)
     src = cast_to(g, src, t)
     idx = g.op.Expand(d.positions(g, input_dim(g, src, rank_of(g, src) - 1)),
@@ -193,13 +195,13 @@ def aten_diagonal_scatter(g: GraphBuilder, x, src, offset=0, dim1=0, dim2=1):
 
 
 @converter(aten.unfold.default)
-def aten_unfold(g: GraphBuilder, x, dimension, size, step):
+def aten_unfold(g: GraphBuilder, x, dimension, size, step, *, ctx: NodeContext):
     """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
     rank = rank_of(g, x)
     if rank == 0:
         return g.op.Reshape(x, ints([1]))
     dim = dimension % rank
-    k = g.current.shape(0)[dim]
+    k = ctx.shape(0)[dim]
     if isinstance(k, int):
         windows = np.arange(k, dtype=np.int64)[:, None] * step + np.arange(size)[None, :]
         idx = g.make_constant(windows.astype(np.int64))
@@ -217,12 +219,12 @@ def aten_unfold(g: GraphBuilder, x, dimension, size, step):
 
 
 @converter(aten.zero.default)
-def aten_zero(g: GraphBuilder, x):
+def aten_zero(g: GraphBuilder, x, *, ctx: NodeContext):
     """zero(Tensor self) -> Tensor (what ``x.zero_()`` becomes)"""
     shape = g.get_shape(x)
     if shape is not None and all(isinstance(d, int) for d in shape):
-        return full_of_shape(g, g.make_constant(ints(shape)), 0, out_dtype(g))
-    return full_of_shape(g, g.op.Shape(x), 0, out_dtype(g))
+        return full_of_shape(g, g.make_constant(ints(shape)), 0, ctx.dtype())
+    return full_of_shape(g, g.op.Shape(x), 0, ctx.dtype())
 
 
 @converter(aten.item.default, aten._local_scalar_dense.default)
@@ -273,13 +275,13 @@ def _numel(shape):
     return out
 
 
-def _sym_args(g: GraphBuilder, i: int) -> list:
+def _sym_args(g: GraphBuilder, i: int, *, ctx: NodeContext) -> list:
     """The i-th argument of the current node, a list of ints and SymInts."""
     return [a.meta["val"] if isinstance(a, torch.fx.Node) else a
-            for a in g.current.node.args[i]]
+            for a in ctx.node.args[i]]
 
 
-def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
+def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int, *, ctx: NodeContext):
     """``first``: position of ``size`` in the arguments of the node.
 
     None if ``as_strided(x, size, stride, storage_offset)`` views the whole input as a
@@ -287,7 +289,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
     only); raises NotImplementedError when neither applies."""
     call = f"as_strided(size={list(size)}, stride={list(stride)}, " \
            f"storage_offset={storage_offset})"
-    inp = g.current.node.args[0].meta.get("val")
+    inp = ctx.node.args[0].meta.get("val")
     if not (isinstance(inp, torch.Tensor) and _same(inp.storage_offset(), 0)
             and _is_contiguous(inp.shape, inp.stride())):
         raise UnsupportedOpError(
@@ -296,7 +298,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
             ".contiguous() before as_strided, or use view/unfold/narrow in the model.")
     offset_zero = storage_offset is None or (
         isinstance(storage_offset, int) and storage_offset == 0)
-    sym_size, sym_stride = _sym_args(g, first), _sym_args(g, first + 1)
+    sym_size, sym_stride = _sym_args(g, first, ctx=ctx), _sym_args(g, first + 1, ctx=ctx)
     if offset_zero and _is_contiguous(sym_size, sym_stride) and sympy.simplify(
             _numel(sym_size) - _numel(inp.shape)) == 0:
         return None
@@ -315,7 +317,7 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int):
 
 
 @converter(aten.as_strided.default, aten.as_strided_copy.default)
-def aten_as_strided(g: GraphBuilder, x, size, stride, storage_offset=None):
+def aten_as_strided(g: GraphBuilder, x, size, stride, storage_offset=None, *, ctx: NodeContext):
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor(a)
 
@@ -323,19 +325,20 @@ def aten_as_strided(g: GraphBuilder, x, size, stride, storage_offset=None):
     contiguous tensor (a Reshape) or, with static shapes, through any strides (a Gather
     of the flattened input).
     """
-    pos = _strided_view(g, size, stride, storage_offset, 1)
+    pos = _strided_view(g, size, stride, storage_offset, 1, ctx=ctx)
     if pos is None:
-        return reshape_to_output(g, x, list(size))
+        return reshape_to_output(g, x, list(size), ctx=ctx)
     return g.op.Gather(g.op.Reshape(x, ints([-1])), g.make_constant(pos), axis=0)
 
 
 @converter(aten.as_strided_scatter.default)
-def aten_as_strided_scatter(g: GraphBuilder, x, src, size, stride, storage_offset=None):
+def aten_as_strided_scatter(g: GraphBuilder, x, src, size, stride, storage_offset=None,
+                            *, ctx: NodeContext):
     """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor (what ``x.fill_diagonal_(v)`` becomes)"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     src = cast_to(g, src, t)
-    pos = _strided_view(g, size, stride, storage_offset, 2)
+    pos = _strided_view(g, size, stride, storage_offset, 2, ctx=ctx)
     if pos is None:
         return g.op.Reshape(src, g.op.Shape(x))
     flat = g.op.Reshape(cast_to(g, x, t), ints([-1]))

@@ -13,6 +13,7 @@ import numpy as np
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..errors import UnsupportedOpError
+from ..node_context import NodeContext
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of, shape_tensor
 
@@ -44,14 +45,14 @@ def input_dim(g: GraphBuilder, x: str, axis: int):
     return g.op.Shape(x, start=axis, end=axis + 1)
 
 
-def reshape_to_output(g: GraphBuilder, x: str, sizes: list) -> str:
+def reshape_to_output(g: GraphBuilder, x: str, sizes: list, *, ctx: NodeContext) -> str:
     """Reshapes ``x`` to torch's output shape.
 
     ``sizes[i]`` (int, -1, SymInt name, or ``("dim", j)`` for the input dim j) is used
     for the output dimensions neither static nor equal to the input dimension at the
     same position.
     """
-    out = g.current.shape(0)
+    out = ctx.shape(0)
     inp = g.get_shape(x) or ()
     has_zero = any(d == 0 for d in out) or any(isinstance(s, int) and s == 0 for s in sizes)
     dims = []
@@ -72,13 +73,13 @@ def reshape_to_output(g: GraphBuilder, x: str, sizes: list) -> str:
 
 @converter(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
            aten.view_copy.default)
-def aten_view(g: GraphBuilder, x, size):
+def aten_view(g: GraphBuilder, x, size, *, ctx: NodeContext):
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
-    return reshape_to_output(g, x, list(size))
+    return reshape_to_output(g, x, list(size), ctx=ctx)
 
 
 @converter(aten.flatten.using_ints)
-def aten_flatten(g: GraphBuilder, x, start_dim=0, end_dim=-1):
+def aten_flatten(g: GraphBuilder, x, start_dim=0, end_dim=-1, *, ctx: NodeContext):
     """flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)"""
     rank = rank_of(g, x)
     if rank == 0:
@@ -88,17 +89,17 @@ def aten_flatten(g: GraphBuilder, x, start_dim=0, end_dim=-1):
         return g.op.Identity(x)
     sizes = [("dim", i) for i in range(start)] + [-1]
     sizes += [("dim", i) for i in range(end + 1, rank)]
-    return reshape_to_output(g, x, sizes)
+    return reshape_to_output(g, x, sizes, ctx=ctx)
 
 
 @converter(aten.unflatten.int)
-def aten_unflatten(g: GraphBuilder, x, dim, sizes):
+def aten_unflatten(g: GraphBuilder, x, dim, sizes, *, ctx: NodeContext):
     """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
     rank = rank_of(g, x)
     dim %= rank
     full = [("dim", i) for i in range(dim)] + list(sizes)
     full += [("dim", i) for i in range(dim + 1, rank)]
-    return reshape_to_output(g, x, full)
+    return reshape_to_output(g, x, full, ctx=ctx)
 
 
 @converter(aten.permute.default, aten.permute_copy.default)
@@ -136,9 +137,9 @@ def aten_movedim(g: GraphBuilder, x, source, destination):
 
 
 @converter(aten.expand.default, aten.expand_copy.default)
-def aten_expand(g: GraphBuilder, x, size, *, implicit=False):
+def aten_expand(g: GraphBuilder, x, size, *, implicit=False, ctx: NodeContext):
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
-    out = g.current.shape(0)
+    out = ctx.shape(0)
     inp = g.get_shape(x) or ()
     offset = len(size) - rank_of(g, x)
     dims = []
@@ -158,22 +159,22 @@ def aten_expand(g: GraphBuilder, x, size, *, implicit=False):
 
 
 @converter(aten.expand_as.default)
-def aten_expand_as(g: GraphBuilder, x, other):
+def aten_expand_as(g: GraphBuilder, x, other, *, ctx: NodeContext):
     """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
-    out = g.current.shape(0)
+    out = ctx.shape(0)
     if all(isinstance(d, int) for d in out):
         return g.op.Expand(x, ints(out))
     return g.op.Expand(x, g.op.Shape(other))
 
 
-def _squeeze(g: GraphBuilder, x, dims):
+def _squeeze(g: GraphBuilder, x, dims, *, ctx: NodeContext):
     rank = rank_of(g, x)
     if rank == 0:
         return g.op.Identity(x)
     shape = g.get_shape(x)
     dims = range(rank) if dims is None else sorted({d % rank for d in dims})
     if shape is None:  # unknown dims: fine if torch squeezes every requested one
-        if len(dims) != rank - len(g.current.shape(0)):
+        if len(dims) != rank - len(ctx.shape(0)):
             raise UnsupportedOpError(f"squeeze of {x!r}: its shape is unknown", argument="self")
         return g.op.Squeeze(x, ints(dims))
     axes = [d for d in dims if shape[d] == 1]
@@ -183,21 +184,21 @@ def _squeeze(g: GraphBuilder, x, dims):
 
 
 @converter(aten.squeeze.default, aten.squeeze_copy.default)
-def aten_squeeze(g: GraphBuilder, x):
+def aten_squeeze(g: GraphBuilder, x, *, ctx: NodeContext):
     """squeeze(Tensor(a) self) -> Tensor(a)"""
-    return _squeeze(g, x, None)
+    return _squeeze(g, x, None, ctx=ctx)
 
 
 @converter(aten.squeeze.dim, aten.squeeze_copy.dim)
-def aten_squeeze_dim(g: GraphBuilder, x, dim):
+def aten_squeeze_dim(g: GraphBuilder, x, dim, *, ctx: NodeContext):
     """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
-    return _squeeze(g, x, [dim])
+    return _squeeze(g, x, [dim], ctx=ctx)
 
 
 @converter(aten.squeeze.dims, aten.squeeze_copy.dims)
-def aten_squeeze_dims(g: GraphBuilder, x, dim):
+def aten_squeeze_dims(g: GraphBuilder, x, dim, *, ctx: NodeContext):
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
-    return _squeeze(g, x, list(dim))
+    return _squeeze(g, x, list(dim), ctx=ctx)
 
 
 @converter(aten.unsqueeze.default, aten.unsqueeze_copy.default)

@@ -6,8 +6,9 @@ import numpy as np
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, rank_of
+from ._helpers import BOOL, INT64, aten, cast_to, rank_of
 
 
 def _k(g: GraphBuilder, k) -> str:
@@ -74,9 +75,9 @@ def aten_kthvalue(g: GraphBuilder, x, k, dim=-1, keepdim=False):
 
 
 @converter(aten.cumsum.default)
-def aten_cumsum(g: GraphBuilder, x, dim, *, dtype=None):
+def aten_cumsum(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     if rank_of(g, x) == 0:
         return cast_to(g, g.op.Identity(x), t)
     return g.op.CumSum(cast_to(g, x, t), i64(dim))

@@ -15,8 +15,9 @@ import math
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import aten, cast_to, out_dtype
+from ._helpers import aten, cast_to
 
 DOUBLE = 11
 
@@ -29,8 +30,8 @@ def _f64(g: GraphBuilder, x) -> str:
     return cast_to(g, x, DOUBLE)
 
 
-def _out(g: GraphBuilder, y: str) -> str:
-    return cast_to(g, y, out_dtype(g))
+def _out(g: GraphBuilder, y: str, *, ctx: NodeContext) -> str:
+    return cast_to(g, y, ctx.dtype())
 
 
 def _poly(g: GraphBuilder, x: str, coefs: list[float]) -> str:
@@ -61,16 +62,16 @@ def erfinv(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.erfinv.default)
-def aten_erfinv(g: GraphBuilder, x):
+def aten_erfinv(g: GraphBuilder, x, *, ctx: NodeContext):
     """erfinv(Tensor self) -> Tensor"""
-    return _out(g, erfinv(g, _f64(g, x)))
+    return _out(g, erfinv(g, _f64(g, x)), ctx=ctx)
 
 
 @converter(aten.special_ndtri.default)
-def aten_special_ndtri(g: GraphBuilder, x):
+def aten_special_ndtri(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_ndtri(Tensor self) -> Tensor"""
     y = erfinv(g, g.op.Sub(g.op.Mul(_f64(g, x), _c(2)), _c(1)))
-    return _out(g, g.op.Mul(y, _c(math.sqrt(2))))
+    return _out(g, g.op.Mul(y, _c(math.sqrt(2))), ctx=ctx)
 
 
 # normal distribution ---------------------------------------------------------
@@ -98,13 +99,13 @@ def ndtr(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.special_ndtr.default)
-def aten_special_ndtr(g: GraphBuilder, x):
+def aten_special_ndtr(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_ndtr(Tensor self) -> Tensor"""
-    return _out(g, ndtr(g, _f64(g, x)))
+    return _out(g, ndtr(g, _f64(g, x)), ctx=ctx)
 
 
 @converter(aten.special_log_ndtr.default)
-def aten_special_log_ndtr(g: GraphBuilder, x):
+def aten_special_log_ndtr(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_log_ndtr(Tensor self) -> Tensor"""
     x = _f64(g, x)
     # x < 0: log(erfc(z) / 2) = log(t) + p - z^2 - log 2 with z = -x / sqrt(2) > 0
@@ -112,18 +113,18 @@ def aten_special_log_ndtr(g: GraphBuilder, x):
     t, p = log_erfcx_pos(g, g.op.Abs(z))
     neg = g.op.Sub(g.op.Add(g.op.Log(t), p), g.op.Add(g.op.Mul(z, z), _c(math.log(2))))
     pos = g.op.Log(ndtr(g, x))
-    return _out(g, g.op.Where(g.op.Less(x, _c(0)), neg, pos))
+    return _out(g, g.op.Where(g.op.Less(x, _c(0)), neg, pos), ctx=ctx)
 
 
 @converter(aten.special_erfcx.default)
-def aten_special_erfcx(g: GraphBuilder, x):
+def aten_special_erfcx(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_erfcx(Tensor self) -> Tensor: exp(x^2) * erfc(x)"""
     x = _f64(g, x)
     t, p = log_erfcx_pos(g, g.op.Abs(x))
     pos = g.op.Mul(t, g.op.Exp(p))
     # x < 0: erfcx(x) = 2 exp(x^2) - erfcx(-x)
     neg = g.op.Sub(g.op.Mul(_c(2), g.op.Exp(g.op.Mul(x, x))), pos)
-    return _out(g, g.op.Where(g.op.Less(x, _c(0)), neg, pos))
+    return _out(g, g.op.Where(g.op.Less(x, _c(0)), neg, pos), ctx=ctx)
 
 
 # gamma family ----------------------------------------------------------------
@@ -157,19 +158,19 @@ def lgamma(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.lgamma.default)
-def aten_lgamma(g: GraphBuilder, x):
+def aten_lgamma(g: GraphBuilder, x, *, ctx: NodeContext):
     """lgamma(Tensor self) -> Tensor"""
-    return _out(g, lgamma(g, _f64(g, x)))
+    return _out(g, lgamma(g, _f64(g, x)), ctx=ctx)
 
 
 @converter(aten.mvlgamma.default)
-def aten_mvlgamma(g: GraphBuilder, x, p: int):
+def aten_mvlgamma(g: GraphBuilder, x, p: int, *, ctx: NodeContext):
     """mvlgamma(Tensor self, int p) -> Tensor"""
     x = _f64(g, x)
     res = g.make_constant(_c(p * (p - 1) / 4 * math.log(math.pi)))
     for j in range(p):
         res = g.op.Add(res, lgamma(g, g.op.Sub(x, _c(j / 2))))
-    return _out(g, res)
+    return _out(g, res, ctx=ctx)
 
 
 def digamma(g: GraphBuilder, x: str) -> str:
@@ -192,9 +193,9 @@ def digamma(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.digamma.default, aten.special_digamma.default)
-def aten_digamma(g: GraphBuilder, x):
+def aten_digamma(g: GraphBuilder, x, *, ctx: NodeContext):
     """digamma(Tensor self) -> Tensor"""
-    return _out(g, digamma(g, _f64(g, x)))
+    return _out(g, digamma(g, _f64(g, x)), ctx=ctx)
 
 
 _BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6]
@@ -222,30 +223,30 @@ def hurwitz_zeta(g: GraphBuilder, s: str, q: str, n_shift: int = 9) -> str:
 
 
 @converter(aten.special_zeta.default)
-def aten_special_zeta(g: GraphBuilder, x, q):
+def aten_special_zeta(g: GraphBuilder, x, q, *, ctx: NodeContext):
     """special_zeta(Tensor self, Tensor other) -> Tensor (q > 0, else nan)"""
     s, q = _f64(g, x), _f64(g, q)
     z = hurwitz_zeta(g, s, g.op.Where(g.op.Greater(q, _c(0)), q, _c(1)))
     z = g.op.Where(g.op.Greater(q, _c(0)), z, _c(np.nan))
     z = g.op.Where(g.op.Equal(s, _c(1)), _c(np.inf), z)
-    return _out(g, g.op.Where(g.op.Less(s, _c(1)), _c(np.nan), z))
+    return _out(g, g.op.Where(g.op.Less(s, _c(1)), _c(np.nan), z), ctx=ctx)
 
 
 @converter(aten.polygamma.default)
-def aten_polygamma(g: GraphBuilder, n: int, x):
+def aten_polygamma(g: GraphBuilder, n: int, x, *, ctx: NodeContext):
     """polygamma(int n, Tensor self) -> Tensor"""
     x = _f64(g, x)
     if n == 0:
-        return _out(g, digamma(g, x))
+        return _out(g, digamma(g, x), ctx=ctx)
     # the shift covers x > -20 (a negative non-integer x sums as well)
     z = hurwitz_zeta(g, g.make_constant(_c(n + 1)), x, n_shift=30)
-    return _out(g, g.op.Mul(z, _c((-1) ** (n + 1) * math.factorial(n))))
+    return _out(g, g.op.Mul(z, _c((-1) ** (n + 1) * math.factorial(n))), ctx=ctx)
 
 
 @converter(aten.special_polygamma.default)
-def aten_special_polygamma(g: GraphBuilder, n: int, x):
+def aten_special_polygamma(g: GraphBuilder, n: int, x, *, ctx: NodeContext):
     """special_polygamma(int n, Tensor self) -> Tensor"""
-    return aten_polygamma(g, n, x)
+    return aten_polygamma(g, n, x, ctx=ctx)
 
 
 # modified Bessel functions of the first kind -----------------------------------
@@ -279,58 +280,58 @@ def bessel_i(g: GraphBuilder, x: str, order: int, scaled: bool) -> str:
 
 
 @converter(aten.i0.default, aten.special_i0.default, aten.special_modified_bessel_i0.default)
-def aten_i0(g: GraphBuilder, x):
+def aten_i0(g: GraphBuilder, x, *, ctx: NodeContext):
     """i0(Tensor self) -> Tensor"""
-    return _out(g, bessel_i(g, _f64(g, x), 0, False))
+    return _out(g, bessel_i(g, _f64(g, x), 0, False), ctx=ctx)
 
 
 @converter(aten.special_i0e.default)
-def aten_special_i0e(g: GraphBuilder, x):
+def aten_special_i0e(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_i0e(Tensor self) -> Tensor"""
-    return _out(g, bessel_i(g, _f64(g, x), 0, True))
+    return _out(g, bessel_i(g, _f64(g, x), 0, True), ctx=ctx)
 
 
 @converter(aten.special_i1.default, aten.special_modified_bessel_i1.default)
-def aten_special_i1(g: GraphBuilder, x):
+def aten_special_i1(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_i1(Tensor self) -> Tensor"""
-    return _out(g, bessel_i(g, _f64(g, x), 1, False))
+    return _out(g, bessel_i(g, _f64(g, x), 1, False), ctx=ctx)
 
 
 @converter(aten.special_i1e.default)
-def aten_special_i1e(g: GraphBuilder, x):
+def aten_special_i1e(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_i1e(Tensor self) -> Tensor"""
-    return _out(g, bessel_i(g, _f64(g, x), 1, True))
+    return _out(g, bessel_i(g, _f64(g, x), 1, True), ctx=ctx)
 
 
 @converter(aten.special_spherical_bessel_j0.default)
-def aten_special_spherical_bessel_j0(g: GraphBuilder, x):
+def aten_special_spherical_bessel_j0(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_spherical_bessel_j0(Tensor x) -> Tensor: sin(x) / x"""
     x = _f64(g, x)
     zero = g.op.Equal(x, _c(0))
     safe = g.op.Where(zero, _c(1), x)
-    return _out(g, g.op.Where(zero, _c(1), g.op.Div(g.op.Sin(safe), safe)))
+    return _out(g, g.op.Where(zero, _c(1), g.op.Div(g.op.Sin(safe), safe)), ctx=ctx)
 
 
 @converter(aten.special_entr.default)
-def aten_special_entr(g: GraphBuilder, x):
+def aten_special_entr(g: GraphBuilder, x, *, ctx: NodeContext):
     """special_entr(Tensor self) -> Tensor: -x log x (0 at 0, -inf below)"""
     x = _f64(g, x)
     pos = g.op.Greater(x, _c(0))
     safe = g.op.Where(pos, x, _c(1))
     val = g.op.Neg(g.op.Mul(safe, g.op.Log(safe)))
     val = g.op.Where(pos, val, g.op.Where(g.op.Equal(x, _c(0)), _c(0), _c(-np.inf)))
-    return _out(g, g.op.Where(g.op.IsNaN(x), x, val))
+    return _out(g, g.op.Where(g.op.IsNaN(x), x, val), ctx=ctx)
 
 
-def _xlog(g: GraphBuilder, x, y, log1p: bool) -> str:
+def _xlog(g: GraphBuilder, x, y, log1p: bool, *, ctx: NodeContext) -> str:
     x, y = _f64(g, x), _f64(g, y)
     log = g.op.Log(g.op.Add(y, _c(1))) if log1p else g.op.Log(y)
     val = g.op.Where(g.op.Equal(x, _c(0)), _c(0), g.op.Mul(x, log))
-    return _out(g, g.op.Where(g.op.IsNaN(y), y, val))
+    return _out(g, g.op.Where(g.op.IsNaN(y), y, val), ctx=ctx)
 
 
 @converter(aten.special_xlog1py.default, aten.special_xlog1py.self_scalar,
            aten.special_xlog1py.other_scalar)
-def aten_special_xlog1py(g: GraphBuilder, x, y):
+def aten_special_xlog1py(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """special_xlog1py(Tensor self, Tensor other) -> Tensor"""
-    return _xlog(g, x, y, True)
+    return _xlog(g, x, y, True, ctx=ctx)

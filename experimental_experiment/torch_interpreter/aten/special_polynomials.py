@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import aten, cast_to, out_dtype
+from ._helpers import aten, cast_to
 
 MAX_DEGREE = 24
 DOUBLE = 11
@@ -21,7 +22,7 @@ def _c(v) -> np.ndarray:
     return np.array(v, dtype=np.float64)
 
 
-def _evaluate(g: GraphBuilder, x, n, first: str, step) -> str:
+def _evaluate(g: GraphBuilder, x, n, first: str, step, *, ctx: NodeContext) -> str:
     """``first(x)`` is P_1, ``step(k, x, p_k, p_km1)`` returns P_{k+1}."""
     x = cast_to(g, x, DOUBLE) if isinstance(x, str) else g.make_constant(_c(x))
     n = cast_to(g, n, DOUBLE) if isinstance(n, str) else g.make_constant(_c(n))
@@ -35,11 +36,11 @@ def _evaluate(g: GraphBuilder, x, n, first: str, step) -> str:
         prev, cur = cur, step(k, x, cur, prev)
         result = g.op.Where(g.op.Equal(n, _c(k + 1)), cur, result)
     result = g.op.Where(g.op.Less(n, _c(0)), g.op.Mul(x, _c(0)), result)
-    return cast_to(g, result, out_dtype(g))
+    return cast_to(g, result, ctx.dtype())
 
 
 def _chebyshev(first_coef: float, first_shift: float, shifted: bool):
-    def run(g: GraphBuilder, x, n):
+    def run(g: GraphBuilder, x, n, *, ctx: NodeContext):
         if shifted and isinstance(x, str):
             x = g.op.Sub(g.op.Mul(cast_to(g, x, DOUBLE), _c(2)), _c(1))
         elif shifted:
@@ -51,7 +52,7 @@ def _chebyshev(first_coef: float, first_shift: float, shifted: bool):
         def step(k, t, p, q):
             return g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2)), p), q)
 
-        return _evaluate(g, x, n, first, step)
+        return _evaluate(g, x, n, first, step, ctx=ctx)
 
     return run
 
@@ -74,33 +75,33 @@ _register_chebyshev()
 
 
 @converter(aten.special_hermite_polynomial_h)
-def aten_special_hermite_polynomial_h(g: GraphBuilder, x, n):
+def aten_special_hermite_polynomial_h(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor (physicists')"""
     return _evaluate(g, x, n, lambda t: g.op.Mul(t, _c(2)),
                      lambda k, t, p, q: g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2)), p),
-                                                 g.op.Mul(q, _c(2 * k))))
+                                                 g.op.Mul(q, _c(2 * k))), ctx=ctx)
 
 
 @converter(aten.special_hermite_polynomial_he)
-def aten_special_hermite_polynomial_he(g: GraphBuilder, x, n):
+def aten_special_hermite_polynomial_he(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor (probabilists')"""
     return _evaluate(g, x, n, lambda t: g.op.Identity(t),
-                     lambda k, t, p, q: g.op.Sub(g.op.Mul(t, p), g.op.Mul(q, _c(k))))
+                     lambda k, t, p, q: g.op.Sub(g.op.Mul(t, p), g.op.Mul(q, _c(k))), ctx=ctx)
 
 
 @converter(aten.special_laguerre_polynomial_l)
-def aten_special_laguerre_polynomial_l(g: GraphBuilder, x, n):
+def aten_special_laguerre_polynomial_l(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor"""
     return _evaluate(
         g, x, n, lambda t: g.op.Sub(_c(1), t),
         lambda k, t, p, q: g.op.Div(g.op.Sub(g.op.Mul(g.op.Sub(_c(2 * k + 1), t), p),
-                                             g.op.Mul(q, _c(k))), _c(k + 1)))
+                                             g.op.Mul(q, _c(k))), _c(k + 1)), ctx=ctx)
 
 
 @converter(aten.special_legendre_polynomial_p)
-def aten_special_legendre_polynomial_p(g: GraphBuilder, x, n):
+def aten_special_legendre_polynomial_p(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor"""
     return _evaluate(
         g, x, n, lambda t: g.op.Identity(t),
         lambda k, t, p, q: g.op.Div(g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2 * k + 1)), p),
-                                             g.op.Mul(q, _c(k))), _c(k + 1)))
+                                             g.op.Mul(q, _c(k))), _c(k + 1)), ctx=ctx)

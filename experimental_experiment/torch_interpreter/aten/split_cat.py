@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import INT64, aten, cast_to, out_dtype, rank_of, shape_tensor
+from ._helpers import INT64, aten, cast_to, rank_of, shape_tensor
 from .shape import I64_MAX, as_1d, ints
 
 
@@ -47,16 +48,16 @@ def aten_narrow(g: GraphBuilder, x, dim, start, length):
     return aten_slice(g, x, dim, start, end, 1)
 
 
-def _split(g: GraphBuilder, x, dim: int, runtime_sizes) -> tuple:
+def _split(g: GraphBuilder, x, dim: int, runtime_sizes, *, ctx: NodeContext) -> tuple:
     """Splits along ``dim`` in as many outputs as torch has; the sizes come from torch's
     output shapes when static, else from ``runtime_sizes(dim_size)`` (a list of ints and
     int64 scalar or 1-D names, or None to split in equal parts)."""
-    n = len(g.current.val)
+    n = len(ctx.val)
     rank = rank_of(g, x)
     dim %= rank
     if n == 1:
         return (g.op.Identity(x),)
-    sizes = [g.current.shape(i)[dim] for i in range(n)]
+    sizes = [ctx.shape(i)[dim] for i in range(n)]
     if all(isinstance(s, int) for s in sizes):
         return g.op.Split(x, ints(sizes), axis=dim, outputs=n)
     dim_size = g.op.Shape(x, start=dim, end=dim + 1)
@@ -73,23 +74,23 @@ def _last_size(g: GraphBuilder, dim_size: str, size, n: int):
 
 
 @converter(aten.split.Tensor, aten.split_copy.Tensor, aten.unsafe_split.Tensor)
-def aten_split(g: GraphBuilder, x, split_size, dim=0):
+def aten_split(g: GraphBuilder, x, split_size, dim=0, *, ctx: NodeContext):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
-    n = len(g.current.val)
+    n = len(ctx.val)
     return _split(g, x, dim, lambda d: [split_size] * (n - 1) + [
-        _last_size(g, d, split_size, n)])
+        _last_size(g, d, split_size, n)], ctx=ctx)
 
 
 @converter(aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
-def aten_split_with_sizes(g: GraphBuilder, x, split_sizes, dim=0):
+def aten_split_with_sizes(g: GraphBuilder, x, split_sizes, dim=0, *, ctx: NodeContext):
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
-    return _split(g, x, dim, lambda d: list(split_sizes))
+    return _split(g, x, dim, lambda d: list(split_sizes), ctx=ctx)
 
 
 @converter(aten.chunk.default, aten.unsafe_chunk.default)
-def aten_chunk(g: GraphBuilder, x, chunks, dim=0):
+def aten_chunk(g: GraphBuilder, x, chunks, dim=0, *, ctx: NodeContext):
     """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
-    n = len(g.current.val)
+    n = len(ctx.val)
 
     def runtime(d):
         if n == chunks and g.main_opset >= 18:
@@ -97,25 +98,25 @@ def aten_chunk(g: GraphBuilder, x, chunks, dim=0):
         size = g.op.Div(g.op.Add(d, ints([chunks - 1])), ints([chunks]))
         return [size] * (n - 1) + [_last_size(g, d, size, n)]
 
-    return _split(g, x, dim, runtime)
+    return _split(g, x, dim, runtime, ctx=ctx)
 
 
 @converter(aten.tensor_split.sections)
-def aten_tensor_split(g: GraphBuilder, x, sections, dim=0):
+def aten_tensor_split(g: GraphBuilder, x, sections, dim=0, *, ctx: NodeContext):
     """tensor_split.sections(Tensor(a -> *) self, SymInt sections, int dim=0) -> Tensor(a)[]"""
-    n = len(g.current.val)
+    n = len(ctx.val)
 
     def runtime(d):
         # the first d % n parts have one more element: size_i = (d + n - 1 - i) // n
         return [g.op.Div(g.op.Add(d, ints([n - 1 - i])), ints([n])) for i in range(n)]
 
-    return _split(g, x, dim, runtime)
+    return _split(g, x, dim, runtime, ctx=ctx)
 
 
 @converter(aten.unbind.int, aten.unbind_copy.int)
-def aten_unbind(g: GraphBuilder, x, dim=0):
+def aten_unbind(g: GraphBuilder, x, dim=0, *, ctx: NodeContext):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
-    n = len(g.current.val)
+    n = len(ctx.val)
     dim %= rank_of(g, x)
     axes = ints([dim])
     if n == 1:
@@ -125,10 +126,10 @@ def aten_unbind(g: GraphBuilder, x, dim=0):
 
 
 @converter(aten.cat.default, aten.concat.default, aten.concatenate.default)
-def aten_cat(g: GraphBuilder, tensors, dim=0):
+def aten_cat(g: GraphBuilder, tensors, dim=0, *, ctx: NodeContext):
     """cat(Tensor[] tensors, int dim=0) -> Tensor (1-D empty tensors are skipped)"""
-    t = out_dtype(g)
-    rank = len(g.current.shape(0))
+    t = ctx.dtype()
+    rank = len(ctx.shape(0))
     kept = [x for x in tensors if g.get_shape(x) != (0,)] if rank > 1 else list(tensors)
     kept = [cast_to(g, x, t) for x in (kept or tensors[:1])]
     if len(kept) == 1:
@@ -137,9 +138,9 @@ def aten_cat(g: GraphBuilder, tensors, dim=0):
 
 
 @converter(aten.stack.default)
-def aten_stack(g: GraphBuilder, tensors, dim=0):
+def aten_stack(g: GraphBuilder, tensors, dim=0, *, ctx: NodeContext):
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
-    t = out_dtype(g)
-    dim %= len(g.current.shape(0))
+    t = ctx.dtype()
+    dim %= len(ctx.shape(0))
     parts = [g.op.Unsqueeze(cast_to(g, x, t), ints([dim])) for x in tensors]
     return parts[0] if len(parts) == 1 else g.op.Concat(*parts, axis=dim)

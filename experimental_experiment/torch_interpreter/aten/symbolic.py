@@ -15,8 +15,9 @@ from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import FLOAT_TYPES, i64
+from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, INT64, aten, cast_to, out_dtype, promote, rank_of
+from ._helpers import BOOL, INT64, aten, cast_to, promote, rank_of
 
 FLOAT = TensorProto.FLOAT
 
@@ -46,13 +47,13 @@ def _binary(op: str, *, compute: str = "out"):
     """``compute``: "out" computes in the output type, "float" in float32, "promote"
     in the type of both inputs (comparisons)."""
 
-    def fn(g: GraphBuilder, x, y):
+    def fn(g: GraphBuilder, x, y, *, ctx: NodeContext):
         if compute == "float":
             t = FLOAT
         elif compute == "promote":
             t = promote(g, x, y)
         else:
-            t = out_dtype(g)
+            t = ctx.dtype()
         return getattr(g.op, op)(cast_to(g, x, t), cast_to(g, y, t))
 
     fn.__name__ = f"sym_{op.lower()}"
@@ -81,19 +82,19 @@ def sym_ne(g: GraphBuilder, x, y):
 
 
 @converter(operator.and_, operator.or_)
-def sym_and_or(g: GraphBuilder, x, y):
+def sym_and_or(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """x & y, x | y on SymBool (logical) or SymInt (bitwise)"""
-    t = out_dtype(g)
-    name = {operator.and_: "And", operator.or_: "Or"}[g.current.node.target]
+    t = ctx.dtype()
+    name = {operator.and_: "And", operator.or_: "Or"}[ctx.node.target]
     if t != BOOL:
         name = "Bitwise" + name
     return getattr(g.op, name)(cast_to(g, x, t), cast_to(g, y, t))
 
 
 @converter(operator.floordiv)
-def sym_floordiv(g: GraphBuilder, x, y):
+def sym_floordiv(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """x // y: rounds toward minus infinity, as python does"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     x, y = cast_to(g, x, t), cast_to(g, y, t)
     if t in FLOAT_TYPES:
         return g.op.Floor(g.op.Div(x, y))
@@ -102,9 +103,9 @@ def sym_floordiv(g: GraphBuilder, x, y):
 
 
 @converter(operator.mod)
-def sym_mod(g: GraphBuilder, x, y):
+def sym_mod(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """x % y: the sign of the divisor, as python does"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     x, y = cast_to(g, x, t), cast_to(g, y, t)
     if t in FLOAT_TYPES:
         return g.op.Sub(x, g.op.Mul(g.op.Floor(g.op.Div(x, y)), y))
@@ -112,16 +113,16 @@ def sym_mod(g: GraphBuilder, x, y):
 
 
 @converter(operator.pow)
-def sym_pow(g: GraphBuilder, x, y):
+def sym_pow(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """x ** y on symbolic scalars"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     return g.op.Pow(cast_to(g, x, t), cast_to(g, y, t))
 
 
 @converter(operator.neg)
-def sym_neg(g: GraphBuilder, x):
+def sym_neg(g: GraphBuilder, x, *, ctx: NodeContext):
     """-x on a symbolic scalar"""
-    return g.op.Neg(cast_to(g, x, out_dtype(g)))
+    return g.op.Neg(cast_to(g, x, ctx.dtype()))
 
 
 @converter(operator.not_, torch.sym_not)
@@ -131,10 +132,10 @@ def sym_not(g: GraphBuilder, x):
 
 
 @converter(torch.sym_sum)
-def sym_sum(g: GraphBuilder, *args):
+def sym_sum(g: GraphBuilder, *args, ctx: NodeContext):
     """sym_sum([a, b, ...]) or sym_sum(a, b, ...): n-ary add"""
     values = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
-    t = out_dtype(g)
+    t = ctx.dtype()
     result = cast_to(g, values[0], t)
     for v in values[1:]:  # ONNX Sum has no integer kernel
         result = g.op.Add(result, cast_to(g, v, t))
@@ -142,9 +143,9 @@ def sym_sum(g: GraphBuilder, *args):
 
 
 @converter(torch.sym_ite)
-def sym_ite(g: GraphBuilder, cond, x, y):
+def sym_ite(g: GraphBuilder, cond, x, y, *, ctx: NodeContext):
     """sym_ite(b, t, f): t if b else f"""
-    t = out_dtype(g)
+    t = ctx.dtype()
     return g.op.Where(cast_to(g, cond, BOOL), cast_to(g, x, t), cast_to(g, y, t))
 
 

@@ -180,6 +180,6 @@ class DecomposedRMSNormToRMSNorm(Pattern):
 
 
 def _index_consumers(g, name: str) -> list:
-    from ..pattern import _index
+    from ..matcher import graph_index
 
-    return list(_index(g).consumers.get(name, ()))
+    return list(graph_index(g).consumers.get(name, ()))

@@ -5,8 +5,7 @@ from __future__ import annotations
 from onnx import NodeProto, TensorProto
 
 from ...xbuilder.graph_utils import constant_value
-from ..matcher import attribute_value
-from ..pattern import _index
+from ..matcher import attribute_value, graph_index
 
 #: domain of onnxruntime's contrib operators
 MS = "com.microsoft"
@@ -40,7 +39,7 @@ def used_before(g, name: str, anchor: NodeProto, inside: list[NodeProto]) -> boo
     """True if a node outside ``inside`` placed before ``anchor`` uses ``name``: the
     engine inserts the replacement where ``anchor`` is, such a consumer would come
     before the new producer of ``name``."""
-    index = _index(g)
+    index = graph_index(g)
     pos = getattr(index, "_positions", None)
     if pos is None:
         pos = index._positions = {id(n): i for i, n in enumerate(g.nodes)}
