@@ -18,6 +18,7 @@ from .activation import (
     GeluErfToOrtGelu,
     GeluTanhToFastGelu,
 )
+from .attention import CausalAttentionToGroupQueryAttention
 from .conv import ConvActivationToFusedConv
 from .matmul import MatMulScaleToFusedMatMul, TransposeMatMulToFusedMatMul
 from .normalization import (
@@ -40,6 +41,7 @@ ORT_PATTERNS: list = [
     HalfRotaryToRotaryEmbedding,
     AddFastGeluToFastGelu,
     ConvActivationToFusedConv,
+    CausalAttentionToGroupQueryAttention,
 ]
 
 #: pattern classes of the ``"onnxruntime_extra"`` set (slower on CPU, see above)
