@@ -14,7 +14,7 @@ Cells: a prefill of ``--prefill`` tokens (empty cache) and one decoding step wit
 cache of ``--past`` positions, batch 1, float32, for every intra-op thread count. Every
 ONNX graph runs in ``onnxruntime.InferenceSession`` on CPU (default session options,
 onnxruntime's own graph optimizations included). Latency: median of ``--repeat``
-repetitions after warm-up runs, the exporters timed in turns inside every repetition
+(prefill) or ``--decode-repeat`` (decoding step) repetitions after warm-up runs, the exporters timed in turns inside every repetition
 (one run of each) so that the load of a shared machine affects them alike. Ratios are
 latency / latency of the builder and of torch.onnx.export (below 1 is faster).
 ``max_abs_diff`` compares the logits with eager's. A second session with
@@ -189,8 +189,8 @@ def bench_cell(ctx: dict, phase: str, seq: int, past: int, threads: int) -> tupl
     with torch.no_grad():
         expected = model(**lx.eager_inputs(feeds, config, model)).logits.numpy()
         runners, diffs = _runners(exported, model, config, feeds, threads, expected)
-        warmup = 2 if seq > 1 else 5
-        medians = interleaved_medians(runners, warmup, ctx["repeat"])
+        warmup, repeat = (2, ctx["repeat"]) if seq > 1 else (5, ctx["decode_repeat"])
+        medians = interleaved_medians(runners, warmup, repeat)
     base = dict(size=ctx["size"], phase=phase, seq=seq, past=past, threads=threads)
     rows, prof_rows = [], []
     for label, res in exported.items():
@@ -240,9 +240,11 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run(sizes, exporters, threads, prefill: int, past: int, repeat: int, *,
-        genai_path: str | None = None, profile: bool = True, seed: int = 0,
-        folder: str | None = None) -> tuple[list[dict], list[dict]]:
-    """The whole grid: returns (latency rows, profile rows)."""
+        decode_repeat: int | None = None, genai_path: str | None = None,
+        profile: bool = True, seed: int = 0, folder: str | None = None
+        ) -> tuple[list[dict], list[dict]]:
+    """The whole grid: returns (latency rows, profile rows); ``repeat`` repetitions for
+    the prefill, ``decode_repeat`` (default ``4 * repeat``) for the decoding step."""
     rows, prof = [], []
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         for size in sizes:
@@ -251,7 +253,8 @@ def run(sizes, exporters, threads, prefill: int, past: int, repeat: int, *,
             os.makedirs(sub)
             exported = export_all(model, config, exporters, sub, genai_path)
             ctx = dict(size=size, config=config, model=model, exported=exported,
-                       repeat=repeat, profile=profile, seed=seed, folder=sub)
+                       repeat=repeat, decode_repeat=decode_repeat or 4 * repeat,
+                       profile=profile, seed=seed, folder=sub)
             for n_threads in threads:
                 for phase, seq, length in (("prefill", prefill, 0), ("decode", 1, past)):
                     r, p = bench_cell(ctx, phase, seq, length, n_threads)
@@ -273,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default="1,2", help="intra-op thread counts")
     parser.add_argument("--prefill", type=int, default=512, help="prompt length")
     parser.add_argument("--past", type=int, default=2048, help="cache length (decode)")
-    parser.add_argument("--repeat", type=int, default=10, help="timed repetitions")
+    parser.add_argument("--repeat", type=int, default=10,
+                        help="timed repetitions of the prefill")
+    parser.add_argument("--decode-repeat", type=int, default=None,
+                        help="timed repetitions of the decoding step (4 * repeat)")
     parser.add_argument("--genai-path", default=os.environ.get("GENAI_PATH"),
                         help="folder holding onnxruntime_genai (pip --target)")
     parser.add_argument("--no-profile", action="store_true", help="no profiling")
@@ -293,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = [int(t) for t in ns.threads.split(",") if t]
     begin = time.perf_counter()
     rows, prof = run(sizes, exporters, threads, ns.prefill, ns.past, ns.repeat,
-                     genai_path=ns.genai_path, profile=not ns.no_profile)
+                     decode_repeat=ns.decode_repeat, genai_path=ns.genai_path,
+                     profile=not ns.no_profile)
     if ns.output:
         write_csv(rows, COLUMNS, ns.output)
     if ns.profile_output:
