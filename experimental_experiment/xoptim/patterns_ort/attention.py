@@ -207,13 +207,18 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             return op.Reshape(op.Transpose(x, perm=[0, 2, 1, 3]), i64([0, 0, -1]))
 
         bias = op.Where(b["mask"], zero, minf)
+        # sizes read on the mask when it is known to have the batch of the query: the
+        # nodes are then the same for every layer (merged by CSE)
+        sm, sq = g.get_shape(b["mask"]), g.get_shape(b["q"])
+        shared = sm is not None and same(dim_expression(sm[0]), dim_expression(sq[0]))
         total = op.Shape(b["mask"], start=3, end=4)
-        batch = op.Shape(b["q"], start=0, end=1)
+        batch = op.Shape(b["mask"] if shared else b["q"], start=0, end=1)
         int32 = TensorProto.INT32
         seqlens = op.Cast(op.Expand(op.Sub(total, i64([1])), batch), to=int32)
         # every query row is valid: query_seqlens lifts the kernel's restriction to
-        # batch 1 when several tokens follow a cache
-        queries = op.Cast(op.Expand(op.Shape(b["q"], start=2, end=3), batch), to=int32)
+        # batch 1 when several tokens follow a cache (the mask has the query length,
+        # proven by its causal operand)
+        queries = op.Cast(op.Expand(op.Shape(b["mask"], start=2, end=3), batch), to=int32)
         total32 = op.Cast(op.Squeeze(total), to=int32)
         out, present_k, present_v = op.GroupQueryAttention(
             bsd(b["q"]), bsd(b["k"]), bsd(b["v"]), b["past_k"], b["past_v"], seqlens,
