@@ -14,11 +14,13 @@ Cells: a prefill of ``--prefill`` tokens (empty cache) and one decoding step wit
 cache of ``--past`` positions, batch 1, float32, for every intra-op thread count. Every
 ONNX graph runs in ``onnxruntime.InferenceSession`` on CPU (default session options,
 onnxruntime's own graph optimizations included). Latency: median of ``--repeat``
-(prefill) or ``--decode-repeat`` (decoding step) repetitions after warm-up runs, the exporters timed in turns inside every repetition
-(one run of each) so that the load of a shared machine affects them alike. Ratios are
-latency / latency of the builder and of torch.onnx.export (below 1 is faster).
+(prefill) or ``--decode-repeat`` (decoding step) repetitions after warm-up runs, the
+exporters timed in turns inside every repetition (one run of each) so that the load of
+a shared machine affects them alike. Ratios are
+latency / latency of the builder and of torch.onnx.export (below 1 is faster);
+``min_ms`` is the fastest repetition (less sensitive to the load of other jobs).
 ``max_abs_diff`` compares the logits with eager's. A second session with
-``enable_profiling`` gives the time per operator type (``--profile`` CSV: calls and
+``enable_profiling`` gives the time per operator type (``--profile-output`` CSV: calls and
 milliseconds per run). The builder runs in a subprocess with ``--genai-path`` prepended
 to PYTHONPATH (``pip install --target <folder> --no-deps onnxruntime-genai``); its
 column is skipped with the reason when it cannot be imported.
@@ -50,7 +52,8 @@ logger = logging.getLogger("experimental_experiment.bench.llm_latency")
 EXPORTERS = ("to_onnx default", "to_onnx default+onnxruntime", "torch.onnx", "builder",
              "eager")
 COLUMNS = ("size", "phase", "seq", "past", "threads", "exporter", "nodes", "kernels",
-           "latency_ms", "vs_builder", "vs_torch_onnx", "max_abs_diff", "export_s", "error")
+           "latency_ms", "min_ms", "vs_builder", "vs_torch_onnx", "max_abs_diff", "export_s",
+           "error")
 PROFILE_COLUMNS = ("size", "phase", "threads", "exporter", "op_type", "calls", "time_ms",
                    "share")
 
@@ -122,8 +125,9 @@ def _runners(exported: dict, model, config, feeds: dict, threads: int, expected)
 
 
 def interleaved_medians(runners: dict[str, Callable], warmup: int, repeat: int
-                        ) -> dict[str, float]:
-    """Median seconds of every function; each repetition runs every function once."""
+                        ) -> dict[str, tuple[float, float]]:
+    """(median, minimum) seconds of every function; each repetition runs every function
+    once."""
     for fn in runners.values():
         for _ in range(warmup):
             fn()
@@ -133,7 +137,7 @@ def interleaved_medians(runners: dict[str, Callable], warmup: int, repeat: int
             begin = time.perf_counter()
             fn()
             times[key].append(time.perf_counter() - begin)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def profile_by_op_type(path: str, feeds: dict, threads: int, runs: int, prefix: str
@@ -195,7 +199,8 @@ def bench_cell(ctx: dict, phase: str, seq: int, past: int, threads: int) -> tupl
     rows, prof_rows = [], []
     for label, res in exported.items():
         row = dict(base, exporter=label, nodes=res["nodes"], kernels=None,
-                   latency_ms=medians[label] * 1000 if label in medians else None,
+                   latency_ms=medians[label][0] * 1000 if label in medians else None,
+                   min_ms=medians[label][1] * 1000 if label in medians else None,
                    max_abs_diff=diffs.get(label), export_s=res["export_s"],
                    error=res["error"])
         rows.append(row)

@@ -34,7 +34,7 @@ from .normalization import (
     RMSNormToSimplifiedLayerNorm,
     SimplifiedLayerNormMulToScale,
 )
-from .rotary import HalfRotaryToRotaryEmbedding
+from .rotary import HalfRotaryToRotaryEmbedding, TransposedRotaryToRotaryEmbedding
 
 #: pattern classes of the ``"onnxruntime"`` set
 ORT_PATTERNS: list = [
@@ -49,6 +49,7 @@ ORT_PATTERNS: list = [
     AddFastGeluToFastGelu,
     ConvActivationToFusedConv,
     CausalAttentionToGroupQueryAttention,
+    TransposedRotaryToRotaryEmbedding,
 ]
 
 #: pattern classes of the ``"onnxruntime_extra"`` set (slower on CPU, see above)

@@ -149,3 +149,29 @@ class HalfRotaryToRotaryEmbedding(Pattern):
                              op.Shape(b["f"], start=0, end=2))
         return op.RotaryEmbedding(b["x"], pos, op.Cos(f2), op.Sin(f2),
                                   domain=MS, interleaved=0)
+
+
+class TransposedRotaryToRotaryEmbedding(Pattern):
+    """Reshape(Transpose(RotaryEmbedding(Transpose(Reshape(y, [0, 0, N, D]), [0, 2, 1, 3])),
+    [0, 2, 1, 3]), [0, 0, -1]) -> RotaryEmbedding(y) on the 3-D input (batch, seq, N * D):
+    the heads are split and transposed only for the rotation (what remains once the
+    attention reading (batch, seq, hidden) is fused, see
+    :class:`CausalAttentionToGroupQueryAttention`)."""
+
+    def pattern(self, op, y, s1, pos, cos, sin, interleaved, s2):
+        t = op.Transpose(op.Reshape(y, s1), perm=[0, 2, 1, 3])
+        r = op.RotaryEmbedding(t, pos, cos, sin, domain=MS, interleaved=interleaved)
+        return op.Reshape(op.Transpose(r, perm=[0, 2, 1, 3]), s2)
+
+    def check(self, g, y, s1, pos, cos, sin, interleaved, s2):
+        split, merge, sy = constant_ints(g, s1, 8), constant_ints(g, s2, 8), g.get_shape(y)
+        if split is None or len(split) != 4 or split[:2] != [0, 0] or min(split[2:]) <= 0:
+            return "the heads are not split by a constant shape [0, 0, N, D]"
+        if merge not in ([0, 0, -1], [0, 0, split[2] * split[3]]):
+            return "the heads are not merged back by [0, 0, -1]"
+        if sy is None or len(sy) != 3 or sy[2] != split[2] * split[3]:
+            return "the input is not of shape (batch, seq, N * D)"
+        return None
+
+    def rewrite(self, op, y, s1, pos, cos, sin, interleaved, s2):
+        return op.RotaryEmbedding(y, pos, cos, sin, domain=MS, interleaved=interleaved or 0)
