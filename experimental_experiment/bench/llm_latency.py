@@ -15,9 +15,9 @@ cache of ``--past`` positions, batch 1, float32, for every intra-op thread count
 ONNX graph runs in ``onnxruntime.InferenceSession`` on CPU (default session options,
 onnxruntime's own graph optimizations included). Latency: median of ``--repeat``
 (prefill) or ``--decode-repeat`` (decoding step) repetitions after warm-up runs, the
-exporters timed in turns inside every repetition (one run of each) so that the load of
-a shared machine affects them alike. Ratios are
-latency / latency of the builder and of torch.onnx.export (below 1 is faster);
+exporters timed in turns inside every repetition (one run of each, the order rotating)
+so that the load of a shared machine affects them alike. Ratios are latency / latency
+of the builder and of torch.onnx.export (below 1 is faster);
 ``min_ms`` is the fastest repetition (less sensitive to the load of other jobs).
 ``max_abs_diff`` compares the logits with eager's. A second session with
 ``enable_profiling`` gives the time per operator type (``--profile-output`` CSV: calls and
@@ -127,15 +127,17 @@ def _runners(exported: dict, model, config, feeds: dict, threads: int, expected)
 def interleaved_medians(runners: dict[str, Callable], warmup: int, repeat: int
                         ) -> dict[str, tuple[float, float]]:
     """(median, minimum) seconds of every function; each repetition runs every function
-    once."""
+    once, in an order rotating from one repetition to the next."""
     for fn in runners.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(repeat):
-        for key, fn in runners.items():
+    keys = list(runners)
+    for i in range(repeat):
+        # the order rotates: no function always runs after the same one
+        for key in keys[i % len(keys):] + keys[:i % len(keys)]:
             begin = time.perf_counter()
-            fn()
+            runners[key]()
             times[key].append(time.perf_counter() - begin)
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
