@@ -115,3 +115,30 @@ def test_double_not_fused():
     opt, report = check_ort_pattern(model, _feeds([(2, 3, 8), (2, 5, 8)], dtype=np.float64))
     assert op_types(opt) == ["Transpose", "MatMul"]
     assert refused(report, "TransposeMatMulToFusedMatMul")
+
+
+def _weight_model():
+    # the output projection of a language model: X @ W^T with a constant W
+    w = np.random.default_rng(1).standard_normal((5, 8)).astype(np.float32)
+    return make_model([helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+                       helper.make_node("MatMul", ["x0", "wt"], ["y"])],
+                      [("x0", F, ("b", "n", 8))], [("y", F, ("b", "n", 5))], {"w": w})
+
+
+@pytest.mark.parametrize("patterns, expected", [
+    ("default+onnxruntime", ["Transpose", "MatMul"]),
+    ("default+onnxruntime+TransposeWeightMatMulToFusedMatMul", ["FusedMatMul"]),
+])
+def test_constant_weight_left_to_prepacking(patterns, expected):
+    from experimental_experiment.xbuilder import OptimizationOptions
+    from experimental_experiment.xoptim import optimize_model
+    from experimental_experiment.xoptim.testing import run_ort
+
+    # constant folding off: the Transpose of a weight too large to be folded
+    model = _weight_model()
+    opt = optimize_model(model, patterns=patterns,
+                         options=OptimizationOptions(constant_folding=False))
+    assert op_types(opt) == expected
+    for feed in _feeds([(2, 3, 8)], [(1, 4, 8)]):
+        np.testing.assert_allclose(run_ort(opt, feed)[0], run_ort(model, feed)[0],
+                                   atol=1e-5)

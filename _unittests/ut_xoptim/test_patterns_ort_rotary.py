@@ -64,12 +64,33 @@ def test_half_rotation_to_rotary_embedding():
     assert applied(report, "HalfRotaryToRotaryEmbedding") == 1
 
 
-def test_angles_per_batch_refused():
-    # one row of angles per batch: the caches of onnxruntime are shared by the batch
+def _feeds_per_batch():
+    """Angles of different positions for every batch (a decoding step after caches
+    of different lengths)."""
+    rnd = np.random.default_rng(1)
+    inv = 1.0 / (10000 ** (np.arange(0, D, 2) / D))
+    feeds = []
+    for b, s in [(2, 5), (3, 1), (1, 4)]:
+        pos = rnd.integers(0, 50, (b, 1)) + np.arange(s)[None, :]
+        f = (pos[:, :, None] * inv[None, None, :]).astype(np.float32)
+        feeds.append({"x": rnd.standard_normal((b, N, s, D)).astype(np.float32),
+                      "f": f, "g": f})
+    return feeds
+
+
+def test_angles_per_batch_one_cache_row_per_token():
     model = _model(batch_of_angles="b")
-    opt, report = check_ort_pattern(model, _feeds("b"))
+    opt, report = check_ort_pattern(model, _feeds_per_batch(), atol=1e-5)
+    assert op_types(opt).count("RotaryEmbedding") == 1
+    assert "Neg" not in op_types(opt)
+    assert applied(report, "HalfRotaryToRotaryEmbedding") == 1
+
+
+def test_angles_of_another_batch_refused():
+    model = _model(batch_of_angles="c")  # a batch dimension unrelated to the input's
+    opt, report = check_ort_pattern(model, _feeds_per_batch()[2:])
     assert "RotaryEmbedding" not in op_types(opt)
-    assert any("(1, seq" in r for r in refused(report, "HalfRotaryToRotaryEmbedding"))
+    assert any("neither one batch" in r for r in refused(report, "HalfRotaryToRotaryEmbedding"))
 
 
 def test_cos_sin_of_different_angles_refused():

@@ -41,6 +41,18 @@ def test_reshape_reshape_with_zero_kept():
     assert any("has a 0" in r for r in refused(report, "ReshapeReshapeToReshape"))
 
 
+def test_reshape_reshape_with_zeros_of_both():
+    # heads split then merged: the 0s of s2 copy dimensions s1 copied from x
+    model = make_model([helper.make_node("Reshape", ["x", "s1"], ["r"]),
+                        helper.make_node("Reshape", ["r", "s2"], ["y"])],
+                       [("x", F, ("b", "s", 12))], [("y", F, None)],
+                       {"s1": np.array([0, 0, 3, 4], I64), "s2": np.array([0, 0, -1], I64)})
+    opt, report = check_pattern(model, _x((2, 5, 12), (1, 1, 12)))
+    # Reshape(x, [0, 0, -1]) keeps the shape of x: an Identity between input and output
+    assert op_types(opt) in (["Reshape"], ["Identity"])
+    assert applied(report, "ReshapeReshapeToReshape") == 1
+
+
 def test_reshape_to_same_symbolic_shape_removed():
     model = make_model([helper.make_node("Shape", ["x"], ["s"]),
                         helper.make_node("Reshape", ["x", "s"], ["r"]),

@@ -7,8 +7,9 @@ from ._utils import ShapePreservingToIdentity, const_ints
 
 
 class ReshapeReshapeToReshape(Pattern):
-    """Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) when s2 is a constant without 0
-    (a 0 copies a dimension of the intermediate result)."""
+    """Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) when s2 is a constant whose 0s (a 0
+    copies a dimension of the intermediate result) are at positions where s1 has a 0
+    too (the intermediate's dimension is then the one of x)."""
 
     def pattern(self, op, x, s1, s2):
         return op.Reshape(op.Reshape(x, s1), s2)
@@ -18,7 +19,10 @@ class ReshapeReshapeToReshape(Pattern):
         if values is None:
             return "the second shape is not a constant"
         if 0 in values:
-            return "the second shape has a 0"
+            first = const_ints(g, s1)
+            if first is None or any(v == 0 and (i >= len(first) or first[i] != 0)
+                                    for i, v in enumerate(values)):
+                return "the second shape has a 0 where the first one has not"
         return None
 
     def rewrite(self, op, x, s1, s2):

@@ -9,7 +9,10 @@ The models they produce run with onnxruntime only.
 CPU kernels run slower than the unfused nodes (measured with onnxruntime 1.31, one
 thread, hidden sizes 64 to 1024): SkipLayerNormalization is 3 to 7 times slower than
 Add + LayerNormalization, SkipSimplifiedLayerNormalization up to 2 times slower than Add
-+ SimplifiedLayerNormalization. Other execution providers may prefer them.
++ SimplifiedLayerNormalization; FusedMatMul(X, W, transB=1) on a constant weight is
+slower than MatMul on the weight onnxruntime transposes and prepacks when the session
+starts (measured by :mod:`experimental_experiment.bench.llm_latency`). Other execution
+providers may prefer them.
 """
 
 from .activation import (
@@ -18,15 +21,20 @@ from .activation import (
     GeluErfToOrtGelu,
     GeluTanhToFastGelu,
 )
+from .attention import CausalAttentionToGroupQueryAttention
 from .conv import ConvActivationToFusedConv
-from .matmul import MatMulScaleToFusedMatMul, TransposeMatMulToFusedMatMul
+from .matmul import (
+    MatMulScaleToFusedMatMul,
+    TransposeMatMulToFusedMatMul,
+    TransposeWeightMatMulToFusedMatMul,
+)
 from .normalization import (
     AddLayerNormToSkipLayerNorm,
     AddSimplifiedLayerNormToSkipSimplifiedLayerNorm,
     RMSNormToSimplifiedLayerNorm,
     SimplifiedLayerNormMulToScale,
 )
-from .rotary import HalfRotaryToRotaryEmbedding
+from .rotary import HalfRotaryToRotaryEmbedding, TransposedRotaryToRotaryEmbedding
 
 #: pattern classes of the ``"onnxruntime"`` set
 ORT_PATTERNS: list = [
@@ -40,10 +48,13 @@ ORT_PATTERNS: list = [
     HalfRotaryToRotaryEmbedding,
     AddFastGeluToFastGelu,
     ConvActivationToFusedConv,
+    CausalAttentionToGroupQueryAttention,
+    TransposedRotaryToRotaryEmbedding,
 ]
 
 #: pattern classes of the ``"onnxruntime_extra"`` set (slower on CPU, see above)
 ORT_EXTRA_PATTERNS: list = [
+    TransposeWeightMatMulToFusedMatMul,
     AddSimplifiedLayerNormToSkipSimplifiedLayerNorm,
     AddLayerNormToSkipLayerNorm,
 ]

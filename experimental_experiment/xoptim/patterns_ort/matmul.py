@@ -53,7 +53,16 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
     """MatMul(Transpose(A), Mul(B, s)) -> FusedMatMul(A, B, transA=1, alpha=s): the
     inputs of a MatMul (or FusedMatMul) are read through a Transpose swapping their last
     two axes and through a multiplication by a scalar constant (each used only there).
-    Two-dimensional products are left to Gemm by the default patterns before."""
+    Two-dimensional products are left to Gemm by the default patterns before.
+
+    The Transpose of a constant (a weight too large for constant folding, such as the
+    output projection of a language model) is left alone: onnxruntime folds it when the
+    session starts and prepacks the transposed weight for MatMul, which it does not do
+    for FusedMatMul(transB=1) (:class:`TransposeWeightMatMulToFusedMatMul` fuses it, set
+    ``onnxruntime_extra``)."""
+
+    #: True to fuse the Transpose of a constant too
+    fuse_constant_transpose = False
 
     def anchors(self):
         return (("", "MatMul"), (MS, "FusedMatMul"))
@@ -67,7 +76,8 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
                     or self.n_consumers(g, name) != 1:
                 return name
             if node.op_type == "Transpose" and swaps_last_two(
-                    node, g.get_rank(node.input[0])):
+                    node, g.get_rank(node.input[0])) and (
+                    self.fuse_constant_transpose or not g.is_constant(node.input[0])):
                 attrs[key] = 1 - attrs[key]
                 name = node.input[0]
             elif node.op_type == "Mul":
@@ -103,6 +113,14 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
     def apply(self, op, match):
         m = match.bound
         return _make_fused(op, m["a"], m["b"], m)
+
+
+class TransposeWeightMatMulToFusedMatMul(TransposeMatMulToFusedMatMul):
+    """:class:`TransposeMatMulToFusedMatMul` also on the Transpose of a constant weight:
+    MatMul(X, Transpose(W)) -> FusedMatMul(X, W, transB=1). Measured slower than the
+    pre-transposed weight onnxruntime prepacks (see ``ORT_EXTRA_PATTERNS``)."""
+
+    fuse_constant_transpose = True
 
 
 class MatMulScaleToFusedMatMul(_FusedMatMulBase):

@@ -7,6 +7,12 @@ are ``position_ids[0] + [0, 1, ..., sequence_length - 1]``. The pattern therefor
 applies when ``cos = Cos(Concat(f, f))`` with ``f`` of shape ``(1, seq, head_size / 2)``
 (the same positions ``0..seq-1`` for every batch, what transformers computes without a
 cache): the caches become ``Cos(f[0])`` and ``Sin(f[0])``.
+
+When ``f`` has the batch dimension of ``x`` (``f`` of shape ``(batch, seq, head_size / 2)``,
+what transformers computes from ``position_ids``, with a cache or not), the caches hold
+one row per token, ``Cos(Reshape(f, (-1, head_size / 2)))``, and the positions are
+``Reshape(Range(0, batch * seq), (batch, seq))``: every token reads its own angles, for
+any positions. These nodes are the same for every layer (merged by CSE).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
 from ..pattern import Match, Pattern
 from ._utils import MS, ORT_FLOATS, is_op
+from .attention_mask import dim_expression, same
 
 _INT64_MAX = np.iinfo(np.int64).max
 
@@ -82,7 +89,8 @@ class HalfRotaryToRotaryEmbedding(Pattern):
     """Add(Mul(x, Unsqueeze(Cos(Concat(f, f)), [1])), Mul(Concat(Neg(x2), x1),
     Unsqueeze(Sin(Concat(f, f)), [1]))) -> RotaryEmbedding(x, [0], Cos(f[0]), Sin(f[0]))
     (com.microsoft) for x of shape (batch, heads, seq, head_size) and f of shape
-    (1, seq, head_size / 2)."""
+    (1, seq, head_size / 2), or (batch, seq, head_size / 2) with one row of the caches
+    per token."""
 
     anchor = "Add"
 
@@ -119,15 +127,51 @@ class HalfRotaryToRotaryEmbedding(Pattern):
         fs, xs = g.get_shape(f), g.get_shape(x)
         if g.get_type(x) not in ORT_FLOATS or g.get_type(f) != g.get_type(x):
             return "not float32 or float16 or the angles have another type"
-        if fs is None or fs[0] != 1 or fs[2] != d // 2:
-            return "the angles are not of shape (1, seq, head_size / 2)"
+        if fs is None or fs[2] != d // 2:
+            return "the angles are not of shape (1 or batch, seq, head_size / 2)"
+        per_token = fs[0] != 1
+        if per_token and not same(dim_expression(fs[0]), dim_expression(xs[0])):
+            return "the angles have neither one batch nor the batch of the input"
         if fs[1] != xs[2] or xs[2] is None or g.get_shape(node.output[0]) != tuple(xs):
             return "the sequence lengths are not known to be equal"
-        return {"x": x, "f": f}
+        return {"x": x, "f": f, "per_token": per_token, "half": d // 2}
 
     def apply(self, op, match):
-        g = op.g
-        f2 = op.Squeeze(match.bound["f"], i64([0]))
-        pos = g.make_constant(i64([0]))
-        return op.RotaryEmbedding(match.bound["x"], pos, op.Cos(f2), op.Sin(f2),
+        g, b = op.g, match.bound
+        if not b["per_token"]:
+            f2 = op.Squeeze(b["f"], i64([0]))
+            pos = g.make_constant(i64([0]))
+        else:  # one row of the caches per token
+            f2 = op.Reshape(b["f"], i64([-1, b["half"]]))
+            n = op.Squeeze(op.Shape(f2, start=0, end=1))
+            pos = op.Reshape(op.Range(g.make_constant(np.array(0, dtype=np.int64)), n,
+                                      g.make_constant(np.array(1, dtype=np.int64))),
+                             op.Shape(b["f"], start=0, end=2))
+        return op.RotaryEmbedding(b["x"], pos, op.Cos(f2), op.Sin(f2),
                                   domain=MS, interleaved=0)
+
+
+class TransposedRotaryToRotaryEmbedding(Pattern):
+    """Reshape(Transpose(RotaryEmbedding(Transpose(Reshape(y, [0, 0, N, D]), [0, 2, 1, 3])),
+    [0, 2, 1, 3]), [0, 0, -1]) -> RotaryEmbedding(y) on the 3-D input (batch, seq, N * D):
+    the heads are split and transposed only for the rotation (what remains once the
+    attention reading (batch, seq, hidden) is fused, see
+    :class:`CausalAttentionToGroupQueryAttention`)."""
+
+    def pattern(self, op, y, s1, pos, cos, sin, interleaved, s2):
+        t = op.Transpose(op.Reshape(y, s1), perm=[0, 2, 1, 3])
+        r = op.RotaryEmbedding(t, pos, cos, sin, domain=MS, interleaved=interleaved)
+        return op.Reshape(op.Transpose(r, perm=[0, 2, 1, 3]), s2)
+
+    def check(self, g, y, s1, pos, cos, sin, interleaved, s2):
+        split, merge, sy = constant_ints(g, s1, 8), constant_ints(g, s2, 8), g.get_shape(y)
+        if split is None or len(split) != 4 or split[:2] != [0, 0] or min(split[2:]) <= 0:
+            return "the heads are not split by a constant shape [0, 0, N, D]"
+        if merge not in ([0, 0, -1], [0, 0, split[2] * split[3]]):
+            return "the heads are not merged back by [0, 0, -1]"
+        if sy is None or len(sy) != 3 or sy[2] != split[2] * split[3]:
+            return "the input is not of shape (batch, seq, N * D)"
+        return None
+
+    def rewrite(self, op, y, s1, pos, cos, sin, interleaved, s2):
+        return op.RotaryEmbedding(y, pos, cos, sin, domain=MS, interleaved=interleaved or 0)
