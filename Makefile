@@ -16,7 +16,7 @@ LATEST_PACKAGES := transformers onnx onnxruntime onnxscript onnx-ir sphinx-galle
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs bench-export-time zoo lock test-latest
+.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs bench-export-time bench-llm zoo lock test-latest
 
 install: $(STAMP)
 
@@ -80,6 +80,14 @@ bench-large: install
 bench-constructs: install
 	$(PY) -m experimental_experiment.bench.constructs --output _doc/bench/constructs.csv
 	$(PY) -m experimental_experiment.bench.control_flow --output _doc/bench/control_flow.csv
+
+# LLM latency against onnxruntime-genai's builder (installed apart, ~15 min):
+# pip install --no-deps --target $(GENAI_PATH) onnxruntime-genai
+GENAI_PATH ?= /tmp/genai
+bench-llm: install
+	$(PY) -m experimental_experiment.bench.llm_latency --sizes small,medium --threads 1,2 \
+		--repeat 8 --decode-repeat 60 --genai-path $(GENAI_PATH) \
+		--output _doc/bench/llm_latency.csv --profile-output _doc/bench/llm_latency_profile.csv
 
 # export time at real sizes (vision models, small LLMs), one process per case (~40 min)
 bench-export-time: install
