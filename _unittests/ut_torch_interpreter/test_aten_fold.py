@@ -42,3 +42,9 @@ def test_fold_static_output_size():
     model = OpModule(lambda c: torch.nn.functional.fold(c, (4, 6), kernel_size=2, stride=2))
     check_export(model, [(torch.randn(2, 12, 6),), (torch.randn(5, 12, 6),)],
                  dynamic_shapes=({0: "batch"},))
+
+
+def test_unfold_empty_batch():
+    # no -1 in the final Reshape: an empty batch keeps its shape (OpInfo has one)
+    model = OpModule(lambda x: torch.nn.functional.unfold(x, kernel_size=2))
+    check_export(model, [(torch.randn(0, 3, 5, 6),)])

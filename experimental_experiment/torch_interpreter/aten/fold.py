@@ -16,14 +16,15 @@ from ._nn_helpers import expand_param, static_ints, squeeze_batch, unsqueeze_bat
 
 def _block_indices(g: GraphBuilder, size: str, kernel: int, dilation: int, stride: int):
     """[kernel, out] int64 indices ``o * stride + i * dilation`` along one padded axis of
-    length ``size`` (a 1-D name), out = (size - dilation * (kernel - 1) - 1) // stride + 1."""
+    length ``size`` (a 1-D name), out = (size - dilation * (kernel - 1) - 1) // stride + 1;
+    returns the indices and ``out`` (1-D)."""
     span = dilation * (kernel - 1) + 1
     out = g.op.Add(g.op.Div(g.op.Sub(size, i64([span])), i64([stride])), i64([1]))
     starts = g.op.Range(i64(0), g.op.Squeeze(out, i64([0])), i64(1))
     if stride != 1:
         starts = g.op.Mul(starts, i64([stride]))
     offsets = i64([[i * dilation] for i in range(kernel)])
-    return g.op.Add(g.make_constant(offsets), g.op.Unsqueeze(starts, i64([0])))
+    return g.op.Add(g.make_constant(offsets), g.op.Unsqueeze(starts, i64([0]))), out
 
 
 @converter(aten.im2col.default)
@@ -38,13 +39,16 @@ def aten_im2col(g: GraphBuilder, x, kernel_size, dilation, padding, stride):
     x, added = unsqueeze_batch(g, x, 2)
     if ph or pw:
         x = g.op.Pad(x, i64([0, 0, ph, pw, 0, 0, ph, pw]))
-    rows = _block_indices(g, g.op.Shape(x, start=2, end=3), kh, dh, sh)
-    cols = _block_indices(g, g.op.Shape(x, start=3, end=4), kw, dw, sw)
+    rows, out_h = _block_indices(g, g.op.Shape(x, start=2, end=3), kh, dh, sh)
+    cols, out_w = _block_indices(g, g.op.Shape(x, start=3, end=4), kw, dw, sw)
     y = g.op.Gather(x, rows, axis=2)  # N, C, kh, out_h, W
     y = g.op.Gather(y, cols, axis=4)  # N, C, kh, out_h, kw, out_w
     y = g.op.Transpose(y, perm=[0, 1, 2, 4, 3, 5])  # N, C, kh, kw, out_h, out_w
     channels = g.op.Mul(g.op.Shape(x, start=1, end=2), i64([kh * kw]))
-    y = g.op.Reshape(y, g.op.Concat(i64([0]), channels, i64([-1]), axis=0))
+    # every dimension given (no -1): a batch or channel count of 0 stays valid
+    shape = g.op.Concat(g.op.Shape(x, start=0, end=1), channels, g.op.Mul(out_h, out_w),
+                        axis=0)
+    y = g.op.Reshape(y, shape)
     return squeeze_batch(g, y, added)
 
 
