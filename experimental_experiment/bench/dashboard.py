@@ -203,7 +203,7 @@ def plot_latency(ax=None):
                   [c.replace(", ", "\n") for c in cells], fontsize=7)
     ax.set_ylabel("latency / builder's")
     ax.set_title("LLM latency in onnxruntime, relative to onnxruntime-genai's builder")
-    ax.legend(fontsize=7)
+    _legend(ax, exporters)
     return ax
 
 
@@ -212,6 +212,13 @@ def headline() -> str:
     body = [row for row in (_coverage(), _zoo(), _constructs(), _export_time(), _latency())
             if row is not None]
     return list_table(["measured", "to_onnx", "torch.onnx.export(dynamo=True)"], body)
+
+
+def _legend(ax, labels) -> None:
+    if labels:
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "no benchmark result yet", ha="center", transform=ax.transAxes)
 
 
 def plot_export_time(ax=None):
@@ -231,7 +238,7 @@ def plot_export_time(ax=None):
     ax.set_yscale("log")
     ax.set_ylabel("seconds (log)")
     ax.set_title("Export time, dynamic shapes, one process per case")
-    ax.legend(fontsize=7)
+    _legend(ax, exporters)
     return ax
 
 
@@ -250,5 +257,5 @@ def plot_node_counts(name: str = "export_time.csv", ax=None):
     ax.set_xticks([i + 0.2 for i in range(len(table))], list(table))
     ax.set_ylabel("ONNX nodes")
     ax.set_title("Size of the exported graphs")
-    ax.legend(fontsize=7)
+    _legend(ax, exporters)
     return ax

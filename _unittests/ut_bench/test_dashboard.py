@@ -1,0 +1,68 @@
+"""The dashboard renders the benchmark CSVs: 3 significant digits, pivots, headline, plots."""
+
+import matplotlib
+import pytest
+
+from experimental_experiment.bench import dashboard
+
+matplotlib.use("Agg")
+
+
+def _write(path, text):
+    path.write_text(text.strip() + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def bench(tmp_path, monkeypatch):
+    monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
+    _write(tmp_path / "export_time.csv", """
+model,exporter,n_params,seconds,n_nodes,max_abs_diff,peak_rss_mb,error
+m1,capture size-oblivious,10,2.0,,,100,
+m1,to_onnx,10,2.2,50,1e-6,200,
+m1,torch.onnx,10,8.8,60,1e-6,210,
+m2,to_onnx,10,,,,,crash: boom
+m2,torch.onnx,10,3.0,7,0,50,
+""")
+    _write(tmp_path / "llm_latency.csv", """
+size,phase,seq,past,threads,exporter,latency_ms,vs_builder,vs_torch_onnx,error
+small,decode,1,8,1,to_onnx default+onnxruntime,9.0,0.9,0.6,
+small,decode,1,8,1,torch.onnx,15.0,1.5,1.0,
+small,decode,1,8,1,builder,10.0,1.0,0.6667,
+""")
+    return tmp_path
+
+
+@pytest.mark.parametrize("value,text", [(1234.5, "1234"), (12.345, "12.3"), (0.012345, "0.0123"),
+                                        (1.0, "1.00"), ("", ""), (None, "")])
+def test_sig3(value, text):
+    assert dashboard.sig3(value) == text
+
+
+def test_export_time_pivot_and_ratios(bench):
+    rows = dashboard.read_rows("export_time.csv")
+    text = dashboard.pivot_rst(rows, "model", "exporter", "seconds")
+    assert "      - 2.20" in text and "failed" in text  # m2 to_onnx failed
+    ratios = {r["model"]: r for r in dashboard.export_time_ratios(rows)}
+    assert ratios["m1"]["vs_torch_onnx"] == pytest.approx(0.25)
+    assert ratios["m1"]["vs_capture"] == pytest.approx(1.1)
+    assert ratios["m2"]["vs_torch_onnx"] is None
+
+
+def test_headline_reads_what_exists(bench):
+    text = dashboard.headline()
+    assert "0.25x torch.onnx's" in text  # median over the models with both times
+    assert "0.90x to 0.90x" in text and "1.50x to 1.50x" in text
+    assert "OpInfo" not in text  # no op_coverage.csv in this folder
+
+
+def test_plots_draw_bars(bench):
+    ax = dashboard.plot_export_time()
+    assert len(ax.patches) == 2 * 3  # 2 models x 3 exporters
+    ax = dashboard.plot_latency()
+    assert [round(p.get_height(), 2) for p in ax.patches] == [0.9, 1.5]
+
+
+def test_plots_without_results(tmp_path, monkeypatch):
+    monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
+    ax = dashboard.plot_export_time()
+    assert "no benchmark result" in ax.texts[0].get_text()
