@@ -66,3 +66,7 @@ def test_plots_without_results(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
     ax = dashboard.plot_export_time()
     assert "no benchmark result" in ax.texts[0].get_text()
+
+
+def test_empty_table_is_a_sentence():
+    assert dashboard.list_table(["a", "b"], []) == "*No benchmark result yet.*"

@@ -46,7 +46,9 @@ def sig3(value) -> str:
 
 
 def list_table(header: list[str], body: list[list[str]]) -> str:
-    """A reStructuredText list-table."""
+    """A reStructuredText list-table (a sentence when there is no row)."""
+    if not body:
+        return "*No benchmark result yet.*"
     lines = [".. list-table::", "    :header-rows: 1", ""]
     for row in [header, *body]:
         lines.append(f"    * - {row[0]}")
