@@ -220,6 +220,18 @@ def _config_for_class(cls, config):
     return config
 
 
+def _disable_cache(model) -> None:
+    """``use_cache=False`` in the configuration of the model and its sub-models."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "use_cache"):
+            config.use_cache = False
+            text = config.get_text_config(decoder=True) if hasattr(
+                config, "get_text_config") else None
+            if text is not None and hasattr(text, "use_cache"):
+                text.use_cache = False
+
+
 def _eager(model, inputs: dict):
     import copy
 
@@ -238,12 +250,19 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
     config = tiny_config(case.model_type)
     cls = _model_class(case, config)
     config = _config_for_class(cls, config)
-    model = cls._from_config(config, attn_implementation="sdpa") if getattr(
-        cls, "_supports_sdpa", False) else cls._from_config(config)
+    try:
+        model = cls._from_config(config, attn_implementation="sdpa") if getattr(
+            cls, "_supports_sdpa", False) else cls._from_config(config)
+    except ValueError as e:  # a sub-model without sdpa (a ResNet backbone)
+        if "scaled_dot_product_attention" not in str(e):
+            raise
+        model = cls._from_config(config, attn_implementation="eager")
     model = model.eval()
     caches = [True, False] if case.head in ("causal-lm", "seq2seq-lm") else [False]
     error: Exception | None = None
     for with_cache in caches:
+        if not with_cache:  # no cache in, no cache out: the model does not create one
+            _disable_cache(model)
         try:
             inputs, ds = make_inputs(case, model, config, EXPORT_SIZES, seed=seed,
                                      with_cache=with_cache)

@@ -22,12 +22,12 @@ _HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_atte
           "decoder_attention_heads")
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads")
 _HIDDEN = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size")
-_HEAD_DIM = ("head_dim", "d_kv", "attention_head_size")
+_HEAD_DIM = ("head_dim", "d_kv", "attention_head_size", "linear_head_dim", "index_head_dim")
 _INTERMEDIATE = ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn_dim",
                  "decoder_ffn_dim", "ffn_hidden_size")
 _EXPERTS = {"num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4,
             "moe_num_experts": 4, "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2,
-            "moe_k": 2, "moe_top_k": 2, "moe_num_shared_experts": 1,
+            "moe_k": 2, "num_experts_per_token": 2, "num_expert_group": 2, "moe_top_k": 2, "moe_num_shared_experts": 1,
             "num_shared_experts": 1, "n_shared_experts": 1, "moe_intermediate_size": 128,
             "shared_expert_intermediate_size": 128, "n_group": 2, "topk_group": 1,
             # partial rotary, multi-head latent attention, group norms
@@ -42,14 +42,31 @@ MAX_LAYERS = 4
 #: per type configuration overrides, applied after the generic shrinking
 OVERRIDES: dict[str, dict[str, Any]] = {
     "whisper": dict(max_source_positions=16, max_target_positions=32),
-    "swin": dict(embed_dim=32, window_size=4),
-    "donut-swin": dict(embed_dim=32, window_size=4),
+    "swin": dict(embed_dim=32, window_size=4, image_size=128),
+    "donut-swin": dict(embed_dim=32, window_size=4, image_size=128),
     # upstream defaults a model cannot be built with (transformers 5.23)
     "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
     "esm": dict(vocab_size=33, pad_token_id=1, mask_token_id=32),
     "wav2vec2-bert": dict(vocab_size=32),
     "gpt_neo": dict(attention_types=[[["global", "local"], 1]]),
     "reformer": dict(axial_pos_embds_dim=[32, 32], axial_pos_shape=[4, 8]),
+    "deepseek_v2": dict(num_experts_per_tok=2),
+    "bamba": dict(attn_layer_indices=[1]),
+    "granitemoehybrid": dict(layer_types=["linear_attention", "full_attention"]),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
+    "dots3_note": dict(text_config=dict(head_dim=32)),
+    "dots3_note_text": dict(head_dim=32),
+    "hrm_text": dict(num_layers_per_stack=1),
+    "cohere_compass_text": dict(rope_parameters=dict(
+        full_attention=dict(rope_type="default", rope_theta=10000.0))),
+    "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
+    "moonshine_streaming": dict(num_key_value_heads=4),
+    "mobilevitv2": dict(image_size=64),
+    # timm is not installed: DETR-like models get transformers' ResNet backbone
+    **{t: dict(use_timm_backbone=False, backbone_config=dict(
+        model_type="resnet", embedding_size=16, hidden_sizes=[16, 32, 64, 128],
+        depths=[1, 1, 1, 1], out_features=["stage2", "stage3", "stage4"])) for t in (
+        "conditional_detr", "dab-detr", "deformable_detr", "detr", "table-transformer")},
 }
 
 
@@ -154,6 +171,8 @@ def _fix_state_space(d: dict) -> None:
             d.get("mamba_d_head")):
         d["mamba_n_heads"] = min(d["mamba_n_heads"], 4)
         d["mamba_d_head"] = hidden * d["mamba_expand"] // d["mamba_n_heads"]
+        if _is_int(d.get("mamba_d_ssm")):
+            d["mamba_d_ssm"] = hidden * d["mamba_expand"]
     for k in ("mamba_d_state", "ssm_state_size", "state_size"):
         if _is_int(d.get(k)):
             d[k] = min(d[k], 16)
@@ -202,7 +221,8 @@ def shrink_config_dict(d: dict) -> dict:
         d.pop(k, None)
     _fix_heads(d, before)
     n_after = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
-    if n_before and n_after and n_before > n_after:
+    # hierarchical vision models: num_layers is a number of stages, lists are per stage
+    if n_before and n_after and n_before > n_after and not isinstance(d.get("depths"), list):
         n_new = _cut_layers(d, n_before, n_after)
         for k in _LAYERS:
             if _is_int(d.get(k)) and before.get(k) == n_before:
@@ -213,6 +233,18 @@ def shrink_config_dict(d: dict) -> dict:
         d["vocab_size"] = VOCAB
         _shrink_ids(d, VOCAB)
     return d
+
+
+_REPLACED = ("rope_parameters", "backbone_config")
+
+
+def _deep_update(d: dict, new: dict) -> None:
+    """``d.update(new)`` merging nested dictionaries."""
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict) and k not in _REPLACED:
+            _deep_update(d[k], v)
+        else:
+            d[k] = v
 
 
 def tiny_config(model_type: str):
@@ -227,5 +259,5 @@ def tiny_config(model_type: str):
 
     default = AutoConfig.for_model(model_type)
     d = shrink_config_dict(default.to_dict())
-    d.update(OVERRIDES.get(model_type, {}))
+    _deep_update(d, OVERRIDES.get(model_type, {}))
     return type(default).from_dict(d)
