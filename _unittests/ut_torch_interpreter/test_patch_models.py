@@ -1,0 +1,43 @@
+"""Patches of single architectures: the exported model keeps a dynamic sequence length
+and onnxruntime matches eager (unpatched) on two sizes."""
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.onnx_export_errors import (
+    bypass_export_some_errors,
+)
+from experimental_experiment.torch_interpreter.patches.patch_models import get_model_patches
+
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
+
+
+def _check(model, vocab, names):
+    ids = torch.randint(0, vocab, (2, 3))
+    with bypass_export_some_errors(patch_transformers=True):
+        assert any(p.name.endswith(names) for p in get_model_patches())
+        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "seq"]
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in [(2, 3), (3, 6)]:
+        ids = torch.randint(0, vocab, shape)
+        with torch.no_grad():
+            expected = model(ids).logits.numpy()
+        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_cpmant_dynamic_sequence():
+    from transformers import CpmAntConfig, CpmAntForCausalLM
+
+    torch.manual_seed(0)
+    config = CpmAntConfig(vocab_size=128, hidden_size=32, num_attention_heads=4,
+                          dim_head=8, dim_ff=64, num_hidden_layers=2, prompt_length=4,
+                          use_cache=False)
+    _check(CpmAntForCausalLM(config).eval(), 128, "_prepare_attention_mask")
