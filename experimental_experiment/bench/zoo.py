@@ -332,13 +332,16 @@ def _parse(argv):
                         help="run the selected types again (their rows are replaced)")
     parser.add_argument("--failed", action="store_true",
                         help="only the types with a failed row (with --rerun: run them again)")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit code 1 when a selected case fails (CI)")
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
     parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs the cases not yet in the CSV, returns 0."""
+    """Runs the cases not yet in the CSV, returns 0 (1 with ``--strict`` when a selected
+    case failed)."""
     import torch  # noqa: F401  (imported once before forking: children start fast)
     import transformers  # noqa: F401
     from tqdm import tqdm
@@ -377,6 +380,13 @@ def main(argv: list[str] | None = None) -> int:
         write_rows(args.output, rows)
     write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
                commit=args.commit)
+    selected = {c.model_type for c in cases}
+    failed = sorted(f"{r['model_type']} ({r['exporter']}): {r['error']}" for r in rows
+                    if r["model_type"] in selected and r["exporter"] in exporters
+                    and r["status"] != "pass")
+    if args.strict and failed:
+        logging.getLogger(__name__).error("failed cases:\n%s", "\n".join(failed))
+        return 1
     return 0
 
 

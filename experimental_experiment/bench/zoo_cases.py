@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .zoo_configs import OVERRIDES, VOCAB as _VOCAB, _is_int, shrink_config_dict, tiny_config
+from .zoo_diffusers import DIFFUSERS_TYPES, build_diffusers_case, diffusers_available
 
 #: heads in order of preference (a model type gets the first head it has) and the
 #: auto mapping each one comes from
@@ -38,9 +39,12 @@ HEADS: dict[str, str] = {
 EXPORT_SIZES = dict(batch=2, seq=3, past=5, samples=1600)
 CHECK_SIZES = dict(batch=3, seq=4, past=7, samples=2000)
 
-#: a few types of the ``--quick`` subset (one or two per head)
-QUICK_TYPES = ("llama", "gpt2", "qwen2", "bert", "roberta", "t5", "bart", "vit", "resnet",
-               "whisper", "wav2vec2", "distilbert")
+#: the ``--quick`` subset (CI, about 3 minutes with one exporter): decoders with a cache
+#: (llama, qwen2, gpt2), a state space model (mamba), an encoder (bert), seq2seq with a
+#: cache (bart), vision (vit, resnet), speech (whisper, wav2vec2)
+QUICK_TYPES = ("llama", "qwen2", "gpt2", "mamba", "bert", "bart", "vit", "resnet",
+               "whisper", "wav2vec2")
+
 
 @dataclass(frozen=True)
 class ZooCase:
@@ -70,6 +74,8 @@ def list_cases(types: list[str] | None = None) -> list[ZooCase]:
              for i, name in enumerate(names)]
     heads = list(by_head)
     cases = [ZooCase(name, heads[h]) for _, h, name in sorted(order)]
+    if diffusers_available():
+        cases.extend(ZooCase(name, head) for name, head in DIFFUSERS_TYPES.items())
     if types is not None:
         known = {c.model_type: c for c in cases}
         cases = [known.get(t, ZooCase(t, "unknown")) for t in types]
@@ -246,6 +252,8 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
 
     :return: ``dict(model=, inputs=, check_inputs=, dynamic_shapes=, cache=, model_class=)``
     """
+    if case.model_type in DIFFUSERS_TYPES:
+        return build_diffusers_case(case.model_type, EXPORT_SIZES, CHECK_SIZES, seed=seed)
     torch.manual_seed(seed)
     config = tiny_config(case.model_type)
     cls = _model_class(case, config)
