@@ -41,3 +41,14 @@ def test_cpmant_dynamic_sequence():
                           dim_head=8, dim_ff=64, num_hidden_layers=2, prompt_length=4,
                           use_cache=False)
     _check(CpmAntForCausalLM(config).eval(), 128, "_prepare_attention_mask")
+
+
+def test_dbrx_experts_without_data_dependent_loop():
+    from transformers import DbrxConfig, DbrxForCausalLM
+
+    torch.manual_seed(0)
+    config = DbrxConfig(d_model=32, n_heads=4, n_layers=2, max_seq_len=64, vocab_size=128,
+                        attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=8.0),
+                        ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2),
+                        use_cache=False)
+    _check(DbrxForCausalLM(config).eval(), 128, "DbrxExperts.forward")

@@ -34,6 +34,32 @@ def _cpmant_attention_mask(original):
     return prepare
 
 
+def _dbrx_dense_experts(original):
+    """Replaces ``DbrxExperts.forward``: every expert runs on every token, weighted by
+    its routing weight (zero when the router did not select it), a loop over the
+    number of experts instead of the experts hit.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 0)``: the loop over ``expert_mask.sum(...).nonzero()`` depends on the data.
+    """
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        batch = hidden_states.shape[0]
+        x = hidden_states.reshape(-1, self.hidden_size)
+        weights = torch.zeros(x.shape[0], self.num_experts, dtype=top_k_weights.dtype,
+                              device=x.device)
+        weights = weights.scatter_add(1, top_k_index, top_k_weights)
+        split = (-1, self.ffn_hidden_size, self.hidden_size)
+        out = torch.zeros_like(x)
+        for e in range(self.num_experts):
+            w1, v1, w2 = (getattr(self.mlp, n).view(split)[e] for n in ("w1", "v1", "w2"))
+            states = self.mlp(x, w1, v1, w2).view(-1, self.hidden_size)
+            out = out + states * weights[:, e, None].to(states.dtype)
+        return out.view(batch, -1, self.hidden_size)
+
+    return forward
+
+
 def get_model_patches() -> list:
     """Patches of the architectures whose modules are imported."""
     from . import Patch
@@ -44,4 +70,9 @@ def get_model_patches() -> list:
     if model is not None and "_prepare_attention_mask" in vars(model):
         patches.append(Patch(model, "_prepare_attention_mask", _cpmant_attention_mask,
                              _cpmant_attention_mask.__doc__))
+    dbrx = sys.modules.get("transformers.models.dbrx.modeling_dbrx")
+    experts = getattr(dbrx, "DbrxExperts", None)
+    if experts is not None and "forward" in vars(experts):
+        patches.append(Patch(experts, "forward", _dbrx_dense_experts,
+                             _dbrx_dense_experts.__doc__))
     return patches
