@@ -15,7 +15,7 @@ from experimental_experiment.torch_interpreter.patches.patch_models import get_m
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
-def _check(model, vocab, names):
+def _check(model, vocab, names, output=lambda out: out.logits):
     ids = torch.randint(0, vocab, (2, 3))
     with bypass_export_some_errors(patch_transformers=True):
         assert any(p.name.endswith(names) for p in get_model_patches())
@@ -27,7 +27,7 @@ def _check(model, vocab, names):
     for shape in [(2, 3), (3, 6)]:
         ids = torch.randint(0, vocab, shape)
         with torch.no_grad():
-            expected = model(ids).logits.numpy()
+            expected = output(model(ids)).numpy()
         got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
@@ -52,3 +52,20 @@ def test_dbrx_experts_without_data_dependent_loop():
                         ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2),
                         use_cache=False)
     _check(DbrxForCausalLM(config).eval(), 128, "DbrxExperts.forward")
+
+
+def test_switch_transformers_experts_without_data_dependent_loop():
+    from transformers import SwitchTransformersConfig, SwitchTransformersEncoderModel
+
+    torch.manual_seed(0)
+    config = SwitchTransformersConfig(
+        vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_heads=4, num_layers=2,
+        num_sparse_encoder_layers=1, num_experts=4, expert_capacity=8, use_cache=False)
+    encoder = SwitchTransformersEncoderModel(config).eval()
+
+    class Encoder(torch.nn.Module):
+        def forward(self, ids):
+            mask = torch.ones_like(ids)
+            return encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    _check(Encoder().eval(), 128, "SwitchTransformersExperts.forward", output=lambda t: t)

@@ -60,6 +60,26 @@ def _dbrx_dense_experts(original):
     return forward
 
 
+def _switch_dense_experts(original):
+    """Replaces ``SwitchTransformersExperts.forward``: every expert runs on every token,
+    multiplied by its routing weight where the router mask selects it, zero elsewhere.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 0)``: the loop over the experts hit (``nonzero``) depends on the data.
+    """
+
+    def forward(self, hidden_states, selected_experts, routing_weights):
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):
+            weight = (selected_experts[:, :, e].to(routing_weights.dtype)
+                      * routing_weights).sum(dim=1, keepdim=True)
+            states = self[f"expert_{e}"](hidden_states) * weight
+            out = out + states.to(hidden_states.dtype)
+        return out
+
+    return forward
+
+
 def get_model_patches() -> list:
     """Patches of the architectures whose modules are imported."""
     from . import Patch
@@ -75,4 +95,10 @@ def get_model_patches() -> list:
     if experts is not None and "forward" in vars(experts):
         patches.append(Patch(experts, "forward", _dbrx_dense_experts,
                              _dbrx_dense_experts.__doc__))
+    switch = sys.modules.get("transformers.models.switch_transformers."
+                             "modeling_switch_transformers")
+    experts = getattr(switch, "SwitchTransformersExperts", None)
+    if experts is not None and "forward" in vars(experts):
+        patches.append(Patch(experts, "forward", _switch_dense_experts,
+                             _switch_dense_experts.__doc__))
     return patches
