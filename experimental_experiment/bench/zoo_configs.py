@@ -62,6 +62,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
     "moonshine_streaming": dict(num_key_value_heads=4),
     "mobilevitv2": dict(image_size=64),
+    "blt": dict(encoder_hash_byte_group_vocab=1024, encoder_config=dict(hidden_size_global=64),
+                decoder_config=dict(hidden_size_global=64)),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
                       num_self_attention_heads=4, num_cross_attention_heads=4,
                       max_position_embeddings=64),
