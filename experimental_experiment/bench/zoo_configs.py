@@ -128,6 +128,12 @@ def _shrink_value(k: str, v: Any, d: dict) -> Any:
             return min(v, _EXPERTS[k])
         if k == "image_size" and v > 32:
             return 32
+        if k == "num_kv_shared_layers":  # the kept layers may not share their kind
+            return 0
+        if k == "vocab_size_per_layer_input":
+            return min(v, VOCAB)
+        if k == "hidden_size_per_layer_input":
+            return min(v, 16)
         if k == "patch_size" and v > 8:
             return 8
     elif isinstance(v, list):
