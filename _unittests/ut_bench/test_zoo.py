@@ -14,14 +14,17 @@ from experimental_experiment.bench.zoo import (
     read_rows,
     root_cause,
     run_case,
+    write_rows,
 )
 from experimental_experiment.bench.zoo_cases import (
     EXPORT_SIZES,
     ZooCase,
     build_case,
+    input_kind,
     list_cases,
     shrink_config_dict,
 )
+from experimental_experiment.bench.zoo_diffusers import DIFFUSERS_TYPES, diffusers_available
 
 
 @pytest.mark.parametrize("model_type,head,cache", [
@@ -67,9 +70,10 @@ def test_shrink_config_dict():
     d = shrink_config_dict(dict(
         model_type="x", num_hidden_layers=12, num_attention_heads=12, hidden_size=768,
         intermediate_size=3072, vocab_size=50000, pad_token_id=49999, eos_token_id=49999,
-        bos_token_id=2, layer_types=["a", "b", "c"] * 4,
+        bos_token_id=2, layer_types=["a", "a", "b"] * 4,
         text_config=dict(model_type="y", num_layers=24, d_model=512)))
     assert (d["num_hidden_layers"], d["num_attention_heads"], d["hidden_size"]) == (2, 4, 64)
+    # one layer of each kind is kept
     assert (d["intermediate_size"], d["vocab_size"], d["layer_types"]) == (128, 1024, ["a", "b"])
     assert d["pad_token_id"] == d["eos_token_id"] == 1023 and d["bos_token_id"] == 2
     assert (d["text_config"]["num_layers"], d["text_config"]["d_model"]) == (2, 64)
@@ -96,6 +100,46 @@ def test_root_cause_and_colors():
     except ValueError as e:
         assert first_line(e) == "ValueError: outer"
         assert first_line(root_cause(e)) == "KeyError: 'inner'"
+
+
+def test_input_kind():
+    assert input_kind("seq2seq-lm", {"input_ids", "decoder_input_ids"}) == "seq2seq"
+    # an audio language model listed as seq2seq takes no decoder tokens: a decoder
+    assert input_kind("seq2seq-lm", {"input_ids", "input_features"}) == "decoder"
+    assert input_kind("image-classification", {"input_ids"}) == "text"  # ImageGPT
+    assert input_kind("ctc", {"input_features"}) == "audio"
+
+
+@pytest.mark.parametrize("model_type,cache", [("falcon_h1", "0"), ("mamba", "0")])
+def test_hybrid_without_cache_passes(model_type, cache):
+    # without a cache input the model must not return the cache it would create
+    row = run_case(ZooCase(model_type, "causal-lm"), "to_onnx", timeout=120)
+    assert row["status"] == "pass", row
+    assert str(row["cache"]) == cache and float(row["max_diff"]) <= 1e-3
+
+
+@pytest.mark.skipif(not diffusers_available(), reason="diffusers is not installed")
+@pytest.mark.parametrize("model_type", sorted(DIFFUSERS_TYPES))
+def test_diffusers_cases(model_type):
+    assert model_type in {c.model_type for c in list_cases()}
+    row = run_case(ZooCase(model_type, DIFFUSERS_TYPES[model_type]), "to_onnx", timeout=120)
+    assert row["status"] == "pass", row
+    assert float(row["max_diff"]) <= 1e-3
+
+
+def test_main_rerun_failed_strict(tmp_path):
+    out = tmp_path / "zoo.csv"
+    write_rows(str(out), [
+        dict(model_type="no_such_model_type", head="unknown", exporter="to_onnx",
+             status="fail", stage="config", error="old"),
+        dict(model_type="other", head="unknown", exporter="to_onnx", status="pass")])
+    argv = ["--output", str(out), "--exporters", "to_onnx", "--timeout", "60", "--failed",
+            "--rerun", "--types", "no_such_model_type,other"]
+    assert main(argv) == 0
+    rows = {r["model_type"]: r for r in read_rows(str(out))}
+    assert rows["no_such_model_type"]["error"].startswith("ValueError")  # replaced
+    assert rows["other"]["status"] == "pass"  # not failed: not rerun
+    assert main([*argv, "--strict"]) == 1
 
 
 def test_main_resumes(tmp_path):

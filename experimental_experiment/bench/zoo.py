@@ -7,6 +7,7 @@ sequence and cache dimensions, checked with onnxruntime against eager on other s
 
     python -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \\
         [--quick] [--types llama,bert] [--exporters to_onnx,torch.onnx] [--timeout 120]
+        [--failed] [--rerun]
 
 Every case (model type, exporter) runs in a forked process with a timeout: a crash or
 a hang is a row of the table, not the end of the run. The CSV is rewritten atomically
@@ -327,13 +328,20 @@ def _parse(argv):
     parser.add_argument("--atol", type=float, default=1e-3)
     parser.add_argument("--max-memory", type=float, default=3,
                         help="GB of resident memory per case")
+    parser.add_argument("--rerun", action="store_true",
+                        help="run the selected types again (their rows are replaced)")
+    parser.add_argument("--failed", action="store_true",
+                        help="only the types with a failed row (with --rerun: run them again)")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit code 1 when a selected case fails (CI)")
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
     parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs the cases not yet in the CSV, returns 0."""
+    """Runs the cases not yet in the CSV, returns 0 (1 with ``--strict`` when a selected
+    case failed)."""
     import torch  # noqa: F401  (imported once before forking: children start fast)
     import transformers  # noqa: F401
     from tqdm import tqdm
@@ -350,7 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     cases = list_cases(types) if types else everything
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     rows = read_rows(args.output)
-    done = {(r["model_type"], r["exporter"]) for r in rows}
+    if args.failed:
+        failed = {r["model_type"] for r in rows if r["status"] != "pass"}
+        cases = [c for c in cases if c.model_type in failed]
+    # with --rerun an old row is replaced when the new one is written (interruptible)
+    again = {(c.model_type, e) for c in cases for e in exporters} if args.rerun else set()
+    done = {(r["model_type"], r["exporter"]) for r in rows} - again
     todo = [(c, e) for c in cases for e in exporters if (c.model_type, e) not in done]
     if args.limit:
         todo = todo[: args.limit]
@@ -360,11 +373,20 @@ def main(argv: list[str] | None = None) -> int:
     bar = tqdm(todo, desc="zoo")
     for case, exporter in bar:
         bar.set_postfix_str(f"{case.model_type} {exporter}")
-        rows.append(run_case(case, exporter, timeout=args.timeout, atol=args.atol,
-                             max_memory=args.max_memory))
+        row = run_case(case, exporter, timeout=args.timeout, atol=args.atol,
+                       max_memory=args.max_memory)
+        rows = [r for r in rows if (r["model_type"], r["exporter"]) != (case.model_type, exporter)]
+        rows.append(row)
         write_rows(args.output, rows)
     write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
                commit=args.commit)
+    selected = {c.model_type for c in cases}
+    failed = sorted(f"{r['model_type']} ({r['exporter']}): {r['error']}" for r in rows
+                    if r["model_type"] in selected and r["exporter"] in exporters
+                    and r["status"] != "pass")
+    if args.strict and failed:
+        logging.getLogger(__name__).error("failed cases:\n%s", "\n".join(failed))
+        return 1
     return 0
 
 

@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 
+from .zoo_configs import OVERRIDES, VOCAB as _VOCAB, _is_int, shrink_config_dict, tiny_config
+from .zoo_diffusers import DIFFUSERS_TYPES, build_diffusers_case, diffusers_available
+
 #: heads in order of preference (a model type gets the first head it has) and the
 #: auto mapping each one comes from
 HEADS: dict[str, str] = {
@@ -36,33 +39,11 @@ HEADS: dict[str, str] = {
 EXPORT_SIZES = dict(batch=2, seq=3, past=5, samples=1600)
 CHECK_SIZES = dict(batch=3, seq=4, past=7, samples=2000)
 
-#: a few types of the ``--quick`` subset (one or two per head)
-QUICK_TYPES = ("llama", "gpt2", "qwen2", "bert", "roberta", "t5", "bart", "vit", "resnet",
-               "whisper", "wav2vec2", "distilbert")
-
-#: per type configuration overrides, applied after the generic shrinking
-OVERRIDES: dict[str, dict[str, Any]] = {
-    "whisper": dict(max_source_positions=16, max_target_positions=32),
-    "swin": dict(embed_dim=32, window_size=4),
-}
-
-_LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
-           "encoder_layers", "decoder_layers", "num_encoder_layers")
-_HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-          "decoder_attention_heads")
-_KV_HEADS = ("num_key_value_heads", "num_kv_heads")
-_HIDDEN = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size")
-_HEAD_DIM = ("head_dim", "d_kv", "attention_head_size")
-_INTERMEDIATE = ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn_dim",
-                 "decoder_ffn_dim", "ffn_hidden_size")
-_EXPERTS = {"num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4,
-            "moe_num_experts": 4, "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2,
-            "num_shared_experts": 1, "n_shared_experts": 1, "moe_intermediate_size": 128,
-            "shared_expert_intermediate_size": 128, "n_group": 2, "topk_group": 1,
-            # partial rotary, multi-head latent attention, group norms
-            "rotary_dim": 8, "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16,
-            "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "num_groups": 4}
-_VOCAB = 1024
+#: the ``--quick`` subset (CI, about 3 minutes with one exporter): decoders with a cache
+#: (llama, qwen2, gpt2), a state space model (mamba), an encoder (bert), seq2seq with a
+#: cache (bart), vision (vit, resnet), speech (whisper, wav2vec2)
+QUICK_TYPES = ("llama", "qwen2", "gpt2", "mamba", "bert", "bart", "vit", "resnet",
+               "whisper", "wav2vec2")
 
 
 @dataclass(frozen=True)
@@ -93,90 +74,12 @@ def list_cases(types: list[str] | None = None) -> list[ZooCase]:
              for i, name in enumerate(names)]
     heads = list(by_head)
     cases = [ZooCase(name, heads[h]) for _, h, name in sorted(order)]
+    if diffusers_available():
+        cases.extend(ZooCase(name, head) for name, head in DIFFUSERS_TYPES.items())
     if types is not None:
         known = {c.model_type: c for c in cases}
         cases = [known.get(t, ZooCase(t, "unknown")) for t in types]
     return cases
-
-
-def _shrink_ids(d: dict, vocab: int) -> None:
-    """Token ids beyond the shrunk vocabulary become distinct ids at its end."""
-    mapping: dict[int, int] = {}
-
-    def new_id(v):
-        if isinstance(v, int) and not isinstance(v, bool) and v >= vocab:
-            mapping.setdefault(v, vocab - 1 - len(mapping))
-            return mapping[v]
-        return v
-
-    for k in list(d):
-        if k.endswith(("_token_id", "_token_index")):
-            v = d[k]
-            d[k] = [new_id(x) for x in v] if isinstance(v, list) else new_id(v)
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def shrink_config_dict(d: dict) -> dict:
-    """The configuration dictionary ``d`` made tiny (in place, nested configs too):
-    2 layers, 4 heads (2 key/value heads), hidden size 64, head dimension 16,
-    intermediate size 128, 4 experts (2 per token), a vocabulary of 1024, images of
-    32 pixels; per-layer lists (``layer_types``, ``mlp_layer_types``...) are cut."""
-    n_before = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
-    for k, v in list(d.items()):
-        if isinstance(v, dict) and "model_type" in v:
-            shrink_config_dict(v)
-        elif k in _LAYERS and _is_int(v):
-            d[k] = min(v, 2)
-        elif k in _HEADS and _is_int(v):
-            d[k] = min(v, 4)
-        elif k in _HEADS and isinstance(v, list):
-            d[k] = [min(x, 2) for x in v]
-        elif k in _KV_HEADS and _is_int(v):
-            d[k] = min(v, 2)
-        elif k in _HIDDEN and _is_int(v):
-            d[k] = min(v, 64)
-        elif k in _HEAD_DIM and _is_int(v):
-            d[k] = min(v, 16)
-        elif k in _INTERMEDIATE and _is_int(v):
-            d[k] = min(v, 128)
-        elif k in _EXPERTS and _is_int(v):
-            d[k] = min(v, _EXPERTS[k])
-        elif k == "depths" and isinstance(v, list):
-            d[k] = [1 for _ in v]
-        elif k == "hidden_sizes" and isinstance(v, list):
-            d[k] = [16 * 2**i for i in range(len(v))]
-        elif k == "image_size" and _is_int(v) and v > 32:
-            d[k] = 32
-        elif k == "image_size" and isinstance(v, list):
-            d[k] = [min(x, 32) for x in v]
-        elif k == "patch_size" and _is_int(v) and v > 8:
-            d[k] = 8
-    for k in ("out_features", "out_indices", "stage_names"):  # backbones: recomputed
-        d.pop(k, None)
-    n_after = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
-    for k, v in list(d.items()):
-        if isinstance(v, list) and n_before and n_after and len(v) == n_before and (
-                k.endswith(("layer_types", "layers_block_type")) or k == "layer_types"):
-            d[k] = v[:n_after]
-    if _is_int(d.get("vocab_size")) and d["vocab_size"] > _VOCAB:
-        d["vocab_size"] = _VOCAB
-        _shrink_ids(d, _VOCAB)
-    return d
-
-
-def tiny_config(model_type: str):
-    """A tiny configuration of ``model_type``: its default shrunk by
-    :func:`shrink_config_dict`, then :data:`OVERRIDES`; sdpa attention when supported."""
-    from transformers import AutoConfig
-
-    default = AutoConfig.for_model(model_type)
-    d = shrink_config_dict(default.to_dict())
-    d.update(OVERRIDES.get(model_type, {}))
-    config = type(default).from_dict(d)
-    return config
 
 
 def _model_class(case: ZooCase, config):
@@ -193,8 +96,11 @@ def _model_class(case: ZooCase, config):
 
 
 def _signature_order(model, inputs: dict, ds: dict) -> tuple[dict, dict]:
-    """Inputs and dynamic shapes in the order of ``model.forward``'s parameters."""
+    """Inputs and dynamic shapes in the order of ``model.forward``'s parameters;
+    an ``attention_mask`` the forward does not take is dropped."""
     params = list(inspect.signature(model.forward).parameters)
+    if "attention_mask" not in params:
+        inputs.pop("attention_mask", None)
     unknown = [k for k in inputs if k not in params]
     if unknown:
         raise TypeError(f"{type(model).__name__}.forward takes no {unknown}")
@@ -211,32 +117,51 @@ def _text_inputs(config, sizes, generator):
 
 
 def _image_inputs(config, sizes, generator):
+    """pixel_values (batch, channels, height, width), (batch, frames, ...) for videos."""
     vision = getattr(config, "vision_config", None) or config
     size = getattr(vision, "image_size", 32)
     h, w = (size, size) if _is_int(size) else tuple(size)[:2]
     c = getattr(vision, "num_channels", 3)
-    pixels = torch.randn(sizes["batch"], c, h, w, generator=generator)
-    return {"pixel_values": pixels}, {"pixel_values": {0: "batch"}}
+    frames = getattr(vision, "num_frames", None)
+    shape = (sizes["batch"], frames, c, h, w) if _is_int(frames) else (sizes["batch"], c, h, w)
+    return {"pixel_values": torch.randn(*shape, generator=generator)}, {
+        "pixel_values": {0: "batch"}}
 
 
-def _audio_inputs(config, sizes, generator):
-    values = torch.randn(sizes["batch"], sizes["samples"], generator=generator)
+def _audio_inputs(config, sizes, generator, params):
+    """Raw samples (input_values), or features (batch, frames, mel bins) when the
+    forward takes input_features (frames dynamic) or fixed size spectrograms."""
+    b, n = sizes["batch"], sizes["samples"] // 100
+    mel = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+    if "input_values" in params and _is_int(getattr(config, "max_length", None)) and mel:
+        values = torch.randn(b, config.max_length, mel, generator=generator)
+        return {"input_values": values}, {"input_values": {0: "batch"}}
+    if "input_values" not in params and "input_features" in params:
+        feats = torch.randn(b, n * 4, mel or 80, generator=generator)
+        return {"input_features": feats}, {"input_features": {0: "batch", 1: "frames"}}
+    values = torch.randn(b, sizes["samples"], generator=generator)
     return {"input_values": values}, {"input_values": {0: "batch", 1: "samples"}}
 
 
-def _speech_seq2seq_inputs(model, config, sizes, generator):
-    """input_features (static number of frames) and decoder tokens, no cache."""
+def _speech_seq2seq_inputs(model, config, sizes, generator, params):
+    """input_features (static number of frames) or input_values and decoder tokens,
+    no cache."""
     b = sizes["batch"]
     frames = 2 * getattr(config, "max_source_positions", 32)
-    if hasattr(config, "num_mel_bins"):
-        feats = torch.randn(b, config.num_mel_bins, frames, generator=generator)
+    if "input_features" not in params:
+        inputs, ds = _audio_inputs(config, sizes, generator, params)
+    elif hasattr(config, "num_mel_bins"):
+        inputs = {"input_features": torch.randn(b, config.num_mel_bins, frames,
+                                                generator=generator)}
+        ds = {"input_features": {0: "batch"}}
     else:
         n = getattr(config, "input_feat_per_channel", 80) * getattr(config, "input_channels", 1)
-        feats = torch.randn(b, frames, n, generator=generator)
+        inputs = {"input_features": torch.randn(b, frames, n, generator=generator)}
+        ds = {"input_features": {0: "batch"}}
     vocab = config.get_text_config(decoder=True).vocab_size
-    inputs = {"input_features": feats,
-              "decoder_input_ids": torch.randint(0, vocab, (b, sizes["seq"]), generator=generator)}
-    return inputs, {"input_features": {0: "batch"}, "decoder_input_ids": {0: "batch", 1: "seq"}}
+    inputs["decoder_input_ids"] = torch.randint(0, vocab, (b, sizes["seq"]), generator=generator)
+    ds["decoder_input_ids"] = {0: "batch", 1: "seq"}
+    return inputs, ds
 
 
 def _decoder_inputs(model, config, head, sizes, generator, with_cache):
@@ -250,22 +175,80 @@ def _decoder_inputs(model, config, head, sizes, generator, with_cache):
                                generator=generator)
 
 
+def input_kind(head: str, params) -> str:
+    """What the forward of a model of this head taking ``params`` is given: ``decoder``,
+    ``seq2seq``, ``image``, ``audio``, ``speech-seq2seq`` or ``text``. A seq2seq head
+    without decoder tokens (audio language models) is a decoder, a vision head without
+    pixels (ImageGPT) takes tokens."""
+    if head == "seq2seq-lm":
+        return "seq2seq" if "decoder_input_ids" in params else "decoder"
+    if head == "causal-lm":
+        return "decoder"
+    if head in ("image-classification", "vision-encoder"):
+        return "image" if "pixel_values" in params else "text"
+    if head in ("ctc", "audio-classification"):
+        return "audio"
+    if head == "speech-seq2seq":
+        return "speech-seq2seq" if "decoder_input_ids" in params else "text"
+    return "text"
+
+
 def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
                 with_cache: bool = True) -> tuple[dict, dict]:
     """Inputs of sizes ``sizes`` (:data:`EXPORT_SIZES`) for ``case`` and their dynamic
     shapes (dimension names), in the order of the forward's parameters."""
     generator = torch.Generator().manual_seed(seed)
-    if case.head in ("causal-lm", "seq2seq-lm"):
-        inputs, ds = _decoder_inputs(model, config, case.head, sizes, generator, with_cache)
-    elif case.head in ("image-classification", "vision-encoder"):
+    params = set(inspect.signature(model.forward).parameters)
+    kind = input_kind(case.head, params)
+    if kind in ("decoder", "seq2seq"):
+        head = "causal-lm" if kind == "decoder" else "seq2seq-lm"
+        inputs, ds = _decoder_inputs(model, config, head, sizes, generator, with_cache)
+    elif kind == "image":
         inputs, ds = _image_inputs(config, sizes, generator)
-    elif case.head in ("ctc", "audio-classification"):
-        inputs, ds = _audio_inputs(config, sizes, generator)
-    elif case.head == "speech-seq2seq":
-        inputs, ds = _speech_seq2seq_inputs(model, config, sizes, generator)
+    elif kind == "audio":
+        inputs, ds = _audio_inputs(config, sizes, generator, params)
+    elif kind == "speech-seq2seq":
+        inputs, ds = _speech_seq2seq_inputs(model, config, sizes, generator, params)
     else:
         inputs, ds = _text_inputs(config, sizes, generator)
     return _signature_order(model, inputs, ds)
+
+
+def _config_for_class(cls, config):
+    """The sub-configuration ``cls`` expects when it is not ``config``'s class
+    (``Emu3ForCausalLM`` takes the text configuration of ``Emu3Config``)."""
+    expected = getattr(cls, "config_class", None)
+    if expected is None or isinstance(config, expected):
+        return config
+    for name in ("text_config", "decoder", "language_config", "llm_config"):
+        sub = getattr(config, name, None)
+        if isinstance(sub, expected):
+            return sub
+    return config
+
+
+def _randomize_zero_weights(model, seed: int):
+    """Matrices left at zero by the initialization (MoE routers of AFMoE, DeepSeek-V4)
+    get random values: with a zero router every expert ties, and torch and onnxruntime
+    break ties of ``topk`` differently (a mismatch that is no export error)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() >= 2 and param.dtype.is_floating_point and not param.any():
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
+    return model
+
+
+def _disable_cache(model) -> None:
+    """``use_cache=False`` in the configuration of the model and its sub-models."""
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "use_cache"):
+            config.use_cache = False
+            text = config.get_text_config(decoder=True) if hasattr(
+                config, "get_text_config") else None
+            if text is not None and hasattr(text, "use_cache"):
+                text.use_cache = False
 
 
 def _eager(model, inputs: dict):
@@ -282,15 +265,25 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
 
     :return: ``dict(model=, inputs=, check_inputs=, dynamic_shapes=, cache=, model_class=)``
     """
+    if case.model_type in DIFFUSERS_TYPES:
+        return build_diffusers_case(case.model_type, EXPORT_SIZES, CHECK_SIZES, seed=seed)
     torch.manual_seed(seed)
     config = tiny_config(case.model_type)
     cls = _model_class(case, config)
-    model = cls._from_config(config, attn_implementation="sdpa") if getattr(
-        cls, "_supports_sdpa", False) else cls._from_config(config)
-    model = model.eval()
+    config = _config_for_class(cls, config)
+    try:
+        model = cls._from_config(config, attn_implementation="sdpa") if getattr(
+            cls, "_supports_sdpa", False) else cls._from_config(config)
+    except ValueError as e:  # a sub-model without sdpa (a ResNet backbone)
+        if "scaled_dot_product_attention" not in str(e):
+            raise
+        model = cls._from_config(config, attn_implementation="eager")
+    model = _randomize_zero_weights(model.eval(), seed)
     caches = [True, False] if case.head in ("causal-lm", "seq2seq-lm") else [False]
     error: Exception | None = None
     for with_cache in caches:
+        if not with_cache:  # no cache in, no cache out: the model does not create one
+            _disable_cache(model)
         try:
             inputs, ds = make_inputs(case, model, config, EXPORT_SIZES, seed=seed,
                                      with_cache=with_cache)

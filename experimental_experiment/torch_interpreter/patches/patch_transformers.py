@@ -199,6 +199,11 @@ def get_transformers_patches() -> list[Patch]:
     for cls in _dynamic_rope_classes():
         patches.append(Patch(cls, "forward", _traceable_dynamic_rope,
                              _traceable_dynamic_rope.__doc__))
+    from .patch_models import get_model_patches
+    from .patch_ssm import get_ssm_patches
+
+    patches.extend(get_ssm_patches())
+    patches.extend(get_model_patches())
     layer = getattr(cache_utils, "DynamicSlidingWindowLayer", None)
     if layer is not None and not _has_own_patches():
         for name in ("update", "get_mask_sizes", "get_seq_length"):

@@ -1,0 +1,71 @@
+"""Patches of single architectures: the exported model keeps a dynamic sequence length
+and onnxruntime matches eager (unpatched) on two sizes."""
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.onnx_export_errors import (
+    bypass_export_some_errors,
+)
+from experimental_experiment.torch_interpreter.patches.patch_models import get_model_patches
+
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
+
+
+def _check(model, vocab, names, output=lambda out: out.logits):
+    ids = torch.randint(0, vocab, (2, 3))
+    with bypass_export_some_errors(patch_transformers=True):
+        assert any(p.name.endswith(names) for p in get_model_patches())
+        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "seq"]
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in [(2, 3), (3, 6)]:
+        ids = torch.randint(0, vocab, shape)
+        with torch.no_grad():
+            expected = output(model(ids)).numpy()
+        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_cpmant_dynamic_sequence():
+    from transformers import CpmAntConfig, CpmAntForCausalLM
+
+    torch.manual_seed(0)
+    config = CpmAntConfig(vocab_size=128, hidden_size=32, num_attention_heads=4,
+                          dim_head=8, dim_ff=64, num_hidden_layers=2, prompt_length=4,
+                          use_cache=False)
+    _check(CpmAntForCausalLM(config).eval(), 128, "_prepare_attention_mask")
+
+
+def test_dbrx_experts_without_data_dependent_loop():
+    from transformers import DbrxConfig, DbrxForCausalLM
+
+    torch.manual_seed(0)
+    config = DbrxConfig(d_model=32, n_heads=4, n_layers=2, max_seq_len=64, vocab_size=128,
+                        attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=8.0),
+                        ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2),
+                        use_cache=False)
+    _check(DbrxForCausalLM(config).eval(), 128, "DbrxExperts.forward")
+
+
+def test_switch_transformers_experts_without_data_dependent_loop():
+    from transformers import SwitchTransformersConfig, SwitchTransformersEncoderModel
+
+    torch.manual_seed(0)
+    config = SwitchTransformersConfig(
+        vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_heads=4, num_layers=2,
+        num_sparse_encoder_layers=1, num_experts=4, expert_capacity=8, use_cache=False)
+    encoder = SwitchTransformersEncoderModel(config).eval()
+
+    class Encoder(torch.nn.Module):
+        def forward(self, ids):
+            mask = torch.ones_like(ids)
+            return encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    _check(Encoder().eval(), 128, "SwitchTransformersExperts.forward", output=lambda t: t)

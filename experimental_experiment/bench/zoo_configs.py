@@ -1,0 +1,274 @@
+"""Tiny configurations for the model zoo: the default configuration of a model type
+shrunk generically (few layers, small hidden size, small vocabulary) while keeping what
+the architecture needs: one layer of every kind for hybrid models, the per-layer lists
+and overrides of the kept layers, as many key/value heads as heads when the default
+has no grouped-query attention (or uses multi-head latent attention), the consistency
+rules of state space models.
+
+.. code-block:: python
+
+    from experimental_experiment.bench.zoo_configs import tiny_config
+
+    config = tiny_config("gemma4_text")   # 2 layers: one sliding, one full attention
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
+           "encoder_layers", "decoder_layers", "num_encoder_layers")
+_HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+          "decoder_attention_heads")
+_KV_HEADS = ("num_key_value_heads", "num_kv_heads")
+_HIDDEN = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size")
+_HEAD_DIM = ("head_dim", "d_kv", "attention_head_size", "linear_head_dim", "index_head_dim")
+_INTERMEDIATE = ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn_dim",
+                 "decoder_ffn_dim", "ffn_hidden_size")
+_EXPERTS = {"num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4,
+            "moe_num_experts": 4, "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2,
+            "moe_k": 2, "num_experts_per_token": 2, "num_expert_group": 2, "moe_top_k": 2, "moe_num_shared_experts": 1,
+            "num_shared_experts": 1, "n_shared_experts": 1, "moe_intermediate_size": 128,
+            "shared_expert_intermediate_size": 128, "n_group": 2, "topk_group": 1,
+            # partial rotary, multi-head latent attention, group norms
+            "rotary_dim": 8, "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16,
+            "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "num_groups": 4}
+#: lists describing the kind of every layer, the first one found picks the kept layers
+_LAYER_KINDS = ("layer_types", "layers_block_type", "attention_layers", "mlp_layer_types",
+                "block_types")
+VOCAB = 1024
+MAX_LAYERS = 4
+
+#: per type configuration overrides, applied after the generic shrinking
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "whisper": dict(max_source_positions=16, max_target_positions=32),
+    "swin": dict(embed_dim=32, window_size=4, image_size=128),
+    "donut-swin": dict(embed_dim=32, window_size=4, image_size=128),
+    # upstream defaults a model cannot be built with (transformers 5.23)
+    "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
+    "esm": dict(vocab_size=33, pad_token_id=1, mask_token_id=32),
+    "wav2vec2-bert": dict(vocab_size=32),
+    "gpt_neo": dict(attention_types=[[["global", "local"], 1]]),
+    "reformer": dict(axial_pos_embds_dim=[32, 32], axial_pos_shape=[4, 8]),
+    "deepseek_v2": dict(num_experts_per_tok=2),
+    "bamba": dict(attn_layer_indices=[1]),
+    "granitemoehybrid": dict(layer_types=["linear_attention", "full_attention"]),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
+    "dots3_note": dict(text_config=dict(head_dim=32)),
+    "dots3_note_text": dict(head_dim=32),
+    "hrm_text": dict(num_layers_per_stack=1),
+    "cohere_compass_text": dict(rope_parameters=dict(
+        full_attention=dict(rope_type="default", rope_theta=10000.0))),
+    "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
+    "moonshine_streaming": dict(num_key_value_heads=4),
+    "mobilevitv2": dict(image_size=64),
+    "blt": dict(encoder_hash_byte_group_vocab=1024, encoder_config=dict(hidden_size_global=64),
+                decoder_config=dict(hidden_size_global=64)),
+    "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
+                      num_self_attention_heads=4, num_cross_attention_heads=4,
+                      max_position_embeddings=64),
+    # timm is not installed: DETR-like models get transformers' ResNet backbone
+    **{t: dict(use_timm_backbone=False, backbone_config=dict(
+        model_type="resnet", embedding_size=16, hidden_sizes=[16, 32, 64, 128],
+        depths=[1, 1, 1, 1], out_features=["stage2", "stage3", "stage4"])) for t in (
+        "conditional_detr", "dab-detr", "deformable_detr", "detr", "table-transformer")},
+}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _shrink_ids(d: dict, vocab: int) -> None:
+    """Token ids beyond the shrunk vocabulary become distinct ids at its end."""
+    mapping: dict[int, int] = {}
+
+    def new_id(v):
+        if _is_int(v) and v >= vocab:
+            mapping.setdefault(v, vocab - 1 - len(mapping))
+            return mapping[v]
+        return v
+
+    for k in list(d):
+        if k.endswith(("_token_id", "_token_index")):
+            v = d[k]
+            d[k] = [new_id(x) for x in v] if isinstance(v, list) else new_id(v)
+
+
+def pick_layers(kinds: list, n: int) -> list[int]:
+    """Indices of ``n`` layers among ``kinds`` (the kind of every layer): the first
+    layer of every kind (at most :data:`MAX_LAYERS` kinds), then the first layers.
+
+    .. code-block:: python
+
+        pick_layers(["linear", "linear", "linear", "full"], 2)  # [0, 3]
+    """
+    first: dict[Any, int] = {}
+    for i, k in enumerate(kinds):
+        first.setdefault(str(k), i)
+    chosen = sorted(first.values())[:MAX_LAYERS]
+    for i in range(len(kinds)):
+        if len(chosen) >= n:
+            break
+        if i not in chosen:
+            chosen.append(i)
+    return sorted(chosen)
+
+
+def _shrink_value(k: str, v: Any, d: dict) -> Any:
+    """The shrunk value of one key (nested configurations excluded)."""
+    rules = ((_LAYERS, lambda x: min(x, 2)), (_HEADS, lambda x: min(x, 4)),
+             (_KV_HEADS, lambda x: min(x, 2)), (_HIDDEN, lambda x: min(x, 64)),
+             (_HEAD_DIM, lambda x: min(x, 16)), (_INTERMEDIATE, lambda x: min(x, 128)))
+    if _is_int(v):
+        for keys, fct in rules:
+            if k in keys:
+                return fct(v)
+        if k in _EXPERTS:
+            return min(v, _EXPERTS[k])
+        if k == "image_size" and v > 32:
+            return 32
+        if k == "num_kv_shared_layers":  # the kept layers may not share their kind
+            return 0
+        if k == "vocab_size_per_layer_input":
+            return min(v, VOCAB)
+        if k == "hidden_size_per_layer_input":
+            return min(v, 16)
+        if k == "patch_size" and v > 8:
+            return 8
+    elif isinstance(v, list):
+        if k in _HEADS:
+            return [min(x, 2) for x in v]
+        if k == "depths":
+            return [1 for _ in v]
+        if k == "hidden_sizes":
+            return [16 * 2**i for i in range(len(v))]
+        if k == "image_size":
+            return [min(x, 32) for x in v]
+    return v
+
+
+def _fix_heads(d: dict, before: dict) -> None:
+    """Key/value heads equal to the heads when they were (no grouped-query attention)
+    or with multi-head latent attention; a missing head dimension computed."""
+    heads = next((k for k in _HEADS if _is_int(d.get(k))), None)
+    for kv in _KV_HEADS:
+        if kv in d and heads and (before.get(kv) in (None, before.get(heads))
+                                  or "kv_lora_rank" in d):
+            d[kv] = d[heads]
+    hidden = next((k for k in _HIDDEN if _is_int(d.get(k))), None)
+    if "head_dim" in d and d["head_dim"] is None and heads and hidden:
+        d["head_dim"] = d[hidden] // d[heads]
+
+
+def _fix_periods(d: dict, n_layers: int) -> None:
+    """``*_period`` / ``*_offset`` pairs (jamba) keep one layer of each kind."""
+    for k in list(d):
+        if k.endswith("_layer_period") and _is_int(d[k]) and d[k] > n_layers:
+            d[k] = n_layers
+            off = k.replace("_period", "_offset")
+            if _is_int(d.get(off)):
+                d[off] = min(d[off], n_layers - 1)
+
+
+def _fix_state_space(d: dict) -> None:
+    """Mamba heads consistent with the expanded hidden size."""
+    hidden = d.get("hidden_size")
+    if not _is_int(hidden):
+        return
+    if _is_int(d.get("expand")) and _is_int(d.get("num_heads")) and _is_int(d.get("head_dim")):
+        d["num_heads"] = hidden * d["expand"] // d["head_dim"]
+    if _is_int(d.get("mamba_expand")) and _is_int(d.get("mamba_n_heads")) and _is_int(
+            d.get("mamba_d_head")):
+        d["mamba_n_heads"] = min(d["mamba_n_heads"], 4)
+        d["mamba_d_head"] = hidden * d["mamba_expand"] // d["mamba_n_heads"]
+        if _is_int(d.get("mamba_d_ssm")):
+            d["mamba_d_ssm"] = hidden * d["mamba_expand"]
+    for k in ("mamba_d_state", "ssm_state_size", "state_size"):
+        if _is_int(d.get(k)):
+            d[k] = min(d[k], 16)
+
+
+def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
+    """Per-layer lists and ``per_layer_config`` restricted to the kept layers, returns
+    the new number of layers (more than ``n_after`` for hybrids with many kinds)."""
+    kinds = next((d[k] for k in _LAYER_KINDS if isinstance(d.get(k), list)
+                  and len(d[k]) == n_before), None)
+    keep = pick_layers(kinds, n_after) if kinds else list(range(n_after))
+    for k, v in list(d.items()):
+        if isinstance(v, list) and len(v) == n_before and k not in ("hidden_sizes", "depths"):
+            d[k] = [v[i] for i in keep]
+    plc = d.get("per_layer_config")
+    if isinstance(plc, dict):
+        new = {}
+        for key, val in plc.items():
+            if str(key).isdigit() and int(key) in keep:
+                new[str(keep.index(int(key)))] = shrink_config_dict(dict(val)) if isinstance(
+                    val, dict) else val
+        d["per_layer_config"] = new
+    return len(keep)
+
+
+def shrink_config_dict(d: dict) -> dict:
+    """The configuration dictionary ``d`` made tiny (in place, nested configs too):
+    2 layers (up to 4 to keep one of every kind), 4 heads (2 key/value heads unless the
+    default has as many as heads), hidden size 64, head dimension 16, intermediate size
+    128, 4 experts (2 per token), a vocabulary of 1024, images of 32 pixels; per-layer
+    lists (``layer_types``, ``intermediate_size``...) and ``per_layer_config`` keep the
+    chosen layers.
+
+    .. code-block:: python
+
+        d = shrink_config_dict(dict(num_hidden_layers=12, hidden_size=768))
+    """
+    before = dict(d)
+    n_before = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
+    for k, v in list(d.items()):
+        if isinstance(v, dict) and "model_type" in v:
+            shrink_config_dict(v)
+        else:
+            d[k] = _shrink_value(k, v, d)
+    for k in ("out_features", "out_indices", "stage_names"):  # backbones: recomputed
+        d.pop(k, None)
+    _fix_heads(d, before)
+    n_after = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
+    # hierarchical vision models: num_layers is a number of stages, lists are per stage
+    if n_before and n_after and n_before > n_after and not isinstance(d.get("depths"), list):
+        n_new = _cut_layers(d, n_before, n_after)
+        for k in _LAYERS:
+            if _is_int(d.get(k)) and before.get(k) == n_before:
+                d[k] = n_new
+        _fix_periods(d, n_new)
+    _fix_state_space(d)
+    if _is_int(d.get("vocab_size")) and d["vocab_size"] > VOCAB:
+        d["vocab_size"] = VOCAB
+        _shrink_ids(d, VOCAB)
+    return d
+
+
+_REPLACED = ("rope_parameters", "backbone_config")
+
+
+def _deep_update(d: dict, new: dict) -> None:
+    """``d.update(new)`` merging nested dictionaries."""
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict) and k not in _REPLACED:
+            _deep_update(d[k], v)
+        else:
+            d[k] = v
+
+
+def tiny_config(model_type: str):
+    """A tiny configuration of ``model_type``: its default shrunk by
+    :func:`shrink_config_dict`, then :data:`OVERRIDES`.
+
+    .. code-block:: python
+
+        config = tiny_config("llama")
+    """
+    from transformers import AutoConfig
+
+    default = AutoConfig.for_model(model_type)
+    d = shrink_config_dict(default.to_dict())
+    _deep_update(d, OVERRIDES.get(model_type, {}))
+    return type(default).from_dict(d)

@@ -1,0 +1,104 @@
+"""Patches of single transformers architectures whose code cannot be traced with
+dynamic shapes. Each patch is applied only when the model's module is already imported
+(the model was built), never imports it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+
+def _cpmant_attention_mask(original):
+    """Replaces ``CpmAntModel._prepare_attention_mask``: the left padding mask is built
+    with ``torch.arange`` instead of ``torch.tensor(list(range(seqlen - prompt)))``.
+
+    Fixes: ``Constraints violated ... ('seq') of input 'input_ids' ... specialized it to
+    be a constant``: a Python list of the sequence length makes it a constant.
+    """
+
+    def prepare(self, input_ids, span, context, length):
+        batch, seqlen = input_ids.shape
+        device = input_ids.device
+        positions = torch.arange(seqlen, device=device)
+        causal = positions[None, :] <= positions[:, None]
+        mask = context[:, None, :] | (context[:, :, None].logical_not() & causal[None])
+        mask = mask & (span[:, None, :] == span[:, :, None])
+        # tokens after the prompt, counted from the end, beyond ``length`` are padding
+        from_end = torch.arange(seqlen - self.prompt_length - 1, -1, -1, device=device)
+        kept = torch.cat([torch.ones(batch, self.prompt_length, dtype=torch.bool, device=device),
+                          from_end[None, :] < length[:, None]], dim=1)
+        return kept[:, :, None] & kept[:, None, :] & mask
+
+    return prepare
+
+
+def _dbrx_dense_experts(original):
+    """Replaces ``DbrxExperts.forward``: every expert runs on every token, weighted by
+    its routing weight (zero when the router did not select it), a loop over the
+    number of experts instead of the experts hit.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 0)``: the loop over ``expert_mask.sum(...).nonzero()`` depends on the data.
+    """
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        batch = hidden_states.shape[0]
+        x = hidden_states.reshape(-1, self.hidden_size)
+        weights = torch.zeros(x.shape[0], self.num_experts, dtype=top_k_weights.dtype,
+                              device=x.device)
+        weights = weights.scatter_add(1, top_k_index, top_k_weights)
+        split = (-1, self.ffn_hidden_size, self.hidden_size)
+        out = torch.zeros_like(x)
+        for e in range(self.num_experts):
+            w1, v1, w2 = (getattr(self.mlp, n).view(split)[e] for n in ("w1", "v1", "w2"))
+            states = self.mlp(x, w1, v1, w2).view(-1, self.hidden_size)
+            out = out + states * weights[:, e, None].to(states.dtype)
+        return out.view(batch, -1, self.hidden_size)
+
+    return forward
+
+
+def _switch_dense_experts(original):
+    """Replaces ``SwitchTransformersExperts.forward``: every expert runs on every token,
+    multiplied by its routing weight where the router mask selects it, zero elsewhere.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 0)``: the loop over the experts hit (``nonzero``) depends on the data.
+    """
+
+    def forward(self, hidden_states, selected_experts, routing_weights):
+        out = torch.zeros_like(hidden_states)
+        for e in range(self.num_experts):
+            weight = (selected_experts[:, :, e].to(routing_weights.dtype)
+                      * routing_weights).sum(dim=1, keepdim=True)
+            states = self[f"expert_{e}"](hidden_states) * weight
+            out = out + states.to(hidden_states.dtype)
+        return out
+
+    return forward
+
+
+def get_model_patches() -> list:
+    """Patches of the architectures whose modules are imported."""
+    from . import Patch
+
+    patches = []
+    cpmant = sys.modules.get("transformers.models.cpmant.modeling_cpmant")
+    model = getattr(cpmant, "CpmAntModel", None)
+    if model is not None and "_prepare_attention_mask" in vars(model):
+        patches.append(Patch(model, "_prepare_attention_mask", _cpmant_attention_mask,
+                             _cpmant_attention_mask.__doc__))
+    dbrx = sys.modules.get("transformers.models.dbrx.modeling_dbrx")
+    experts = getattr(dbrx, "DbrxExperts", None)
+    if experts is not None and "forward" in vars(experts):
+        patches.append(Patch(experts, "forward", _dbrx_dense_experts,
+                             _dbrx_dense_experts.__doc__))
+    switch = sys.modules.get("transformers.models.switch_transformers."
+                             "modeling_switch_transformers")
+    experts = getattr(switch, "SwitchTransformersExperts", None)
+    if experts is not None and "forward" in vars(experts):
+        patches.append(Patch(experts, "forward", _switch_dense_experts,
+                             _switch_dense_experts.__doc__))
+    return patches
