@@ -11,12 +11,12 @@ CONSTRAINTS := constraints.txt
 LOCK := requirements-lock.txt
 # canary: the newest releases of the packages we follow, torch kept at 2.13.0
 VENV_LATEST := .venv-latest
-LATEST_PACKAGES := transformers onnx onnxruntime onnxscript onnx-ir sphinx-gallery
+LATEST_PACKAGES := transformers diffusers onnx onnxruntime onnxscript onnx-ir sphinx-gallery
 # python3.11 when it runs (a pyenv shim may exist without the version), else python3
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs bench-export-time bench-llm zoo lock test-latest
+.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs bench-export-time bench-llm zoo zoo-quick lock test-latest
 
 install: $(STAMP)
 
@@ -98,6 +98,12 @@ bench-export-time: install
 zoo: install
 	nice -n 19 $(PY) -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \
 		--timeout 90 --commit $$(git rev-parse HEAD)
+
+# 10 representative model types with to_onnx (about 3 minutes, run by .ci/run);
+# fails when one of them fails
+zoo-quick: install
+	$(PY) -m experimental_experiment.bench.zoo --quick --exporters to_onnx --strict \
+		--output $$(mktemp -d)/zoo_quick.csv
 
 lint: install
 	$(PY) -m ruff check .
