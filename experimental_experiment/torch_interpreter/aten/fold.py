@@ -45,9 +45,8 @@ def aten_im2col(g: GraphBuilder, x, kernel_size, dilation, padding, stride):
     y = g.op.Gather(y, cols, axis=4)  # N, C, kh, out_h, kw, out_w
     y = g.op.Transpose(y, perm=[0, 1, 2, 4, 3, 5])  # N, C, kh, kw, out_h, out_w
     channels = g.op.Mul(g.op.Shape(x, start=1, end=2), i64([kh * kw]))
-    # every dimension given (no -1): a batch or channel count of 0 stays valid
-    shape = g.op.Concat(g.op.Shape(x, start=0, end=1), channels, g.op.Mul(out_h, out_w),
-                        axis=0)
+    # no -1 (0 copies the batch): an empty batch stays valid
+    shape = g.op.Concat(i64([0]), channels, g.op.Mul(out_h, out_w), axis=0)
     y = g.op.Reshape(y, shape)
     return squeeze_batch(g, y, added)
 
