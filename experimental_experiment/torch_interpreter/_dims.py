@@ -15,6 +15,9 @@ class DimNamer:
 
     def __init__(self, names: dict[str, str] | None = None):
         self.names = dict(names or {})
+        #: expression -> text: str() of a sympy expression is slow and a graph
+        #: repeats the same few dimensions thousands of times (Swin: 1.6 s)
+        self._rendered: dict = {}
 
     def render(self, dim) -> int | str:
         if isinstance(dim, int):
@@ -27,10 +30,14 @@ class DimNamer:
         return str(dim)
 
     def render_expr(self, expr) -> str:
-        text = str(expr).replace(" ", "")
-        if not self.names:
-            return text
-        return re.sub(r"\b[a-z]+\d+\b", lambda m: self.names.get(m.group(0), m.group(0)), text)
+        text = self._rendered.get(expr)
+        if text is None:
+            text = str(expr).replace(" ", "")
+            if self.names:
+                text = re.sub(r"\b[a-z]+\d+\b",
+                              lambda m: self.names.get(m.group(0), m.group(0)), text)
+            self._rendered[expr] = text
+        return text
 
     def shape(self, shape) -> tuple:
         return tuple(self.render(d) for d in shape)
