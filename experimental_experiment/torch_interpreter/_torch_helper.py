@@ -92,7 +92,11 @@ class TorchTensorRef:
         f.write(memoryview(self._cpu().numpy()).cast("B"))
 
     def to_tensor_proto(self, name: str) -> TensorProto:
-        proto = TensorProto()
+        return self.fill_tensor_proto(TensorProto(), name)
+
+    def fill_tensor_proto(self, proto: TensorProto, name: str) -> TensorProto:
+        """Writes name, type, shape and bytes into ``proto`` (e.g. an element just added
+        to ``model.graph.initializer``) and returns it."""
         proto.name = name
         proto.data_type = self.elem_type
         proto.dims.extend(self.shape)

@@ -62,7 +62,11 @@ def builder_to_model(g, make_initializer=tensor_proto) -> ModelProto:
     model.graph.input.extend(inputs)
     model.graph.output.extend(outputs)
     for name, value in g.initializers.items():
-        model.graph.initializer.append(make_initializer(name, value))
+        if make_initializer is tensor_proto and hasattr(value, "fill_tensor_proto"):
+            # written where it stays: appending a proto would copy its bytes once more
+            value.fill_tensor_proto(model.graph.initializer.add(), name)
+        else:
+            model.graph.initializer.append(make_initializer(name, value))
     model.functions.extend(g.functions.values())
     model.producer_name = "experimental_experiment"
     model.producer_version = __version__
