@@ -125,7 +125,8 @@ def _zoo() -> list[str] | None:
         sel = [r for r in rows if r["exporter"] == exporter and r["stage"] != "config"]
         ok = sum(r["status"] == "pass" for r in sel)
         cells.append(f"{ok} / {len(sel)}")
-    return ["transformers model types exported and checked (tiny configs)", *cells]
+    return ["model types exported and checked (transformers, diffusers; tiny configs)",
+            *cells]
 
 
 def _constructs() -> list[str] | None:
