@@ -31,8 +31,7 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     """
     record = [] if record is None else record
     attempts = _attempts(options)
-    errors: list[tuple[str, Exception]] = []
-    captured: dict[bool, object] = {}
+    errors, captured = [], {}  # [(description, error)], {strict: program or error}
     for strict, table in attempts:
         what = _describe(strict, table)
         if isinstance(captured.get(strict), Exception):

@@ -22,7 +22,7 @@ import numpy as np
 from onnx import AttributeProto, FunctionProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..xbuilder import GraphBuilder
-from ..xbuilder._shape_rules import infer_node
+from ..xbuilder.shape_inference import infer_node
 from ..xbuilder.graph_utils import subgraphs, used_names
 from .subgraphs import count_nodes
 

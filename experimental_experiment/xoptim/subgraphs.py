@@ -28,7 +28,7 @@ from typing import Callable
 
 from onnx import GraphProto, NodeProto
 
-from ..xbuilder._shape_rules import infer_node
+from ..xbuilder.shape_inference import infer_node
 from ..xbuilder.graph_utils import subgraphs
 from .loader import record_value_info
 

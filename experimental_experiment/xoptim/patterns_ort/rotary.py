@@ -144,8 +144,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
         else:  # one row of the caches per token
             f2 = op.Reshape(b["f"], i64([-1, b["half"]]))
             n = op.Squeeze(op.Shape(f2, start=0, end=1))
-            pos = op.Reshape(op.Range(g.make_constant(np.array(0, dtype=np.int64)), n,
-                                      g.make_constant(np.array(1, dtype=np.int64))),
+            pos = op.Reshape(op.Range(g.make_constant(i64(0)), n, g.make_constant(i64(1))),
                              op.Shape(b["f"], start=0, end=2))
         return op.RotaryEmbedding(b["x"], pos, op.Cos(f2), op.Sin(f2),
                                   domain=MS, interleaved=0)
