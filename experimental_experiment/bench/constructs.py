@@ -217,12 +217,12 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_csv(rows: list[dict], filename: str) -> None:
+def write_csv(rows: list[dict], filename: str, columns: list[str] = COLUMNS) -> None:
     """Written to a temporary file then renamed."""
     from ..xbuilder.model_container import AtomicFiles
 
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=COLUMNS)
+    writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
     # the documentation renders the cells as reStructuredText: details are literals
     writer.writerows({**r, "detail": f"``{r['detail'].replace('`', chr(39))}``"

@@ -19,10 +19,7 @@ with an example of size 3 on its dynamic dimension and run with onnxruntime on s
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import sys
-import tempfile
 
 import numpy as np
 import onnx
@@ -32,6 +29,7 @@ from torch._higher_order_ops.while_loop import while_loop
 
 from ..xbuilder.graph_utils import subgraphs
 from ..xoptim.subgraphs import count_nodes
+from . import constructs
 from .constructs import _first_line
 
 COLUMNS = ["construct", "exporter", "status", "main_nodes", "body_nodes_raw",
@@ -168,21 +166,8 @@ def run_case(name: str, exporter: str) -> dict:
 
 
 def write_csv(rows: list[dict], filename: str) -> None:
-    """Written to a temporary file then renamed."""
-    folder = os.path.dirname(os.path.abspath(filename))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".csv.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows({**r, "detail": f"``{r['detail'].replace('`', chr(39))}``"
-                              if r["detail"] else ""} for r in rows)
-        os.replace(tmp, filename)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """Written atomically, as the construct table (:func:`constructs.write_csv`)."""
+    constructs.write_csv(rows, filename, COLUMNS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -103,41 +103,34 @@ def export_time_ratios(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _coverage() -> list[str] | None:
-    rows = read_rows("op_coverage.csv")
-    if not rows:
-        return None
+def _pass_counts(rows: list[dict], keep, percent: bool = False) -> list[str]:
+    """'passed / tried' per exporter over the rows ``keep(row)`` accepts."""
     cells = []
     for exporter in ("to_onnx", "torch.onnx"):
-        sel = [r for r in rows if r["exporter"] == exporter
-               and r["status"] not in ("skipped", "capture-fail")]
+        sel = [r for r in rows if r["exporter"] == exporter and keep(r)]
         ok = sum(r["status"] == "pass" for r in sel)
-        cells.append(f"{ok / max(len(sel), 1):.1%} ({ok} / {len(sel)})")
-    return ["PyTorch OpInfo operators converted and checked", *cells]
+        text = f"{ok} / {len(sel)}"
+        cells.append(f"{ok / max(len(sel), 1):.1%} ({text})" if percent else text)
+    return cells
+
+
+def _coverage() -> list[str] | None:
+    rows = read_rows("op_coverage.csv")
+    return ["PyTorch OpInfo operators converted and checked",
+            *_pass_counts(rows, lambda r: r["status"] not in ("skipped", "capture-fail"),
+                          percent=True)] if rows else None
 
 
 def _zoo() -> list[str] | None:
     rows = read_rows("zoo.csv")
-    if not rows:
-        return None
-    cells = []
-    for exporter in ("to_onnx", "torch.onnx"):
-        sel = [r for r in rows if r["exporter"] == exporter and r["stage"] != "config"]
-        ok = sum(r["status"] == "pass" for r in sel)
-        cells.append(f"{ok} / {len(sel)}")
     return ["model types exported and checked (transformers, diffusers; tiny configs)",
-            *cells]
+            *_pass_counts(rows, lambda r: r["stage"] != "config")] if rows else None
 
 
 def _constructs() -> list[str] | None:
     rows = read_rows("constructs.csv")
-    if not rows:
-        return None
-    cells = []
-    for exporter in ("to_onnx", "torch.onnx"):
-        sel = [r for r in rows if r["exporter"] == exporter]
-        cells.append(f"{sum(r['status'] == 'pass' for r in sel)} / {len(sel)}")
-    return ["hard constructs (star args, complex, vmap, custom ops...)", *cells]
+    return ["hard constructs (star args, complex, vmap, custom ops...)",
+            *_pass_counts(rows, lambda r: True)] if rows else None
 
 
 def _export_time() -> list[str] | None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import logging
 import os
@@ -220,12 +221,15 @@ def main(argv=None) -> int:
     if ns.csv:
         keys = ["model", "exporter", "n_params", "seconds", "n_nodes", "max_abs_diff",
                 "peak_rss_mb", "error"]
-        tmp = ns.csv + ".tmp"
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, keys)
-            writer.writeheader()
-            writer.writerows(rows)
-        os.replace(tmp, ns.csv)
+        from ..xbuilder.model_container import AtomicFiles
+
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, keys)
+        writer.writeheader()
+        writer.writerows(rows)
+        path = os.path.abspath(ns.csv)
+        with AtomicFiles(os.path.dirname(path)) as files:
+            files.open(path).write(text.getvalue().encode("utf-8"))
     return 0
 
 
