@@ -5,7 +5,8 @@ Rewrite an ONNX graph with a pattern
 ====================================
 
 A converter writes each operator with the operators ONNX has: ``gelu`` becomes
-five nodes (``Mul``, ``Erf``, ``Add``...) with opset 18. A runtime may have a faster,
+five nodes (``Mul``, ``Erf``, ``Add``...) before opset 20, which added ``Gelu``.
+This example exports with opset 18 to have such an expression. A runtime may have a faster,
 fused kernel for the whole expression: :epkg:`onnxruntime` has ``Gelu`` in its
 ``com.microsoft`` domain. Pattern rewriting finds the expression in the graph and
 replaces it. This example uses the pattern API of :epkg:`onnxscript`
@@ -38,7 +39,7 @@ class Model(torch.nn.Module):
 
 model = Model().eval()
 x = torch.randn(4, 16)
-onx = to_onnx(model, (x,), dynamic_shapes=({0: "batch"},))
+onx = to_onnx(model, (x,), dynamic_shapes=({0: "batch"},), target_opset=18)
 print([node.op_type for node in onx.graph.node])
 
 # %%

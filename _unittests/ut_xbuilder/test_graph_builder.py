@@ -268,14 +268,14 @@ def test_rules_dtype_changes():
 
 def test_to_onnx_defaults_and_checker():
     g = GraphBuilder()
-    assert g.main_opset == DEFAULT_OPSET == 18
+    assert g.main_opset == DEFAULT_OPSET == 20
     x = g.make_tensor_input("x", F, ("batch", 4))
     y = g.op.Relu(g.op.Add(x, np.ones((4,), dtype=np.float32)))
     g.make_tensor_output(y, output_name="y")
     model = g.to_onnx()
     onnx.checker.check_model(model, full_check=True)
     assert model.ir_version <= 13
-    assert {o.domain: o.version for o in model.opset_import}[""] == 18
+    assert {o.domain: o.version for o in model.opset_import}[""] == 20
     assert _dims(model.graph.input[0]) == ["batch", 4]
     assert _dims(model.graph.output[0]) == ["batch", 4]
     assert model.graph.output[0].name == "y"

@@ -64,11 +64,11 @@ def functionalize_in_place(gm: torch.fx.GraphModule, can_convert=None) -> InPlac
     """
     nodes = list(gm.graph.nodes)
     order = {n: i for i, n in enumerate(nodes)}
-    changes = []
+    changes, checked = [], {}
     for node in nodes:
         if not _is_mutation(node):
             continue
-        change = _plan(node, can_convert)
+        change = _plan(node, can_convert, checked)
         if isinstance(change, str):
             return InPlaceRewrite(reason=f"{node.name} ({node.target}): {change}")
         changes.append(change)
@@ -114,7 +114,7 @@ def _functional(op):
     return overload
 
 
-def _plan(node: torch.fx.Node, can_convert) -> _Change | str:
+def _plan(node: torch.fx.Node, can_convert, checked: dict) -> _Change | str:
     schema = node.target._schema
     written = [a.name for a in schema.arguments if a.alias_info is not None
                and a.alias_info.is_write]
@@ -125,7 +125,10 @@ def _plan(node: torch.fx.Node, can_convert) -> _Change | str:
         return "no functional form"
     if can_convert is not None and not can_convert(functional):
         return f"no converter for its functional form {functional}"
-    reason = _same_result(node, functional)
+    key = _signature(node, functional)
+    if key not in checked:
+        checked[key] = _same_result(node, functional)
+    reason = checked[key]
     if reason is not None:
         return reason
     chain, current = [], node.args[0]
@@ -139,6 +142,21 @@ def _plan(node: torch.fx.Node, can_convert) -> _Change | str:
     if current.op != "call_function":
         return f"it changes {current.name}, an input, a buffer or a parameter"
     return _Change(node, functional, chain, current)
+
+
+def _signature(node: torch.fx.Node, functional) -> tuple:
+    """What decides the dtype and rank of the functional result: the operator, the
+    dtype and rank of every tensor argument, the type of every other argument."""
+    def describe(v):
+        if isinstance(v, (list, tuple)):
+            return tuple(describe(x) for x in v)
+        if isinstance(v, dict):
+            return tuple((k, describe(x)) for k, x in sorted(v.items()))
+        val = v.meta.get("val") if isinstance(v, torch.fx.Node) else v
+        if isinstance(val, torch.Tensor):
+            return (val.dtype, val.dim())
+        return type(val).__name__
+    return (functional, describe(node.args), describe(node.kwargs))
 
 
 def _same_result(node: torch.fx.Node, functional) -> str | None:

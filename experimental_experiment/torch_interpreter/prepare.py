@@ -7,7 +7,7 @@ import logging
 
 import torch
 
-from ..xbuilder import GraphBuilder, OptimizationOptions
+from ..xbuilder import DEFAULT_OPSET, GraphBuilder, OptimizationOptions
 from ._dims import DimNamer
 from .capture import capture, decompose
 from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
@@ -54,7 +54,7 @@ def check_arguments(model, args, kwargs, export_options, options, dispatcher):
 
 
 def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
-            dispatcher=None, opset=18, report=None):
+            dispatcher=None, opset=DEFAULT_OPSET, report=None):
     """Captures if needed; returns the graph module, the input plan, the dim namer and
     the output names (None for outputs to drop)."""
     if isinstance(model, torch.fx.GraphModule) and not isinstance(

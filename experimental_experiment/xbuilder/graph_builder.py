@@ -13,12 +13,13 @@ from ._serialize import MAX_IR_VERSION
 from ._shape_rules import infer_node
 from .dtypes import np_dtype_to_onnx
 from .errors import GraphBuilderError
+from .function_opsets import align_function_opset
 from .optimization_options import OptimizationOptions
 
 logger = logging.getLogger(__name__)
 
 #: Default opset of the whole package, see :ref:`the design page <l-design>`.
-DEFAULT_OPSET = 18
+DEFAULT_OPSET = 20
 
 class GraphBuilder:
     """Builds an ONNX graph with dtype, shape and rank tracking.
@@ -247,7 +248,11 @@ class GraphBuilder:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def add_function(self, function: FunctionProto) -> None:
-        """Registers a local function callable with ``g.op.<name>(..., domain=...)``."""
+        """Registers a local function callable with ``g.op.<name>(..., domain=...)``;
+        a function written for another version of the main domain is moved to the
+        model's when its operators mean the same there
+        (:func:`~experimental_experiment.xbuilder.function_opsets.align_function_opset`)."""
+        function = align_function_opset(function, self.main_opset)
         key = (function.domain, function.name)
         self.functions[key] = function
         if function.domain not in self.opsets:

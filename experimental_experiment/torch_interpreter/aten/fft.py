@@ -1,4 +1,4 @@
-"""FFTs with ONNX DFT (opset 17 form: ``axis`` is an attribute).
+"""FFTs with ONNX DFT (``axis`` is an attribute up to opset 19, an input from opset 20).
 
 Complex tensors are real tensors with a trailing dimension 2 (real, imaginary), as
 the interpreter stamps them and as DFT reads and writes them. The converted ops are
@@ -32,9 +32,16 @@ def _size(g: GraphBuilder, y: str, axis: int) -> str:
     return g.op.CastLike(g.op.Shape(y, start=axis, end=axis + 1), y)
 
 
+def _dft(g: GraphBuilder, y: str, axis: int, *, inverse: int = 0, onesided: int = 0) -> str:
+    """One DFT along ``axis`` (>= 1), in the form of the model's opset."""
+    if g.main_opset >= 20:
+        return g.op.DFT(y, "", np.array(axis, _I64), inverse=inverse, onesided=onesided)
+    return g.op.DFT(y, axis=axis, inverse=inverse, onesided=onesided)
+
+
 def _idft(g: GraphBuilder, y: str, axis: int) -> str:
     """Inverse DFT without onnxruntime's 1/n."""
-    return g.op.Mul(g.op.DFT(y, axis=axis, inverse=1), _size(g, y, axis))
+    return g.op.Mul(_dft(g, y, axis, inverse=1), _size(g, y, axis))
 
 
 def _normalize(g: GraphBuilder, y: str, sizes: list[str], normalization: int) -> str:
@@ -59,9 +66,9 @@ def aten__fft_r2c(g: GraphBuilder, x, dim, normalization: int, onesided: bool):
     dims = _dims(g, x, dim, True)
     y = g.op.Unsqueeze(x, np.array([0, -1], _I64))  # [1, ..., 1]
     sizes = [_size(g, y, d + 1) for d in dims]
-    y = g.op.DFT(y, axis=dims[-1] + 1, onesided=int(onesided))
+    y = _dft(g, y, dims[-1] + 1, onesided=int(onesided))
     for d in dims[:-1]:
-        y = g.op.DFT(y, axis=d + 1)
+        y = _dft(g, y, d + 1)
     y = _normalize(g, y, sizes, normalization)
     return g.op.Squeeze(y, np.array([0], _I64))
 
@@ -73,7 +80,7 @@ def aten__fft_c2c(g: GraphBuilder, x, dim, normalization: int, forward: bool):
     y = g.op.Unsqueeze(x, np.array([0], _I64))
     sizes = [_size(g, y, d + 1) for d in dims]
     for d in dims:
-        y = g.op.DFT(y, axis=d + 1) if forward else _idft(g, y, d + 1)
+        y = _dft(g, y, d + 1) if forward else _idft(g, y, d + 1)
     y = _normalize(g, y, sizes, normalization)
     return g.op.Squeeze(y, np.array([0], _I64))
 
@@ -102,7 +109,7 @@ def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: in
                           np.array([-1], _I64))
         parts.append(_conj(g, tail))
     full = g.op.Concat(*parts, axis=axis) if len(parts) > 1 else head
-    y = g.op.Mul(g.op.DFT(full, axis=axis, inverse=1),
+    y = g.op.Mul(_dft(g, full, axis, inverse=1),
                  g.op.CastLike(np.array(n, dtype=np.float32), full))
     sizes.append(g.op.CastLike(np.array([n], dtype=np.float32), y))
     y = _normalize(g, y, sizes, normalization)
@@ -169,7 +176,7 @@ def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool, *, ctx: NodeContext):
         y = _resize(g, y, [d + 1 for d in dims], list(s))
     sizes = [_size(g, y, d + 1) for d in dims]
     for d in dims:
-        y = _idft(g, y, d + 1) if inverse else g.op.DFT(y, axis=d + 1)
+        y = _idft(g, y, d + 1) if inverse else _dft(g, y, d + 1)
     y = _normalize(g, y, sizes, _NORM[norm][1 if inverse else 0])
     return g.op.Squeeze(y, np.array([0], _I64))
 

@@ -44,7 +44,8 @@ class ConvBatchNormToConv(Pattern):
         factor = scale / np.sqrt(var + (1e-5 if eps is None else eps))
         b = (np.asarray(g.get_constant(conv.input[2]), dtype=np.float64)
              if len(conv.input) > 2 and conv.input[2] else np.zeros_like(mean))
-        new_w = (w.astype(np.float64) * factor.reshape((-1,) + (1,) * (w.ndim - 1)))
+        # the factor in float64, the (large) weight multiplied in its own type
+        new_w = w * factor.astype(w.dtype).reshape((-1,) + (1,) * (w.ndim - 1))
         new_b = (b - mean) * factor + bias
         attrs = {a.name: attribute_value(conv, a.name) for a in conv.attribute}
         return op.Conv(conv.input[0], g.make_initializer("conv_bn_weight",
