@@ -73,3 +73,31 @@ def test_mamba_dynamic_sequence_to_onnx():
         got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_jamba_dynamic_sequence_to_onnx():
+    """Jamba's mamba layers call their own copy of the reference scan."""
+    from transformers import JambaConfig, JambaForCausalLM
+    from transformers.models.jamba import modeling_jamba
+
+    torch.manual_seed(0)
+    config = JambaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+                         expert_layer_offset=1, num_experts=2, mamba_d_state=8,
+                         mamba_expand=2, mamba_dt_rank=4, use_cache=False,
+                         use_mamba_kernels=False)
+    model = JambaForCausalLM(config).eval()
+    with bypass_export_some_errors(patch_transformers=True):
+        assert modeling_jamba.mamba_selective_scan is selective_scan_closed_form
+        ids = torch.randint(0, 64, (2, 3))
+        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in [(2, 3), (3, 7)]:
+        ids = torch.randint(0, 64, shape)
+        with torch.no_grad():
+            expected = model(ids).logits.numpy()  # the unpatched sequential loop
+        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)

@@ -101,8 +101,8 @@ def aten_pad_circular(g: GraphBuilder, x, pad):
                            i64([end]),
                            i64([rank - 1 - i]))
             pad[2 * i], pad[2 * i + 1] = max(left, 0), max(right, 0)
-    if g.main_opset >= 19:
-        return g.op.Pad(x, _onnx_pads(g, x, pad), mode="wrap")
+    # Pad(mode="wrap") exists from opset 19 but onnxruntime 1.32's CPU kernel rejects it
+    # ("Unexpected mode of 3"): the slices are concatenated instead
     big = i64([np.iinfo(np.int64).max])
     zero = i64([0])
     for i in range(len(pad) // 2):

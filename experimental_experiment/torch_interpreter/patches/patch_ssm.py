@@ -21,7 +21,9 @@ import torch
 
 #: modules of transformers holding a ``mamba_selective_scan`` function to replace
 SCAN_MODULES = ("transformers.models.mamba.modeling_mamba",
-                "transformers.models.falcon_mamba.modeling_falcon_mamba")
+                "transformers.models.falcon_mamba.modeling_falcon_mamba",
+                "transformers.models.jamba.modeling_jamba",
+                "transformers.models.zamba.modeling_zamba")
 
 
 def selective_scan_closed_form(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None,
@@ -57,7 +59,7 @@ def selective_scan_closed_form(hidden_states, dt, A, B, C, D=None, z=None, delta
 
 
 def _closed_form_scan(original):
-    """Replaces transformers' ``mamba_selective_scan`` (Mamba, FalconMamba) by
+    """Replaces transformers' ``mamba_selective_scan`` (Mamba, FalconMamba, Jamba, Zamba) by
     :func:`selective_scan_closed_form`.
 
     Fixes: ``Constraints violated ... ('seq') of input 'input_ids' ... specialized it to
