@@ -69,3 +69,15 @@ def test_switch_transformers_experts_without_data_dependent_loop():
             return encoder(input_ids=ids, attention_mask=mask).last_hidden_state
 
     _check(Encoder().eval(), 128, "SwitchTransformersExperts.forward", output=lambda t: t)
+
+
+def test_reformer_axial_positions_keep_the_batch_dynamic():
+    from transformers import ReformerConfig, ReformerForMaskedLM
+
+    torch.manual_seed(0)
+    config = ReformerConfig(vocab_size=128, hidden_size=32, num_attention_heads=2,
+                            attention_head_size=16, feed_forward_size=64,
+                            attn_layers=["local", "local"], axial_pos_embds_dim=[16, 16],
+                            axial_pos_shape=[4, 8], local_attn_chunk_length=4,
+                            is_decoder=False, use_cache=False)
+    _check(ReformerForMaskedLM(config).eval(), 128, "AxialPositionEmbeddings.forward")

@@ -80,6 +80,25 @@ def _switch_dense_experts(original):
     return forward
 
 
+def _reformer_axial_positions(original):
+    """Replaces ``AxialPositionEmbeddings.forward`` in eval mode: the whole table of
+    axial encodings is built once and indexed by ``position_ids`` instead of cut to
+    ``position_ids.max().item()`` columns and read batch row by batch row.
+
+    Fixes: ``Constraints violated ... ('batch') of input 'input_ids' ... specialized it
+    to be a constant``: ``for i in range(batch_size)`` unrolls the batch.
+    """
+
+    def forward(self, position_ids):
+        if self.training:
+            return original(self, position_ids)
+        shape = tuple(self.axial_pos_shape)
+        table = torch.cat([w.expand(shape + w.shape[-1:]) for w in self.weights], dim=-1)
+        return table.reshape(-1, table.shape[-1])[position_ids]
+
+    return forward
+
+
 def get_model_patches() -> list:
     """Patches of the architectures whose modules are imported."""
     from . import Patch
@@ -101,4 +120,9 @@ def get_model_patches() -> list:
     if experts is not None and "forward" in vars(experts):
         patches.append(Patch(experts, "forward", _switch_dense_experts,
                              _switch_dense_experts.__doc__))
+    reformer = sys.modules.get("transformers.models.reformer.modeling_reformer")
+    axial = getattr(reformer, "AxialPositionEmbeddings", None)
+    if axial is not None and "forward" in vars(axial):
+        patches.append(Patch(axial, "forward", _reformer_axial_positions,
+                             _reformer_axial_positions.__doc__))
     return patches
