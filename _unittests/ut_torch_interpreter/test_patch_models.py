@@ -81,3 +81,21 @@ def test_reformer_axial_positions_keep_the_batch_dynamic():
                             axial_pos_shape=[4, 8], local_attn_chunk_length=4,
                             is_decoder=False, use_cache=False)
     _check(ReformerForMaskedLM(config).eval(), 128, "AxialPositionEmbeddings.forward")
+
+
+def test_longcat_flash_experts_without_data_dependent_loop():
+    from transformers import LongcatFlashConfig, LongcatFlashForCausalLM
+
+    torch.manual_seed(0)
+    config = LongcatFlashConfig(vocab_size=128, hidden_size=64, num_layers=1,
+                                num_attention_heads=4, num_key_value_heads=4,
+                                ffn_hidden_size=128, q_lora_rank=32, kv_lora_rank=32,
+                                qk_nope_head_dim=16, qk_rope_head_dim=16, head_dim=16,
+                                v_head_dim=16, moe_topk=2, n_routed_experts=4,
+                                zero_expert_num=2, use_cache=False)
+    model = LongcatFlashForCausalLM(config).eval()
+    with torch.no_grad():  # a router initialised at zero ties the experts: random scores
+        for name, p in model.named_parameters():
+            if "router" in name:
+                p.normal_()
+    _check(model, 128, "LongcatFlashExperts.forward")

@@ -99,6 +99,31 @@ def _reformer_axial_positions(original):
     return forward
 
 
+def _longcat_dense_experts(original):
+    """Replaces ``LongcatFlashExperts.forward``: every routed expert runs on every token,
+    weighted by its routing weight (zero when the router did not select it); the
+    zero-compute (identity) experts add the input times the sum of their weights.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 0)``: the loop over the experts hit depends on the data.
+    """
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        weights = torch.zeros(hidden_states.shape[0], self.total_experts,
+                              dtype=top_k_weights.dtype, device=hidden_states.device)
+        weights = weights.scatter_add(1, top_k_index, top_k_weights)
+        routed = self.num_routed_experts if self.gate_up_proj is not None else 0
+        identity = weights[:, routed:].sum(dim=-1, keepdim=True)
+        out = (self.identity_expert(hidden_states) * identity).to(hidden_states.dtype)
+        for e in range(routed):
+            gate, up = torch.nn.functional.linear(hidden_states, self.gate_up_proj[e]).chunk(2, -1)
+            states = torch.nn.functional.linear(self.act_fn(gate) * up, self.down_proj[e])
+            out = out + (states * weights[:, e, None]).to(hidden_states.dtype)
+        return out
+
+    return forward
+
+
 def get_model_patches() -> list:
     """Patches of the architectures whose modules are imported."""
     from . import Patch
@@ -120,6 +145,11 @@ def get_model_patches() -> list:
     if experts is not None and "forward" in vars(experts):
         patches.append(Patch(experts, "forward", _switch_dense_experts,
                              _switch_dense_experts.__doc__))
+    longcat = sys.modules.get("transformers.models.longcat_flash.modeling_longcat_flash")
+    experts = getattr(longcat, "LongcatFlashExperts", None)
+    if experts is not None and "forward" in vars(experts):
+        patches.append(Patch(experts, "forward", _longcat_dense_experts,
+                             _longcat_dense_experts.__doc__))
     reformer = sys.modules.get("transformers.models.reformer.modeling_reformer")
     axial = getattr(reformer, "AxialPositionEmbeddings", None)
     if axial is not None and "forward" in vars(axial):
