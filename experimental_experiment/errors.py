@@ -23,4 +23,10 @@ class ExportError(RuntimeError):
     (:func:`experimental_experiment.torch_interpreter.to_onnx` included)."""
 
 
-__all__ = ["ExportError"]
+class ConstrainedDimensionWarning(UserWarning):
+    """A dimension declared dynamic that the model's code bounded during the capture
+    (``seq <= 3`` after a branch on the sequence length): the exported model is valid
+    only inside that range. The message names the input, the range and the guard."""
+
+
+__all__ = ["ConstrainedDimensionWarning", "ExportError"]

@@ -34,6 +34,7 @@ from .input_checks import check_target_opset
 from .interpreter import Interpreter
 from .large_model import make_container, pin_weights, weight_free_inputs
 from .prepare import check_arguments, mutations_last, prepare
+from .shape_guards import warn_constrained
 
 
 @dataclass
@@ -131,6 +132,8 @@ def export_program(
         model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
         input_names, output_names, dispatcher, builder.main_opset, report=report)
     clock("capture")
+    if report is not None:
+        warn_constrained(report.dimensions)
     interp = _interpreter(builder, gm, plan, namer, dispatcher, export_modules_as_functions)
     mutations_last(builder, interp.run(out_names), out_names)
     # weights going to external data are pinned: the optimizer does not fold them

@@ -177,3 +177,23 @@ def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord 
     guards = [str(g.expr) for g in env.guards if symbol in g.expr.free_symbols]
     return DimensionRecord(name, "constrained", str(symbol), min=low, max=high,
                            guard="; ".join(guards[:3]), location=where)
+
+
+def warn_constrained(records: list[DimensionRecord]) -> list[DimensionRecord]:
+    """Warns (:class:`~experimental_experiment.errors.ConstrainedDimensionWarning`) about
+    the dynamic dimensions the capture bounded; returns them."""
+    import warnings
+
+    from ..errors import ConstrainedDimensionWarning
+
+    bounded = [r for r in records if r.kind == "constrained"]
+    for r in bounded:
+        where = f" at {r.location.file}:{r.location.line}" if r.location else ""
+        warnings.warn(
+            f"dynamic dimension {r.dimension} was constrained to "
+            f"[{r.min if r.min is not None else 0}, {r.max if r.max is not None else 'inf'}] "
+            f"by the model's code{where} (guard: {r.guard or '?'}); the ONNX model is valid "
+            "only for sizes in that range. What to try: export with example sizes inside "
+            "the range the model should serve, or make the branch on this size "
+            "a torch.cond.", ConstrainedDimensionWarning, stacklevel=3)
+    return bounded

@@ -1,0 +1,57 @@
+"""A dimension declared dynamic that the model's code bounds during the capture: the
+export warns, names the input, the range and the user's line; the ONNX model is right
+inside the range and wrong outside, which is what the warning says."""
+
+import warnings
+
+import numpy as np
+import onnxruntime
+import torch
+
+from experimental_experiment.errors import ConstrainedDimensionWarning
+from experimental_experiment.torch_interpreter import to_onnx
+
+
+class BranchOnLength(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] < 4:  # the capture takes this branch and bounds the length
+            return x * 2
+        return x + 1
+
+
+class NoBranch(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def _export(model, x):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onx = to_onnx(model, (x,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    return onx, [w for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
+
+
+def test_bounded_dimension_warns_with_range_and_line():
+    model = BranchOnLength()
+    onx, bounded = _export(model, torch.randn(2, 3))
+    assert len(bounded) == 1
+    text = str(bounded[0].message)
+    assert "x.shape[1]" in text and "[0, 3]" in text
+    assert f"{__file__}:17" in text  # the line of the branch
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    inside, outside = torch.randn(3, 2), torch.randn(3, 6)
+    np.testing.assert_allclose(sess.run(None, {"x": inside.numpy()})[0],
+                               model(inside).numpy())
+    # outside the range the ONNX model keeps the branch taken at capture time
+    assert not np.allclose(sess.run(None, {"x": outside.numpy()})[0], model(outside).numpy())
+
+
+def test_unbounded_dimension_does_not_warn():
+    onx, bounded = _export(NoBranch(), torch.randn(2, 3))
+    assert bounded == []
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in [(2, 3), (5, 9)]:
+        x = torch.randn(*shape)
+        np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], (x * 2).numpy())
