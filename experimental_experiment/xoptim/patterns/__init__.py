@@ -9,6 +9,7 @@ from .activation import (
 from .arith import AddZeroToIdentity, DivByOneToIdentity, MulByOneToIdentity, SubZeroToIdentity
 from .casts import CastCastToCast, CastToIdentity
 from .conv import ConvBatchNormToConv
+from .integer_division import FloorDivOfSizeToDiv
 from .matmul import MatMulAddToGemm
 from .normalization import (
     DecomposedLayerNormToLayerNorm,
@@ -62,6 +63,7 @@ DEFAULT_PATTERNS = [
     DivByOneToIdentity,
     ShapeToConstant,
     GatherShapeToConstant,
+    FloorDivOfSizeToDiv,
     MatMulAddToGemm,
     ConvBatchNormToConv,
     TransposeMatMulToGemm,
