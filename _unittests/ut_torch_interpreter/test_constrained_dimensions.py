@@ -55,3 +55,17 @@ def test_unbounded_dimension_does_not_warn():
     for shape in [(2, 3), (5, 9)]:
         x = torch.randn(*shape)
         np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], (x * 2).numpy())
+
+
+def test_torch_guard_locations_point_at_the_user_line():
+    """While the recorder wraps torch's location function, torch's own guard locations
+    (its logs) still name the user's line, not the wrapper."""
+    from experimental_experiment.torch_interpreter.shape_guards import record_shape_guards
+
+    dyn = torch.export.Dim.DYNAMIC
+    with record_shape_guards() as recorder:
+        torch.export.export(BranchOnLength(), (torch.randn(2, 3),),
+                            dynamic_shapes=({0: dyn, 1: dyn},), strict=False)
+    texts = [str(g.sloc) for env in recorder.envs for g in env.guards]
+    assert any(f"{__file__.split('/')[-1]}:17" in t for t in texts), texts
+    assert not any("shape_guards.py" in t for t in texts), texts

@@ -104,12 +104,21 @@ def record_shape_guards():
         recorder.locations[id(result[0])] = user_location(excluded)
         return result
 
+    from torch.fx.experimental import symbolic_shapes
+
+    files = symbolic_shapes.uninteresting_files
+
+    def uninteresting_files():  # torch's logs skip this wrapper to find the user's line
+        return files() | {__file__}
+
     with _LOCK:
         ShapeEnv._get_stack_summary = _get_stack_summary
+        symbolic_shapes.uninteresting_files = uninteresting_files
         try:
             yield recorder
         finally:
             ShapeEnv._get_stack_summary = original
+            symbolic_shapes.uninteresting_files = files
 
 
 _SOURCE = re.compile(r"L\['flat_args'\]\[(\d+)\]|L\['([^']+)'\]")
