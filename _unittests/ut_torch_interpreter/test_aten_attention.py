@@ -189,3 +189,54 @@ def test_attention_math_dropout_mask():
             for q, k, v in _qkv()]
     check_export(OpModule(fn), sets,
                  dynamic_shapes=(DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"}))
+
+
+def _masks(kind, sets, fully_masked_row=False):
+    out = []
+    for q, k, v in sets:
+        m = torch.rand(q.shape[0], 1, q.shape[-2], k.shape[-2]) > 0.3
+        m[..., 0] = True
+        if fully_masked_row:
+            m[:, :, 1] = False
+        if kind == "float":
+            m = torch.zeros(m.shape).masked_fill(~m, -float("inf")) + torch.randn(m.shape)
+        out.append((q, k, v, m))
+    return out
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "scale", "gqa", "bool", "float",
+                                  "bool_fully_masked", "float_fully_masked"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_sdpa_opset23_is_one_attention_node(case, dtype):
+    """At opset 23 sdpa is ONNX Attention; rows whose keys are all masked stay 0 as in
+    torch (a guard computed on the mask)."""
+    if case in SDPA:
+        fn, sets, ds = OpModule(SDPA[case]), _qkv(dtype), (DS, DS, DS)
+    elif case == "gqa":
+        fn = OpModule(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        sets, ds = _qkv(dtype, heads=(6, 2)), (DS, DS, DS)
+    else:
+        kind = case.split("_")[0]
+        fn = OpModule(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m))
+        sets = _masks(kind, _qkv(dtype), "fully" in case)
+        sets = [(q, k, v, m if m.dtype == torch.bool else m.to(dtype)) for q, k, v, m in sets]
+        ds = (DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"})
+    onx = check_export(fn, sets, dynamic_shapes=ds, target_opset=23, **_tol(dtype))
+    ops = [n.op_type for n in onx.graph.node]
+    assert ops.count("Attention") == 1 and "Softmax" not in ops and "MatMul" not in ops, ops
+
+
+def test_sdpa_opset23_causal_with_mask_stays_decomposed():
+    """The aten op accepts a mask and the causal flag together; both can empty a row
+    (row 0 keeps only key 0, which the mask drops): the decomposed form handles it."""
+    def fn(q, k, v, m):
+        return torch.ops.aten.scaled_dot_product_attention(q, k, v, m, 0.0, True)
+
+    sets = []
+    for q, k, v in _qkv():
+        m = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)
+        m[0, 0] = False
+        sets.append((q, k, v, m))
+    onx = check_export(OpModule(fn), sets, dynamic_shapes=(DS, DS, DS, {0: "seq", 1: "seq"}),
+                       target_opset=23)
+    assert "Attention" not in [n.op_type for n in onx.graph.node]

@@ -438,6 +438,14 @@ def _rule_tile(g, node):
     _rule_same_rank(g, node)
 
 
+def _rule_attention(g, node):
+    """Attention (opset 23), 4-D form: (batch, q heads, q length, v head size)."""
+    q, v = g.get_shape(node.input[0]), g.get_shape(node.input[2])
+    shape = (*q[:3], v[3]) if q is not None and v is not None and len(q) == len(v) == 4 else None
+    _set(g, node.output[0], g.get_type(node.input[0]), shape=shape,
+         rank=g.get_rank(node.input[0]))
+
+
 RULES: dict[str, Callable] = {
     **{k: _rule_unary for k in _SAME_TYPE_UNARY},
     **{k: _rule_broadcast for k in _BROADCAST_SAME_TYPE},
@@ -488,6 +496,7 @@ RULES: dict[str, Callable] = {
     "Clip": _rule_unary,
     "ReverseSequence": _rule_unary,
     "DepthToSpace": _rule_same_rank,
+    "Attention": _rule_attention,
     "SpaceToDepth": _rule_same_rank,
 }
 

@@ -141,3 +141,37 @@ def aten__scaled_dot_product_attention_math(g: GraphBuilder, query, key, value,
     _, probs, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale,
                                   enable_gqa, dropout_p, dropout_mask)
     return cast_to(g, out, ctx.dtype(0)), cast_to(g, probs, ctx.dtype(1))
+
+
+def _masked_rows(g: GraphBuilder, attn_mask, ct):
+    """Rows (..., L, 1) where the mask keeps no key (torch returns 0 there, a fused
+    softmax over nothing but -inf does not): computed on the mask, not on the scores."""
+    if g.get_type(attn_mask) == BOOL:
+        kept = g.op.ReduceMax(g.op.Cast(attn_mask, to=ct), _LAST, keepdims=1)
+        return g.op.Equal(kept, cast_to(g, 0.0, ct))
+    top = g.op.ReduceMax(cast_to(g, attn_mask, ct), _LAST, keepdims=1)
+    return g.op.Equal(top, cast_to(g, -np.inf, ct))
+
+
+@converter(aten.scaled_dot_product_attention.default, min_opset=23)
+def aten_scaled_dot_product_attention_23(g: GraphBuilder, query, key, value, attn_mask=None,
+                                         dropout_p=0.0, is_causal=False, *, scale=None,
+                                         enable_gqa=False, ctx: NodeContext):
+    """scaled_dot_product_attention(...) -> Tensor as one ONNX ``Attention`` (opset 23)
+    for 4-D inputs without dropout; a causal flag with a mask, where both could empty a
+    row, keeps the decomposed form."""
+    ranks = {rank_of(g, x) for x in (query, key, value)}
+    if dropout_p or ranks != {4} or (is_causal and attn_mask is not None):
+        return aten_scaled_dot_product_attention(
+            g, query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+            enable_gqa=enable_gqa, ctx=ctx)
+    q, k, v = upcast(g, query), upcast(g, key), upcast(g, value)
+    ct = g.get_type(q)
+    inputs = [q, k, v]
+    if attn_mask is not None:
+        inputs.append(attn_mask if g.get_type(attn_mask) == BOOL else cast_to(g, attn_mask, ct))
+    out = g.make_node("Attention", inputs, is_causal=int(bool(is_causal)),
+                      scale=None if scale is None else float(scale))
+    if attn_mask is not None:
+        out = g.op.Where(_masked_rows(g, attn_mask, ct), cast_to(g, 0.0, ct), out)
+    return cast_to(g, out, ctx.dtype())
