@@ -13,6 +13,7 @@ from experimental_experiment.xoptim.testing import (
     check_pattern,
     make_model,
     op_types,
+    refused,
     run_ort,
 )
 
@@ -67,3 +68,22 @@ def test_a_numerator_that_is_not_a_size_is_left():
     opt, report = check_pattern(model, feeds, patterns=[FloorDivOfSizeToDiv()])
     assert applied(report, "FloorDivOfSizeToDiv") == 0
     assert "Mod" in op_types(opt)
+
+
+def test_a_constant_that_broadcasts_the_size_is_left():
+    # s is 0-D, k is [1]: (s + k) // c is [1]; Div(s + k', c) would be 0-D
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+        helper.make_node("Add", ["s", "k"], ["t"]),
+        helper.make_node("Mod", ["t", "c"], ["r"], fmod=0),
+        helper.make_node("Sub", ["t", "r"], ["e"]),
+        helper.make_node("Div", ["e", "c"], ["y"]),
+    ]
+    model = make_model(nodes, [("x", TensorProto.FLOAT, ("a", "b"))], [("y", I64, (1,))],
+                       initializers={"one": np.array(1, np.int64), "k": np.array([-1], np.int64),
+                                     "c": np.array(4, np.int64)})
+    feeds = [{"x": np.zeros((2, n), np.float32)} for n in (0, 5)]
+    opt, report = check_pattern(model, feeds, patterns=[FloorDivOfSizeToDiv()])
+    assert applied(report, "FloorDivOfSizeToDiv") == 0
+    assert any("broadcasts" in r for r in refused(report, "FloorDivOfSizeToDiv"))

@@ -65,6 +65,11 @@ class FloorDivOfSizeToDiv(Pattern):
         s, k, add_t = self._size_plus_constant(g, t)
         if s is None:
             return self.refuse("the numerator is not a size plus a constant")
+        like = small_constant(g, node.input[1], 1)
+        if add_t is not None and small_constant(g, add_t.input[0] if add_t.input[1] == s
+                                                else add_t.input[1], 1).ndim > max(
+                                                    like.ndim, g.get_rank(s) or 0):
+            return self.refuse("the constant added to the size broadcasts it")
         if any(self.n_consumers(g, o) != 1 for o in (mod.output[0], sub.output[0])):
             return self.refuse("an intermediate result is used elsewhere")
         m = -(k // c) if k < 0 else 0  # ceil(-k / c): the numerator t + m c is >= 0
@@ -80,8 +85,7 @@ class FloorDivOfSizeToDiv(Pattern):
         if k < 0 and add_t is not None and self.n_consumers(g, t) == 2:
             nodes.append(add_t)  # t = s + k is only read by the division
         return Match(self, nodes, outputs=outputs,
-                     bound=dict(s=s, k=k, t=t, m=m, c=node.input[1],
-                                like=small_constant(g, node.input[1], 1)))
+                     bound=dict(s=s, k=k, t=t, m=m, c=node.input[1], like=like))
 
     def _size_plus_constant(self, g, t):
         """(s, k, node computing t) with t = s + k, s a size; (None, 0, None) otherwise."""
