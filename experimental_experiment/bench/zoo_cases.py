@@ -128,11 +128,38 @@ def _image_inputs(config, sizes, generator):
         "pixel_values": {0: "batch"}}
 
 
+#: sub-configurations holding the settings of an audio encoder
+_AUDIO_CONFIGS = ("audio_config", "encoder_config", "speech_config", "encoder")
+#: frames the feature extractor stacks where the configuration does not say so
+_STACKED = {"granite_speech5_encoder": 4}  # its input_linear takes num_mel_bins * 4
+
+
+def audio_feature_dim(config) -> int | None:
+    """The last dimension of ``input_features`` from the configuration or its audio
+    encoder's: a feature projection's input, else mel bins times stacked frames.
+
+    .. code-block:: python
+
+        audio_feature_dim(tiny_config("canary"))  # 128, from encoder_config.num_mel_bins
+    """
+    for sub in (config, *(getattr(config, n, None) for n in _AUDIO_CONFIGS)):
+        if sub is None or isinstance(sub, (int, str)):
+            continue
+        if _is_int(getattr(sub, "feature_projection_input_dim", None)):
+            return sub.feature_projection_input_dim
+        mel = getattr(sub, "num_mel_bins", None) or getattr(sub, "input_feat_per_channel", None)
+        if _is_int(mel):
+            stacked = getattr(sub, "num_stacked_frames", None) or _STACKED.get(
+                getattr(sub, "model_type", ""), 1)
+            return mel * stacked * (getattr(sub, "input_channels", None) or 1)
+    return None
+
+
 def _audio_inputs(config, sizes, generator, params):
-    """Raw samples (input_values), or features (batch, frames, mel bins) when the
+    """Raw samples (input_values), or features (batch, frames, features) when the
     forward takes input_features (frames dynamic) or fixed size spectrograms."""
     b, n = sizes["batch"], sizes["samples"] // 100
-    mel = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+    mel = audio_feature_dim(config) or getattr(config, "feature_size", None)
     if "input_values" in params and _is_int(getattr(config, "max_length", None)) and mel:
         values = torch.randn(b, config.max_length, mel, generator=generator)
         return {"input_values": values}, {"input_values": {0: "batch"}}
@@ -150,12 +177,14 @@ def _speech_seq2seq_inputs(model, config, sizes, generator, params):
     frames = 2 * getattr(config, "max_source_positions", 32)
     if "input_features" not in params:
         inputs, ds = _audio_inputs(config, sizes, generator, params)
+    elif not hasattr(config, "max_source_positions"):  # any number of frames
+        inputs, ds = _audio_inputs(config, sizes, generator, {"input_features"})
     elif hasattr(config, "num_mel_bins"):
         inputs = {"input_features": torch.randn(b, config.num_mel_bins, frames,
                                                 generator=generator)}
         ds = {"input_features": {0: "batch"}}
     else:
-        n = getattr(config, "input_feat_per_channel", 80) * getattr(config, "input_channels", 1)
+        n = audio_feature_dim(config) or 80
         inputs = {"input_features": torch.randn(b, frames, n, generator=generator)}
         ds = {"input_features": {0: "batch"}}
     vocab = config.get_text_config(decoder=True).vocab_size
