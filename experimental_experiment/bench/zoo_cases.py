@@ -164,7 +164,9 @@ def _audio_inputs(config, sizes, generator, params):
         values = torch.randn(b, config.max_length, mel, generator=generator)
         return {"input_values": values}, {"input_values": {0: "batch"}}
     if "input_values" not in params and "input_features" in params:
-        feats = torch.randn(b, n * 4, mel or 80, generator=generator)
+        # without mel bins, features stand for the embeddings (pop2piano)
+        dim = mel or getattr(config, "d_model", None) or getattr(config, "hidden_size", 80)
+        feats = torch.randn(b, n * 4, dim, generator=generator)
         return {"input_features": feats}, {"input_features": {0: "batch", 1: "frames"}}
     values = torch.randn(b, sizes["samples"], generator=generator)
     return {"input_values": values}, {"input_values": {0: "batch", 1: "samples"}}
@@ -175,8 +177,11 @@ def _speech_seq2seq_inputs(model, config, sizes, generator, params):
     no cache."""
     b = sizes["batch"]
     frames = 2 * getattr(config, "max_source_positions", 32)
+    encoder = getattr(model, "encoder", None)
+    if getattr(encoder, "main_input_name", None) in ("input_values", "input_features"):
+        params = {encoder.main_input_name}  # the forward takes both (speech-encoder-decoder)
     if "input_features" not in params:
-        inputs, ds = _audio_inputs(config, sizes, generator, params)
+        inputs, ds = _audio_inputs(getattr(config, "encoder", config), sizes, generator, params)
     elif not hasattr(config, "max_source_positions"):  # any number of frames
         inputs, ds = _audio_inputs(config, sizes, generator, {"input_features"})
     elif hasattr(config, "num_mel_bins"):
@@ -200,6 +205,15 @@ def _decoder_inputs(model, config, head, sizes, generator, with_cache):
     if head == "causal-lm":
         return make_llm_inputs(config, b, s, p, with_cache=with_cache, model=model,
                                generator=generator)
+    decoder = getattr(config, "decoder", None)
+    if not hasattr(config, "vocab_size") and hasattr(decoder, "vocab_size"):
+        # composite (EncoderDecoderConfig): the cache and tokens are the decoder's,
+        # the encoder's tokens come from its own vocabulary
+        inputs, ds = make_seq2seq_inputs(decoder, b, s, p, with_cache=with_cache,
+                                          model=model, generator=generator)
+        inputs["input_ids"] = torch.randint(0, config.encoder.vocab_size,
+                                            inputs["input_ids"].shape, generator=generator)
+        return inputs, ds
     return make_seq2seq_inputs(config, b, s, p, with_cache=with_cache, model=model,
                                generator=generator)
 
