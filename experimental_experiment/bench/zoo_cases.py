@@ -108,9 +108,25 @@ def _signature_order(model, inputs: dict, ds: dict) -> tuple[dict, dict]:
     return {k: inputs[k] for k in keys}, {k: ds[k] for k in keys if k in ds}
 
 
+def seq_factor(config) -> int:
+    """Tokens per sequence position for the models that downsample the sequence:
+    canine's ``downsampling_rate``, funnel's pooling by 2 between blocks.
+
+    .. code-block:: python
+
+        seq_factor(tiny_config("canine"))  # 4
+    """
+    if _is_int(getattr(config, "downsampling_rate", None)):
+        return config.downsampling_rate
+    blocks = getattr(config, "block_sizes", None)
+    if isinstance(blocks, (list, tuple)) and len(blocks) > 1:
+        return 2 ** (len(blocks) - 1)
+    return 1
+
+
 def _text_inputs(config, sizes, generator):
     vocab = getattr(config.get_text_config(), "vocab_size", None) or _VOCAB
-    b, s = sizes["batch"], sizes["seq"]
+    b, s = sizes["batch"], sizes["seq"] * seq_factor(config)
     inputs = {"input_ids": torch.randint(0, vocab, (b, s), generator=generator),
               "attention_mask": torch.ones((b, s), dtype=torch.int64)}
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
@@ -198,13 +214,31 @@ def _speech_seq2seq_inputs(model, config, sizes, generator, params):
     return inputs, ds
 
 
+def codebooks(model) -> int:
+    """The number of codebooks of a decoder embedding every codebook separately
+    (musicgen: one embedding per codebook, tokens given as (batch * codebooks, seq)),
+    0 for other models."""
+    owner = next((m for m in model.modules() if hasattr(m, "embed_tokens")), None)
+    emb = getattr(owner, "embed_tokens", None)
+    if isinstance(emb, torch.nn.ModuleList) and len(emb) == getattr(
+            owner, "num_codebooks", None):
+        return len(emb)
+    return 0
+
+
 def _decoder_inputs(model, config, head, sizes, generator, with_cache):
     from ..torch_models.llm_helper import make_llm_inputs, make_seq2seq_inputs
 
     b, s, p = sizes["batch"], sizes["seq"], sizes["past"]
     if head == "causal-lm":
-        return make_llm_inputs(config, b, s, p, with_cache=with_cache, model=model,
-                               generator=generator)
+        inputs, ds = make_llm_inputs(config, b, s, p, with_cache=with_cache, model=model,
+                                     generator=generator)
+        k = codebooks(model)
+        if k:  # one row per codebook of every sequence: (batch * codebooks, seq)
+            inputs["input_ids"] = torch.randint(0, config.vocab_size, (b * k, s),
+                                                generator=generator)
+            ds["input_ids"] = {0: "batch_codebooks", 1: "seq"}
+        return inputs, ds
     decoder = getattr(config, "decoder", None)
     if not hasattr(config, "vocab_size") and hasattr(decoder, "vocab_size"):
         # composite (EncoderDecoderConfig): the cache and tokens are the decoder's,

@@ -48,6 +48,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
     "esm": dict(vocab_size=33, pad_token_id=1, mask_token_id=32),
     "wav2vec2-bert": dict(vocab_size=32),
+    "wav2vec2-conformer": dict(vocab_size=32),  # no vocabulary by default: no CTC head
     "gpt_neo": dict(attention_types=[[["global", "local"], 1]]),
     "reformer": dict(axial_pos_embds_dim=[32, 32], axial_pos_shape=[4, 8]),
     "deepseek_v2": dict(num_experts_per_tok=2),
@@ -57,6 +58,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dots3_note": dict(text_config=dict(head_dim=32)),
     "dots3_note_text": dict(head_dim=32),
     "hrm_text": dict(num_layers_per_stack=1),
+    # validator: adaptor_config.intermediate_size == text_config.hidden_size // 4
+    "fun_asr_nano": dict(adaptor_config=dict(intermediate_size=16)),
     "cohere_compass_text": dict(rope_parameters=dict(
         full_attention=dict(rope_type="default", rope_theta=10000.0))),
     "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
@@ -209,6 +212,31 @@ def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
     return len(keep)
 
 
+#: name endings of the dimensions that follow a hidden size they equal (adapters,
+#: projections between sub-models a validator checks against the hidden size)
+_FOLLOWERS = ("hidden_size", "_in_dim", "_out_dim", "_input_size")
+
+
+def _hidden_values(d: dict, found: set[int]) -> set[int]:
+    """The hidden sizes (above the shrunk one) of ``d`` and its nested configurations."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _hidden_values(v, found)
+        elif k in _HIDDEN and k != "embedding_size" and _is_int(v) and v > 64:
+            found.add(v)
+    return found
+
+
+def _follow_hidden(d: dict, hidden: set[int]) -> None:
+    """A dimension named like an adapter's input (``adapter_in_dim``, ``audio_hidden_size``)
+    equal to an original hidden size of the tree is shrunk like it."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _follow_hidden(v, hidden)
+        elif _is_int(v) and v in hidden and k not in _HIDDEN and str(k).endswith(_FOLLOWERS):
+            d[k] = min(v, 64)
+
+
 def shrink_config_dict(d: dict) -> dict:
     """The configuration dictionary ``d`` made tiny (in place, nested configs too):
     2 layers (up to 4 to keep one of every kind), 4 heads (2 key/value heads unless the
@@ -222,6 +250,7 @@ def shrink_config_dict(d: dict) -> dict:
         d = shrink_config_dict(dict(num_hidden_layers=12, hidden_size=768))
     """
     before = dict(d)
+    hidden = _hidden_values(d, set())
     n_before = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
     for k, v in list(d.items()):
         if isinstance(v, dict) and "model_type" in v:
@@ -243,6 +272,7 @@ def shrink_config_dict(d: dict) -> dict:
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > VOCAB:
         d["vocab_size"] = VOCAB
         _shrink_ids(d, VOCAB)
+    _follow_hidden(d, hidden)
     return d
 
 
