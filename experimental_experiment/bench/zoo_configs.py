@@ -65,6 +65,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
     "moonshine_streaming": dict(num_key_value_heads=4),
     "mobilevitv2": dict(image_size=64),
+    # the 6 box embeddings of hidden_size // 6 are concatenated back to hidden_size
+    "lilt": dict(hidden_size=96),
+    # 4 coordinate and 2 shape embeddings are concatenated to hidden_size (64)
+    "layoutlmv3": dict(coordinate_size=8, shape_size=16),
+    # the patch embedding is 4 convolutions of stride 2 (16 pixels), 3 stages
+    "levit": dict(patch_size=16, image_size=64),
     "blt": dict(encoder_hash_byte_group_vocab=1024, encoder_config=dict(hidden_size_global=64),
                 decoder_config=dict(hidden_size_global=64)),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
@@ -144,7 +150,7 @@ def _shrink_value(k: str, v: Any, d: dict) -> Any:
             return [min(x, 2) for x in v]
         if k == "depths":
             return [1 for _ in v]
-        if k == "hidden_sizes":
+        if k == "hidden_sizes" and "stage_out_channels" not in d:  # hgnet: the stages'
             return [16 * 2**i for i in range(len(v))]
         if k == "image_size":
             return [min(x, 32) for x in v]
