@@ -171,6 +171,32 @@ def audio_feature_dim(config) -> int | None:
     return None
 
 
+def _image_features_fn(model):
+    """``get_image_features`` of the model or of its inner model, None without one."""
+    return getattr(model, "get_image_features", None) or getattr(
+        getattr(model, "model", None), "get_image_features", None)
+
+
+def _image_text_inputs(model, config, sizes, generator):
+    """Pixels and tokens for an image-text model (cohere2_vision, shieldgemma2): the
+    image token repeated as many times as the vision tower gives features per image,
+    then ``seq`` text tokens."""
+    inputs, ds = _image_inputs(config, sizes, generator)
+    b, s = sizes["batch"], sizes["seq"]
+    with torch.no_grad():
+        out = _image_features_fn(model)(pixel_values=inputs["pixel_values"])
+    feats = out if isinstance(out, torch.Tensor) else out.pooler_output
+    text = config.get_text_config()
+    n = feats.numel() // (b * text.hidden_size)
+    image_id = config.image_token_id
+    ids = torch.randint(0, text.vocab_size, (b, s), generator=generator)
+    ids[ids == image_id] = (image_id + 1) % text.vocab_size
+    inputs["input_ids"] = torch.cat([torch.full((b, n), image_id), ids], dim=1)
+    inputs["attention_mask"] = torch.ones(inputs["input_ids"].shape, dtype=torch.int64)
+    ds.update(input_ids={0: "batch", 1: "seq"}, attention_mask={0: "batch", 1: "seq"})
+    return inputs, ds
+
+
 def _audio_inputs(config, sizes, generator, params):
     """Raw samples (input_values), or features (batch, frames, features) when the
     forward takes input_features (frames dynamic) or fixed size spectrograms."""
@@ -280,6 +306,8 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
     if kind in ("decoder", "seq2seq"):
         head = "causal-lm" if kind == "decoder" else "seq2seq-lm"
         inputs, ds = _decoder_inputs(model, config, head, sizes, generator, with_cache)
+    elif kind == "image" and "input_ids" in params and _image_features_fn(model):
+        inputs, ds = _image_text_inputs(model, config, sizes, generator)
     elif kind == "image":
         inputs, ds = _image_inputs(config, sizes, generator)
     elif kind == "audio":

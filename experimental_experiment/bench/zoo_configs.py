@@ -65,6 +65,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
     "moonshine_streaming": dict(num_key_value_heads=4),
     "mobilevitv2": dict(image_size=64),
+    # the model reads the logits of these tokens, by default beyond the shrunk vocabulary
+    "shieldgemma2": dict(yes_token_index=10, no_token_index=11),
     # the 6 box embeddings of hidden_size // 6 are concatenated back to hidden_size
     "lilt": dict(hidden_size=96),
     # 4 coordinate and 2 shape embeddings are concatenated to hidden_size (64)
@@ -88,13 +90,23 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _shrink_ids(d: dict, vocab: int) -> None:
-    """Token ids beyond the shrunk vocabulary become distinct ids at its end."""
+def _token_ids(d: dict) -> set:
+    return {v for k, v in d.items() if str(k).endswith(("_token_id", "_token_index"))
+            and _is_int(v)}
+
+
+def _shrink_ids(d: dict, vocab: int, taken: set = frozenset()) -> None:
+    """Token ids beyond the shrunk vocabulary become distinct ids at its end
+    (not in ``taken``, the ids of the text configuration for a multimodal one)."""
     mapping: dict[int, int] = {}
 
     def new_id(v):
         if _is_int(v) and v >= vocab:
-            mapping.setdefault(v, vocab - 1 - len(mapping))
+            if v not in mapping:
+                free = vocab - 1 - len(mapping)
+                while free in taken or free in mapping.values():
+                    free -= 1
+                mapping[v] = free
             return mapping[v]
         return v
 
@@ -198,6 +210,17 @@ def _fix_state_space(d: dict) -> None:
             d[k] = min(d[k], 16)
 
 
+def _fix_image_tokens(d: dict) -> None:
+    """The image tokens of a vision tower pooling its patches (gemma3): a square whose
+    side divides the number of patches per side of the shrunk image."""
+    vision = d.get("vision_config")
+    if not (_is_int(d.get("mm_tokens_per_image")) and isinstance(vision, dict)
+            and _is_int(vision.get("image_size")) and _is_int(vision.get("patch_size"))):
+        return
+    side = max(vision["image_size"] // vision["patch_size"] // 2, 1)
+    d["mm_tokens_per_image"] = min(d["mm_tokens_per_image"], side * side)
+
+
 def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
     """Per-layer lists and ``per_layer_config`` restricted to the kept layers, returns
     the new number of layers (more than ``n_after`` for hybrids with many kinds)."""
@@ -275,9 +298,14 @@ def shrink_config_dict(d: dict) -> dict:
                 d[k] = n_new
         _fix_periods(d, n_new)
     _fix_state_space(d)
+    _fix_image_tokens(d)
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > VOCAB:
         d["vocab_size"] = VOCAB
         _shrink_ids(d, VOCAB)
+    text = d.get("text_config")
+    if "vocab_size" not in d and isinstance(text, dict) and _is_int(text.get("vocab_size")):
+        # a multimodal model's own token ids (image_token_id) are ids of its text model
+        _shrink_ids(d, text["vocab_size"], _token_ids(text))
     _follow_hidden(d, hidden)
     return d
 
