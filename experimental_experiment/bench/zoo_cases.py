@@ -171,6 +171,21 @@ def audio_feature_dim(config) -> int | None:
     return None
 
 
+def _patch_inputs(config, sizes, generator):
+    """Patchified pixels (siglip2): (batch, patches, channels * patch * patch), the mask
+    of the valid patches and the (height, width) of every image in patches."""
+    vision = getattr(config, "vision_config", None) or config
+    p, c = vision.patch_size, getattr(vision, "num_channels", 3)
+    side = int(vision.num_patches ** 0.5)
+    b, n = sizes["batch"], side * side
+    inputs = {"pixel_values": torch.randn(b, n, c * p * p, generator=generator),
+              "pixel_attention_mask": torch.ones((b, n), dtype=torch.int64),
+              "spatial_shapes": torch.tensor([[side, side]] * b, dtype=torch.int64)}
+    return inputs, {"pixel_values": {0: "batch", 1: "patches"},
+                    "pixel_attention_mask": {0: "batch", 1: "patches"},
+                    "spatial_shapes": {0: "batch"}}
+
+
 def _image_features_fn(model):
     """``get_image_features`` of the model or of its inner model, None without one."""
     return getattr(model, "get_image_features", None) or getattr(
@@ -308,6 +323,8 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
         inputs, ds = _decoder_inputs(model, config, head, sizes, generator, with_cache)
     elif kind == "image" and "input_ids" in params and _image_features_fn(model):
         inputs, ds = _image_text_inputs(model, config, sizes, generator)
+    elif kind == "image" and "spatial_shapes" in params:
+        inputs, ds = _patch_inputs(config, sizes, generator)
     elif kind == "image":
         inputs, ds = _image_inputs(config, sizes, generator)
     elif kind == "audio":
