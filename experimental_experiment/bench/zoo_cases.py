@@ -229,10 +229,26 @@ def _audio_inputs(config, sizes, generator, params):
     return {"input_values": values}, {"input_values": {0: "batch", 1: "samples"}}
 
 
+def _text_to_speech_inputs(config, sizes, generator):
+    """Text tokens for the encoder and audio codes for the decoder, one per channel
+    (dia: decoder_input_ids of shape (batch, seq, channels))."""
+    b, s = sizes["batch"], sizes["seq"]
+    enc, dec = config.encoder_config, config.decoder_config
+    inputs = {"input_ids": torch.randint(0, enc.vocab_size, (b, s + 2), generator=generator),
+              "attention_mask": torch.ones((b, s + 2), dtype=torch.int64),
+              "decoder_input_ids": torch.randint(0, dec.vocab_size, (b, s, dec.num_channels),
+                                                 generator=generator)}
+    return inputs, {"input_ids": {0: "batch", 1: "encoder_seq"},
+                    "attention_mask": {0: "batch", 1: "encoder_seq"},
+                    "decoder_input_ids": {0: "batch", 1: "seq"}}
+
+
 def _speech_seq2seq_inputs(model, config, sizes, generator, params):
     """input_features (static number of frames) or input_values and decoder tokens,
-    no cache."""
+    no cache; text and audio codes for a text-to-speech model."""
     b = sizes["batch"]
+    if not params & {"input_features", "input_values"} and "input_ids" in params:
+        return _text_to_speech_inputs(config, sizes, generator)
     frames = 2 * getattr(config, "max_source_positions", 32)
     encoder = getattr(model, "encoder", None)
     if getattr(encoder, "main_input_name", None) in ("input_values", "input_features"):
