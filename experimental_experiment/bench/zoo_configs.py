@@ -166,6 +166,8 @@ def _shrink_value(k: str, v: Any, d: dict) -> Any:
             return [16 * 2**i for i in range(len(v))]
         if k == "image_size":
             return [min(x, 32) for x in v]
+        if k.endswith("hook_ids") and all(_is_int(x) for x in v):  # layers read (depth_pro)
+            return [sorted(set(v)).index(x) for x in v]
     return v
 
 
