@@ -132,6 +132,17 @@ def _text_inputs(config, sizes, generator):
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
+def _multistream_inputs(model, config, sizes, generator):
+    """Tokens of a text stream and of every audio codebook, one position each
+    (kyutai_speech_to_text: input_ids of shape (batch, seq, 1 + codebooks))."""
+    inputs, ds = _text_inputs(config, sizes, generator)
+    b, s = inputs["input_ids"].shape
+    k = config.num_codebooks
+    audio = torch.randint(0, config.codebook_vocab_size - 1, (b, s, k), generator=generator)
+    inputs["input_ids"] = torch.cat([inputs["input_ids"].unsqueeze(-1), audio], dim=-1)
+    return inputs, ds
+
+
 def _image_inputs(config, sizes, generator):
     """pixel_values (batch, channels, height, width), (batch, frames, ...) for videos."""
     vision = getattr(config, "vision_config", None) or config
@@ -347,6 +358,8 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
         inputs, ds = _audio_inputs(config, sizes, generator, params)
     elif kind == "speech-seq2seq":
         inputs, ds = _speech_seq2seq_inputs(model, config, sizes, generator, params)
+    elif any(hasattr(m, "audio_tokens_offsets") for m in model.modules()):
+        inputs, ds = _multistream_inputs(model, config, sizes, generator)
     else:
         inputs, ds = _text_inputs(config, sizes, generator)
     return _signature_order(model, inputs, ds)

@@ -244,8 +244,9 @@ def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
 
 
 #: name endings of the dimensions that follow a hidden size they equal (adapters,
-#: projections between sub-models a validator checks against the hidden size)
-_FOLLOWERS = ("hidden_size", "_in_dim", "_out_dim", "_input_size")
+#: projections between sub-models a validator checks against the hidden size,
+#: depthwise convolutions)
+_FOLLOWERS = ("hidden_size", "_in_dim", "_out_dim", "_input_size", "_groups")
 
 
 def _hidden_values(d: dict, found: set[int]) -> set[int]:
