@@ -275,7 +275,8 @@ def shrink_config_dict(d: dict) -> dict:
     default has as many as heads), hidden size 64, head dimension 16, intermediate size
     128, 4 experts (2 per token), a vocabulary of 1024, images of 32 pixels; per-layer
     lists (``layer_types``, ``intermediate_size``...) and ``per_layer_config`` keep the
-    chosen layers.
+    chosen layers; adapter dimensions equal to a hidden size follow it, a multimodal
+    model's token ids fit its text vocabulary.
 
     .. code-block:: python
 
