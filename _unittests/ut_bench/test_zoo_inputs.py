@@ -60,3 +60,11 @@ def test_composite_inputs(model_type):
     assert data["inputs"]["decoder_input_ids"].shape[:2] == (
         EXPORT_SIZES["batch"], EXPORT_SIZES["seq"])
     _batch_is_dynamic(data)
+
+
+def test_layout_models_get_boxes():
+    data = _case("lilt")
+    ids, bbox = data["inputs"]["input_ids"], data["inputs"]["bbox"]
+    assert bbox.shape == (*ids.shape, 4) and int(bbox.max()) <= 1000
+    assert bool((bbox[..., 2:] >= bbox[..., :2]).all())  # x1 >= x0, y1 >= y0
+    assert data["dynamic_shapes"]["bbox"] == {0: "batch", 1: "seq"}

@@ -60,6 +60,15 @@ def _text_inputs(config, sizes, generator):
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
+def _add_boxes(inputs: dict, ds: dict, generator) -> None:
+    """A bounding box (x0, y0, x1, y1) in [0, 1000] for every token (layout models)."""
+    b, s = inputs["input_ids"].shape
+    low = torch.randint(0, 500, (b, s, 2), generator=generator)
+    size = torch.randint(0, 500, (b, s, 2), generator=generator)
+    inputs["bbox"] = torch.cat([low, low + size], dim=-1)
+    ds["bbox"] = {0: "batch", 1: "seq"}
+
+
 def _multistream_inputs(model, config, sizes, generator):
     """Tokens of a text stream and of every audio codebook, one position each
     (kyutai_speech_to_text: input_ids of shape (batch, seq, 1 + codebooks))."""
@@ -290,4 +299,6 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
         inputs, ds = _multistream_inputs(model, config, sizes, generator)
     else:
         inputs, ds = _text_inputs(config, sizes, generator)
+        if "bbox" in params:
+            _add_boxes(inputs, ds, generator)
     return _signature_order(model, inputs, ds)
