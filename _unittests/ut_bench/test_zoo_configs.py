@@ -52,3 +52,55 @@ def test_state_space_consistency():
 def test_tiny_config_builds(model_type):
     config = tiny_config(model_type)
     assert config.get_text_config().hidden_size <= 64 or model_type in ("detr", "swin")
+
+
+def test_adapter_dims_follow_the_hidden_size():
+    # validators check an adapter's input against the hidden size of another sub-config
+    d = shrink_config_dict(dict(
+        text_config=dict(model_type="t", hidden_size=5120),
+        vision_config=dict(model_type="v", hidden_size=1536, adapter_in_dim=1536,
+                           adapter_out_dim=5120, upsample_groups=1536),
+        head_config=dict(model_type="h", hidden_size=192, audio_hidden_size=1536,
+                         fusion_dim=1536)))
+    v, h = d["vision_config"], d["head_config"]
+    assert v["adapter_in_dim"] == v["hidden_size"] == 64
+    assert v["adapter_out_dim"] == d["text_config"]["hidden_size"] == 64
+    assert v["upsample_groups"] == 64 and h["audio_hidden_size"] == 64
+    assert h["fusion_dim"] == 1536  # not named like a follower: unchanged
+    # an embedding size is no hidden size (MobileBERT's true_hidden_size stays)
+    mb = shrink_config_dict(dict(hidden_size=512, embedding_size=128, true_hidden_size=128))
+    assert mb["true_hidden_size"] == 128
+
+
+def test_multimodal_token_ids_in_the_text_vocabulary():
+    d = shrink_config_dict(dict(
+        image_token_id=255036, boi_token_index=255999, yes_token_index=3,
+        text_config=dict(model_type="t", vocab_size=256000, eos_token_id=255999,
+                         pad_token_id=0)))
+    text = d["text_config"]
+    assert text["vocab_size"] == 1024 and text["eos_token_id"] == 1023
+    ids = (d["image_token_id"], d["boi_token_index"])
+    assert all(i < 1024 for i in ids) and len(set(ids)) == 2
+    assert text["eos_token_id"] not in ids  # no clash with the text model's ids
+    assert d["yes_token_index"] == 3
+
+
+def test_pooled_image_tokens_and_hook_ids():
+    d = shrink_config_dict(dict(mm_tokens_per_image=256, intermediate_hook_ids=[11, 5],
+                                vision_config=dict(model_type="v", image_size=896,
+                                                   patch_size=14)))
+    side = d["vision_config"]["image_size"] // d["vision_config"]["patch_size"]
+    assert side % int(d["mm_tokens_per_image"] ** 0.5) == 0
+    assert d["intermediate_hook_ids"] == [1, 0]
+
+
+@pytest.mark.parametrize("model_type", ["dots3_note", "nemo_speechlm", "fun_asr_nano",
+                                        "lilt", "layoutlmv3", "levit", "hgnet_v2"])
+def test_tiny_config_passes_validators(model_type):
+    config = tiny_config(model_type)  # the validators run when the config is built
+    if model_type == "lilt":
+        assert config.hidden_size % 6 == 0
+    if model_type == "layoutlmv3":
+        assert 4 * config.coordinate_size + 2 * config.shape_size == config.hidden_size
+    if model_type == "hgnet_v2":
+        assert config.hidden_sizes[-1] == config.stage_out_channels[-1]

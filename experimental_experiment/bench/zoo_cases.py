@@ -12,14 +12,20 @@ random weights) and inputs matching the head's forward.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .zoo_configs import OVERRIDES, VOCAB as _VOCAB, _is_int, shrink_config_dict, tiny_config
+from .zoo_configs import OVERRIDES, shrink_config_dict, tiny_config  # noqa: F401
 from .zoo_diffusers import DIFFUSERS_TYPES, build_diffusers_case, diffusers_available
+from .zoo_inputs import (  # noqa: F401 (names of this module before the split)
+    audio_feature_dim,
+    codebooks,
+    input_kind,
+    make_inputs,
+    seq_factor,
+)
 
 #: heads in order of preference (a model type gets the first head it has) and the
 #: auto mapping each one comes from
@@ -93,125 +99,6 @@ def _model_class(case: ZooCase, config):
     import transformers
 
     return getattr(transformers, name)
-
-
-def _signature_order(model, inputs: dict, ds: dict) -> tuple[dict, dict]:
-    """Inputs and dynamic shapes in the order of ``model.forward``'s parameters;
-    an ``attention_mask`` the forward does not take is dropped."""
-    params = list(inspect.signature(model.forward).parameters)
-    if "attention_mask" not in params:
-        inputs.pop("attention_mask", None)
-    unknown = [k for k in inputs if k not in params]
-    if unknown:
-        raise TypeError(f"{type(model).__name__}.forward takes no {unknown}")
-    keys = sorted(inputs, key=params.index)
-    return {k: inputs[k] for k in keys}, {k: ds[k] for k in keys if k in ds}
-
-
-def _text_inputs(config, sizes, generator):
-    vocab = getattr(config.get_text_config(), "vocab_size", None) or _VOCAB
-    b, s = sizes["batch"], sizes["seq"]
-    inputs = {"input_ids": torch.randint(0, vocab, (b, s), generator=generator),
-              "attention_mask": torch.ones((b, s), dtype=torch.int64)}
-    return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
-
-
-def _image_inputs(config, sizes, generator):
-    """pixel_values (batch, channels, height, width), (batch, frames, ...) for videos."""
-    vision = getattr(config, "vision_config", None) or config
-    size = getattr(vision, "image_size", 32)
-    h, w = (size, size) if _is_int(size) else tuple(size)[:2]
-    c = getattr(vision, "num_channels", 3)
-    frames = getattr(vision, "num_frames", None)
-    shape = (sizes["batch"], frames, c, h, w) if _is_int(frames) else (sizes["batch"], c, h, w)
-    return {"pixel_values": torch.randn(*shape, generator=generator)}, {
-        "pixel_values": {0: "batch"}}
-
-
-def _audio_inputs(config, sizes, generator, params):
-    """Raw samples (input_values), or features (batch, frames, mel bins) when the
-    forward takes input_features (frames dynamic) or fixed size spectrograms."""
-    b, n = sizes["batch"], sizes["samples"] // 100
-    mel = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
-    if "input_values" in params and _is_int(getattr(config, "max_length", None)) and mel:
-        values = torch.randn(b, config.max_length, mel, generator=generator)
-        return {"input_values": values}, {"input_values": {0: "batch"}}
-    if "input_values" not in params and "input_features" in params:
-        feats = torch.randn(b, n * 4, mel or 80, generator=generator)
-        return {"input_features": feats}, {"input_features": {0: "batch", 1: "frames"}}
-    values = torch.randn(b, sizes["samples"], generator=generator)
-    return {"input_values": values}, {"input_values": {0: "batch", 1: "samples"}}
-
-
-def _speech_seq2seq_inputs(model, config, sizes, generator, params):
-    """input_features (static number of frames) or input_values and decoder tokens,
-    no cache."""
-    b = sizes["batch"]
-    frames = 2 * getattr(config, "max_source_positions", 32)
-    if "input_features" not in params:
-        inputs, ds = _audio_inputs(config, sizes, generator, params)
-    elif hasattr(config, "num_mel_bins"):
-        inputs = {"input_features": torch.randn(b, config.num_mel_bins, frames,
-                                                generator=generator)}
-        ds = {"input_features": {0: "batch"}}
-    else:
-        n = getattr(config, "input_feat_per_channel", 80) * getattr(config, "input_channels", 1)
-        inputs = {"input_features": torch.randn(b, frames, n, generator=generator)}
-        ds = {"input_features": {0: "batch"}}
-    vocab = config.get_text_config(decoder=True).vocab_size
-    inputs["decoder_input_ids"] = torch.randint(0, vocab, (b, sizes["seq"]), generator=generator)
-    ds["decoder_input_ids"] = {0: "batch", 1: "seq"}
-    return inputs, ds
-
-
-def _decoder_inputs(model, config, head, sizes, generator, with_cache):
-    from ..torch_models.llm_helper import make_llm_inputs, make_seq2seq_inputs
-
-    b, s, p = sizes["batch"], sizes["seq"], sizes["past"]
-    if head == "causal-lm":
-        return make_llm_inputs(config, b, s, p, with_cache=with_cache, model=model,
-                               generator=generator)
-    return make_seq2seq_inputs(config, b, s, p, with_cache=with_cache, model=model,
-                               generator=generator)
-
-
-def input_kind(head: str, params) -> str:
-    """What the forward of a model of this head taking ``params`` is given: ``decoder``,
-    ``seq2seq``, ``image``, ``audio``, ``speech-seq2seq`` or ``text``. A seq2seq head
-    without decoder tokens (audio language models) is a decoder, a vision head without
-    pixels (ImageGPT) takes tokens."""
-    if head == "seq2seq-lm":
-        return "seq2seq" if "decoder_input_ids" in params else "decoder"
-    if head == "causal-lm":
-        return "decoder"
-    if head in ("image-classification", "vision-encoder"):
-        return "image" if "pixel_values" in params else "text"
-    if head in ("ctc", "audio-classification"):
-        return "audio"
-    if head == "speech-seq2seq":
-        return "speech-seq2seq" if "decoder_input_ids" in params else "text"
-    return "text"
-
-
-def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
-                with_cache: bool = True) -> tuple[dict, dict]:
-    """Inputs of sizes ``sizes`` (:data:`EXPORT_SIZES`) for ``case`` and their dynamic
-    shapes (dimension names), in the order of the forward's parameters."""
-    generator = torch.Generator().manual_seed(seed)
-    params = set(inspect.signature(model.forward).parameters)
-    kind = input_kind(case.head, params)
-    if kind in ("decoder", "seq2seq"):
-        head = "causal-lm" if kind == "decoder" else "seq2seq-lm"
-        inputs, ds = _decoder_inputs(model, config, head, sizes, generator, with_cache)
-    elif kind == "image":
-        inputs, ds = _image_inputs(config, sizes, generator)
-    elif kind == "audio":
-        inputs, ds = _audio_inputs(config, sizes, generator, params)
-    elif kind == "speech-seq2seq":
-        inputs, ds = _speech_seq2seq_inputs(model, config, sizes, generator, params)
-    else:
-        inputs, ds = _text_inputs(config, sizes, generator)
-    return _signature_order(model, inputs, ds)
 
 
 def _config_for_class(cls, config):

@@ -48,6 +48,7 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
     "esm": dict(vocab_size=33, pad_token_id=1, mask_token_id=32),
     "wav2vec2-bert": dict(vocab_size=32),
+    "wav2vec2-conformer": dict(vocab_size=32),  # no vocabulary by default: no CTC head
     "gpt_neo": dict(attention_types=[[["global", "local"], 1]]),
     "reformer": dict(axial_pos_embds_dim=[32, 32], axial_pos_shape=[4, 8]),
     "deepseek_v2": dict(num_experts_per_tok=2),
@@ -57,11 +58,21 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dots3_note": dict(text_config=dict(head_dim=32)),
     "dots3_note_text": dict(head_dim=32),
     "hrm_text": dict(num_layers_per_stack=1),
+    # validator: adaptor_config.intermediate_size == text_config.hidden_size // 4
+    "fun_asr_nano": dict(adaptor_config=dict(intermediate_size=16)),
     "cohere_compass_text": dict(rope_parameters=dict(
         full_attention=dict(rope_type="default", rope_theta=10000.0))),
     "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
     "moonshine_streaming": dict(num_key_value_heads=4),
     "mobilevitv2": dict(image_size=64),
+    # the model reads the logits of these tokens, by default beyond the shrunk vocabulary
+    "shieldgemma2": dict(yes_token_index=10, no_token_index=11),
+    # the 6 box embeddings of hidden_size // 6 are concatenated back to hidden_size
+    "lilt": dict(hidden_size=96),
+    # 4 coordinate and 2 shape embeddings are concatenated to hidden_size (64)
+    "layoutlmv3": dict(coordinate_size=8, shape_size=16),
+    # the patch embedding is 4 convolutions of stride 2 (16 pixels), 3 stages
+    "levit": dict(patch_size=16, image_size=64),
     "blt": dict(encoder_hash_byte_group_vocab=1024, encoder_config=dict(hidden_size_global=64),
                 decoder_config=dict(hidden_size_global=64)),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
@@ -79,13 +90,23 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _shrink_ids(d: dict, vocab: int) -> None:
-    """Token ids beyond the shrunk vocabulary become distinct ids at its end."""
+def _token_ids(d: dict) -> set:
+    return {v for k, v in d.items() if str(k).endswith(("_token_id", "_token_index"))
+            and _is_int(v)}
+
+
+def _shrink_ids(d: dict, vocab: int, taken: set = frozenset()) -> None:
+    """Token ids beyond the shrunk vocabulary become distinct ids at its end
+    (not in ``taken``, the ids of the text configuration for a multimodal one)."""
     mapping: dict[int, int] = {}
 
     def new_id(v):
         if _is_int(v) and v >= vocab:
-            mapping.setdefault(v, vocab - 1 - len(mapping))
+            if v not in mapping:
+                free = vocab - 1 - len(mapping)
+                while free in taken or free in mapping.values():
+                    free -= 1
+                mapping[v] = free
             return mapping[v]
         return v
 
@@ -141,10 +162,12 @@ def _shrink_value(k: str, v: Any, d: dict) -> Any:
             return [min(x, 2) for x in v]
         if k == "depths":
             return [1 for _ in v]
-        if k == "hidden_sizes":
+        if k == "hidden_sizes" and "stage_out_channels" not in d:  # hgnet: the stages'
             return [16 * 2**i for i in range(len(v))]
         if k == "image_size":
             return [min(x, 32) for x in v]
+        if k.endswith("hook_ids") and all(_is_int(x) for x in v):  # layers read (depth_pro)
+            return [sorted(set(v)).index(x) for x in v]
     return v
 
 
@@ -189,6 +212,17 @@ def _fix_state_space(d: dict) -> None:
             d[k] = min(d[k], 16)
 
 
+def _fix_image_tokens(d: dict) -> None:
+    """The image tokens of a vision tower pooling its patches (gemma3): a square whose
+    side divides the number of patches per side of the shrunk image."""
+    vision = d.get("vision_config")
+    if not (_is_int(d.get("mm_tokens_per_image")) and isinstance(vision, dict)
+            and _is_int(vision.get("image_size")) and _is_int(vision.get("patch_size"))):
+        return
+    side = max(vision["image_size"] // vision["patch_size"] // 2, 1)
+    d["mm_tokens_per_image"] = min(d["mm_tokens_per_image"], side * side)
+
+
 def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
     """Per-layer lists and ``per_layer_config`` restricted to the kept layers, returns
     the new number of layers (more than ``n_after`` for hybrids with many kinds)."""
@@ -209,19 +243,47 @@ def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
     return len(keep)
 
 
+#: name endings of the dimensions that follow a hidden size they equal (adapters,
+#: projections between sub-models a validator checks against the hidden size,
+#: depthwise convolutions)
+_FOLLOWERS = ("hidden_size", "_in_dim", "_out_dim", "_input_size", "_groups")
+
+
+def _hidden_values(d: dict, found: set[int]) -> set[int]:
+    """The hidden sizes (above the shrunk one) of ``d`` and its nested configurations."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _hidden_values(v, found)
+        elif k in _HIDDEN and k != "embedding_size" and _is_int(v) and v > 64:
+            found.add(v)
+    return found
+
+
+def _follow_hidden(d: dict, hidden: set[int]) -> None:
+    """A dimension named like an adapter's input (``adapter_in_dim``, ``audio_hidden_size``)
+    equal to an original hidden size of the tree is shrunk like it."""
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _follow_hidden(v, hidden)
+        elif _is_int(v) and v in hidden and k not in _HIDDEN and str(k).endswith(_FOLLOWERS):
+            d[k] = min(v, 64)
+
+
 def shrink_config_dict(d: dict) -> dict:
     """The configuration dictionary ``d`` made tiny (in place, nested configs too):
     2 layers (up to 4 to keep one of every kind), 4 heads (2 key/value heads unless the
     default has as many as heads), hidden size 64, head dimension 16, intermediate size
     128, 4 experts (2 per token), a vocabulary of 1024, images of 32 pixels; per-layer
     lists (``layer_types``, ``intermediate_size``...) and ``per_layer_config`` keep the
-    chosen layers.
+    chosen layers; adapter dimensions equal to a hidden size follow it, a multimodal
+    model's token ids fit its text vocabulary.
 
     .. code-block:: python
 
         d = shrink_config_dict(dict(num_hidden_layers=12, hidden_size=768))
     """
     before = dict(d)
+    hidden = _hidden_values(d, set())
     n_before = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
     for k, v in list(d.items()):
         if isinstance(v, dict) and "model_type" in v:
@@ -240,9 +302,15 @@ def shrink_config_dict(d: dict) -> dict:
                 d[k] = n_new
         _fix_periods(d, n_new)
     _fix_state_space(d)
+    _fix_image_tokens(d)
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > VOCAB:
         d["vocab_size"] = VOCAB
         _shrink_ids(d, VOCAB)
+    text = d.get("text_config")
+    if "vocab_size" not in d and isinstance(text, dict) and _is_int(text.get("vocab_size")):
+        # a multimodal model's own token ids (image_token_id) are ids of its text model
+        _shrink_ids(d, text["vocab_size"], _token_ids(text))
+    _follow_hidden(d, hidden)
     return d
 
 
