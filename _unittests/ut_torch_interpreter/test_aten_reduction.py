@@ -237,3 +237,19 @@ def test_linalg_norm_nuc_unsupported():
     with pytest.raises(Exception, match="SVD"):
         to_onnx(OpModule(lambda x: torch.linalg.norm(x, ord=2, dim=(0, 1))),
                 (torch.randn(3, 4, 5),))
+
+
+@pytest.mark.parametrize("fn", ["any", "all", "any_all", "is_all_true", "is_any_true"])
+def test_all_any_over_an_empty_axis(fn):
+    """any over nothing is False, all over nothing is True (a cast of ONNX's reduction
+    of an empty set to bool gives True for both)."""
+    fns = {
+        "any": lambda x: torch.any(x > 0, dim=1),
+        "all": lambda x: torch.all(x > 0, dim=1),
+        "any_all": lambda x: (torch.any(x > 0), torch.all(x > 0)),
+        "is_all_true": lambda x: torch.ops.aten._is_all_true(x > 0),
+        "is_any_true": lambda x: torch.ops.aten._is_any_true(x > 0),
+    }
+    check_export(OpModule(fns[fn]), [(torch.randn(2, 3),), (torch.randn(2, 0),),
+                                     (torch.randn(3, 5),)],
+                 dynamic_shapes=({0: "b", 1: "n"},))

@@ -312,13 +312,17 @@ def _nonzero(g: GraphBuilder, x: str) -> str:
 
 
 def _logical(g: GraphBuilder, op: str, x: str, dim, keepdim, *, ctx: NodeContext) -> str:
+    """all (ReduceMin) or any (ReduceMax) of 0/1 flags, compared with 0: over an empty
+    axis ReduceMin gives the largest int32 (all -> True) and ReduceMax the smallest
+    (any -> False), as torch; a cast of the reduction to bool would give True for both."""
     flags = g.op.Cast(_nonzero(g, x), to=TensorProto.INT32)
-    return g.op.Cast(reduce(g, op, flags, _axes(g, flags, dim), keepdim), to=ctx.dtype())
+    reduced = reduce(g, op, flags, _axes(g, flags, dim), keepdim)
+    return cast_to(g, g.op.Greater(reduced, np.array(0, dtype=np.int32)), ctx.dtype())
 
 
-@converter(aten.all.default)
+@converter(aten.all.default, aten._is_all_true.default)
 def aten_all(g: GraphBuilder, x, *, ctx: NodeContext):
-    """all(Tensor self) -> Tensor"""
+    """all(Tensor self) -> Tensor; _is_all_true(Tensor self) -> Tensor"""
     return _logical(g, "ReduceMin", x, None, False, ctx=ctx)
 
 
@@ -328,9 +332,9 @@ def aten_all_dim(g: GraphBuilder, x, dim=None, keepdim=False, *, ctx: NodeContex
     return _logical(g, "ReduceMin", x, dim, keepdim, ctx=ctx)
 
 
-@converter(aten.any.default)
+@converter(aten.any.default, aten._is_any_true.default)
 def aten_any(g: GraphBuilder, x, *, ctx: NodeContext):
-    """any(Tensor self) -> Tensor"""
+    """any(Tensor self) -> Tensor; _is_any_true(Tensor self) -> Tensor"""
     return _logical(g, "ReduceMax", x, None, False, ctx=ctx)
 
 
