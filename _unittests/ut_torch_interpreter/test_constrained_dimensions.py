@@ -69,3 +69,42 @@ def test_torch_guard_locations_point_at_the_user_line():
     texts = [str(g.sloc) for env in recorder.envs for g in env.guards]
     assert any(f"{__file__.split('/')[-1]}:17" in t for t in texts), texts
     assert not any("shape_guards.py" in t for t in texts), texts
+
+
+class BlockBranch(torch.nn.Module):
+    """Branches on whether a full block of 4 exists: torch keeps the range of the size
+    open, only a guard ``Min(s, 4 * (s // 4)) <= 0`` says the branch."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        blocks = min(n, 4 * (n // 4))
+        if blocks <= 0:
+            return x * 2
+        return x[:, :blocks].sum(dim=1, keepdim=True) + x
+
+
+def test_guard_only_bound_is_found_by_probing():
+    onx, bounded = _export(BlockBranch(), torch.randn(2, 3))
+    assert len(bounded) == 1, [str(w.message) for w in bounded]
+    text = str(bounded[0].message)
+    assert "x.shape[1]" in text and "[0, 3]" in text, text
+
+
+class AtLeastFour(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] >= 4:
+            return x * 2
+        return x + 1
+
+
+def test_lower_bound_alone_is_reported_not_warned():
+    from experimental_experiment.torch_interpreter.export_report import ExportReport
+
+    report = ExportReport()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        to_onnx(AtLeastFour(), (torch.randn(2, 6),), dynamic_shapes=({0: "b", 1: "n"},),
+                report=report)
+    assert not [w for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
+    assert [(r.dimension, r.min, r.max) for r in report.dimensions
+            if r.kind == "constrained"] == [("x.shape[1]", 4, None)]

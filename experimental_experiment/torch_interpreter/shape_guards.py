@@ -180,7 +180,7 @@ def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord 
         return DimensionRecord(name, "specialized", str(symbol), value=low,
                                guard=f"Eq({symbol}, {low})", location=recorder.location(sloc.lower))
     if (low or 0) <= 2 and high is None:
-        return None
+        return _probed_record(env, recorder, symbol, name)
     # the bound the user's code set: the upper one if finite, else the lower one
     where = recorder.location(sloc.upper if high is not None else sloc.lower)
     guards = [str(g.expr) for g in env.guards if symbol in g.expr.free_symbols]
@@ -188,21 +188,65 @@ def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord 
                            guard="; ".join(guards[:3]), location=where)
 
 
+#: sizes at which the guards on one dimension are evaluated (around powers of 2, where
+#: block and window sizes make models branch)
+_PROBES = (2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255,
+           256, 257, 511, 512, 513, 1023, 1024, 1025, 2048, 4096, 8192)
+
+
+def _probed_record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord | None:
+    """A dimension whose range torch left open but whose guards fail at some sizes
+    (``Min(s, 4 * (s // 4)) <= 0`` holds only below 4): the sizes are probed."""
+    import sympy
+
+    failing, first = set(), None
+    for guard in env.guards[:1000]:
+        expr = env.replace(guard.expr)
+        if expr.free_symbols != {symbol}:
+            continue
+        for v in _PROBES:
+            try:
+                holds = bool(expr.xreplace({symbol: sympy.Integer(v)}))
+            except TypeError:  # not decidable at this size
+                continue
+            if not holds:
+                failing.add(v)
+                if first is None or v < first[2]:  # the guard failing at the smallest size
+                    first = (guard, expr, v)
+    if not failing or first is None:
+        return None
+    valid = [v for v in _PROBES if v not in failing]
+    low = high = None
+    if valid and max(valid) < min(failing):
+        high = max(valid)
+    elif valid and min(valid) > max(failing):
+        low = min(valid)
+    return DimensionRecord(name, "constrained", str(symbol), min=low, max=high,
+                           guard=str(first[1]), location=recorder.location(first[0].sloc))
+
+
 def warn_constrained(records: list[DimensionRecord]) -> list[DimensionRecord]:
     """Warns (:class:`~experimental_experiment.errors.ConstrainedDimensionWarning`) about
-    the dynamic dimensions the capture bounded; returns them."""
+    the dynamic dimensions the capture bounded from above or to a set of sizes; returns
+    them."""
     import warnings
 
     from ..errors import ConstrainedDimensionWarning
 
-    bounded = [r for r in records if r.kind == "constrained"]
+    # a lower bound alone (Swin: images of at least one 4-pixel patch) stays in the report
+    bounded = [r for r in records if r.kind == "constrained"
+               and (r.max is not None or r.min is None)]
     for r in bounded:
         where = f" at {r.location.file}:{r.location.line}" if r.location else ""
+        span = (f"[{r.min if r.min is not None else 0}, "
+                f"{r.max if r.max is not None else 'inf'}]"
+                if r.min is not None or r.max is not None else "the sizes where it holds")
         warnings.warn(
-            f"dynamic dimension {r.dimension} was constrained to "
-            f"[{r.min if r.min is not None else 0}, {r.max if r.max is not None else 'inf'}] "
-            f"by the model's code{where} (guard: {r.guard or '?'}); the ONNX model is valid "
-            "only for sizes in that range. What to try: export with example sizes inside "
-            "the range the model should serve, or make the branch on this size "
-            "a torch.cond.", ConstrainedDimensionWarning, stacklevel=3)
+            f"dynamic dimension {r.dimension} was constrained to {span}: the model's "
+            f"code{where} added the guard {r.guard or '?'} during the capture and the ONNX "
+            "model does not check it. If the model accepts other sizes (a branch taken "
+            "at the example size), export with example sizes in the range it should "
+            "serve or write the branch with torch.cond; a limit of the model itself "
+            "(a table of positions) needs nothing.",
+            ConstrainedDimensionWarning, stacklevel=3)
     return bounded
