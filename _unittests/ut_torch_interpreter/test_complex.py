@@ -158,3 +158,25 @@ def test_complex_unsupported_op():
     z = torch.randn(3, 3, dtype=torch.complex64)
     with pytest.raises(UnsupportedOpError, match="for complex tensors"):
         to_onnx(M(), (z,))
+
+
+class ComplexMoves(torch.nn.Module):
+    """``.to(device)`` and ``.to(dtype=...)`` of a complex tensor (Llama 4's rotary
+    frequencies), kept as ``to.device`` / ``to.dtype_layout`` when no in-place
+    operator makes the capture run the decompositions."""
+
+    def forward(self, z, w):
+        a = z.to(z.device) * w
+        b = z.to(dtype=torch.complex128, device=z.device)
+        return a, b
+
+
+def test_complex_to_device_and_dtype_layout():
+    def make(n):
+        return (torch.randn(n, 3, dtype=torch.complex64), torch.randn(n, 3,
+                                                                      dtype=torch.complex64))
+
+    ep = torch.export.export(ComplexMoves(), make(5))
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    assert targets & {"aten.to.device", "aten.to.dtype_layout"}, targets
+    _check(ComplexMoves(), make, ({0: "n"}, {0: "n"}))

@@ -124,7 +124,8 @@ _NATIVE = {
     aten.view_as_real.default, aten.view_as_complex.default, aten._conj.default,
     aten.conj_physical.default, aten._conj_physical.default, aten.complex.default,
     aten.fft_fftn.default, aten.fft_fft2.default, aten.fft_ifftn.default,
-    aten.fft_ifft2.default, aten._to_copy.default, aten.to.dtype,
+    aten.fft_ifft2.default, aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout,
+    aten.to.device,
 }
 
 
