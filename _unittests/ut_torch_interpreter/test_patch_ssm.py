@@ -58,11 +58,12 @@ def _tiny_mamba():
     return MambaForCausalLM(config).eval()
 
 
-def test_mamba_dynamic_sequence_to_onnx():
-    model = _tiny_mamba()
-    assert get_ssm_patches(), "modeling_mamba is imported: the scan is patched"
+def _check_dynamic_sequence(model, while_patched=lambda: None):
+    """Exports with a dynamic batch and sequence (``while_patched`` runs inside the
+    patches), compares onnxruntime with the unpatched model on two sizes."""
     ids = torch.randint(0, 64, (2, 3))
     with bypass_export_some_errors(patch_transformers=True):
+        while_patched()
         onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
     sess = onnxruntime.InferenceSession(onx.SerializeToString(),
                                         providers=["CPUExecutionProvider"])
@@ -73,6 +74,12 @@ def test_mamba_dynamic_sequence_to_onnx():
         got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_mamba_dynamic_sequence_to_onnx():
+    model = _tiny_mamba()
+    assert get_ssm_patches(), "modeling_mamba is imported: the scan is patched"
+    _check_dynamic_sequence(model)
 
 
 def test_jamba_dynamic_sequence_to_onnx():
@@ -88,16 +95,8 @@ def test_jamba_dynamic_sequence_to_onnx():
                          mamba_expand=2, mamba_dt_rank=4, use_cache=False,
                          use_mamba_kernels=False)
     model = JambaForCausalLM(config).eval()
-    with bypass_export_some_errors(patch_transformers=True):
+
+    def patched():
         assert modeling_jamba.mamba_selective_scan is selective_scan_closed_form
-        ids = torch.randint(0, 64, (2, 3))
-        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
-    for shape in [(2, 3), (3, 7)]:
-        ids = torch.randint(0, 64, shape)
-        with torch.no_grad():
-            expected = model(ids).logits.numpy()  # the unpatched sequential loop
-        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+    _check_dynamic_sequence(model, patched)

@@ -20,8 +20,9 @@ from experimental_experiment.xoptim.testing import (
 I64 = TensorProto.INT64
 
 
-def _floordiv_model(k: int, c: int, plus: int | None):
-    """y = (x.shape[1] + k) // c (+ plus), the way the symbolic converters write it."""
+def _floordiv_model(k, c: int, plus: int | None):
+    """y = (x.shape[1] + k) // c (+ plus), the way the symbolic converters write it
+    (``k`` an int or a 1-D array, which broadcasts the size)."""
     nodes = [
         helper.make_node("Shape", ["x"], ["shape"]),
         helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
@@ -32,9 +33,10 @@ def _floordiv_model(k: int, c: int, plus: int | None):
     ]
     if plus is not None:
         nodes.append(helper.make_node("Add", ["q", "p"], ["y"]))
-    inits = {"one": np.array(1, np.int64), "k": np.array(k, np.int64),
+    k = np.array(k, np.int64)
+    inits = {"one": np.array(1, np.int64), "k": k,
              "c": np.array(c, np.int64), "p": np.array(plus or 0, np.int64)}
-    return make_model(nodes, [("x", TensorProto.FLOAT, ("a", "b"))], [("y", I64, ())],
+    return make_model(nodes, [("x", TensorProto.FLOAT, ("a", "b"))], [("y", I64, k.shape)],
                       initializers=inits)
 
 
@@ -72,17 +74,7 @@ def test_a_numerator_that_is_not_a_size_is_left():
 
 def test_a_constant_that_broadcasts_the_size_is_left():
     # s is 0-D, k is [1]: (s + k) // c is [1]; Div(s + k', c) would be 0-D
-    nodes = [
-        helper.make_node("Shape", ["x"], ["shape"]),
-        helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
-        helper.make_node("Add", ["s", "k"], ["t"]),
-        helper.make_node("Mod", ["t", "c"], ["r"], fmod=0),
-        helper.make_node("Sub", ["t", "r"], ["e"]),
-        helper.make_node("Div", ["e", "c"], ["y"]),
-    ]
-    model = make_model(nodes, [("x", TensorProto.FLOAT, ("a", "b"))], [("y", I64, (1,))],
-                       initializers={"one": np.array(1, np.int64), "k": np.array([-1], np.int64),
-                                     "c": np.array(4, np.int64)})
+    model = _floordiv_model([-1], 4, None)
     feeds = [{"x": np.zeros((2, n), np.float32)} for n in (0, 5)]
     opt, report = check_pattern(model, feeds, patterns=[FloorDivOfSizeToDiv()])
     assert applied(report, "FloorDivOfSizeToDiv") == 0

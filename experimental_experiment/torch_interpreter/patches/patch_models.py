@@ -124,35 +124,27 @@ def _longcat_dense_experts(original):
     return forward
 
 
+#: (module of transformers, class, method, replacement) of every patch of this file
+_PATCHES = (
+    ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask",
+     _cpmant_attention_mask),
+    ("dbrx.modeling_dbrx", "DbrxExperts", "forward", _dbrx_dense_experts),
+    ("switch_transformers.modeling_switch_transformers", "SwitchTransformersExperts",
+     "forward", _switch_dense_experts),
+    ("longcat_flash.modeling_longcat_flash", "LongcatFlashExperts", "forward",
+     _longcat_dense_experts),
+    ("reformer.modeling_reformer", "AxialPositionEmbeddings", "forward",
+     _reformer_axial_positions),
+)
+
+
 def get_model_patches() -> list:
     """Patches of the architectures whose modules are imported."""
     from . import Patch
 
     patches = []
-    cpmant = sys.modules.get("transformers.models.cpmant.modeling_cpmant")
-    model = getattr(cpmant, "CpmAntModel", None)
-    if model is not None and "_prepare_attention_mask" in vars(model):
-        patches.append(Patch(model, "_prepare_attention_mask", _cpmant_attention_mask,
-                             _cpmant_attention_mask.__doc__))
-    dbrx = sys.modules.get("transformers.models.dbrx.modeling_dbrx")
-    experts = getattr(dbrx, "DbrxExperts", None)
-    if experts is not None and "forward" in vars(experts):
-        patches.append(Patch(experts, "forward", _dbrx_dense_experts,
-                             _dbrx_dense_experts.__doc__))
-    switch = sys.modules.get("transformers.models.switch_transformers."
-                             "modeling_switch_transformers")
-    experts = getattr(switch, "SwitchTransformersExperts", None)
-    if experts is not None and "forward" in vars(experts):
-        patches.append(Patch(experts, "forward", _switch_dense_experts,
-                             _switch_dense_experts.__doc__))
-    longcat = sys.modules.get("transformers.models.longcat_flash.modeling_longcat_flash")
-    experts = getattr(longcat, "LongcatFlashExperts", None)
-    if experts is not None and "forward" in vars(experts):
-        patches.append(Patch(experts, "forward", _longcat_dense_experts,
-                             _longcat_dense_experts.__doc__))
-    reformer = sys.modules.get("transformers.models.reformer.modeling_reformer")
-    axial = getattr(reformer, "AxialPositionEmbeddings", None)
-    if axial is not None and "forward" in vars(axial):
-        patches.append(Patch(axial, "forward", _reformer_axial_positions,
-                             _reformer_axial_positions.__doc__))
+    for module, cls_name, method, replacement in _PATCHES:
+        cls = getattr(sys.modules.get(f"transformers.models.{module}"), cls_name, None)
+        if cls is not None and method in vars(cls):
+            patches.append(Patch(cls, method, replacement, replacement.__doc__))
     return patches
