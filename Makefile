@@ -97,7 +97,7 @@ bench-export-time: install
 # rerun to fill the missing types, delete the CSV to start over)
 zoo: install
 	nice -n 19 $(PY) -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \
-		--timeout 90 --commit $$(git rev-parse HEAD)
+		--timeout 90 --jobs 2 --commit $$(git rev-parse HEAD)
 
 # 10 representative model types with to_onnx (about 3 minutes, run by .ci/run);
 # fails when one of them fails

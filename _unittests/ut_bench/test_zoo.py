@@ -4,9 +4,11 @@ onnxruntime against eager on other sizes; broken cases (unknown type, timeout) b
 failed rows with their stage; the CSV run resumes."""
 
 import csv
+import time
 
 import pytest
 
+from experimental_experiment.bench import zoo
 from experimental_experiment.bench.zoo import (
     cause_bucket,
     first_line,
@@ -14,6 +16,7 @@ from experimental_experiment.bench.zoo import (
     read_rows,
     root_cause,
     run_case,
+    run_cases,
     write_rows,
 )
 from experimental_experiment.bench.zoo_cases import (
@@ -154,3 +157,30 @@ def test_main_resumes(tmp_path):
     with open(out, newline="") as f:
         assert next(csv.reader(f))[0] == "model_type"
     assert (tmp_path / "zoo.json").exists()
+
+
+def _fake_case(case, exporter, *, atol=1e-3):
+    """A case ending fast, except ``zz_slow``: with 2 jobs it ends after the next ones."""
+    time.sleep(1.0 if case.model_type == "zz_slow" else 0.05)
+    return dict(model_type=case.model_type, head=case.head, exporter=exporter,
+                status="pass", nodes=len(case.model_type))
+
+
+def test_jobs_write_the_same_rows(tmp_path, monkeypatch):
+    # the forked children inherit the patched function
+    monkeypatch.setattr(zoo, "run_case_inline", _fake_case)
+    todo = [(ZooCase(t, "unknown"), "to_onnx") for t in ("zz_slow", "aa_fast", "mm_fast")]
+    ended = [r["model_type"] for r in run_cases(todo, jobs=2, timeout=30)]
+    assert ended[0] != "zz_slow" and sorted(ended) == ["aa_fast", "mm_fast", "zz_slow"]
+    assert [r["model_type"] for r in run_cases(todo, jobs=1, timeout=30)] == [
+        "zz_slow", "aa_fast", "mm_fast"]
+    written = {}
+    for jobs in (1, 2):
+        out = tmp_path / f"zoo{jobs}.csv"
+        assert main(["--output", str(out), "--types", "zz_slow,aa_fast,mm_fast",
+                     "--timeout", "30", "--jobs", str(jobs)]) == 0
+        written[jobs] = [{k: v for k, v in r.items() if k != "wall_time"}
+                         for r in read_rows(str(out))]
+    assert written[1] == written[2] and len(written[2]) == 6
+    keys = [(r["model_type"], r["exporter"]) for r in written[2]]
+    assert keys == sorted(keys)

@@ -7,11 +7,14 @@ sequence and cache dimensions, checked with onnxruntime against eager on other s
 
     python -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \\
         [--quick] [--types llama,bert] [--exporters to_onnx,torch.onnx] [--timeout 120]
-        [--failed] [--rerun]
+        [--failed] [--rerun] [--jobs 2]
 
-Every case (model type, exporter) runs in a forked process with a timeout: a crash or
-a hang is a row of the table, not the end of the run. The CSV is rewritten atomically
-after every case and the cases it already holds are skipped: the run is resumable.
+Every case (model type, exporter) runs in a forked process with one thread and a
+timeout: a crash or a hang is a row of the table, not the end of the run. ``--jobs N``
+runs up to N cases at once (``make zoo`` uses 2). The CSV is rewritten atomically
+after every case, its rows sorted by model type and exporter (the file does not depend
+on the order cases end in), and the cases it already holds are skipped: the run is
+resumable.
 A JSON file next to it records the date, the versions and the number of types listed.
 A failed case has a stage (``config`` for the configuration, the model or the eager
 run, ``capture``, ``conversion``, ``runtime``, ``mismatch``, ``timeout``, ``memory``,
@@ -28,11 +31,13 @@ import datetime
 import json
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import re
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConstrainedDimensionWarning
@@ -206,6 +211,54 @@ def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
     conn.close()
 
 
+class _Job:
+    """One case running in a forked child with the limits of :func:`run_case`."""
+
+    def __init__(self, case: ZooCase, exporter: str, *, timeout: float = 120,
+                 atol: float = 1e-3, quiet: bool = True, wall_factor: float = 5,
+                 max_memory: float = 3):
+        ctx = multiprocessing.get_context("fork")
+        self.conn, child = ctx.Pipe(duplex=False)
+        self.case, self.exporter, self.timeout = case, exporter, timeout
+        self.wall, self.max_memory = timeout * wall_factor, max_memory
+        self.begin = time.perf_counter()
+        self.proc = ctx.Process(target=_child,
+                                args=(child, case, exporter, atol, quiet, timeout))
+        self.proc.start()
+        child.close()
+
+    def poll(self) -> dict[str, Any] | None:
+        """The row once the child sent it, ended or was killed; None while it runs."""
+        done, row, killed = _poll(self.conn, self.proc, time.perf_counter() - self.begin,
+                                  self.wall, self.max_memory)
+        if not done:
+            return None
+        self.proc.join()
+        if row is None:
+            row = _failed_row(self.case, self.exporter, self.proc.exitcode, killed,
+                              self.timeout, self.max_memory)
+        self.conn.close()
+        row["wall_time"] = round(time.perf_counter() - self.begin, 2)
+        return row
+
+
+def run_cases(todo: list[tuple[ZooCase, str]], *, jobs: int = 1, **limits
+              ) -> Iterator[dict[str, Any]]:
+    """Runs the cases ``(case, exporter)`` of ``todo`` in that order, up to ``jobs`` at
+    once, each in its forked child with the limits of :func:`run_case` (``limits``),
+    and yields their rows as they end."""
+    pending, running = list(todo), []
+    while pending or running:
+        while pending and len(running) < jobs:
+            running.append(_Job(*pending.pop(0), **limits))
+        multiprocessing.connection.wait([j.conn for j in running], timeout=1.0)
+        for job in list(running):
+            row = job.poll()
+            if row is not None:
+                running.remove(job)
+                yield row
+
+
 def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float = 1e-3,
              quiet: bool = True, wall_factor: float = 5, max_memory: float = 3
              ) -> dict[str, Any]:
@@ -219,19 +272,8 @@ def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float 
         row = run_case(ZooCase("llama", "causal-lm"), "to_onnx", timeout=60)
         print(row["status"], row["stage"], row["cause"])
     """
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe(duplex=False)
-    begin = time.perf_counter()
-    proc = ctx.Process(target=_child, args=(child, case, exporter, atol, quiet, timeout))
-    proc.start()
-    child.close()
-    row, killed = _wait(parent, proc, timeout * wall_factor, max_memory)
-    if row is None:
-        proc.join()
-        row = _failed_row(case, exporter, proc.exitcode, killed, timeout, max_memory)
-    proc.join()
-    row["wall_time"] = round(time.perf_counter() - begin, 2)
-    return row
+    return next(run_cases([(case, exporter)], timeout=timeout, atol=atol, quiet=quiet,
+                          wall_factor=wall_factor, max_memory=max_memory))
 
 
 def _rss_gb(pid: int) -> float:
@@ -243,21 +285,21 @@ def _rss_gb(pid: int) -> float:
         return 0.0
 
 
-def _wait(conn, proc, wall: float, max_memory: float) -> tuple[dict | None, str]:
-    """The child's row, or None and why it was killed ('wall', 'memory' or '')."""
-    begin = time.perf_counter()
-    while not conn.poll(1.0):
-        if not proc.is_alive() and not conn.poll(0.1):
-            return None, ""
-        reason = ("wall" if time.perf_counter() - begin > wall else
-                  "memory" if _rss_gb(proc.pid) > max_memory else "")
-        if reason:
-            proc.kill()
-            return None, reason
-    try:
-        return conn.recv(), ""
-    except EOFError:  # the child died before sending its row
-        return None, ""
+def _poll(conn, proc, elapsed: float, wall: float, max_memory: float
+          ) -> tuple[bool, dict | None, str]:
+    """One look at a child: whether it is over, its row (None when it sent none) and
+    why it was killed ('wall', 'memory' or '')."""
+    ready = conn.poll()
+    if ready or not proc.is_alive():
+        try:
+            return True, (conn.recv() if ready or conn.poll(0.1) else None), ""
+        except EOFError:  # the child died before sending its row
+            return True, None, ""
+    reason = ("wall" if elapsed > wall else
+              "memory" if _rss_gb(proc.pid) > max_memory else "")
+    if reason:
+        proc.kill()
+    return bool(reason), None, reason
 
 
 def _failed_row(case, exporter, exitcode, killed, timeout, max_memory) -> dict:
@@ -286,12 +328,13 @@ def read_rows(path: str) -> list[dict]:
 
 
 def write_rows(path: str, rows: list[dict]) -> None:
-    """Writes the CSV atomically (a temporary file renamed)."""
+    """Writes the CSV atomically (a temporary file renamed), rows sorted by model type
+    and exporter."""
     tmp = f"{path}.tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        for r in rows:
+        for r in sorted(rows, key=lambda r: (r["model_type"], r["exporter"])):
             writer.writerow({k: r.get(k, "") for k in FIELDS})
     os.replace(tmp, path)
 
@@ -343,6 +386,8 @@ def _parse(argv):
                         help="only the types with a failed row (with --rerun: run them again)")
     parser.add_argument("--strict", action="store_true",
                         help="exit code 1 when a selected case fails (CI)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cases run at once (one process of one thread each)")
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
     parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
@@ -379,14 +424,16 @@ def main(argv: list[str] | None = None) -> int:
     meta_path = os.path.splitext(args.output)[0] + ".json"
     write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
                commit=args.commit)
-    bar = tqdm(todo, desc="zoo")
-    for case, exporter in bar:
-        bar.set_postfix_str(f"{case.model_type} {exporter}")
-        row = run_case(case, exporter, timeout=args.timeout, atol=args.atol,
-                       max_memory=args.max_memory)
-        rows = [r for r in rows if (r["model_type"], r["exporter"]) != (case.model_type, exporter)]
+    bar = tqdm(total=len(todo), desc="zoo")
+    for row in run_cases(todo, jobs=max(args.jobs, 1), timeout=args.timeout,
+                         atol=args.atol, max_memory=args.max_memory):
+        key = (row["model_type"], row["exporter"])
+        rows = [r for r in rows if (r["model_type"], r["exporter"]) != key]
         rows.append(row)
         write_rows(args.output, rows)
+        bar.set_postfix_str(f"{key[0]} {key[1]} {row['status']}")
+        bar.update(1)
+    bar.close()
     write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
                commit=args.commit)
     selected = {c.model_type for c in cases}
