@@ -104,3 +104,28 @@ def test_tiny_config_passes_validators(model_type):
         assert 4 * config.coordinate_size + 2 * config.shape_size == config.hidden_size
     if model_type == "hgnet_v2":
         assert config.hidden_sizes[-1] == config.stage_out_channels[-1]
+
+
+def test_tiny_configs_keep_derived_sizes_consistent():
+    xlnet = tiny_config("xlnet")
+    assert xlnet.d_head == xlnet.d_model // xlnet.n_head
+    mistral4 = tiny_config("mistral4")
+    assert mistral4.head_dim == mistral4.qk_nope_head_dim + mistral4.qk_rope_head_dim
+    xlstm = tiny_config("xlstm")
+    assert (xlstm.embedding_dim, xlstm.num_blocks) == (xlstm.hidden_size,
+                                                       xlstm.num_hidden_layers)
+    textnet = tiny_config("textnet")
+    assert textnet.stem_out_channels == textnet.hidden_sizes[0]
+    zamba = tiny_config("zamba")  # the shared transformer is tied to another hybrid layer
+    assert zamba.layers_block_type.count("hybrid") >= 2
+    assert zamba.attention_head_dim == 2 * zamba.hidden_size // zamba.num_attention_heads
+    zamba2 = tiny_config("zamba2")
+    assert zamba2.mamba_headdim * zamba2.n_mamba_heads == zamba2.mamba_expand * zamba2.hidden_size
+    assert zamba2.hybrid_layer_ids == [
+        i for i, t in enumerate(zamba2.layers_block_type) if t == "hybrid"]
+
+
+@pytest.mark.parametrize("model_type", ["qwen4_exp_text", "qwen4_exp"])
+def test_qwen4_exp_has_an_indexer(model_type):
+    text = tiny_config(model_type).get_text_config()
+    assert text.indexer_kv_heads == 1 and text.indexer_budget % text.indexer_compress_ratio == 0

@@ -68,3 +68,28 @@ def test_layout_models_get_boxes():
     assert bbox.shape == (*ids.shape, 4) and int(bbox.max()) <= 1000
     assert bool((bbox[..., 2:] >= bbox[..., :2]).all())  # x1 >= x0, y1 >= y0
     assert data["dynamic_shapes"]["bbox"] == {0: "batch", 1: "seq"}
+
+
+@pytest.mark.parametrize("model_type", [
+    "xlnet", "xmod", "zamba", "zamba2", "mistral4", "xlstm", "textnet", "qwen4_exp_text",
+    "qwen4_exp", "voxtral_realtime", "videoprism_vision_model"])
+def test_config_and_eager_run(model_type):
+    # build_case runs eager on the export and check inputs
+    data = _case(model_type)
+    _batch_is_dynamic(data)
+
+
+def test_video_only_forward_gets_videos():
+    data = _case("videoprism_vision_model")
+    videos = data["inputs"]["pixel_values_videos"]
+    config = data["model"].config
+    assert videos.shape == (EXPORT_SIZES["batch"], config.num_frames, 3, config.image_size,
+                            config.image_size)
+
+
+def test_audio_frames_follow_the_tokens():
+    # voxtral_realtime adds one audio embedding (8 frames) to every token embedding
+    data = _case("voxtral_realtime")
+    for inputs in (data["inputs"], data["check_inputs"]):
+        assert inputs["input_features"].shape[2] == 8 * inputs["input_ids"].shape[1]
+    assert data["dynamic_shapes"]["input_features"] == {0: "batch", 2: "frames"}

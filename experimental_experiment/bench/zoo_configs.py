@@ -39,6 +39,10 @@ _LAYER_KINDS = ("layer_types", "layers_block_type", "attention_layers", "mlp_lay
 VOCAB = 1024
 MAX_LAYERS = 4
 
+#: the token indexer of Qwen4-Exp (one key head, budget a multiple of the block size)
+_QSA = dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16, indexer_budget=4,
+            indexer_compress_ratio=2)
+
 #: per type configuration overrides, applied after the generic shrinking
 OVERRIDES: dict[str, dict[str, Any]] = {
     "whisper": dict(max_source_positions=16, max_target_positions=32),
@@ -75,6 +79,31 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "levit": dict(patch_size=16, image_size=64),
     "blt": dict(encoder_hash_byte_group_vocab=1024, encoder_config=dict(hidden_size_global=64),
                 decoder_config=dict(hidden_size_global=64)),
+    # validator: d_head == d_model // n_head (64 // 4)
+    "xlnet": dict(d_head=16),
+    # the forward needs a language (an adapter per language) when given no lang_ids
+    "xmod": dict(default_language="en_XX"),
+    # the shared transformer of the first hybrid layer is tied to the other ones: two
+    # hybrid layers; sizes derived from the hidden size recomputed (None, "auto")
+    "zamba": dict(num_hidden_layers=3, layers_block_type=[
+        "linear_attention", "hybrid", "hybrid"], attention_hidden_size=None,
+        attention_head_dim=None, mamba_dt_rank="auto"),
+    # derived sizes saved by to_dict override the recomputed ones: given consistent
+    "zamba2": dict(attention_hidden_size=128, attention_head_dim=32, mamba_headdim=16,
+                   hybrid_layer_ids=[1]),
+    # head_dim is qk_nope_head_dim + qk_rope_head_dim (16 + 16): the rotary part is
+    # head_dim * partial_rotary_factor
+    "mistral4": dict(head_dim=32),
+    # embedding_dim and num_blocks are saved copies of hidden_size and num_hidden_layers
+    "xlstm": dict(embedding_dim=64, num_blocks=2),
+    # the stem's output channels are the first stage's input (hidden_sizes[0])
+    "textnet": dict(stem_out_channels=16),
+    # every indexed_attention layer has a token indexer, the default sets none of its sizes
+    "qwen4_exp_text": _QSA,
+    "qwen4_exp": dict(text_config=_QSA),
+    # 4 x 4 tubelets of 8 pixels on 2 frames, fewer layers
+    "videoprism_vision_model": dict(tubelet_size=[1, 8, 8], num_frames=2,
+                                    num_spatial_layers=2, num_temporal_layers=1),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
                       num_self_attention_heads=4, num_cross_attention_heads=4,
                       max_position_embeddings=64),

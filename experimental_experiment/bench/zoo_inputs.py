@@ -80,16 +80,16 @@ def _multistream_inputs(model, config, sizes, generator):
     return inputs, ds
 
 
-def _image_inputs(config, sizes, generator):
-    """pixel_values (batch, channels, height, width), (batch, frames, ...) for videos."""
+def _image_inputs(config, sizes, generator, name="pixel_values"):
+    """pixel_values (batch, channels, height, width), (batch, frames, ...) for videos
+    (``name`` is ``pixel_values_videos`` for a forward taking only videos)."""
     vision = getattr(config, "vision_config", None) or config
     size = getattr(vision, "image_size", 32)
     h, w = (size, size) if _is_int(size) else tuple(size)[:2]
     c = getattr(vision, "num_channels", 3)
     frames = getattr(vision, "num_frames", None)
     shape = (sizes["batch"], frames, c, h, w) if _is_int(frames) else (sizes["batch"], c, h, w)
-    return {"pixel_values": torch.randn(*shape, generator=generator)}, {
-        "pixel_values": {0: "batch"}}
+    return {name: torch.randn(*shape, generator=generator)}, {name: {0: "batch"}}
 
 
 #: sub-configurations holding the settings of an audio encoder
@@ -257,17 +257,30 @@ def _decoder_inputs(model, config, head, sizes, generator, with_cache):
                                generator=generator)
 
 
+def _add_audio_per_token(model, config, inputs: dict, ds: dict, generator) -> None:
+    """input_features (batch, mel bins, frames) for a decoder adding an audio embedding
+    to every token embedding (voxtral_realtime): as many frames per token as the audio
+    encoder reduces into one embedding, measured on a probe."""
+    b, s = inputs["input_ids"].shape
+    mel, probe = audio_feature_dim(config), 64
+    with torch.no_grad():
+        out = model.get_audio_features(input_features=torch.zeros(1, mel, probe))
+    per_token = probe // out.pooler_output.shape[1]
+    inputs["input_features"] = torch.randn(b, mel, s * per_token, generator=generator)
+    ds["input_features"] = {0: "batch", 2: "frames"}
+
+
 def input_kind(head: str, params) -> str:
     """What the forward of a model of this head taking ``params`` is given: ``decoder``,
     ``seq2seq``, ``image``, ``audio``, ``speech-seq2seq`` or ``text``. A seq2seq head
     without decoder tokens (audio language models) is a decoder, a vision head without
-    pixels (ImageGPT) takes tokens."""
+    pixels or videos (ImageGPT) takes tokens."""
     if head == "seq2seq-lm":
         return "seq2seq" if "decoder_input_ids" in params else "decoder"
     if head == "causal-lm":
         return "decoder"
     if head in ("image-classification", "vision-encoder"):
-        return "image" if "pixel_values" in params else "text"
+        return "image" if {"pixel_values", "pixel_values_videos"} & set(params) else "text"
     if head in ("ctc", "audio-classification"):
         return "audio"
     if head == "speech-seq2seq":
@@ -285,12 +298,15 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
     if kind in ("decoder", "seq2seq"):
         head = "causal-lm" if kind == "decoder" else "seq2seq-lm"
         inputs, ds = _decoder_inputs(model, config, head, sizes, generator, with_cache)
+        if {"input_features", "encoder_inputs_embeds"} <= params and kind == "decoder":
+            _add_audio_per_token(model, config, inputs, ds, generator)
     elif kind == "image" and "input_ids" in params and _image_features_fn(model):
         inputs, ds = _image_text_inputs(model, config, sizes, generator)
     elif kind == "image" and "spatial_shapes" in params:
         inputs, ds = _patch_inputs(config, sizes, generator)
     elif kind == "image":
-        inputs, ds = _image_inputs(config, sizes, generator)
+        name = "pixel_values" if "pixel_values" in params else "pixel_values_videos"
+        inputs, ds = _image_inputs(config, sizes, generator, name)
     elif kind == "audio":
         inputs, ds = _audio_inputs(config, sizes, generator, params)
     elif kind == "speech-seq2seq":
