@@ -93,7 +93,7 @@ bench-llm: install
 bench-export-time: install
 	$(PY) -m experimental_experiment.bench.export_time --csv _doc/bench/export_time.csv
 
-# model zoo: every transformers model type, both exporters (about 70 minutes, resumable:
+# model zoo: every transformers model type, both exporters, two cases at a time (resumable:
 # rerun to fill the missing types, delete the CSV to start over)
 zoo: install
 	nice -n 19 $(PY) -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \

@@ -92,6 +92,10 @@ def test_cause_bucket():
                         ) == "capture: KeyError: '…'"
     assert cause_bucket("capture", "TorchExportError: failed", "\nConstraints violated (s0)"
                         ) == "dynamic dimension specialized"
+    # the detail may also mention a specialization: the output type comes first
+    assert cause_bucket("capture", "RuntimeError: Found <class 'PadCache'> in output, which is "
+                        "not a known type", "Constraints violated (s0)"
+                        ) == "unsupported output type"
 
 
 def test_root_cause_and_colors():

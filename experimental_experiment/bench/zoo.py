@@ -74,6 +74,7 @@ def root_cause(e: BaseException) -> BaseException:
 
 
 _CAUSES = [
+    (r"in output, which is not a known type", "unsupported output type"),
     (r"GuardOnDataDependent|data.dependent", "data-dependent expression"),
     (r"Constraints violated|marked as dynamic|specializ|Not all values of|"
      r"conflicts between user-specified ranges and inferred",
