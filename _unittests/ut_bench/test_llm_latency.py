@@ -28,8 +28,10 @@ def test_small_grid_matches_eager():
             assert r["nodes"] > 10 and r["kernels"] > 10 and r["export_s"] > 0
     assert {p["exporter"] for p in prof} == {"to_onnx default", "to_onnx default+onnxruntime"}
     matmul = [p for p in prof if p["op_type"] == "MatMul" and p["phase"] == "decode"]
-    # 2 layers: q, k, v, o, gate, up, down, two attention products, and the head
-    assert matmul and all(p["calls"] >= 2 * 7 + 1 for p in matmul)
+    # 2 layers: q, k, v, o, gate, up, down, two attention products, and the head;
+    # GroupQueryAttention takes the attention products, q, k, v are packed in one
+    least = {"to_onnx default": 2 * 7 + 1, "to_onnx default+onnxruntime": 2 * 5 + 1}
+    assert matmul and all(p["calls"] >= least[p["exporter"]] for p in matmul)
 
 
 def test_cli_writes_both_csv(tmp_path):

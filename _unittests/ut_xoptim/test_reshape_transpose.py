@@ -4,6 +4,7 @@ import numpy as np
 from onnx import TensorProto as T
 from onnx import helper
 
+from experimental_experiment.xoptim import optimize_model
 from experimental_experiment.xoptim.testing import (
     applied,
     check_pattern,
@@ -69,6 +70,31 @@ def test_reshape_changing_shape_kept():
                        [("x", F, ("n", 3))], [("y", F, None)], {"s": np.array([3, -1], I64)})
     opt, _ = check_pattern(model, _x((2, 3), (4, 3)))
     assert op_types(opt) == ["Reshape", "Relu"]
+
+
+def test_reshape_keeping_every_dimension_removed():
+    # [0, 0, -1] and [0, 0, 12] keep (b, s, 12) even when the output shape is unknown
+    for target in ([0, 0, -1], [0, 0, 12], [0, -1, 12]):
+        model = make_model([helper.make_node("Reshape", ["x", "s"], ["r"]),
+                            helper.make_node("Relu", ["r"], ["y"])],
+                           [("x", F, ("b", "s", 12))], [("y", F, None)],
+                           {"s": np.array(target, I64)})
+        opt, report = check_pattern(model, _x((2, 5, 12), (1, 1, 12), (3, 2, 12)))
+        assert op_types(opt) == ["Relu"], target
+        assert applied(report, "ReshapeToIdentity") == 1
+
+
+def test_reshape_moving_dimensions_kept():
+    # two -1, a symbolic dimension given as a number, a different rank: kept
+    for target in ([0, -1, -1], [2, 0, 12], [0, -1]):
+        model = make_model([helper.make_node("Reshape", ["x", "s"], ["r"]),
+                            helper.make_node("Relu", ["r"], ["y"])],
+                           [("x", F, ("b", "s", 12))], [("y", F, None)],
+                           {"s": np.array(target, I64)})
+        # [0, -1, -1] is not a valid shape, the others run
+        opt = (optimize_model(model, patterns="default") if target.count(-1) > 1
+               else check_pattern(model, _x((2, 5, 12)) if target[0] == 2 else [])[0])
+        assert op_types(opt) == ["Reshape", "Relu"], target
 
 
 def test_transpose_transpose():

@@ -31,7 +31,24 @@ class ReshapeReshapeToReshape(Pattern):
 
 class ReshapeToIdentity(ShapePreservingToIdentity):
     """Reshape(x, s) -> x when the output shape is known equal to x's shape
-    (symbolic dimensions included)."""
+    (symbolic dimensions included), or when ``s`` is a constant of x's rank keeping
+    every dimension: each value is 0 (copies the dimension), x's static dimension at
+    that position, or one -1 (then the only dimension left, the same)."""
 
     def pattern(self, op, x, s):
         return op.Reshape(x, s)
+
+    def check(self, g, x, s, outputs):
+        if keeps_every_dimension(g, x, const_ints(g, s)):
+            return None
+        return super().check(g, x, s, outputs)
+
+
+def keeps_every_dimension(g, x: str, target: list[int] | None) -> bool:
+    """True when Reshape(x, target) (allowzero=0) returns x's shape."""
+    shape = g.get_shape(x)
+    if target is None or shape is None or len(target) != len(shape) \
+            or target.count(-1) > 1:
+        return False
+    return all(t in (0, -1) or (isinstance(d, int) and t == d)
+               for t, d in zip(target, shape))

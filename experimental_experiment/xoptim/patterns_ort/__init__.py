@@ -22,6 +22,10 @@ from .activation import (
     GeluTanhToFastGelu,
 )
 from .attention import CausalAttentionToGroupQueryAttention
+from .attention_packing import (
+    MatMulGroupQueryAttentionToPackedGroupQueryAttention,
+    RotaryGroupQueryAttentionToGroupQueryAttention,
+)
 from .conv import ConvActivationToFusedConv
 from .matmul import (
     MatMulScaleToFusedMatMul,
@@ -50,6 +54,8 @@ ORT_PATTERNS: list = [
     ConvActivationToFusedConv,
     CausalAttentionToGroupQueryAttention,
     TransposedRotaryToRotaryEmbedding,
+    RotaryGroupQueryAttentionToGroupQueryAttention,
+    MatMulGroupQueryAttentionToPackedGroupQueryAttention,
 ]
 
 #: pattern classes of the ``"onnxruntime_extra"`` set (slower on CPU, see above)

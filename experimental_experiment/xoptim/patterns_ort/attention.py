@@ -227,6 +227,9 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             scale=float(b["alpha"]), causal=1)
         for name in (out, present_k, present_v):
             g.set_type(name, dtype)
+        sq = g.get_shape(b["q"])
+        if sq is not None and g.get_shape(out) is None:  # (batch, seq, heads * head_size)
+            g.set_shape(out, (sq[0], sq[2], b["heads"] * b["head_size"]))
         if b["guard"]:
             red = (op.ReduceMax(bias, i64([-1]), keepdims=1) if g.main_opset >= 18
                    else op.ReduceMax(bias, axes=[-1], keepdims=1))
