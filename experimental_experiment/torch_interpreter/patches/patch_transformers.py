@@ -200,9 +200,11 @@ def get_transformers_patches() -> list[Patch]:
         patches.append(Patch(cls, "forward", _traceable_dynamic_rope,
                              _traceable_dynamic_rope.__doc__))
     from .patch_models import get_model_patches
+    from .patch_recurrences import get_recurrence_patches
     from .patch_ssm import get_ssm_patches
 
     patches.extend(get_ssm_patches())
+    patches.extend(get_recurrence_patches())
     patches.extend(get_model_patches())
     layer = getattr(cache_utils, "DynamicSlidingWindowLayer", None)
     if layer is not None and not _has_own_patches():

@@ -1,0 +1,110 @@
+"""Recurrences rewritten with scan (RecurrentGemma's RG-LRU, RWKV's WKV): the same
+results as transformers' Python loops, and the models exported with a dynamic sequence
+length run in onnxruntime like eager on two sizes."""
+
+import inspect
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.onnx_export_errors import (
+    bypass_export_some_errors,
+)
+from experimental_experiment.torch_interpreter.patches.patch_recurrences import (
+    _recurrent_gemma_rnn_scan,
+    _rwkv_linear_attention_cpu,
+    get_recurrence_patches,
+)
+
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
+
+
+@pytest.mark.parametrize("seq", [1, 5])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_rwkv_scan_matches_the_loop(seq, with_state):
+    from transformers.models.rwkv import modeling_rwkv
+
+    loop = inspect.unwrap(modeling_rwkv.rwkv_linear_attention_cpu)
+    scan = _rwkv_linear_attention_cpu(loop)
+    g = torch.Generator().manual_seed(seq)
+    b, d = 2, 6
+    args = (torch.randn(d, generator=g), torch.randn(d, generator=g),
+            torch.randn(b, seq, d, generator=g), torch.randn(b, seq, d, generator=g))
+    state = None
+    if with_state:
+        state = [torch.rand(b, d, generator=g), torch.rand(b, d, generator=g) + 0.5,
+                 torch.randn(b, d, generator=g)]
+    expected = loop(*args, state=None if state is None else list(state), return_state=True)
+    got = scan(*args, state=None if state is None else list(state), return_state=True)
+    torch.testing.assert_close(got[0], expected[0], atol=1e-6, rtol=1e-6)
+    for e, r in zip(expected[1], got[1]):
+        torch.testing.assert_close(r, e, atol=1e-6, rtol=1e-6)
+    out, no_state = scan(*args)
+    assert no_state is None and out.shape == expected[0].shape
+
+
+@pytest.mark.parametrize("seq", [1, 5])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_recurrent_gemma_scan_matches_the_loop(seq, with_state):
+    from transformers.models.recurrent_gemma import modeling_recurrent_gemma
+
+    loop = modeling_recurrent_gemma.RecurrentGemmaRglru._rnn_scan
+    scan = _recurrent_gemma_rnn_scan(loop)
+    g = torch.Generator().manual_seed(seq)
+    b, d = 2, 6
+    x = torch.randn(b, seq, d, generator=g)
+    gate = torch.rand(b, seq, d, generator=g)
+    reset = torch.zeros(b, seq, 1, dtype=torch.bool)
+    reset[1, 0] = True  # a document boundary resets the state
+    state = torch.randn(b, d, generator=g) if with_state else None
+    expected = loop(None, x, gate, reset, state)
+    got = scan(None, x, gate, reset, state)
+    for e, r in zip(expected, got):
+        assert e.dtype == r.dtype and e.shape == r.shape
+        torch.testing.assert_close(r, e, atol=1e-6, rtol=1e-6)
+
+
+def _check_dynamic_sequence(model, vocab):
+    """Exports with a dynamic batch and sequence, compares onnxruntime with the
+    unpatched model (the Python loop) on two sizes."""
+    ids = torch.randint(0, vocab, (2, 3))
+    with bypass_export_some_errors(patch_transformers=True):
+        assert len(get_recurrence_patches()) == 2
+        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    assert any(n.op_type == "Scan" for n in onx.graph.node)
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in [(2, 3), (3, 7)]:
+        ids = torch.randint(0, vocab, shape)
+        with torch.no_grad():
+            expected = model(ids).logits.numpy()
+        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_rwkv_dynamic_sequence_to_onnx():
+    from transformers import RwkvConfig, RwkvForCausalLM
+    from transformers.models.recurrent_gemma import modeling_recurrent_gemma  # noqa: F401
+
+    torch.manual_seed(0)
+    config = RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                        attention_hidden_size=32, intermediate_size=64, context_length=64,
+                        use_cache=False)
+    _check_dynamic_sequence(RwkvForCausalLM(config).eval(), 64)
+
+
+def test_recurrent_gemma_dynamic_sequence_to_onnx():
+    """Without the cache: the model then keeps no recurrent state between calls."""
+    from transformers import RecurrentGemmaConfig, RecurrentGemmaForCausalLM
+    from transformers.models.rwkv import modeling_rwkv  # noqa: F401
+
+    torch.manual_seed(0)
+    config = RecurrentGemmaConfig(vocab_size=64, hidden_size=32, lru_width=32,
+                                  intermediate_size=64, num_hidden_layers=3,
+                                  num_attention_heads=4, num_key_value_heads=1, head_dim=8,
+                                  attention_window_size=16, use_cache=False)
+    _check_dynamic_sequence(RecurrentGemmaForCausalLM(config).eval(), 64)
