@@ -93,3 +93,24 @@ def test_audio_frames_follow_the_tokens():
     for inputs in (data["inputs"], data["check_inputs"]):
         assert inputs["input_features"].shape[2] == 8 * inputs["input_ids"].shape[1]
     assert data["dynamic_shapes"]["input_features"] == {0: "batch", 2: "frames"}
+
+
+def test_masking_models_get_their_noise():
+    # ViT-MAE draws the masked patches with torch.rand unless given `noise`
+    data = _case("vit_mae")
+    config = data["model"].config
+    patches = (config.image_size // config.patch_size) ** 2
+    assert data["inputs"]["noise"].shape == (EXPORT_SIZES["batch"], patches)
+    assert data["dynamic_shapes"]["noise"] == {0: "batch"}
+    with torch.no_grad():
+        a = data["model"](**data["inputs"]).last_hidden_state
+        b = data["model"](**data["inputs"]).last_hidden_state
+    torch.testing.assert_close(a, b)  # the same patches are masked
+
+
+def test_stateful_decoder_runs_without_cache():
+    # RecurrentGemma keeps its recurrent state in its modules when given a cache:
+    # two eager runs differ, the case falls back to no cache
+    data = _case("recurrent_gemma")
+    assert data["cache"] == 0
+    assert _case("llama")["cache"] == 1

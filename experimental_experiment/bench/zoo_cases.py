@@ -145,10 +145,23 @@ def _eager(model, inputs: dict):
         return model(**copy.deepcopy(inputs))
 
 
+def _check_reproducible(model, inputs: dict) -> None:
+    """Raises ``RuntimeError`` when two eager runs on the same inputs differ: the model
+    keeps a state in its modules between calls (RecurrentGemma with a cache), which no
+    exported graph reproduces."""
+    from ..torch_models.llm_models import compare_outputs, eager_outputs
+
+    first = eager_outputs(model, inputs)
+    second = [t.detach().numpy() for t in eager_outputs(model, inputs)]
+    if compare_outputs(first, second) > 0:
+        raise RuntimeError("two eager runs on the same inputs differ (state kept in modules)")
+
+
 def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
     """Builds the tiny model of ``case``, its export inputs, its check inputs (other sizes)
     and dynamic shapes, after running eager once on both input sets. A decoder whose
-    eager run fails with a cache is retried without one (``cache=0`` in the result).
+    eager run fails with a cache, or gives another result when run again on the same
+    inputs, is retried without one (``cache=0`` in the result).
 
     :return: ``dict(model=, inputs=, check_inputs=, dynamic_shapes=, cache=, model_class=)``
     """
@@ -178,6 +191,8 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
                                    with_cache=with_cache)
             _eager(model, inputs)
             _eager(model, check)
+            if with_cache:
+                _check_reproducible(model, check)
         except Exception as e:  # retried without a cache, raised after the last try
             error = e
             continue

@@ -92,6 +92,18 @@ def _image_inputs(config, sizes, generator, name="pixel_values"):
     return {name: torch.randn(*shape, generator=generator)}, {name: {0: "batch"}}
 
 
+def _add_mask_noise(config, inputs: dict, ds: dict, generator) -> None:
+    """``noise`` (batch, patches) of the models masking random patches (ViT-MAE): given
+    as an input, eager and the exported model mask the same patches (drawn inside the
+    model, ``torch.rand`` differs between them)."""
+    size, patch = getattr(config, "image_size", 32), getattr(config, "patch_size", 16)
+    h, w = (size, size) if _is_int(size) else tuple(size)[:2]
+    p = patch if _is_int(patch) else tuple(patch)[0]
+    batch = next(iter(inputs.values())).shape[0]
+    inputs["noise"] = torch.rand(batch, (h // p) * (w // p), generator=generator)
+    ds["noise"] = {0: "batch"}
+
+
 #: sub-configurations holding the settings of an audio encoder
 _AUDIO_CONFIGS = ("audio_config", "encoder_config", "speech_config", "encoder")
 #: frames the feature extractor stacks where the configuration does not say so
@@ -307,6 +319,8 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
     elif kind == "image":
         name = "pixel_values" if "pixel_values" in params else "pixel_values_videos"
         inputs, ds = _image_inputs(config, sizes, generator, name)
+        if "noise" in params:
+            _add_mask_noise(config, inputs, ds, generator)
     elif kind == "audio":
         inputs, ds = _audio_inputs(config, sizes, generator, params)
     elif kind == "speech-seq2seq":
