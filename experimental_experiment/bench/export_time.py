@@ -203,6 +203,19 @@ def run_all(models, exporters, timeout: float) -> list[dict]:
     return rows
 
 
+def read_rows(path: str) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old`` with the rows of the same (model, exporter) replaced by ``new``'s, the
+    new cases appended; the order of ``old`` is kept."""
+    fresh = {(r["model"], r["exporter"]): r for r in new}
+    out = [fresh.pop((r["model"], r["exporter"]), r) for r in old]
+    return out + list(fresh.values())
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
@@ -210,6 +223,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--csv", default=None)
     parser.add_argument("--one", nargs=3, metavar=("MODEL", "EXPORTER", "JSON"))
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the rows of --csv that this run does not measure")
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if ns.one:
@@ -218,6 +233,8 @@ def main(argv=None) -> int:
             json.dump(row, f)
         return 0
     rows = run_all(ns.models.split(","), ns.exporters.split(","), ns.timeout)
+    if ns.csv and ns.merge and os.path.exists(ns.csv):
+        rows = merge_rows(read_rows(ns.csv), rows)
     if ns.csv:
         keys = ["model", "exporter", "n_params", "seconds", "n_nodes", "max_abs_diff",
                 "peak_rss_mb", "error"]
