@@ -42,6 +42,12 @@ CASES = [
     ("Concat", [X, X[:, :1]], {"axis": 1}),
     ("Concat", [i64(1, 2), i64(3)], {"axis": -1}),
     ("Identity", [X], {}),
+    ("Mul", [i64(2, 3), i64(4)], {}),
+    ("Add", [X, X[:1]], {}),
+    ("Sub", [np.array(5, dtype=np.int32), np.array([7, -2], dtype=np.int32)], {}),
+    ("Div", [i64(7, -7, 7, -7, 6), i64(2, 2, -2, -2, 3)], {}),
+    ("Div", [X, X + 1], {}),
+    ("Div", [X.astype(np.float16), np.array(3, dtype=np.float16)], {}),
 ]
 
 
@@ -61,7 +67,9 @@ def test_same_as_reference(op, inputs, atts):
 
 
 @pytest.mark.parametrize("node,feeds,opset", [
-    (helper.make_node("Add", ["a", "b"], ["y"]), {"a": X, "b": X}, 18),  # not handled
+    (helper.make_node("Pow", ["a", "b"], ["y"]), {"a": X, "b": X}, 18),  # not handled
+    (helper.make_node("Add", ["a", "b"], ["y"]),  # types differ: the reference raises
+     {"a": X, "b": X.astype(np.float64)}, 18),
     (helper.make_node("Unsqueeze", ["a"], ["y"], axes=[0]), {"a": X}, 11),  # attribute
     (helper.make_node("Transpose", ["a"], ["y"], perm=[1, 0]), {"a": X}, 18),  # bad perm
     (helper.make_node("Range", ["a", "b", "c"], ["y"]),  # float16: stashed in float32

@@ -1,5 +1,5 @@
 """Constant folding of the operators met most (Transpose of a weight, Unsqueeze,
-Reshape, Range...) in numpy, as :mod:`onnx.reference` computes them, without building
+Reshape, Range, arithmetic on shapes...) in numpy, as :mod:`onnx.reference` computes them, without building
 a ReferenceEvaluator for each node (importing :mod:`onnx.reference` alone costs about
 0.2 s, once per process). :func:`evaluate_numpy` returns None for any other operator or
 case, which the reference evaluator then folds."""
@@ -66,6 +66,24 @@ def _squeeze(x, axes=None):
     return np.squeeze(x) if axes is None else np.squeeze(x, axis=tuple(axes))
 
 
+def _binary(fct):
+    def kernel(x, y):
+        if x.dtype != y.dtype:  # the reference evaluator raises, the node is kept
+            return None
+        res = np.asarray(fct(x, y))
+        return res if res.dtype == x.dtype else None
+
+    return kernel
+
+
+def _div(x, y):
+    if issubclass(x.dtype.type, np.integer):  # truncated toward zero, as C++
+        q = np.floor_divide(x, y)
+        r = np.remainder(x, y)
+        return q + ((r != 0) & ((x < 0) ^ (y < 0))).astype(q.dtype)
+    return np.divide(x, y)
+
+
 #: operator -> (function of the inputs and attributes, smallest opset it implements)
 _KERNELS = {
     "Transpose": (_transpose, 1),
@@ -76,6 +94,10 @@ _KERNELS = {
     "ConstantOfShape": (_constant_of_shape, 9),
     "Concat": (_concat, 4),
     "Identity": (lambda x: x, 1),
+    "Add": (_binary(np.add), 14),
+    "Sub": (_binary(np.subtract), 14),
+    "Mul": (_binary(np.multiply), 14),
+    "Div": (_binary(_div), 14),
 }
 
 
