@@ -42,6 +42,9 @@ CASES = [
     ("Concat", [X, X[:, :1]], {"axis": 1}),
     ("Concat", [i64(1, 2), i64(3)], {"axis": -1}),
     ("Identity", [X], {}),
+    ("Gather", [X, i64(2, -1, 0)], {"axis": 2}),
+    ("Gather", [X.T, i64(1)], {}),
+    ("Gather", [i64(5, 6, 7), np.array(-1, dtype=np.int64)], {"axis": 0}),
     ("Mul", [i64(2, 3), i64(4)], {}),
     ("Add", [X, X[:1]], {}),
     ("Sub", [np.array(5, dtype=np.int32), np.array([7, -2], dtype=np.int32)], {}),
@@ -75,6 +78,7 @@ def test_same_as_reference(op, inputs, atts):
     (helper.make_node("Range", ["a", "b", "c"], ["y"]),  # float16: stashed in float32
      {k: np.array(v, dtype=np.float16) for k, v in zip("abc", (0, 1, 0.1))}, 18),
     (helper.make_node("Concat", ["a", "b"], ["y"], axis=3), {"a": X, "b": X}, 18),
+    (helper.make_node("Gather", ["a", "i"], ["y"]), {"a": X, "i": i64(5)}, 18),
     (helper.make_node("Reshape", ["a", "s"], ["y"]), {"a": X, "s": i64(5, -1)}, 18),
     (helper.make_node("Transpose", ["a"], ["y"], domain="com.microsoft"), {"a": X}, 18),
 ])

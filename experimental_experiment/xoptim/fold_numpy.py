@@ -66,6 +66,15 @@ def _squeeze(x, axes=None):
     return np.squeeze(x) if axes is None else np.squeeze(x, axis=tuple(axes))
 
 
+def _contiguous(x):
+    # np.ascontiguousarray makes a 0-d array 1-d
+    return x if x.flags["C_CONTIGUOUS"] else np.ascontiguousarray(x)
+
+
+def _gather(x, indices, axis=0):
+    return np.take(_contiguous(x), _contiguous(indices), axis=axis)
+
+
 def _binary(fct):
     def kernel(x, y):
         if x.dtype != y.dtype:  # the reference evaluator raises, the node is kept
@@ -94,6 +103,7 @@ _KERNELS = {
     "ConstantOfShape": (_constant_of_shape, 9),
     "Concat": (_concat, 4),
     "Identity": (lambda x: x, 1),
+    "Gather": (_gather, 13),
     "Add": (_binary(np.add), 14),
     "Sub": (_binary(np.subtract), 14),
     "Mul": (_binary(np.multiply), 14),
