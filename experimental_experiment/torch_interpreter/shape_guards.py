@@ -116,9 +116,12 @@ def record_shape_guards():
     from torch.fx.experimental import symbolic_shapes
 
     files = symbolic_shapes.uninteresting_files
+    union: list[set] = []  # computed at the first call, as torch's (lru_cache)
 
     def uninteresting_files():  # torch's logs skip this wrapper to find the user's line
-        return files() | {__file__}
+        if not union:  # torch calls it for every frame of every stack walk (Swin: 23,000)
+            union.append(files() | {__file__})
+        return union[0]
 
     with _LOCK:
         ShapeEnv._get_stack_summary = _get_stack_summary
