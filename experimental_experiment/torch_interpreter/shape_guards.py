@@ -11,6 +11,7 @@ seen, with those lines.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import linecache
 import os
 import re
@@ -75,9 +76,17 @@ class GuardRecorder:
         self.envs: list = []
         self.locations: dict[int, SourceLocation | None] = {}
         self._keep: list = []  # keeps the SLoc objects alive so their ids stay unique
+        self._guard_symbols: dict[int, list] = {}  # id(env) (kept in envs) -> guards
 
     def location(self, sloc) -> SourceLocation | None:
         return self.locations.get(id(sloc)) if sloc is not None else None
+
+    def guard_symbols(self, env) -> list:
+        """``[(guard, its free symbols)]`` of a shape environment, computed once (read
+        after the capture, when the guards no longer change)."""
+        if id(env) not in self._guard_symbols:
+            self._guard_symbols[id(env)] = [(g, g.expr.free_symbols) for g in env.guards]
+        return self._guard_symbols[id(env)]
 
 
 @contextlib.contextmanager
@@ -107,9 +116,12 @@ def record_shape_guards():
     from torch.fx.experimental import symbolic_shapes
 
     files = symbolic_shapes.uninteresting_files
+    union: list[set] = []  # computed at the first call, as torch's (lru_cache)
 
     def uninteresting_files():  # torch's logs skip this wrapper to find the user's line
-        return files() | {__file__}
+        if not union:  # torch calls it for every frame of every stack walk (Swin: 23,000)
+            union.append(files() | {__file__})
+        return union[0]
 
     with _LOCK:
         ShapeEnv._get_stack_summary = _get_stack_summary
@@ -183,9 +195,13 @@ def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord 
         return _probed_record(env, recorder, symbol, name)
     # the bound the user's code set: the upper one if finite, else the lower one
     where = recorder.location(sloc.upper if high is not None else sloc.lower)
-    guards = [str(g.expr) for g in env.guards if symbol in g.expr.free_symbols]
+    # the first three guards on the symbol (free_symbols once per guard: Swin has
+    # thousands of guards, 0.5 s when walked again for every symbol)
+    # and str() only on those three
+    guards = [str(g.expr) for g in itertools.islice(
+        (g for g, free in recorder.guard_symbols(env) if symbol in free), 3)]
     return DimensionRecord(name, "constrained", str(symbol), min=low, max=high,
-                           guard="; ".join(guards[:3]), location=where)
+                           guard="; ".join(guards), location=where)
 
 
 #: sizes at which the guards on one dimension are evaluated (around powers of 2, where

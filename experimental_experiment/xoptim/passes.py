@@ -32,6 +32,7 @@ from ..xbuilder.graph_utils import (
     used_names,
 )
 from ..xbuilder.optimization_options import OptimizationOptions
+from .fold_numpy import evaluate_numpy
 from .report import OptimizationReport
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,9 @@ def _int_attr(node, name, default):
 
 
 def _evaluate(node: NodeProto, feeds: dict[str, np.ndarray], opset: int):
+    values = evaluate_numpy(node, feeds, opset)
+    if values is not None:
+        return values
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 

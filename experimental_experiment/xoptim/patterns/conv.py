@@ -48,6 +48,7 @@ class ConvBatchNormToConv(Pattern):
         new_w = w * factor.astype(w.dtype).reshape((-1,) + (1,) * (w.ndim - 1))
         new_b = (b - mean) * factor + bias
         attrs = {a.name: attribute_value(conv, a.name) for a in conv.attribute}
+        # new_w already has w's type: no copy of the weight
         return op.Conv(conv.input[0], g.make_initializer("conv_bn_weight",
-                                                         new_w.astype(w.dtype)),
+                                                         new_w.astype(w.dtype, copy=False)),
                        g.make_initializer("conv_bn_bias", new_b.astype(w.dtype)), **attrs)
