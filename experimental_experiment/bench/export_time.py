@@ -176,31 +176,43 @@ def run_one(name: str, exporter: str) -> dict:
     return row
 
 
-def run_all(models, exporters, timeout: float) -> list[dict]:
-    """Runs every (model, exporter) in a child process; a crash or a timeout is a row."""
-    rows = []
-    for name in models:
-        for exporter in exporters:
-            with tempfile.TemporaryDirectory() as tmp:
-                out = os.path.join(tmp, "row.json")
-                cmd = [sys.executable, "-m", "experimental_experiment.bench.export_time", "--one", name,
-                       exporter, out]
-                logger.info("%s / %s", name, exporter)
-                try:
-                    proc = subprocess.run(cmd, timeout=timeout, capture_output=True,
-                                          text=True)
-                    if os.path.exists(out):
-                        with open(out) as f:
-                            row = json.load(f)
-                    else:
-                        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                        row = dict(model=name, exporter=exporter, error=f"crash: {tail}")
-                except subprocess.TimeoutExpired:
-                    row = dict(model=name, exporter=exporter,
-                               error=f"timeout after {timeout:.0f} s")
-            logger.info("  %s", row)
-            rows.append(row)
-    return rows
+def run_one_process(name: str, exporter: str, timeout: float) -> dict:
+    """Measures (model, exporter) in a child process; a crash or a timeout is a row."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "row.json")
+        cmd = [sys.executable, "-m", "experimental_experiment.bench.export_time", "--one", name,
+               exporter, out]
+        try:
+            proc = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return dict(model=name, exporter=exporter, error=f"timeout after {timeout:.0f} s")
+        if os.path.exists(out):
+            with open(out) as f:
+                return json.load(f)
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return dict(model=name, exporter=exporter, error=f"crash: {tail}")
+
+
+def median_row(runs: list[dict]) -> dict:
+    """The run of median time among the successful ones (the lower middle for an even
+    count), else the first failure; ``runs`` tells how many were measured."""
+    ok = sorted((r for r in runs if "seconds" in r and not r.get("error")),
+                key=lambda r: r["seconds"])
+    row = dict(ok[(len(ok) - 1) // 2] if ok else runs[0])
+    row["runs"] = len(ok)
+    return row
+
+
+def run_all(models, exporters, timeout: float, repeat: int = 1) -> list[dict]:
+    """Runs every (model, exporter) ``repeat`` times, each in a fresh child process, in
+    rounds (the load of the machine affects every exporter alike); keeps the median."""
+    runs: dict[tuple[str, str], list[dict]] = {(m, e): [] for m in models for e in exporters}
+    for k in range(repeat):
+        for (name, exporter), done in runs.items():
+            logger.info("round %d: %s / %s", k + 1, name, exporter)
+            done.append(run_one_process(name, exporter, timeout))
+            logger.info("  %s", done[-1])
+    return [median_row(done) for done in runs.values()]
 
 
 def read_rows(path: str) -> list[dict]:
@@ -223,6 +235,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--csv", default=None)
     parser.add_argument("--one", nargs=3, metavar=("MODEL", "EXPORTER", "JSON"))
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fresh processes per case, the median is kept")
     parser.add_argument("--merge", action="store_true",
                         help="keep the rows of --csv that this run does not measure")
     ns = parser.parse_args(argv)
@@ -232,12 +246,12 @@ def main(argv=None) -> int:
         with open(ns.one[2], "w") as f:
             json.dump(row, f)
         return 0
-    rows = run_all(ns.models.split(","), ns.exporters.split(","), ns.timeout)
+    rows = run_all(ns.models.split(","), ns.exporters.split(","), ns.timeout, ns.repeat)
     if ns.csv and ns.merge and os.path.exists(ns.csv):
         rows = merge_rows(read_rows(ns.csv), rows)
     if ns.csv:
         keys = ["model", "exporter", "n_params", "seconds", "n_nodes", "max_abs_diff",
-                "peak_rss_mb", "error"]
+                "peak_rss_mb", "runs", "error"]
         from ..xbuilder.model_container import AtomicFiles
 
         text = io.StringIO(newline="")
