@@ -54,6 +54,36 @@ def check_export(model: torch.nn.Module, inputs: Sequence[tuple], *,
     return onx
 
 
+def check_token_model(model: torch.nn.Module, vocab: int, *, patched=None,
+                      output=lambda out: out.logits,
+                      shapes=((2, 3), (3, 6))) -> onnx.ModelProto:
+    """Exports a model taking token ids under ``bypass_export_some_errors`` with a dynamic
+    batch and sequence, checks both stay dynamic, then compares onnxruntime with the
+    unpatched model on every shape of ``shapes``. ``patched()`` runs inside the patches
+    (an assertion that the expected patch is active)."""
+    import onnxruntime
+
+    from .torch_interpreter import to_onnx
+    from .torch_interpreter.onnx_export_errors import bypass_export_some_errors
+
+    ids = torch.randint(0, vocab, shapes[0])
+    with bypass_export_some_errors(patch_transformers=True):
+        if patched is not None:
+            patched()
+        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "seq"], f"dimensions {dims}"
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in shapes:
+        ids = torch.randint(0, vocab, shape)
+        with torch.no_grad():
+            expected = output(model(ids))
+        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
+        assert_close(expected, got, atol=1e-4, rtol=1e-4, msg=f"shape {shape}:")
+    return onx
+
+
 class OpModule(torch.nn.Module):
     """Wraps a function of tensors as a module (arguments are graph inputs)."""
 

@@ -1,36 +1,20 @@
 """Patches of single architectures: the exported model keeps a dynamic sequence length
 and onnxruntime matches eager (unpatched) on two sizes."""
 
-import numpy as np
-import onnxruntime
 import pytest
 import torch
 
-from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.onnx_export_errors import (
-    bypass_export_some_errors,
-)
+from experimental_experiment.ext_test_case import check_token_model
 from experimental_experiment.torch_interpreter.patches.patch_models import get_model_patches
 
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 def _check(model, vocab, names, output=lambda out: out.logits):
-    ids = torch.randint(0, vocab, (2, 3))
-    with bypass_export_some_errors(patch_transformers=True):
+    def patched():
         assert any(p.name.endswith(names) for p in get_model_patches())
-        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
-    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
-    assert dims == ["batch", "seq"]
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
-    for shape in [(2, 3), (3, 6)]:
-        ids = torch.randint(0, vocab, shape)
-        with torch.no_grad():
-            expected = output(model(ids)).numpy()
-        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+    check_token_model(model, vocab, patched=patched, output=output)
 
 
 def test_cpmant_dynamic_sequence():

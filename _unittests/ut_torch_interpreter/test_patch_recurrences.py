@@ -4,15 +4,10 @@ length run in onnxruntime like eager on two sizes."""
 
 import inspect
 
-import numpy as np
-import onnxruntime
 import pytest
 import torch
 
-from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.onnx_export_errors import (
-    bypass_export_some_errors,
-)
+from experimental_experiment.ext_test_case import check_token_model
 from experimental_experiment.torch_interpreter.patches.patch_recurrences import (
     _recurrent_gemma_rnn_scan,
     _rwkv_linear_attention_cpu,
@@ -70,20 +65,11 @@ def test_recurrent_gemma_scan_matches_the_loop(seq, with_state):
 def _check_dynamic_sequence(model, vocab):
     """Exports with a dynamic batch and sequence, compares onnxruntime with the
     unpatched model (the Python loop) on two sizes."""
-    ids = torch.randint(0, vocab, (2, 3))
-    with bypass_export_some_errors(patch_transformers=True):
+    def patched():
         assert len(get_recurrence_patches()) == 2
-        onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
+
+    onx = check_token_model(model, vocab, patched=patched, shapes=((2, 3), (3, 7)))
     assert any(n.op_type == "Scan" for n in onx.graph.node)
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
-    for shape in [(2, 3), (3, 7)]:
-        ids = torch.randint(0, vocab, shape)
-        with torch.no_grad():
-            expected = model(ids).logits.numpy()
-        got = sess.run(None, {sess.get_inputs()[0].name: ids.numpy()})[0]
-        assert got.shape == expected.shape
-        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
 
 
 def test_rwkv_dynamic_sequence_to_onnx():
