@@ -48,7 +48,9 @@ def test_einsum_dtypes(eq, dtype):
 
 
 def test_einsum_one_input():
-    fn = lambda x: torch.einsum("bij->bji", x) + torch.einsum("bii->b", x)[:, None, None]  # noqa: E731
+    def fn(x):
+        return torch.einsum("bij->bji", x) + torch.einsum("bii->b", x)[:, None, None]
+
     sets = [(torch.randn(b, 3, 3),) for b in (2, 5)]
     check_export(OpModule(fn), sets, dynamic_shapes=({0: "batch"},))
 
