@@ -104,3 +104,41 @@ def test_bfloat16_with_reference():
     fn = OpModule(lambda x, y: x * y + 1)
     check_export(fn, _inputs(torch.bfloat16, torch.bfloat16), dynamic_shapes=DS * 2,
                  atol=5e-2, rtol=5e-2, use_reference=True)
+
+
+ROUNDING = {
+    "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
+    "round_decimals": lambda x: torch.round(x, decimals=1),
+    "round_decimals_neg": lambda x: torch.round(x, decimals=-1),
+}
+# onnxruntime's CPU has no bfloat16 kernel for these: computed in float32
+BF16_UNARY = {"abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "sin": torch.sin,
+              "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
+              "sign": torch.sign}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("name", sorted(ROUNDING))
+def test_rounding_onnxruntime(name, dtype):
+    """Runs in onnxruntime (not the reference evaluator), bfloat16 included."""
+    sets = [(torch.randn(s).mul(20).to(dtype),) for s in SHAPES]
+    check_export(OpModule(ROUNDING[name]), sets, dynamic_shapes=DS, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+def test_div_rounding_bfloat16_onnxruntime(mode):
+    # torch divides with fmod (exact quotient), ONNX with Div: off by one at boundaries
+    fn = OpModule(lambda x: torch.div(x, 0.3, rounding_mode=mode))
+    sets = [(torch.randn(s).mul(20).to(torch.bfloat16),) for s in SHAPES]
+    check_export(fn, sets, dynamic_shapes=DS, atol=1, rtol=0)
+
+
+@pytest.mark.parametrize("name", sorted(BF16_UNARY))
+def test_unary_bfloat16_onnxruntime(name):
+    check_export(OpModule(BF16_UNARY[name]), _inputs(torch.bfloat16), dynamic_shapes=DS,
+                 atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc"])
+def test_rounding_integers(name):
+    check_export(OpModule(ROUNDING[name]), _inputs(torch.int64), dynamic_shapes=DS)

@@ -241,3 +241,30 @@ def test_no_baked_dims():
     for init in onx.graph.initializer:
         values = onnx.numpy_helper.to_array(init).reshape(-1).tolist()
         assert not {7, 14, 70} & set(values), (init.name, values)
+
+
+REPEAT_INTERLEAVE = {
+    "dim0": lambda x: x.repeat_interleave(2, dim=0),
+    "dim1": lambda x: x.repeat_interleave(3, dim=1),
+    "dim_neg": lambda x: x[:, None].repeat_interleave(2, dim=-1),
+    "mid": lambda x: x[:, None].repeat_interleave(3, dim=1),
+    "flat": lambda x: x.repeat_interleave(2),
+    "one": lambda x: x.repeat_interleave(1, dim=1),
+    "sym": lambda x: x[:, :1].repeat_interleave(x.shape[0], dim=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEAT_INTERLEAVE))
+def test_repeat_interleave(name):
+    onx = check_export(OpModule(REPEAT_INTERLEAVE[name]), _sets([(2, 4)], [(5, 6)]),
+                       dynamic_shapes=DS2)
+    if name != "one":  # a Tile from the converter, not torch's decomposition (Gather)
+        assert "Tile" in _ops(onx), _ops(onx)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("name", ["dim1", "flat"])
+def test_repeat_interleave_dtypes(name, dtype):
+    # onnxruntime's CPU has no bfloat16 Tile (nor Expand): the reference evaluator runs it
+    check_export(OpModule(REPEAT_INTERLEAVE[name]), _sets([(2, 4)], [(5, 6)], dtype=dtype),
+                 dynamic_shapes=DS2, use_reference=dtype == torch.bfloat16)

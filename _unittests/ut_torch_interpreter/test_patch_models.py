@@ -83,3 +83,34 @@ def test_longcat_flash_experts_without_data_dependent_loop():
             if "router" in name:
                 p.normal_()
     _check(model, 128, "LongcatFlashExperts.forward")
+
+
+def test_depth_pro_keeps_the_batch_dynamic():
+    from transformers import DepthProConfig, DepthProModel
+
+    torch.manual_seed(0)
+    vit = dict(model_type="dinov2", hidden_size=32, num_hidden_layers=2,
+               num_attention_heads=4, image_size=8, patch_size=8,
+               out_features=["stage2"], out_indices=[2])
+    config = DepthProConfig(
+        fusion_hidden_size=32, patch_size=8, intermediate_hook_ids=[1, 0],
+        intermediate_feature_dims=[32, 32], scaled_images_ratios=[0.25, 0.5, 1],
+        scaled_images_overlap_ratios=[0.0, 0.5, 0.25],
+        scaled_images_feature_dims=[64, 64, 32], use_fov_model=False,
+        image_model_config=vit, patch_model_config=vit, fov_model_config=vit)
+    model = DepthProModel(config).eval()
+    with bypass_export_some_errors(patch_transformers=True):
+        assert any(p.name.endswith("DepthProPatchEncoder.forward")
+                   for p in get_model_patches())
+        onx = to_onnx(model, (torch.randn(2, 3, 32, 32),),
+                      dynamic_shapes=({0: "batch"},))
+    assert onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for batch in (2, 3):
+        x = torch.randn(batch, 3, 32, 32)
+        with torch.no_grad():
+            expected = model(x).last_hidden_state.numpy()
+        got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)

@@ -26,6 +26,13 @@ def cast_to(g: GraphBuilder, x, elem_type: int):
     return g.op.Cast(x, to=elem_type)
 
 
+def compute_type(elem_type: int) -> int:
+    """Element type a float operator runs in: float32 for bfloat16 (onnxruntime's CPU has
+    no bfloat16 kernel for Floor, Ceil, Round, Exp, Sin, Add, ... and torch computes
+    bfloat16 in float32 too before rounding), ``elem_type`` otherwise."""
+    return TensorProto.FLOAT if elem_type == TensorProto.BFLOAT16 else elem_type
+
+
 def promote(g: GraphBuilder, x, y) -> int:
     """Element type torch computes ``x op y`` in (torch.result_type on samples)."""
 

@@ -8,7 +8,7 @@ from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import FLOAT_TYPES
 from ..node_context import NodeContext
 from ..registry import converter
-from ._helpers import BOOL, aten, binary, cast_to, promote
+from ._helpers import BOOL, aten, binary, cast_to, compute_type, promote
 
 
 def _alpha(g, y, alpha, *, ctx: NodeContext):
@@ -57,7 +57,7 @@ def aten_div_mode(g: GraphBuilder, x, y, *, rounding_mode=None, ctx: NodeContext
     t = ctx.dtype()
     if rounding_mode is None:
         return binary(g, "Div", x, y, ctx=ctx)
-    ct = t if t in FLOAT_TYPES else TensorProto.DOUBLE
+    ct = compute_type(t) if t in FLOAT_TYPES else TensorProto.DOUBLE
     q = g.op.Div(cast_to(g, x, ct), cast_to(g, y, ct))
     q = g.op.Floor(q) if rounding_mode == "floor" else _trunc(g, q)
     return cast_to(g, q, t)
@@ -189,8 +189,13 @@ def aten_bitwise_not(g: GraphBuilder, x):
 
 def _unary(op: str, *, float_only: bool = True):
     def fn(g: GraphBuilder, x, *, ctx: NodeContext):
+        if not float_only:
+            return getattr(g.op, op)(x)
         t = ctx.dtype()
-        return getattr(g.op, op)(cast_to(g, x, t) if float_only else x)
+        if op in ("Floor", "Ceil") and t not in FLOAT_TYPES:
+            return g.op.Identity(x)  # an integer is its own floor
+        # bfloat16: computed in float32 and cast back (see compute_type)
+        return cast_to(g, getattr(g.op, op)(cast_to(g, x, compute_type(t))), t)
 
     fn.__name__ = f"aten_{op.lower()}"
     fn.__doc__ = f"{op} elementwise"
@@ -217,15 +222,21 @@ def aten_rsqrt(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.round.default)
-def aten_round(g: GraphBuilder, x):
+def aten_round(g: GraphBuilder, x, *, ctx: NodeContext):
     """round(Tensor self) -> Tensor (half to even, as ONNX Round)"""
-    return g.op.Round(x)
+    t = ctx.dtype()
+    if t not in FLOAT_TYPES:
+        return g.op.Identity(x)
+    return cast_to(g, g.op.Round(cast_to(g, x, compute_type(t))), t)
 
 
 @converter(aten.trunc.default)
-def aten_trunc(g: GraphBuilder, x):
+def aten_trunc(g: GraphBuilder, x, *, ctx: NodeContext):
     """trunc(Tensor self) -> Tensor"""
-    return _trunc(g, x)
+    t = ctx.dtype()
+    if t not in FLOAT_TYPES:
+        return g.op.Identity(x)
+    return cast_to(g, _trunc(g, cast_to(g, x, compute_type(t))), t)
 
 
 @converter(aten.log2.default)

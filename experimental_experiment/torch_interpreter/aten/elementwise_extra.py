@@ -6,9 +6,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
-from ...xbuilder.dtypes import onnx_to_np_dtype
+from ...xbuilder.dtypes import FLOAT_TYPES, onnx_to_np_dtype
 from ..errors import UnsupportedOpError
 from ..node_context import NodeContext
 from ..registry import converter
@@ -121,15 +122,26 @@ def aten_erfc(g: GraphBuilder, x, *, ctx: NodeContext):
     return cast_to(g, erfc(g, _f64(g, x)), ctx.dtype())
 
 
+_HALF = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+
 @converter(aten.round.decimals)
-def aten_round_decimals(g: GraphBuilder, x, *, decimals=0):
+def aten_round_decimals(g: GraphBuilder, x, *, decimals=0, ctx: NodeContext):
     """round.decimals(Tensor self, *, int decimals) -> Tensor (half to even)"""
+    t = ctx.dtype()
+    if t not in FLOAT_TYPES:  # integers are already rounded
+        return g.op.Identity(x)
+    # torch computes float16 and bfloat16 in float32 (opmath), Round then Div included
+    x = cast_to(g, x, TensorProto.FLOAT if t in _HALF else t)
     if decimals == 0:
-        return g.op.Round(x)
-    scale = _c(g, x, 10.0 ** abs(decimals))
-    if decimals > 0:
-        return g.op.Div(g.op.Round(g.op.Mul(x, scale)), scale)
-    return g.op.Mul(g.op.Round(g.op.Div(x, scale)), scale)
+        y = g.op.Round(x)
+    else:
+        scale = _c(g, x, 10.0 ** abs(decimals))
+        if decimals > 0:
+            y = g.op.Div(g.op.Round(g.op.Mul(x, scale)), scale)
+        else:
+            y = g.op.Mul(g.op.Round(g.op.Div(x, scale)), scale)
+    return cast_to(g, y, t)
 
 
 @converter(aten.frexp.Tensor)

@@ -1,6 +1,8 @@
-"""Matrix products: mm, bmm, addmm, matmul, linear, baddbmm, dot."""
+"""Matrix products: mm, bmm, addmm, matmul, linear, baddbmm, dot, einsum."""
 
 from __future__ import annotations
+
+from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ..node_context import NodeContext
@@ -62,3 +64,25 @@ def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1, ctx: NodeCon
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"""
     return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha, ctx=ctx)
 
+
+
+# onnxruntime's CPU Einsum has no bfloat16 kernel (float, double, float16, int32, int64)
+_EINSUM_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
+                           TensorProto.INT32, TensorProto.INT64})
+
+
+@converter(aten.einsum.default)
+def aten_einsum(g: GraphBuilder, equation, tensors, *, path=None, ctx: NodeContext):
+    """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
+
+    One ONNX Einsum (same equation syntax: letters, ``...``, implicit output); the
+    contraction order ``path`` is left to the runtime. Types without an Einsum kernel
+    in onnxruntime are computed in float32 (bfloat16) or int64 (other integers, bool)."""
+    t = ctx.dtype()
+    if t in _EINSUM_TYPES:
+        compute = t
+    else:
+        compute = TensorProto.FLOAT if t == TensorProto.BFLOAT16 else TensorProto.INT64
+    eq = equation.replace(" ", "")
+    y = g.op.Einsum(*[cast_to(g, x, compute) for x in tensors], equation=eq)
+    return cast_to(g, y, t)

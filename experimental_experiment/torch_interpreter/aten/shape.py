@@ -1,4 +1,5 @@
-"""Views and layout: reshape, permute, expand, squeeze, flatten, repeat, flip, roll.
+"""Views and layout: reshape, permute, expand, squeeze, flatten, repeat, repeat_interleave,
+flip, roll.
 
 Target shapes are built from torch's output shape whenever a dimension is static or
 copies the input dimension at the same position (``0`` in Reshape, ``1`` in Expand);
@@ -223,6 +224,32 @@ def aten_tile(g: GraphBuilder, x, dims):
     """tile(Tensor self, SymInt[] dims) -> Tensor"""
     missing = rank_of(g, x) - len(dims)
     return aten_repeat(g, x, [1] * max(missing, 0) + list(dims))
+
+
+@converter(aten.repeat_interleave.self_int)
+def aten_repeat_interleave_int(g: GraphBuilder, x, repeats, dim=None, *, output_size=None,
+                               ctx: NodeContext):
+    """repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *,
+    SymInt? output_size=None) -> Tensor
+
+    Every element repeated ``repeats`` times along ``dim`` (the flattened tensor when
+    None): Unsqueeze after ``dim``, Tile along the new axis, Reshape merging both."""
+    if dim is None:
+        x = g.op.Reshape(x, ints([-1]))
+        dim = 0
+    rank = rank_of(g, x)
+    if rank == 0:
+        x = g.op.Reshape(x, ints([1]))
+        rank = 1
+    dim %= rank
+    y = g.op.Unsqueeze(x, ints([dim + 1]))
+    reps = [1] * (rank + 1)
+    reps[dim + 1] = repeats
+    if not (isinstance(repeats, int) and repeats == 1):
+        y = g.op.Tile(y, shape_tensor(g, reps))
+    sizes = [("dim", i) for i in range(dim)] + [-1]
+    sizes += [("dim", i + 1) for i in range(dim + 1, rank)]
+    return reshape_to_output(g, y, sizes, ctx=ctx)
 
 
 @converter(aten.flip.default)

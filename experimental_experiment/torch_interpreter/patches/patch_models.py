@@ -6,6 +6,7 @@ dynamic shapes. Each patch is applied only when the model's module is already im
 from __future__ import annotations
 
 import sys
+import types
 
 import torch
 
@@ -124,6 +125,29 @@ def _longcat_dense_experts(original):
     return forward
 
 
+def _tensor_len(value):
+    """``len`` keeping a tensor's first dimension symbolic (``len()`` must return an int)."""
+    if isinstance(value, torch.Tensor) and value.dim() > 0:
+        return value.shape[0]
+    return len(value)
+
+
+def _depth_pro_patch_counts(original):
+    """Replaces ``DepthProPatchEncoder.forward`` by the same code where ``len`` of a
+    tensor is its symbolic first dimension: ``[len(i) for i in scaled_images]`` (the
+    number of patches of every scaled image, a multiple of the batch) stays symbolic.
+
+    Fixes: ``Constraints violated (L['pixel_values'].size()[0])``: ``len(tensor)``
+    makes the batch dimension a constant.
+    """
+    fn = types.FunctionType(original.__code__, {**original.__globals__, "len": _tensor_len},
+                            original.__name__, original.__defaults__, original.__closure__)
+    fn.__kwdefaults__ = original.__kwdefaults__
+    fn.__doc__ = original.__doc__
+    fn.__wrapped__ = original
+    return fn
+
+
 #: (module of transformers, class, method, replacement) of every patch of this file
 _PATCHES = (
     ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask",
@@ -135,6 +159,8 @@ _PATCHES = (
      _longcat_dense_experts),
     ("reformer.modeling_reformer", "AxialPositionEmbeddings", "forward",
      _reformer_axial_positions),
+    ("depth_pro.modeling_depth_pro", "DepthProPatchEncoder", "forward",
+     _depth_pro_patch_counts),
 )
 
 
