@@ -3,7 +3,8 @@
 import torch
 
 from experimental_experiment.investigate.piece_by_piece import (
-    export_piece_by_piece, infer_dynamic_shapes,
+    export_piece_by_piece,
+    infer_dynamic_shapes,
 )
 
 

@@ -8,7 +8,10 @@ import sys
 import pytest
 
 from experimental_experiment.report import (
-    CaptureAttempt, DimensionRecord, ExportReport, SourceLocation,
+    CaptureAttempt,
+    DimensionRecord,
+    ExportReport,
+    SourceLocation,
 )
 
 SCHEMA = os.path.join(os.path.dirname(__file__), "data", "sarif-schema-2.1.0.json")

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from experimental_experiment.ext_test_case import check_export, OpModule
+from experimental_experiment.ext_test_case import OpModule, check_export
 
 DS = ({0: "batch", 2: "h", 3: "w"},)
 PARAMS = [dict(kernel_size=2, stride=2),  # MobileViT's patches

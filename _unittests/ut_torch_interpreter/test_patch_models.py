@@ -1,10 +1,16 @@
 """Patches of single architectures: the exported model keeps a dynamic sequence length
 and onnxruntime matches eager (unpatched) on two sizes."""
 
+import numpy as np
+import onnxruntime
 import pytest
 import torch
 
 from experimental_experiment.ext_test_case import check_token_model
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.onnx_export_errors import (
+    bypass_export_some_errors,
+)
 from experimental_experiment.torch_interpreter.patches.patch_models import get_model_patches
 
 pytestmark = pytest.mark.usefixtures("quiet_transformers")

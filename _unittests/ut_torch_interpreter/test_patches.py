@@ -17,10 +17,10 @@ from experimental_experiment.torch_interpreter.onnx_export_errors import (
     bypass_export_some_errors,
 )
 from experimental_experiment.torch_interpreter.patches import Patch, apply_patches
-from experimental_experiment.torch_models.llm_helper import cache_argument_name
 from experimental_experiment.torch_interpreter.patches.patch_transformers import (
     get_transformers_patches,
 )
+from experimental_experiment.torch_models.llm_helper import cache_argument_name
 
 DYN = torch.export.Dim.DYNAMIC
 

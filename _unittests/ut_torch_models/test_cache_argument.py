@@ -16,7 +16,6 @@ from experimental_experiment.torch_models.llm_helper import (
 )
 from experimental_experiment.torch_models.llm_models import check_onnx, export_model
 
-
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 

@@ -11,7 +11,6 @@ from experimental_experiment.xbuilder import (
     DEFAULT_OPSET,
     GraphBuilder,
     GraphBuilderError,
-    OptimizationOptions,
 )
 
 F, F16, I64, B = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.BOOL

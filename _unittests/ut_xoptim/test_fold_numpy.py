@@ -3,7 +3,7 @@ the reference evaluator it replaces for the operators met most."""
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from experimental_experiment.xoptim.fold_numpy import evaluate_numpy

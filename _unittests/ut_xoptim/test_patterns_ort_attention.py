@@ -98,7 +98,12 @@ def test_mask_not_proven_is_refused(causal, offset, reason):
 
 def test_tiny_llama_with_cache_matches_eager():
     from experimental_experiment.bench.llm_exporters import (
-        eager_inputs, export_to_onnx, make_feeds, make_llama, session_feeds)
+        eager_inputs,
+        export_to_onnx,
+        make_feeds,
+        make_llama,
+        session_feeds,
+    )
 
     config, model = make_llama("tiny")
     import tempfile

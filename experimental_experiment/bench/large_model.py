@@ -72,7 +72,8 @@ def _export_llama(model, config, path: str, **kwargs) -> dict:
                             large_model=True, **kwargs)
     container.save(path)
     return {"time_s": time.perf_counter() - begin, "peak_rss_gb": _peak_rss_gb(),
-            "weights_gb": container.nbytes / 2**30, "n_nodes": len(container.model_proto.graph.node)}
+            "weights_gb": container.nbytes / 2**30,
+            "n_nodes": len(container.model_proto.graph.node)}
 
 
 def case_weight_free(size: str, folder: str) -> dict:

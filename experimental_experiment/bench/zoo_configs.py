@@ -27,7 +27,8 @@ _INTERMEDIATE = ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn
                  "decoder_ffn_dim", "ffn_hidden_size")
 _EXPERTS = {"num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4,
             "moe_num_experts": 4, "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2,
-            "moe_k": 2, "num_experts_per_token": 2, "num_expert_group": 2, "moe_top_k": 2, "moe_num_shared_experts": 1,
+            "moe_k": 2, "num_experts_per_token": 2, "num_expert_group": 2, "moe_top_k": 2,
+            "moe_num_shared_experts": 1,
             "num_shared_experts": 1, "n_shared_experts": 1, "moe_intermediate_size": 128,
             "shared_expert_intermediate_size": 128, "n_group": 2, "topk_group": 1,
             # partial rotary, multi-head latent attention, group norms

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .zoo_configs import VOCAB as _VOCAB, _is_int
+from .zoo_configs import VOCAB as _VOCAB
+from .zoo_configs import _is_int
 
 if TYPE_CHECKING:
     from .zoo_cases import ZooCase

@@ -2,7 +2,11 @@
 
 from ..report import ExportReport
 from .discrepancies import (
-    Comparison, DiscrepancyReport, ValueStats, compare_intermediates, find_bad_rewrite,
+    Comparison,
+    DiscrepancyReport,
+    ValueStats,
+    compare_intermediates,
+    find_bad_rewrite,
     find_discrepancies,
 )
 from .piece_by_piece import PieceByPieceReport, PieceResult, export_piece_by_piece

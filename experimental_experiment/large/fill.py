@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
-from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
 from ..torch_interpreter.errors import ExportError, InvalidArgumentError
+from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
 from ..xbuilder.model_container import (
-    ExternalDataError,
     AtomicFiles,
+    ExternalDataError,
     check_external_data,
     get_weights_metadata,
     set_weights_metadata,

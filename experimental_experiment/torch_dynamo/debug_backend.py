@@ -3,11 +3,10 @@ with onnxruntime one node at a time (:mod:`experimental_experiment.torch_dynamo.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
-
-import logging
 
 import numpy as np
 import torch

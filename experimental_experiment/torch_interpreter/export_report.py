@@ -13,7 +13,12 @@ import traceback
 import warnings
 
 from ..report import (
-    CaptureAttempt, ConverterUse, Decomposition, ExportReport, Rewrite, SourceLocation,
+    CaptureAttempt,
+    ConverterUse,
+    Decomposition,
+    ExportReport,
+    Rewrite,
+    SourceLocation,
 )
 from ..report.render import format_of
 from .errors import InvalidArgumentError

@@ -11,7 +11,6 @@ import torch
 
 from ..xbuilder import GraphBuilder
 from ._dims import DimNamer
-from .node_context import NodeContext
 from ._torch_helper import TorchTensorRef, torch_dtype_to_onnx
 from .aten.complex_numbers import (
     PAIR_TYPE,
@@ -22,6 +21,7 @@ from .aten.complex_numbers import (
 )
 from .dispatcher import Dispatcher
 from .errors import ConversionError, ExportError, UnsupportedOpError, user_source_line
+from .node_context import NodeContext
 from .node_metadata import tag_nodes
 from .registry import call_converter, find_converter, lookup_converter
 

@@ -1,8 +1,9 @@
 """Constant folding of the operators met most (Transpose of a weight, Unsqueeze,
 Reshape, Range, arithmetic on shapes...) in numpy, as :mod:`onnx.reference` computes
 them, without building a ReferenceEvaluator for each node (importing
-:mod:`onnx.reference` alone costs about 0.2 s, once per process). :func:`evaluate_numpy` returns None for any other operator or
-case, which the reference evaluator then folds."""
+:mod:`onnx.reference` alone costs about 0.2 s, once per process).
+:func:`evaluate_numpy` returns None for any other operator or case, which the
+reference evaluator then folds."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ import numpy as np
 from onnx import AttributeProto, FunctionProto, NodeProto, TensorProto, helper, numpy_helper
 
 from ..xbuilder import GraphBuilder
-from ..xbuilder.shape_inference import infer_node
 from ..xbuilder.graph_utils import subgraphs, used_names
+from ..xbuilder.shape_inference import infer_node
 from .subgraphs import count_nodes
 
 logger = logging.getLogger(__name__)

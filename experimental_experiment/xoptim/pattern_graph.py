@@ -6,10 +6,12 @@ import it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from onnx import NodeProto
 
+if TYPE_CHECKING:  # only for annotations: pattern imports this module
+    from .pattern import Pattern
 
 #: operators matched in any input order by the declarative form
 COMMUTATIVE = frozenset("Add Mul Max Min And Or Xor Equal Sum".split())

@@ -28,8 +28,8 @@ from typing import Callable
 
 from onnx import GraphProto, NodeProto
 
-from ..xbuilder.shape_inference import infer_node
 from ..xbuilder.graph_utils import subgraphs
+from ..xbuilder.shape_inference import infer_node
 from .loader import record_value_info
 
 logger = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from onnx import TensorProto
 
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64, onnx_to_np_dtype
-from ..errors import UnsupportedOpError
 from .._torch_helper import onnx_dtype_to_torch, torch_dtype_to_onnx
+from ..errors import UnsupportedOpError
 from ..node_context import NodeContext
 
 aten = torch.ops.aten

@@ -11,7 +11,7 @@ from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..registry import converter
 from ._helpers import aten, shape_tensor
-from ._nn_helpers import expand_param, static_ints, squeeze_batch, unsqueeze_batch
+from ._nn_helpers import expand_param, squeeze_batch, static_ints, unsqueeze_batch
 
 
 def _block_indices(g: GraphBuilder, size: str, kernel: int, dilation: int, stride: int):
