@@ -215,11 +215,6 @@ def run_all(models, exporters, timeout: float, repeat: int = 1) -> list[dict]:
     return [median_row(done) for done in runs.values()]
 
 
-def read_rows(path: str) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
     """``old`` with the rows of the same (model, exporter) replaced by ``new``'s, the
     new cases appended; the order of ``old`` is kept."""
@@ -248,7 +243,8 @@ def main(argv=None) -> int:
         return 0
     rows = run_all(ns.models.split(","), ns.exporters.split(","), ns.timeout, ns.repeat)
     if ns.csv and ns.merge and os.path.exists(ns.csv):
-        rows = merge_rows(read_rows(ns.csv), rows)
+        with open(ns.csv, newline="", encoding="utf-8") as f:
+            rows = merge_rows(list(csv.DictReader(f)), rows)
     if ns.csv:
         keys = ["model", "exporter", "n_params", "seconds", "n_nodes", "max_abs_diff",
                 "peak_rss_mb", "runs", "error"]
