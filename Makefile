@@ -16,7 +16,7 @@ LATEST_PACKAGES := transformers diffusers onnx onnxruntime onnxscript onnx-ir sp
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim bench-large bench-constructs bench-export-time bench-llm zoo zoo-quick lock test-latest
+.PHONY: install test html html-quick lint clean coverage bench-optim bench-optim-real bench-large bench-constructs bench-export-time bench-llm zoo zoo-quick lock test-latest
 
 install: $(STAMP)
 
@@ -70,6 +70,13 @@ coverage: install
 bench-optim: install
 	$(PY) -m experimental_experiment.bench.optim_speed --repeat 300 --warmup 20 \
 		--output _doc/bench/optim_speed.csv
+
+# the real-size models of bench-export-time: onnxruntime latency per exporter
+bench-optim-real: install
+	$(PY) -m experimental_experiment.bench.optim_speed --repeat 30 --warmup 3 \
+		--model vit,swin,mobilevit,convnext,resnet,llama-512,llama-1024 \
+		--variant "to_onnx default,to_onnx default+ort,torch.onnx,eager" \
+		--output _doc/bench/optim_speed_real.csv
 
 # large models: 8B weight-free, 70B graph, >2 GB round trip, ~1B Llama vs torch.onnx.export
 # (15-20 minutes, about 6 GB of free memory and 20 GB of disk, sparse data files)

@@ -21,16 +21,17 @@ with eager. Ratios below 1 mean fewer nodes or faster than the reference.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import csv
 import logging
-import statistics
 import sys
-import time
 from typing import Callable
 
 import numpy as np
 import torch
 
+from ._timing import interleaved_medians
 from .export_speed import _quiet
 
 logger = logging.getLogger("experimental_experiment.bench.optim_speed")
@@ -52,7 +53,10 @@ LM_CONFIGS = {
                                              num_hidden_layers=2, num_attention_heads=4,
                                              **_LM)),
 }
-MODELS = (*LM_CONFIGS, "cnn")
+#: real sizes: the models of :mod:`export_time` (ViT-B/16, Swin-T, MobileViTv2, ConvNeXt-T,
+#: ResNet-50, Llama-like decoders with a cache), timed at their export sizes
+REAL_MODELS = ("vit", "swin", "mobilevit", "convnext", "resnet", "llama-512", "llama-1024")
+MODELS = (*LM_CONFIGS, "cnn", *REAL_MODELS)
 
 
 class SmallCNN(torch.nn.Module):
@@ -86,6 +90,12 @@ def make_model(name: str, batch: int = 2, seq: int = 32):
     """Returns ``(model, args, kwargs, dims)``, dims maps every input to its dynamic
     axes ``{axis: name}``."""
     torch.manual_seed(0)
+    if name in REAL_MODELS:
+        from .export_time import MODELS as REAL
+
+        model, inputs, sizes, _, dims = REAL[name]()
+        args, kwargs = inputs(*sizes)
+        return model, args, kwargs, dims
     if name == "cnn":
         model = _randomize(SmallCNN())
         return model, (torch.randn(batch, 3, 32, 32),), {}, {"x": {0: "batch"}}
@@ -102,6 +112,15 @@ def make_model(name: str, batch: int = 2, seq: int = 32):
     axes = {0: "batch", 1: "seq"}
     return model, (ids,), {"attention_mask": mask}, {"input_ids": axes,
                                                      "attention_mask": axes}
+
+
+def _patches(name: str):
+    """The transformers patches for the real-size models (as export_time runs them)."""
+    if name not in REAL_MODELS:
+        return contextlib.nullcontext()
+    from ..torch_interpreter.onnx_export_errors import bypass_export_some_errors
+
+    return bypass_export_some_errors(patch_transformers=True)
 
 
 def _first(outputs) -> np.ndarray:
@@ -124,13 +143,13 @@ def export_functions(model, args, kwargs, dims) -> dict[str, Callable]:
                                options=options)
 
     def torch_onnx():
-        names = list(dims)
-        ds = {k: {a: torch.export.Dim.DYNAMIC for a in v} for k, v in dims.items()}
+        from .export_time import _torch_spec
+
+        ds = _torch_spec(dims)
         if not kwargs:  # a positional model (the CNN): a tuple of dynamic shapes
-            ds = tuple(ds[n] for n in names)
+            ds = tuple(ds.values())
         return torch.onnx.export(model, args, kwargs=kwargs, dynamo=True,
-                                 dynamic_shapes=ds, input_names=names,
-                                 verbose=False).model_proto
+                                 dynamic_shapes=ds, verbose=False).model_proto
 
     return {"to_onnx no-opt": ours(False, None),
             "to_onnx default": ours(True, "default"),
@@ -154,19 +173,23 @@ def bench_model(name: str, *, warmup: int = 5, repeat: int = 30,
 
     The variants are timed in turns (one run of each, ``repeat`` times) so that a
     change of the machine's load affects all of them alike."""
+    from ..runtime import flatten_tensors
+
     model, args, kwargs, dims = make_model(name)
-    inputs = [a.numpy() for a in args] + [v.numpy() for v in kwargs.values()]
     rows, runs = [], {}
-    with _quiet():
-        expected = _first(model(*args, **kwargs))
+    with _quiet(), _patches(name):
+        # one array per ONNX input (a cache flattened: the patches register it; flags
+        # such as interpolate_pos_encoding=True are constants of the graph)
+        inputs = [t.numpy() for t in flatten_tensors((args, kwargs))]
+        expected = _first(model(*args, **copy.deepcopy(kwargs)))
         functions = export_functions(model, args, kwargs, dims)
         for variant in variants:
             row = dict(model=name, variant=variant, nodes=None, latency_ms=None,
                        max_abs_diff=None, error="")
             rows.append(row)
             try:
-                if variant == "eager":
-                    runs[variant] = lambda: model(*args, **kwargs)  # noqa: E731
+                if variant == "eager":  # a copy: the model appends to a cache
+                    runs[variant] = lambda: model(*args, **copy.deepcopy(kwargs))  # noqa: E731
                     continue
                 onx = functions[variant]()
                 row["nodes"] = len(onx.graph.node)
@@ -178,28 +201,13 @@ def bench_model(name: str, *, warmup: int = 5, repeat: int = 30,
             except Exception as e:  # a failing exporter is reported, the others go on
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:150]}"
                 logger.warning("%s %s failed: %s", name, variant, row["error"])
-        times = _interleaved_times(runs, warmup, repeat)
+        times = interleaved_medians(runs, warmup, repeat)
     for row in rows:
         if row["variant"] in times:
-            row["latency_ms"] = times[row["variant"]] * 1000
+            row["latency_ms"] = times[row["variant"]][0] * 1000
         logger.info("%s", row)
     _add_ratios(rows)
     return rows
-
-
-def _interleaved_times(runs: dict[str, Callable], warmup: int, repeat: int
-                       ) -> dict[str, float]:
-    """Median time of every function, the functions called in turns."""
-    for fn in runs.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(repeat):
-        for key, fn in runs.items():
-            begin = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - begin)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _add_ratios(rows: list[dict]) -> None:
