@@ -219,7 +219,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         # batch 1 when several tokens follow a cache (the mask has the query length,
         # proven by its causal operand)
         queries = op.Cast(op.Expand(op.Shape(b["mask"], start=2, end=3), batch), to=int32)
-        total32 = op.Cast(total, to=int32)  # one element: the kernel reads the first
+        total32 = op.Cast(op.Squeeze(total), to=int32)  # a scalar, as the schema says
         out, present_k, present_v = op.GroupQueryAttention(
             bsd(b["q"]), bsd(b["k"]), bsd(b["v"]), b["past_k"], b["past_v"], seqlens,
             total32, None, None, None, bias, None, None, None, None, None, queries,

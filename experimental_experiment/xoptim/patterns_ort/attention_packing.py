@@ -76,12 +76,18 @@ def consecutive_positions(g, name: str) -> bool:
 
 
 def _total64(g, total32: str) -> str | None:
-    """The int64 tensor of shape (1,) total_sequence_length is cast from, None if it is
-    something else."""
+    """The int64 tensor of shape (1,) total_sequence_length is cast from
+    (``Cast(Squeeze(total))`` or ``Cast(total)``), None if it is something else."""
     node = Pattern.producer(g, total32)
-    if is_op(node, "Cast") and g.get_type(node.input[0]) == TensorProto.INT64 \
-            and g.get_shape(node.input[0]) == (1,):
-        return node.input[0]
+    if not is_op(node, "Cast"):
+        return None
+    source = node.input[0]
+    squeeze = Pattern.producer(g, source)
+    if is_op(squeeze, "Squeeze") and (len(squeeze.input) == 1 or constant_ints(
+            g, squeeze.input[1], 1) in ([0], [-1])):
+        source = squeeze.input[0]
+    if g.get_type(source) == TensorProto.INT64 and g.get_shape(source) == (1,):
+        return source
     return None
 
 
