@@ -96,3 +96,16 @@ def test_mul_by_almost_one_kept():
                        {"c": np.array([1, 1, 1.0001], dtype=np.float32)})
     opt, _ = check_pattern(model, _x((2, 3), (5, 3)))
     assert op_types(opt) == ["Mul"]
+
+
+@pytest.mark.parametrize("value, shape, kept", [
+    (True, (3,), False), (True, (1, 3), True), (False, (3,), True)])
+def test_and_true_removed(value, shape, kept):
+    # And(x, True of shape (1, 3)) broadcasts x (3,) to (1, 3); And(x, False) is False
+    model = make_model([helper.make_node("Greater", ["x", "z"], ["b"]),
+                        helper.make_node("And", ["c", "b"], ["y"])],
+                       [("x", F, (3,))], [("y", T.BOOL, None)],
+                       {"c": np.full(shape, value), "z": np.zeros((3,), dtype=np.float32)})
+    opt, report = check_pattern(model, _x((3,), (3,)))
+    assert op_types(opt) == (["Greater", "And"] if kept else ["Greater"])
+    assert applied(report, "AndTrueToIdentity") == (0 if kept else 1)

@@ -117,6 +117,10 @@ def test_tiny_llama_with_cache_matches_eager():
         sess = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     ops = collections.Counter(n.op_type for n in onx.graph.node)
     assert ops["GroupQueryAttention"] == config.num_hidden_layers
+    # the padding mask read through index grids is a Slice, the guard of the fully
+    # masked rows and the sizes are computed once for every layer
+    assert ops["GatherND"] == 0 and ops["Slice"] == 1, ops
+    assert ops["ReduceMax"] == 1 and ops["Where"] == 1 + config.num_hidden_layers, ops
     names = [i.name for i in onx.graph.input]
     for batch, seq, past in [(1, 1, 17), (2, 5, 0), (2, 3, 4), (1, 9, 6)]:
         feeds = make_feeds(config, batch, seq, past, seed=batch + seq + past)

@@ -4,6 +4,7 @@ the unfused model in onnxruntime on batch 1 and 2, prompts and decoding steps af
 caches of several lengths, positions differing between batches."""
 
 import numpy as np
+import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
@@ -41,9 +42,11 @@ def _positions(consecutive=True):
     return nodes
 
 
-def _model(rotary=True, consecutive=True, weight_input=False, d=D):
+def _model(rotary=True, consecutive=True, weight_input=False, d=D, total64=False):
     nodes = [helper.make_node("MatMul", ["x", w], [o])
              for w, o in (("wq", "q"), ("wk", "k"), ("wv", "v"))]
+    if total64:  # total_sequence_length cast from an int64 tensor of shape (1,)
+        nodes.append(helper.make_node("Cast", ["total64"], ["total"], to=I32))
     q, k = "q", "k"
     if rotary:
         nodes += _positions(consecutive)
@@ -60,6 +63,8 @@ def _model(rotary=True, consecutive=True, weight_input=False, d=D):
     inputs = [("x", F, ("b", "s", X)), ("pk", F, ("b", KV, "p", d)),
               ("pv", F, ("b", KV, "p", d)), ("seqlens", I32, ("b",)), ("total", I32, ()),
               ("qlens", I32, ("b",)), ("f", F, ("b", "s", d // 2))]
+    if total64:
+        inputs[4] = ("total64", T.INT64, (1,))
     if rotary and not consecutive:
         inputs.append(("pos", T.INT64, ("b", "s")))
     inits = _weights(d=d)
@@ -90,9 +95,14 @@ def _feeds(extra=None):
     return feeds
 
 
-def test_rotary_and_projections_packed_in_group_query_attention():
-    model = _model()
-    opt, report = check_ort_pattern(model, _feeds(), atol=1e-5)
+@pytest.mark.parametrize("total64", [False, True])
+def test_rotary_and_projections_packed_in_group_query_attention(total64):
+    model = _model(total64=total64)
+    feeds = _feeds()
+    if total64:
+        for f in feeds:
+            f["total64"] = f.pop("total").reshape((1,)).astype(np.int64)
+    opt, report = check_ort_pattern(model, feeds, atol=1e-5)
     assert applied(report, ROTARY) == 1
     assert applied(report, PACKED) == 1
     types = op_types(opt)
@@ -102,6 +112,9 @@ def test_rotary_and_projections_packed_in_group_query_attention():
     assert {a.name: a.i for a in gqa[0].attribute if a.name == "do_rotary"} == {"do_rotary": 1}
     packed = [i for i in opt.graph.initializer if list(i.dims) == [X, (H + 2 * KV) * D]]
     assert len(packed) == 1
+    # the caches are padded with total_sequence_length rows, one Cast to int64 (none
+    # added when total_sequence_length is cast from int64, the Cast to int32 stays)
+    assert types.count("Pad") == 2 and types.count("Cast") == 1, types
 
 
 def test_packed_projections_without_rotary():

@@ -6,7 +6,13 @@ from .activation import (
     GeluTanhToGelu,
     SoftmaxSubMaxToSoftmax,
 )
-from .arith import AddZeroToIdentity, DivByOneToIdentity, MulByOneToIdentity, SubZeroToIdentity
+from .arith import (
+    AddZeroToIdentity,
+    AndTrueToIdentity,
+    DivByOneToIdentity,
+    MulByOneToIdentity,
+    SubZeroToIdentity,
+)
 from .casts import CastCastToCast, CastToIdentity
 from .conv import ConvBatchNormToConv
 from .integer_division import FloorDivOfSizeToDiv
@@ -61,6 +67,7 @@ DEFAULT_PATTERNS = [
     AddZeroToIdentity,
     SubZeroToIdentity,
     DivByOneToIdentity,
+    AndTrueToIdentity,
     ShapeToConstant,
     GatherShapeToConstant,
     FloorDivOfSizeToDiv,

@@ -1,4 +1,5 @@
-"""Multiplication by one, addition of zero, ... (when broadcasting changes nothing)."""
+"""Multiplication by one, addition of zero, conjunction with true, ... (when
+broadcasting changes nothing)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,11 @@ class DivByOneToIdentity(_NeutralToIdentity):
 
     anchor = "Div"
     neutral = 1.0
+
+
+class AndTrueToIdentity(_NeutralToIdentity):
+    """And(x, True) or And(True, x) -> x when the output has x's shape."""
+
+    anchor = "And"
+    neutral = 1.0
+    commutative = True

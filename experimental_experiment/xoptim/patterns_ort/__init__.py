@@ -22,6 +22,7 @@ from .activation import (
     GeluTanhToFastGelu,
 )
 from .attention import CausalAttentionToGroupQueryAttention
+from .attention_mask import GridGatherNDToSlice
 from .attention_packing import (
     MatMulGroupQueryAttentionToPackedGroupQueryAttention,
     RotaryGroupQueryAttentionToGroupQueryAttention,
@@ -52,6 +53,7 @@ ORT_PATTERNS: list = [
     HalfRotaryToRotaryEmbedding,
     AddFastGeluToFastGelu,
     ConvActivationToFusedConv,
+    GridGatherNDToSlice,
     CausalAttentionToGroupQueryAttention,
     TransposedRotaryToRotaryEmbedding,
     RotaryGroupQueryAttentionToGroupQueryAttention,

@@ -219,7 +219,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         # batch 1 when several tokens follow a cache (the mask has the query length,
         # proven by its causal operand)
         queries = op.Cast(op.Expand(op.Shape(b["mask"], start=2, end=3), batch), to=int32)
-        total32 = op.Cast(op.Squeeze(total), to=int32)
+        total32 = op.Cast(op.Squeeze(total), to=int32)  # a scalar, as the schema says
         out, present_k, present_v = op.GroupQueryAttention(
             bsd(b["q"]), bsd(b["k"]), bsd(b["v"]), b["past_k"], b["past_v"], seqlens,
             total32, None, None, None, bias, None, None, None, None, None, queries,
@@ -234,7 +234,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             red = (op.ReduceMax(bias, i64([-1]), keepdims=1) if g.main_opset >= 18
                    else op.ReduceMax(bias, axes=[-1], keepdims=1))
             empty = op.Equal(red, minf)  # (batch, 1, seq, 1): fully masked rows
-            rows = op.Squeeze(op.Transpose(empty, perm=[0, 2, 1, 3]), i64([3]))
+            rows = op.Squeeze(empty, i64([1]))  # (batch, seq, 1)
             out = op.Where(rows, zero, out)
         y = op.Transpose(op.Reshape(out, i64([0, 0, b["heads"], b["head_size"]])),
                          perm=[0, 2, 1, 3])

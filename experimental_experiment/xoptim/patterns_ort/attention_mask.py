@@ -7,15 +7,21 @@ a conjunction (``And`` nodes) one of whose operands is
 ``LessOrEqual(Unsqueeze(Range(0, T, 1), [0, 1, 2]), Unsqueeze(Range(0, S, 1) + P, [0, 1, 3]))``
 with ``T = P + S``: a fused kernel applying the causal mask itself, with ``M`` given as an
 additive bias, computes the same scores.
+
+The padding operand transformers builds reads the 2-D ``attention_mask`` through index
+grids, ``GatherND(mask, Concat(batch index grid, kv index grid))`` of shape
+``(B, 1, 1, T)``: :class:`GridGatherNDToSlice` replaces it by
+``Unsqueeze(Slice(mask, 0, T), [1, 2])`` (one or two kernels instead of a dozen).
 """
 
 from __future__ import annotations
 
 import re
 
+from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Pattern
+from ..pattern import Match, Pattern
 from ._utils import is_op
 
 #: a linear expression: symbol -> coefficient, "" -> constant term
@@ -209,3 +215,124 @@ def shape_pieces(g, name: str, depth: int = 0) -> list[Linear | None] | None:
         else:
             out.append(scalar_expression(g, i))
     return out
+
+
+_ONE: Linear = {"": 1}
+
+
+def _broadcast(a: Linear | None, b: Linear | None) -> Linear | None:
+    """The dimension broadcasting ``a`` and ``b`` gives, None when it is not proven."""
+    if same(a, _ONE):
+        return b
+    if same(b, _ONE) or same(a, b):
+        return a
+    return None
+
+
+def shape_expressions(g, name: str, depth: int = 0) -> list[Linear | None] | None:
+    """The dimensions of ``name``: those of an index grid (:func:`index_grid`), or the
+    known shape (None for an unknown dimension)."""
+    grid = index_grid(g, name, depth)
+    if grid is not None:
+        return grid[1]
+    shape = g.get_shape(name) if g.has_shape(name) else None
+    return None if shape is None else [dim_expression(d) for d in shape]
+
+
+def _shape_value(g, name: str, depth: int) -> list[Linear | None] | None:
+    """The values of a 1-D shape tensor: ``Shape(x)`` (every dimension) or a constant or
+    a Concat of pieces (:func:`shape_pieces`)."""
+    node = Pattern.producer(g, name)
+    if is_op(node, "Shape") and not node.attribute:
+        return shape_expressions(g, node.input[0], depth + 1)
+    return shape_pieces(g, name)
+
+
+def index_grid(g, name: str, depth: int = 0) -> tuple[int, list, str] | None:
+    """``(axis, dims, limit)`` when ``name`` holds ``i[axis]`` at every index ``i`` of its
+    shape ``dims``: ``Unsqueeze(Range(0, limit, 1), axes)`` (one axis left), or Expand of a
+    grid which keeps the length of the grid's axis (broadcast on the others)."""
+    node = Pattern.producer(g, name)
+    if depth > 8 or node is None:
+        return None
+    if is_op(node, "Unsqueeze"):
+        rng, axes = Pattern.producer(g, node.input[0]), constant_ints(g, node.input[1], 8)
+        if not is_op(rng, "Range") or axes is None or _range_from_zero(g, rng.output[0]) is None:
+            return None
+        rank = len(axes) + 1
+        left = sorted(set(range(rank)) - {a % rank for a in axes if -rank <= a < rank})
+        if len(left) != 1:
+            return None
+        limit = rng.input[1]
+        dims = [_range_from_zero(g, rng.output[0]) if k == left[0] else _ONE
+                for k in range(rank)]
+        return left[0], dims, limit
+    if is_op(node, "Expand"):
+        grid, target = index_grid(g, node.input[0], depth + 1), None
+        if grid is not None:
+            target = _shape_value(g, node.input[1], depth)
+        if target is None or len(target) < len(grid[1]):
+            return None
+        shift = len(target) - len(grid[1])
+        dims = [_ONE] * shift + grid[1]
+        dims = [_broadcast(a, b) for a, b in zip(dims, target)]
+        axis = grid[0] + shift
+        # the values along the axis stay 0..n-1: the length of the axis is kept
+        if any(d is None for d in dims) or not same(dims[axis], grid[1][grid[0]]):
+            return None
+        return axis, dims, grid[2]
+    return None
+
+
+def _last_unsqueeze(g, name: str) -> str | None:
+    """x if ``name`` is Unsqueeze(x, [-1]) (a new last axis)."""
+    node = Pattern.producer(g, name)
+    axes = constant_ints(g, node.input[1], 2) if is_op(node, "Unsqueeze") else None
+    rank = g.get_rank(node.input[0]) if axes else None
+    return node.input[0] if axes in ([-1], [rank]) and rank is not None else None
+
+
+class GridGatherNDToSlice(Pattern):
+    """GatherND(x, Concat(Unsqueeze(I, [-1]), Unsqueeze(J, [-1]), axis=-1)) for a 2-D x
+    and index grids I, J (:func:`index_grid`) of shape ``(1, .., m, .., n, .., 1)``
+    holding the positions along the axes of m and n ->
+    ``Unsqueeze(Slice(x, [0, 0], [m, n]), the other axes)``: the output holds
+    ``x[i, j]`` at position ``(.., i, .., j, ..)`` in both graphs (the Slice is left out
+    along an axis whose length is known to be the grid's)."""
+
+    anchor = "GatherND"
+
+    def match(self, g, node):
+        if attribute_value(node, "batch_dims") or g.get_rank(node.input[0]) != 2:
+            return None
+        cat = self.producer(g, node.input[1])
+        rank = g.get_rank(cat.output[0]) if is_op(cat, "Concat") else None
+        if rank is None or len(cat.input) != 2 \
+                or attribute_value(cat, "axis") not in (-1, rank - 1):
+            return None
+        grids = [_last_unsqueeze(g, i) for i in cat.input]
+        grids = [index_grid(g, i) if i else None for i in grids]
+        if any(gr is None for gr in grids):
+            return None
+        (p, dims, lim_p), (q, dims_q, lim_q) = grids
+        if len(dims) != len(dims_q) or not all(same(a, b) for a, b in zip(dims, dims_q)):
+            return self.refuse("the index grids have different shapes")
+        if p >= q:
+            return self.refuse("the grids do not index rows then columns in the same order")
+        if any(not same(d, _ONE) for k, d in enumerate(dims) if k not in (p, q)):
+            return self.refuse("the index grids have other dimensions than 1")
+        return Match(self, [node], bound=dict(
+            x=node.input[0], dims=[dims[p], dims[q]], limits=[lim_p, lim_q],
+            others=[k for k in range(len(dims)) if k not in (p, q)]))
+
+    def apply(self, op, match):
+        g, b = op.g, match.bound
+        x, shape = b["x"], g.get_shape(b["x"]) if g.has_shape(b["x"]) else None
+        # a slice only along the axes whose length is not known to be the grid's
+        axes = [k for k in (0, 1)
+                if shape is None or not same(dim_expression(shape[k]), b["dims"][k])]
+        if axes:
+            ends = [op.Unsqueeze(b["limits"][k], i64([0])) for k in axes]
+            end = ends[0] if len(ends) == 1 else op.Concat(*ends, axis=0)
+            x = op.Slice(x, i64([0] * len(axes)), end, i64(axes))
+        return op.Unsqueeze(x, i64(b["others"]))

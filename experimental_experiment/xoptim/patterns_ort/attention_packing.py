@@ -13,9 +13,9 @@ does differently and how it is proven equal:
 * the kernel rotates heads whose size is a multiple of 16 only;
 * the kernel checks the caches have at least ``total_sequence_length`` rows, which a
   per-token cache (one row per token of the step) has not during decoding: the caches
-  are completed by ``total_sequence_length`` rows of zeros no position reads
-  (``Concat(cos, Expand(0, (total, head_size / 2)))``, the same nodes for every layer,
-  merged by CSE).
+  are completed by ``total_sequence_length`` rows of zeros no position reads (``Pad``,
+  the same nodes for every layer, merged by CSE; padding the angles before Cos and Sin
+  would compute them on every padded row).
 
 ``MatMul(x, Wq)``, ``MatMul(x, Wk)``, ``MatMul(x, Wv)`` -> ``GroupQueryAttention`` becomes
 ``GroupQueryAttention(MatMul(x, Concat(Wq, Wk, Wv, axis=1)), None, None, ...)`` (the
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto
-from onnx.helper import tensor_dtype_to_np_dtype
 
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
@@ -76,6 +75,22 @@ def consecutive_positions(g, name: str) -> bool:
     return is_op(rng, "Range") and constant_ints(g, rng.input[2], 1) == [1]
 
 
+def _total64(g, total32: str) -> str | None:
+    """The int64 tensor of shape (1,) total_sequence_length is cast from
+    (``Cast(Squeeze(total))`` or ``Cast(total)``), None if it is something else."""
+    node = Pattern.producer(g, total32)
+    if not is_op(node, "Cast"):
+        return None
+    source = node.input[0]
+    squeeze = Pattern.producer(g, source)
+    if is_op(squeeze, "Squeeze") and (len(squeeze.input) == 1 or constant_ints(
+            g, squeeze.input[1], 1) in ([0], [-1])):
+        source = squeeze.input[0]
+    if g.get_type(source) == TensorProto.INT64 and g.get_shape(source) == (1,):
+        return source
+    return None
+
+
 class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
     """GroupQueryAttention(RotaryEmbedding(q, pos, cos, sin), RotaryEmbedding(k, pos,
     cos, sin), v, ...) -> GroupQueryAttention(q, k, v, ..., cos', sin', pos,
@@ -98,10 +113,10 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
         reason = self._check(g, node, rq, rk)
         if reason:
             return self.refuse(reason)
-        half = g.get_shape(rq.input[2])[1]
         return Match(self, [rq, rk, node], bound=dict(
             q=rq.input[0], k=rk.input[0], pos=rq.input[1], cos=rq.input[2],
-            sin=rq.input[3], half=half, interleaved=attribute_value(rq, "interleaved", 0)))
+            sin=rq.input[3], interleaved=attribute_value(rq, "interleaved", 0),
+            total64=_total64(g, node.input[6])))
 
     def _check(self, g, node, rq, rk) -> str | None:
         for r in (rq, rk):
@@ -129,14 +144,13 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
         return None
 
     def apply(self, op, match):
-        g, b = op.g, match.bound
+        b = match.bound
         node = match.nodes[-1]
-        np_dtype = tensor_dtype_to_np_dtype(g.get_type(b["q"]))
-        total = op.Unsqueeze(op.Cast(node.input[6], to=TensorProto.INT64), i64([0]))
-        zeros = op.Expand(g.make_constant(np.zeros((1, 1), dtype=np_dtype)),
-                          op.Concat(total, i64([b["half"]]), axis=0))
-        cos = op.Concat(b["cos"], zeros, axis=0)
-        sin = op.Concat(b["sin"], zeros, axis=0)
+        # pads: total_sequence_length more rows (of zeros) at the end of the first axis
+        total = b["total64"] or op.Reshape(op.Cast(node.input[6], to=TensorProto.INT64),
+                                           i64([1]))
+        pads = op.Concat(i64([0, 0]), total, i64([0]), axis=0)
+        cos, sin = op.Pad(b["cos"], pads), op.Pad(b["sin"], pads)
         inputs = [b["q"], b["k"], *node.input[2:7], cos, sin, b["pos"], *node.input[10:]]
         return _gqa_call(op, node, inputs, do_rotary=1,
                          rotary_interleaved=int(b["interleaved"] or 0))

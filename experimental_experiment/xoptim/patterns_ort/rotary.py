@@ -143,9 +143,10 @@ class HalfRotaryToRotaryEmbedding(Pattern):
             pos = g.make_constant(i64([0]))
         else:  # one row of the caches per token
             f2 = op.Reshape(b["f"], i64([-1, b["half"]]))
-            n = op.Squeeze(op.Shape(f2, start=0, end=1))
+            tokens = op.Shape(b["f"], start=0, end=2)
+            n = op.ReduceProd(tokens, keepdims=0)  # batch * seq
             pos = op.Reshape(op.Range(g.make_constant(i64(0)), n, g.make_constant(i64(1))),
-                             op.Shape(b["f"], start=0, end=2))
+                             tokens)
         return op.RotaryEmbedding(b["x"], pos, op.Cos(f2), op.Sin(f2),
                                   domain=MS, interleaved=0)
 
