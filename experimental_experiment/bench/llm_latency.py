@@ -39,12 +39,12 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from typing import Callable
 
 import numpy as np
 import torch
 
 from . import llm_exporters as lx
+from ._timing import interleaved_medians
 
 logger = logging.getLogger("experimental_experiment.bench.llm_latency")
 
@@ -122,24 +122,6 @@ def _runners(exported: dict, model, config, feeds: dict, threads: int, expected)
         diffs[label] = float(np.abs(got.astype(np.float64) - expected).max())
         runners[label] = lambda s=sess, f=sfeeds: s.run(None, f)
     return runners, diffs
-
-
-def interleaved_medians(runners: dict[str, Callable], warmup: int, repeat: int
-                        ) -> dict[str, tuple[float, float]]:
-    """(median, minimum) seconds of every function; each repetition runs every function
-    once, in an order rotating from one repetition to the next."""
-    for fn in runners.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {k: [] for k in runners}
-    keys = list(runners)
-    for i in range(repeat):
-        # the order rotates: no function always runs after the same one
-        for key in keys[i % len(keys):] + keys[:i % len(keys)]:
-            begin = time.perf_counter()
-            runners[key]()
-            times[key].append(time.perf_counter() - begin)
-    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def profile_by_op_type(path: str, feeds: dict, threads: int, runs: int, prefix: str
