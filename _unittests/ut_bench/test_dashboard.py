@@ -29,6 +29,14 @@ small,decode,1,8,1,to_onnx default+onnxruntime,9.0,0.9,0.6,
 small,decode,1,8,1,torch.onnx,15.0,1.5,1.0,
 small,decode,1,8,1,builder,10.0,1.0,0.6667,
 """)
+    _write(tmp_path / "optim_speed_real.csv", """
+model,variant,nodes,nodes_vs_torch_onnx,latency_ms,speed_vs_torch_onnx,speed_vs_eager,max_abs_diff,error
+m1,to_onnx default,50,0.833,8.0,0.800,0.4,1e-6,
+m1,torch.onnx,60,1.000,10.0,1.000,0.5,1e-6,
+m2,to_onnx default,7,1.000,12.0,1.200,0.6,0,
+m2,to_onnx default+ort,5,0.714,9.0,0.900,0.45,0,
+m2,torch.onnx,7,1.000,10.0,1.000,0.5,0,
+""")
     return tmp_path
 
 
@@ -52,6 +60,7 @@ def test_headline_reads_what_exists(bench):
     text = dashboard.headline()
     assert "0.25x torch.onnx's" in text  # median over the models with both times
     assert "0.90x to 0.90x" in text and "1.50x to 1.50x" in text
+    assert "1.00x torch.onnx's" in text  # median of 0.8 and 1.2 (default optimization)
     assert "OpInfo" not in text  # no op_coverage.csv in this folder
 
 
@@ -60,6 +69,9 @@ def test_plots_draw_bars(bench):
     assert len(ax.patches) == 2 * 3  # 2 models x 3 exporters
     ax = dashboard.plot_latency()
     assert [round(p.get_height(), 2) for p in ax.patches] == [0.9, 1.5]
+    ax = dashboard.plot_speed_ratios()
+    # 2 models x 2 variants (torch.onnx is the line at 1), m1 has no default+ort bar
+    assert [round(p.get_height(), 2) for p in ax.patches] == [0.8, 1.2, 0, 0.9]
 
 
 def test_plots_without_results(tmp_path, monkeypatch):

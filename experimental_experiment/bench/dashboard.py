@@ -142,6 +142,18 @@ def _export_time() -> list[str] | None:
             f"{statistics.median(ratios):.2f}x torch.onnx's", "reference"]
 
 
+def _model_latency() -> list[str] | None:
+    rows = read_rows("optim_speed_real.csv")
+    ours = [_float(r["speed_vs_torch_onnx"]) for r in rows
+            if r["variant"] == "to_onnx default" and _float(r.get("speed_vs_torch_onnx"))]
+    theirs = [_float(r["latency_ms"]) for r in rows if r["variant"] == "torch.onnx"]
+    if not ours or not theirs:
+        return None
+    return ["onnxruntime latency at real sizes, median over models (vision, LLM; "
+            "default optimization)", f"{statistics.median(ours):.2f}x torch.onnx's",
+            "reference"]
+
+
 #: the exporter whose latency the landing page shows
 BEST_LATENCY = "to_onnx default+onnxruntime"
 
@@ -205,8 +217,8 @@ def plot_latency(ax=None):
 
 def headline() -> str:
     """The comparison of the landing page, from every benchmark result available."""
-    body = [row for row in (_coverage(), _zoo(), _constructs(), _export_time(), _latency())
-            if row is not None]
+    body = [row for row in (_coverage(), _zoo(), _constructs(), _export_time(),
+                            _model_latency(), _latency()) if row is not None]
     return list_table(["measured", "to_onnx", "torch.onnx.export(dynamo=True)"], body)
 
 
@@ -254,4 +266,26 @@ def plot_node_counts(name: str = "export_time.csv", ax=None):
     ax.set_ylabel("ONNX nodes")
     ax.set_title("Size of the exported graphs")
     _legend(ax, exporters)
+    return ax
+
+
+def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
+    """onnxruntime latency over torch.onnx.export's, per model and variant (1 = torch.onnx)."""
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in read_rows(name) if _float(r.get("speed_vs_torch_onnx"))
+            and r["variant"] != "torch.onnx"]
+    table = pivot(rows, "model", "variant", "speed_vs_torch_onnx")
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.5))
+    width = 0.8 / max(len(variants), 1)
+    for k, variant in enumerate(variants):
+        values = [_float(table[m].get(variant)) or 0 for m in table]
+        ax.bar([i + k * width for i in range(len(table))], values, width, label=variant)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(table))], list(table))
+    ax.set_ylabel("latency / torch.onnx's")
+    ax.set_title("onnxruntime latency (CPU, 1 thread), relative to torch.onnx.export")
+    _legend(ax, variants)
     return ax
