@@ -229,6 +229,16 @@ def _legend(ax, labels) -> None:
         ax.text(0.5, 0.5, "no benchmark result yet", ha="center", transform=ax.transAxes)
 
 
+def _grouped_bars(ax, table: dict, series: list[str]) -> None:
+    """One group of bars per row of the pivot ``table``, one bar per ``series`` (0 when
+    missing), the row names under the groups."""
+    width = 0.8 / max(len(series), 1)
+    for k, name in enumerate(series):
+        values = [_float(table[m].get(name)) or 0 for m in table]
+        ax.bar([i + k * width for i in range(len(table))], values, width, label=name)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(table))], list(table))
+
+
 def plot_export_time(ax=None):
     """Bar chart: seconds per model and exporter (log scale)."""
     import matplotlib.pyplot as plt
@@ -238,11 +248,7 @@ def plot_export_time(ax=None):
     exporters = list(dict.fromkeys(r["exporter"] for r in rows))
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
-    width = 0.8 / max(len(exporters), 1)
-    for k, exporter in enumerate(exporters):
-        values = [_float(table[m].get(exporter)) or 0 for m in table]
-        ax.bar([i + k * width for i in range(len(table))], values, width, label=exporter)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(table))], list(table))
+    _grouped_bars(ax, table, exporters)
     ax.set_yscale("log")
     ax.set_ylabel("seconds (log)")
     ax.set_title("Export time, dynamic shapes, one process per case")
@@ -279,12 +285,8 @@ def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.5))
-    width = 0.8 / max(len(variants), 1)
-    for k, variant in enumerate(variants):
-        values = [_float(table[m].get(variant)) or 0 for m in table]
-        ax.bar([i + k * width for i in range(len(table))], values, width, label=variant)
+    _grouped_bars(ax, table, variants)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(table))], list(table))
     ax.set_ylabel("latency / torch.onnx's")
     ax.set_title("onnxruntime latency (CPU, 1 thread), relative to torch.onnx.export")
     _legend(ax, variants)
