@@ -235,3 +235,82 @@ def test_vmap_mask_to_onnx():
                                         providers=["CPUExecutionProvider"])
     got = sess.run(None, {"x": x.numpy(), "pad": pad.numpy()})[0]
     np.testing.assert_allclose(Masked()(x, pad).numpy(), got)
+
+
+def _voxtral_realtime():
+    """A tiny VoxtralRealtimeForConditionalGeneration (8 audio frames per token)."""
+    from transformers import VoxtralRealtimeConfig, VoxtralRealtimeForConditionalGeneration
+
+    torch.manual_seed(0)
+    small = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                 num_attention_heads=2, head_dim=16, vocab_size=128)
+    config = VoxtralRealtimeConfig(audio_config=dict(small, num_mel_bins=16),
+                                   text_config=dict(small, num_key_value_heads=1))
+    return VoxtralRealtimeForConditionalGeneration(config).eval()
+
+
+def _voxtral_inputs(model, batch, seq, past, padding):
+    """Decoder inputs with a cache of ``past`` tokens; with ``padding``, the padding
+    cache a first chunk leaves (the streaming case: an input updated in place)."""
+    inputs = dict(input_ids=torch.randint(0, 128, (batch, seq)),
+                  input_features=torch.randn(batch, 16, seq * 8),
+                  attention_mask=torch.ones(batch, past + seq, dtype=torch.int64),
+                  position_ids=torch.arange(past, past + seq).expand(batch, -1))
+    inputs[cache_argument_name(model)] = _cache(batch, past, heads=1, dim=16)
+    if padding:
+        with torch.no_grad():
+            inputs["padding_cache"] = model(**copy.deepcopy(inputs)).padding_cache
+    return inputs
+
+
+def test_voxtral_padding_cache_roundtrip():
+    from transformers.models.voxtral_realtime.modeling_voxtral_realtime import (
+        VoxtralRealtimeConv1dPaddingCache,
+    )
+
+    model = _voxtral_realtime()
+    cache = _voxtral_inputs(model, 2, 3, 5, padding=True)["padding_cache"]
+    assert VoxtralRealtimeConv1dPaddingCache not in _pytree.SUPPORTED_NODES
+    with bypass_export_some_errors(patch_transformers=True):
+        leaves, spec = _pytree.tree_flatten_with_path(cache)
+        assert [path[0].key for path, _ in leaves] == ["conv1", "conv2"]
+        rebuilt = _pytree.tree_unflatten([t for _, t in leaves], spec)
+        assert rebuilt.layers["conv1"].left_pad == cache.layers["conv1"].left_pad
+        assert rebuilt.layers["conv2"].cache is cache.layers["conv2"].cache
+    assert VoxtralRealtimeConv1dPaddingCache not in _pytree.SUPPORTED_NODES
+
+
+@pytest.mark.parametrize("padding", [False, True])
+def test_voxtral_realtime_to_onnx(padding):
+    """The padding cache is an output (and an input when streaming): dynamic batch,
+    sequence and cache length, onnxruntime matches eager on two sizes."""
+    from experimental_experiment.torch_models.llm_models import (
+        compare_outputs,
+        eager_outputs,
+        ort_feeds,
+    )
+
+    model = _voxtral_realtime()
+    inputs = _voxtral_inputs(model, 2, 3, 5, padding)
+    ds = dict(input_ids={0: "batch", 1: "seq"}, input_features={0: "batch", 2: "frames"},
+              attention_mask={0: "batch", 1: "total"}, position_ids={0: "batch", 1: "seq"})
+    ds[cache_argument_name(model)] = [{0: "batch", 2: "past"}] * 4
+    if padding:
+        ds["padding_cache"] = [{0: "batch"}] * 2
+    with bypass_export_some_errors(patch_transformers=True) as modificator:
+        onx = to_onnx(model, (), modificator(copy.deepcopy(inputs)), dynamic_shapes=ds)
+    dims = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim[:3]]
+            for i in onx.graph.input}
+    assert dims["input_ids"][:2] == ["batch", "seq"]
+    assert dims["past_key_values_key_0"] == ["batch", "", "past"]
+    assert dims.get("padding_cache_conv1", ["batch"])[0] == "batch"
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for sizes in [(2, 3, 5), (3, 4, 7)]:
+        inputs = _voxtral_inputs(model, *sizes, padding)
+        expected = eager_outputs(model, inputs)
+        with bypass_export_some_errors(patch_transformers=True):
+            feeds = ort_feeds(sess, inputs)
+        got = sess.run(None, feeds)  # padding inputs updated in place: extra outputs last
+        assert len(expected) == 11 and len(got) == 11 + 2 * padding
+        assert compare_outputs(expected, got[:11]) < 1e-4, f"sizes {sizes}"

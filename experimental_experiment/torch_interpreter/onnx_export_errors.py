@@ -94,8 +94,9 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
 
       - registers transformers' cache classes with torch's pytree (``DynamicCache``,
         ``StaticCache``, ``EncoderDecoderCache`` and their subclasses that the
-        installed transformers defines); torch.export otherwise refuses a model called
-        with a cache. The flattened inputs of :func:`to_onnx
+        installed transformers defines, VoxtralRealtime's padding cache, one tensor
+        per convolution named ``padding_cache_<conv>``); torch.export otherwise refuses
+        a model called with (or returning) a cache. The flattened inputs of :func:`to_onnx
         <experimental_experiment.torch_interpreter.to_onnx>` are named
         ``past_key_values_key_<i>`` and ``past_key_values_value_<i>`` (keys of every
         layer, then values) whether the model's argument is ``past_key_values``

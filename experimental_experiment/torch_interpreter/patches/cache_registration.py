@@ -181,10 +181,66 @@ def _unflatten_encoder_decoder(values, context):
     return EncoderDecoderCache(*values)
 
 
+# VoxtralRealtimeConv1dPaddingCache: one padding tensor per causal convolution
+
+#: module of the padding cache (not a ``Cache``) VoxtralRealtime returns with a cache
+_VOXTRAL_REALTIME = "transformers.models.voxtral_realtime.modeling_voxtral_realtime"
+
+#: padding cache layer attributes which are not part of the context
+_PADDING_DERIVED = {"cache", "is_initialized"}
+
+
+def _flatten_padding_cache(cache):
+    """Leaves: the padding tensor of every initialized convolution, named after its
+    ``cache_key``; context: the keys and the other (int) attributes of the layers."""
+    layers = {k: v for k, v in cache.layers.items() if v.cache is not None}
+    context = tuple(
+        (key, tuple(sorted((n, v) for n, v in vars(layer).items()
+                           if n not in _PADDING_DERIVED)))
+        for key, layer in layers.items()
+    )
+    return [layer.cache for layer in layers.values()], context
+
+
+def _flatten_with_keys_padding_cache(cache):
+    leaves, context = _flatten_padding_cache(cache)
+    return [(_pytree.MappingKey(k), v) for (k, _), v in zip(context, leaves)], context
+
+
+def _make_unflatten_padding_cache(cls):
+    def unflatten(values, context):
+        cache = cls()
+        for value, (key, state) in zip(values, context):
+            cache.layers[key] = layer = _new_padding_layer()
+            layer.__dict__.update(dict(state), cache=value, is_initialized=True)
+        return cache
+
+    return unflatten
+
+
+def _new_padding_layer():
+    import sys
+
+    return sys.modules[_VOXTRAL_REALTIME].VoxtralRealtimeConv1dCacheLayer()
+
+
+def _padding_cache_classes() -> dict[type, tuple]:
+    """VoxtralRealtime's padding cache when its module is imported (a model of this type
+    exists; importing it for nothing takes seconds)."""
+    import sys
+
+    cls = getattr(sys.modules.get(_VOXTRAL_REALTIME), "VoxtralRealtimeConv1dPaddingCache", None)
+    if cls is None:
+        return {}
+    return {cls: (_flatten_padding_cache, _make_unflatten_padding_cache(cls),
+                  _flatten_with_keys_padding_cache)}
+
+
 def cache_classes() -> dict[type, tuple]:
     """The cache classes of the installed transformers this module can register,
     ``{class: (flatten, unflatten, flatten_with_keys)}``: DynamicCache, StaticCache,
-    EncoderDecoderCache and their subclasses when they exist (feature checks)."""
+    EncoderDecoderCache and their subclasses when they exist (feature checks),
+    VoxtralRealtime's padding cache when its module is imported."""
     try:
         from transformers import cache_utils
     except ImportError:
@@ -200,6 +256,7 @@ def cache_classes() -> dict[type, tuple]:
     if edc is not None:
         out[edc] = (_flatten_encoder_decoder, _unflatten_encoder_decoder,
                     _flatten_with_keys_encoder_decoder)
+    out.update(_padding_cache_classes())
     return out
 
 
