@@ -148,6 +148,43 @@ def _depth_pro_patch_counts(original):
     return fn
 
 
+def _antialias_bilinear_weights(out_size, in_size: int, index):
+    """Weights ``(batch, k, in_size)`` of ``F.interpolate(mode="bilinear",
+    antialias=True, align_corners=False)`` along one axis resized from ``in_size`` to
+    ``out_size[b]`` (a tensor): row ``[b, k]`` gives output position ``index[b, k]``.
+    The triangle filter is widened by the scale when downsampling, then normalized."""
+    scale = in_size / out_size.to(torch.float32)
+    support = scale.clamp(min=1.0)
+    center = scale[:, None] * (index.to(torch.float32) + 0.5)
+    source = torch.arange(in_size, dtype=torch.float32, device=index.device) + 0.5
+    w = (1 - ((source - center[..., None]) / support[:, None, None]).abs()).clamp(min=0)
+    return w / w.sum(dim=-1, keepdim=True)
+
+
+def _siglip2_resize_positions(original):
+    """Replaces ``Siglip2VisionEmbeddings.resize_positional_embeddings``: the antialiased
+    bilinear resize of the position grid to every image's ``(height, width)`` is two
+    weight matrices built from ``spatial_shapes`` with tensor ops, for the whole batch;
+    the positions beyond ``height * width`` take the first one, as in the original.
+
+    Fixes: ``Constraints violated (L['pixel_values'].size()[0], ...)``: ``for i in
+    range(batch_size)`` with ``spatial_shapes[i].tolist()`` unrolls the batch.
+    """
+
+    def resize(positional_embeddings, spatial_shapes, max_length):
+        grid_h, grid_w, _ = positional_embeddings.shape
+        height, width = spatial_shapes[:, 0:1], spatial_shapes[:, 1:2].clamp(min=1)
+        k = torch.arange(max_length, device=spatial_shapes.device)[None, :]
+        k = torch.where(k < height * width, k, 0)  # padding repeats position 0
+        rows = _antialias_bilinear_weights(height[:, 0], grid_h, k // width)
+        cols = _antialias_bilinear_weights(width[:, 0], grid_w, k % width)
+        grid = positional_embeddings.to(torch.float32)
+        resized = torch.einsum("bki,bkj,ijd->bkd", rows, cols, grid)
+        return resized.to(positional_embeddings.dtype)
+
+    return staticmethod(resize)
+
+
 #: (module of transformers, class, method, replacement) of every patch of this file
 _PATCHES = (
     ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask",
@@ -161,6 +198,8 @@ _PATCHES = (
      _reformer_axial_positions),
     ("depth_pro.modeling_depth_pro", "DepthProPatchEncoder", "forward",
      _depth_pro_patch_counts),
+    ("siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "resize_positional_embeddings",
+     _siglip2_resize_positions),
 )
 
 
