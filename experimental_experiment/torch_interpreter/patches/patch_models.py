@@ -185,6 +185,51 @@ def _siglip2_resize_positions(original):
     return staticmethod(resize)
 
 
+def _canine_pooled_mask(original):
+    """Replaces ``CanineModel._downsample_attention_mask``: the maximum over windows of
+    ``downsampling_rate`` characters is a reshape and ``amax`` of the first
+    ``length // rate * rate`` characters (``MaxPool1d`` drops the remainder too).
+
+    Fixes: ``Constraints violated (L['attention_mask'].size()[1], ...)``: the C++
+    ``max_pool1d`` makes the sequence length a constant.
+    """
+
+    def downsample(self, char_attention_mask, downsampling_rate):
+        batch, length = char_attention_mask.shape
+        molecules = length // downsampling_rate
+        kept = char_attention_mask[:, : molecules * downsampling_rate].float()
+        return kept.reshape(batch, molecules, downsampling_rate).amax(dim=-1)
+
+    return downsample
+
+
+def _canine_local_attention(original):
+    """Replaces ``CanineAttention.forward`` for local attention over consecutive chunks
+    (chunk width equal to the strides, no position attending to the first one): one
+    attention over the sequence where a position sees only the keys of its own chunk
+    (``-inf`` elsewhere, so a chunk of padding still averages its own keys). Any
+    other setting or ``output_attentions`` runs the original.
+
+    Fixes: ``Constraints violated (L['input_ids'].size()[1], ...)``: ``for chunk_start
+    in range(0, seq_length, stride)`` unrolls the chunks of the sequence.
+    """
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        widths = {self.attend_from_chunk_width, self.attend_from_chunk_stride,
+                  self.attend_to_chunk_width, self.attend_to_chunk_stride}
+        if (not self.local or output_attentions or attention_mask is None or len(widths) > 1
+                or self.always_attend_to_first_position or self.first_position_attends_to_all):
+            return original(self, hidden_states, attention_mask, output_attentions)
+        chunk = torch.arange(hidden_states.shape[1], device=hidden_states.device) // widths.pop()
+        outside = torch.where(chunk[:, None] == chunk[None, :], 0.0, float("-inf"))
+        padding = (1.0 - attention_mask.float()) * torch.finfo(hidden_states.dtype).min
+        mask = (padding + outside)[:, None]  # (batch, 1, from, to), added to the scores
+        context = self.self(hidden_states, hidden_states, mask, False)[0]
+        return (self.output(context, hidden_states),)
+
+    return forward
+
+
 #: (module of transformers, class, method, replacement) of every patch of this file
 _PATCHES = (
     ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask",
@@ -200,6 +245,9 @@ _PATCHES = (
      _depth_pro_patch_counts),
     ("siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "resize_positional_embeddings",
      _siglip2_resize_positions),
+    ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask",
+     _canine_pooled_mask),
+    ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
 )
 
 
