@@ -120,3 +120,85 @@ def test_depth_pro_keeps_the_batch_dynamic():
         got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def _siglip2_inputs(shapes, patches, channels):
+    """Patchified images of ``(height, width)`` patches, padded to ``patches``."""
+    mask = torch.zeros(len(shapes), patches, dtype=torch.int64)
+    for i, (h, w) in enumerate(shapes):
+        mask[i, : h * w] = 1
+    return dict(pixel_values=torch.randn(len(shapes), patches, channels),
+                pixel_attention_mask=mask,
+                spatial_shapes=torch.tensor(shapes, dtype=torch.int64))
+
+
+def test_siglip2_resized_positions_keep_the_batch_dynamic():
+    from transformers import Siglip2VisionConfig, Siglip2VisionModel
+
+    torch.manual_seed(0)
+    config = Siglip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_channels=3, patch_size=2,
+                                 num_patches=16)
+    model = Siglip2VisionModel(config).eval()
+    channels, patches = 3 * 2 * 2, 24
+    names = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
+    ds = ({0: "batch", 1: "patches"}, {0: "batch", 1: "patches"}, {0: "batch"})
+    inputs = _siglip2_inputs([(2, 3), (4, 5)], patches, channels)
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        assert any(p.name.endswith("resize_positional_embeddings")
+                   for p in get_model_patches())
+        onx = to_onnx(model, (), inputs, dynamic_shapes=dict(zip(names, ds)))
+    assert [i.type.tensor_type.shape.dim[0].dim_param for i in onx.graph.input] == [
+        "batch"] * 3
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    # upsampled, downsampled, padded and unpadded grids, another batch and length
+    for shapes, length in (([(2, 3), (4, 5)], patches), ([(6, 4), (1, 7), (4, 4)], 30)):
+        feeds = _siglip2_inputs(shapes, length, channels)
+        with torch.no_grad():
+            expected = model(**feeds).last_hidden_state.numpy()
+        got = sess.run(None, {k: v.numpy() for k, v in feeds.items()})[0]
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def _check_with_mask(model, vocab, names, shapes, output=lambda out: out.last_hidden_state):
+    """Exports ``model(input_ids, attention_mask)`` on ``shapes[0]`` with a dynamic batch
+    and sequence, compares onnxruntime with eager on every shape, the end of the
+    second row of every mask being padding."""
+
+    def feeds(shape):
+        mask = torch.ones(shape, dtype=torch.int64)
+        mask[1, shape[1] * 2 // 3:] = 0
+        return dict(input_ids=torch.randint(0, vocab, shape), attention_mask=mask)
+
+    ds = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        active = [p.name for p in get_model_patches()]
+        assert all(any(a.endswith(n) for a in active) for n in names), active
+        onx = to_onnx(model, (), feeds(shapes[0]), dynamic_shapes=ds)
+    for i in onx.graph.input:
+        assert [d.dim_param for d in i.type.tensor_type.shape.dim] == ["batch", "seq"]
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    for shape in shapes:
+        inputs = feeds(shape)
+        with torch.no_grad():
+            expected = output(model(**inputs)).numpy()
+        got = sess.run(None, {k: v.numpy() for k, v in inputs.items()})[0]
+        assert got.shape == expected.shape, shape
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4, err_msg=str(shape))
+
+
+def test_canine_keeps_the_sequence_dynamic():
+    from transformers import CanineConfig, CanineModel
+
+    torch.manual_seed(0)
+    config = CanineConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=64, downsampling_rate=4,
+                          local_transformer_stride=5, num_hash_buckets=64,
+                          num_hash_functions=4)
+    model = CanineModel(config).eval()
+    # one chunk, chunks with remainders, a chunk of padding only, lengths % 4 != 0
+    _check_with_mask(model, 1000, ("_downsample_attention_mask", "CanineAttention.forward"),
+                     [(2, 12), (3, 13), (2, 23), (2, 4)])

@@ -122,6 +122,16 @@ def test_apply_patches_inherited_attribute():
     assert "f" not in vars(Child) and Child().f() == 1
 
 
+def test_apply_patches_restores_a_staticmethod():
+    class Owner:
+        @staticmethod
+        def f(x):
+            return x
+
+    with apply_patches([Patch(Owner, "f", lambda orig: staticmethod(lambda x: -x))]):
+        assert Owner().f(1) == -1
+    assert isinstance(vars(Owner)["f"], staticmethod) and Owner().f(1) == 1
+
 def test_every_patch_is_documented():
     for patch in get_transformers_patches():
         assert "Fixes" in patch.doc, patch.name

@@ -53,8 +53,10 @@ def apply_patches(patches: list[Patch], verbose: int = 0):
         for patch in patches:
             had = patch.attribute in vars(patch.owner) if isinstance(patch.owner, type) else True
             original = getattr(patch.owner, patch.attribute)
+            # restored as stored: a staticmethod stays one
+            stored = vars(patch.owner)[patch.attribute] if had else original
             setattr(patch.owner, patch.attribute, patch.factory(original))
-            done.append((patch, original, had))
+            done.append((patch, stored, had))
             if verbose:
                 logger.warning("[bypass_export_some_errors] patched %s", patch.name)
         _ACTIVE.extend(p.name for p, _, _ in done)

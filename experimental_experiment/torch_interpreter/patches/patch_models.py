@@ -148,6 +148,88 @@ def _depth_pro_patch_counts(original):
     return fn
 
 
+def _antialias_bilinear_weights(out_size, in_size: int, index):
+    """Weights ``(batch, k, in_size)`` of ``F.interpolate(mode="bilinear",
+    antialias=True, align_corners=False)`` along one axis resized from ``in_size`` to
+    ``out_size[b]`` (a tensor): row ``[b, k]`` gives output position ``index[b, k]``.
+    The triangle filter is widened by the scale when downsampling, then normalized."""
+    scale = in_size / out_size.to(torch.float32)
+    support = scale.clamp(min=1.0)
+    center = scale[:, None] * (index.to(torch.float32) + 0.5)
+    source = torch.arange(in_size, dtype=torch.float32, device=index.device) + 0.5
+    w = (1 - ((source - center[..., None]) / support[:, None, None]).abs()).clamp(min=0)
+    return w / w.sum(dim=-1, keepdim=True)
+
+
+def _siglip2_resize_positions(original):
+    """Replaces ``Siglip2VisionEmbeddings.resize_positional_embeddings``: the antialiased
+    bilinear resize of the position grid to every image's ``(height, width)`` is two
+    weight matrices built from ``spatial_shapes`` with tensor ops, for the whole batch;
+    the positions beyond ``height * width`` take the first one, as in the original.
+
+    Fixes: ``Constraints violated (L['pixel_values'].size()[0], ...)``: ``for i in
+    range(batch_size)`` with ``spatial_shapes[i].tolist()`` unrolls the batch.
+    """
+
+    def resize(positional_embeddings, spatial_shapes, max_length):
+        grid_h, grid_w, _ = positional_embeddings.shape
+        height, width = spatial_shapes[:, 0:1], spatial_shapes[:, 1:2].clamp(min=1)
+        k = torch.arange(max_length, device=spatial_shapes.device)[None, :]
+        k = torch.where(k < height * width, k, 0)  # padding repeats position 0
+        rows = _antialias_bilinear_weights(height[:, 0], grid_h, k // width)
+        cols = _antialias_bilinear_weights(width[:, 0], grid_w, k % width)
+        grid = positional_embeddings.to(torch.float32)
+        resized = torch.einsum("bki,bkj,ijd->bkd", rows, cols, grid)
+        return resized.to(positional_embeddings.dtype)
+
+    return staticmethod(resize)
+
+
+def _canine_pooled_mask(original):
+    """Replaces ``CanineModel._downsample_attention_mask``: the maximum over windows of
+    ``downsampling_rate`` characters is a reshape and ``amax`` of the first
+    ``length // rate * rate`` characters (``MaxPool1d`` drops the remainder too).
+
+    Fixes: ``Constraints violated (L['attention_mask'].size()[1], ...)``: the C++
+    ``max_pool1d`` makes the sequence length a constant.
+    """
+
+    def downsample(self, char_attention_mask, downsampling_rate):
+        batch, length = char_attention_mask.shape
+        molecules = length // downsampling_rate
+        kept = char_attention_mask[:, : molecules * downsampling_rate].float()
+        return kept.reshape(batch, molecules, downsampling_rate).amax(dim=-1)
+
+    return downsample
+
+
+def _canine_local_attention(original):
+    """Replaces ``CanineAttention.forward`` for local attention over consecutive chunks
+    (chunk width equal to the strides, no position attending to the first one): one
+    attention over the sequence where a position sees only the keys of its own chunk
+    (``-inf`` elsewhere, so a chunk of padding still averages its own keys). Any
+    other setting or ``output_attentions`` runs the original.
+
+    Fixes: ``Constraints violated (L['input_ids'].size()[1], ...)``: ``for chunk_start
+    in range(0, seq_length, stride)`` unrolls the chunks of the sequence.
+    """
+
+    def forward(self, hidden_states, attention_mask=None, output_attentions=False):
+        widths = {self.attend_from_chunk_width, self.attend_from_chunk_stride,
+                  self.attend_to_chunk_width, self.attend_to_chunk_stride}
+        if (not self.local or output_attentions or attention_mask is None or len(widths) > 1
+                or self.always_attend_to_first_position or self.first_position_attends_to_all):
+            return original(self, hidden_states, attention_mask, output_attentions)
+        chunk = torch.arange(hidden_states.shape[1], device=hidden_states.device) // widths.pop()
+        outside = torch.where(chunk[:, None] == chunk[None, :], 0.0, float("-inf"))
+        padding = (1.0 - attention_mask.float()) * torch.finfo(hidden_states.dtype).min
+        mask = (padding + outside)[:, None]  # (batch, 1, from, to), added to the scores
+        context = self.self(hidden_states, hidden_states, mask, False)[0]
+        return (self.output(context, hidden_states),)
+
+    return forward
+
+
 #: (module of transformers, class, method, replacement) of every patch of this file
 _PATCHES = (
     ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask",
@@ -161,6 +243,11 @@ _PATCHES = (
      _reformer_axial_positions),
     ("depth_pro.modeling_depth_pro", "DepthProPatchEncoder", "forward",
      _depth_pro_patch_counts),
+    ("siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "resize_positional_embeddings",
+     _siglip2_resize_positions),
+    ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask",
+     _canine_pooled_mask),
+    ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
 )
 
 
