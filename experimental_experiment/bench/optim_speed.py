@@ -123,6 +123,13 @@ def _patches(name: str):
     return bypass_export_some_errors(patch_transformers=True)
 
 
+def _fresh(kwargs: dict) -> dict:
+    """``kwargs`` with a copy of every value that is not a tensor: the model appends the
+    new positions to a cache given as input (tensors are not changed, not copied)."""
+    return {k: v if isinstance(v, torch.Tensor) else copy.deepcopy(v)
+            for k, v in kwargs.items()}
+
+
 def _first(outputs) -> np.ndarray:
     """The first output tensor of a model (a ModelOutput, a tuple or a tensor)."""
     if isinstance(outputs, torch.Tensor):
@@ -181,15 +188,15 @@ def bench_model(name: str, *, warmup: int = 5, repeat: int = 30,
         # one array per ONNX input (a cache flattened: the patches register it; flags
         # such as interpolate_pos_encoding=True are constants of the graph)
         inputs = [t.numpy() for t in flatten_tensors((args, kwargs))]
-        expected = _first(model(*args, **copy.deepcopy(kwargs)))
+        expected = _first(model(*args, **_fresh(kwargs)))
         functions = export_functions(model, args, kwargs, dims)
         for variant in variants:
             row = dict(model=name, variant=variant, nodes=None, latency_ms=None,
                        max_abs_diff=None, error="")
             rows.append(row)
             try:
-                if variant == "eager":  # a copy: the model appends to a cache
-                    runs[variant] = lambda: model(*args, **copy.deepcopy(kwargs))  # noqa: E731
+                if variant == "eager":
+                    runs[variant] = lambda: model(*args, **_fresh(kwargs))  # noqa: E731
                     continue
                 onx = functions[variant]()
                 row["nodes"] = len(onx.graph.node)
