@@ -82,6 +82,9 @@ class DimensionRecord:
     max: int | None = None
     guard: str = ""
     location: SourceLocation | None = None
+    # True when a branch of the model's code (a guard on a derived size), not the
+    # dimension's plain range, sets the bounds: the model is wrong outside them
+    branch: bool = False
 
 
 @dataclass

@@ -22,6 +22,7 @@ from ..report import (
 )
 from ..report.render import format_of
 from .errors import InvalidArgumentError
+from .guard_ranges import guard_ranges, merge_into_records
 from .shape_guards import _excluded_dirs, _is_user, _location, dimension_records
 
 logger = logging.getLogger(__name__)
@@ -193,6 +194,13 @@ def record_capture(report: ExportReport, attempts: list, recorder, model, args,
             seconds))
     if recorder is not None:
         report.dimensions.extend(dimension_records(recorder, input_names))
+
+
+def record_guard_ranges(report: ExportReport, ep, recorder, model, args, kwargs) -> None:
+    """Replaces the constrained dimensions by the exact ranges every guard of the
+    capture accepts (:mod:`guard_ranges`): a branch on a derived size is one of them."""
+    ranges = guard_ranges(ep, recorder, _flat_input_names(model, args, kwargs))
+    report.dimensions[:] = merge_into_records(report.dimensions, ranges)
 
 
 def record_decompositions(report: ExportReport, decomposed: list) -> None:

@@ -34,6 +34,7 @@ from .input_checks import check_target_opset
 from .interpreter import Interpreter
 from .large_model import make_container, pin_weights, weight_free_inputs
 from .prepare import check_arguments, mutations_last, prepare
+from .guard_ranges import ranges_metadata
 from .shape_guards import warn_constrained
 
 
@@ -134,6 +135,7 @@ def export_program(
     clock("capture")
     if report is not None:
         warn_constrained(report.dimensions)
+        builder.metadata_props.update(ranges_metadata(report.dimensions))
     interp = _interpreter(builder, gm, plan, namer, dispatcher, export_modules_as_functions)
     mutations_last(builder, interp.run(out_names), out_names)
     # weights going to external data are pinned: the optimizer does not fold them

@@ -17,7 +17,7 @@ from .dispatcher import Dispatcher
 from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shapes, symbol_names
 from .errors import CaptureError, InvalidArgumentError
 from .export_options import ExportOptions
-from .export_report import record_capture, record_decompositions
+from .export_report import record_capture, record_decompositions, record_guard_ranges
 from .input_checks import check_dynamic_shapes_axes, describe_dimension_sources
 from .interpreter import InputPlan
 from .shape_guards import record_shape_guards
@@ -107,6 +107,8 @@ def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_conv
     finally:
         if report is not None:
             record_capture(report, attempts, guards, model, args, kwargs)
+    if report is not None:  # the sizes every guard of the capture accepts
+        record_guard_ranges(report, ep, guards, model, args, kwargs)
     leaves = leaf_paths(model, args, kwargs)
     check_zero_one(ep, [leaf for _, leaf in leaves], small)
     return ep, names, [p for p, _ in leaves]

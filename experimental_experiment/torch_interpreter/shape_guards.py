@@ -241,6 +241,29 @@ def _probed_record(env, recorder: GuardRecorder, symbol, name: str) -> Dimension
                            guard=str(first[1]), location=recorder.location(first[0].sloc))
 
 
+def constrained_message(r: DimensionRecord) -> str:
+    """The dimension, the sizes it is valid for, the user's line that bounded it, what
+    to do; the guard itself last (it can be long)."""
+    span = (f"sizes in [{r.min if r.min is not None else 0}, "
+            f"{r.max if r.max is not None else 'inf'}]"
+            if r.min is not None or r.max is not None else "the sizes where its guard holds")
+    if r.value is not None:
+        span += f" (example size {r.value})"
+    where = (f"{r.location.file}:{r.location.line}"
+             + (f" ({r.location.code!r})" if r.location.code else "")
+             if r.location else "the model's code")
+    guard = r.guard if len(r.guard) <= 160 else r.guard[:157] + "..."
+    return (
+        f"dynamic dimension {r.dimension} is valid only for {span}: outside, a condition "
+        f"the capture assumed at {where} no longer holds (a branch taken at the example "
+        "size, or an operator's requirement), and the ONNX model, which cannot check it, "
+        "computes the branch of the example size at every size. Export with example sizes in the "
+        "range the model must serve, write the branch with torch.cond, or treat this "
+        "warning as an error (warnings.simplefilter('error', ConstrainedDimensionWarning)); "
+        "the ranges are in the model's metadata_props['dynamic_dimension_ranges']. "
+        f"Guard: {guard or '?'}")
+
+
 def warn_constrained(records: list[DimensionRecord]) -> list[DimensionRecord]:
     """Warns (:class:`~experimental_experiment.errors.ConstrainedDimensionWarning`) about
     the dynamic dimensions the capture bounded from above or to a set of sizes; returns
@@ -249,20 +272,10 @@ def warn_constrained(records: list[DimensionRecord]) -> list[DimensionRecord]:
 
     from ..errors import ConstrainedDimensionWarning
 
-    # a lower bound alone (Swin: images of at least one 4-pixel patch) stays in the report
+    # a plain lower bound alone (a convolution needs at least its kernel size) stays in
+    # the report; one set by a branch of the model's code is warned about
     bounded = [r for r in records if r.kind == "constrained"
-               and (r.max is not None or r.min is None)]
+               and (r.max is not None or r.min is None or r.branch)]
     for r in bounded:
-        where = f" at {r.location.file}:{r.location.line}" if r.location else ""
-        span = (f"[{r.min if r.min is not None else 0}, "
-                f"{r.max if r.max is not None else 'inf'}]"
-                if r.min is not None or r.max is not None else "the sizes where it holds")
-        warnings.warn(
-            f"dynamic dimension {r.dimension} was constrained to {span}: the model's "
-            f"code{where} added the guard {r.guard or '?'} during the capture and the ONNX "
-            "model does not check it. If the model accepts other sizes (a branch taken "
-            "at the example size), export with example sizes in the range it should "
-            "serve or write the branch with torch.cond; a limit of the model itself "
-            "(a table of positions) needs nothing.",
-            ConstrainedDimensionWarning, stacklevel=3)
+        warnings.warn(constrained_message(r), ConstrainedDimensionWarning, stacklevel=3)
     return bounded

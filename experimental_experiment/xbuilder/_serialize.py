@@ -98,6 +98,8 @@ def builder_to_model(g, make_initializer=tensor_proto) -> ModelProto:
         else:
             model.graph.initializer.append(make_initializer(name, value))
     model.functions.extend(g.functions.values())
+    for key, value in sorted(getattr(g, "metadata_props", {}).items()):
+        model.metadata_props.add(key=key, value=value)
     model.producer_name = "experimental_experiment"
     model.producer_version = __version__
     return model

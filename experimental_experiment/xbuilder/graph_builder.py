@@ -61,6 +61,8 @@ class GraphBuilder:
         self.outputs: list[str] = []
         self.initializers: dict[str, Any] = {}
         self.functions: dict[tuple[str, str], FunctionProto] = {}
+        # written into the model's metadata_props (sorted by key)
+        self.metadata_props: dict[str, str] = {}
         self._types: dict[str, int] = {}
         self._shapes: dict[str, tuple] = {}
         self._ranks: dict[str, int] = {}

@@ -1,0 +1,154 @@
+"""A corpus of size-dependent branches exported with dynamic dimensions: at ten sizes
+each, inside and outside the range the export reports, the ONNX model either matches
+eager PyTorch or the size is outside the reported range (never silently wrong)."""
+
+import json
+import warnings
+
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+import torch.nn.functional as F
+
+from experimental_experiment.errors import ConstrainedDimensionWarning
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.guard_ranges import METADATA_KEY
+
+
+class ShiftedWindow(torch.nn.Module):
+    """Swin's rule: pad to a multiple of the window, shift only when the padded size
+    exceeds the window."""
+
+    def forward(self, x):
+        h = x.shape[1]
+        y = F.pad(x, (0, 0, 0, (7 - h % 7) % 7))
+        if y.shape[1] > 7:
+            y = torch.roll(y, 3, dims=1)
+        return y[:, :h] * 2
+
+
+class SwinStage(torch.nn.Module):
+    """Patch embedding (//4), merging (padded to even, //2), then the window branch of
+    a later stage: the guard is on a chain of integer divisions of the input size."""
+
+    def forward(self, x):
+        y = F.avg_pool1d(x, 4)  # (B, C, L // 4)
+        n = y.shape[2]
+        y = F.avg_pool1d(F.pad(y, (0, n % 2)), 2)
+        m = y.shape[2]
+        y = F.pad(y, (0, (7 - m % 7) % 7))
+        if 7 >= y.shape[2]:
+            return y[..., :m] + 1
+        return torch.roll(y, 3, dims=2)[..., :m] + 1
+
+
+class AtLeast(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[1] >= 16:
+            return x.mean(dim=1)
+        return x.sum(dim=1)
+
+
+class DivisionChain(torch.nn.Module):
+    def forward(self, x):
+        k = ((x.shape[1] // 4) + 1) // 2
+        if k > 3:
+            return x[:, :k] * 3
+        return x[:, :k] - 1
+
+
+class TallOrWide(torch.nn.Module):
+    """A branch comparing two dynamic dimensions."""
+
+    def forward(self, x):
+        if x.shape[1] > x.shape[2]:
+            return x.sum(dim=1)
+        return x.sum(dim=2)
+
+
+def _export(model, x, ds):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onx = to_onnx(model, (x,), dynamic_shapes=ds)
+    props = {p.key: p.value for p in onx.metadata_props}
+    ranges = json.loads(props.get(METADATA_KEY, "{}"))
+    warned = [str(w.message) for w in caught
+              if issubclass(w.category, ConstrainedDimensionWarning)]
+    return onx, ranges, warned
+
+
+def _inside(ranges: dict, shape: tuple) -> bool:
+    for dim, r in ranges.items():
+        axis = int(dim.split("[")[1].rstrip("]"))
+        size = shape[axis]
+        if (r["min"] is not None and size < r["min"]) or (
+                r["max"] is not None and size > r["max"]):
+            return False
+    return True
+
+
+def _check(model, example, ds, shapes):
+    onx, ranges, warned = _export(model, example, ds)
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
+    wrong, outside = [], []
+    for shape in shapes:
+        x = torch.randn(*shape)
+        expected = model(x).numpy()
+        got = sess.run(None, {"x": x.numpy()})[0]
+        ok = got.shape == expected.shape and np.allclose(got, expected, atol=1e-5)
+        inside = _inside(ranges, shape)
+        if not inside:
+            outside.append(shape)
+        if not ok:
+            wrong.append(shape)
+            assert not inside, (
+                f"silently wrong at {shape}: reported ranges {ranges}, warnings {warned}")
+    return ranges, warned, wrong, outside
+
+
+CASES = [
+    (ShiftedWindow(), (2, 5, 3), {1: "h"}, [(2, n, 3) for n in (2, 3, 5, 6, 7, 8, 9, 13, 14, 30)]),
+    (SwinStage(), (2, 3, 48), {2: "length"},
+     [(2, 3, n) for n in (8, 16, 32, 48, 56, 60, 64, 72, 96, 128)]),
+    (AtLeast(), (2, 20, 3), {1: "n"}, [(2, n, 3) for n in (2, 5, 15, 16, 17, 20, 31, 32, 64, 100)]),
+    (DivisionChain(), (2, 40, 3), {1: "n"},
+     [(2, n, 3) for n in (4, 8, 24, 27, 28, 29, 40, 64, 100, 200)]),
+    (TallOrWide(), (2, 8, 6), {1: "h", 2: "w"},
+     [(2, 8, 6), (2, 7, 7), (2, 9, 2), (2, 20, 5), (2, 6, 8), (2, 8, 8), (2, 12, 7),
+      (2, 3, 2), (2, 100, 99), (2, 5, 9)]),
+]
+
+
+@pytest.mark.parametrize("model,example,axes,shapes", CASES,
+                         ids=[type(c[0]).__name__ for c in CASES])
+def test_size_dependent_branch_never_silently_wrong(model, example, axes, shapes):
+    ranges, warned, wrong, outside = _check(model, torch.randn(*example), ({**axes},), shapes)
+    # the corpus does exercise the branch: some sizes take the other one in eager
+    assert wrong, f"no size took the other branch for {type(model).__name__}"
+    assert ranges and warned, "the bound must be in the metadata and warned about"
+    assert set(wrong) <= set(outside)
+
+
+def test_swin_stage_names_the_branch_line():
+    _, ranges, warned = _export(SwinStage(), torch.randn(2, 3, 48), ({2: "length"},))
+    entry = ranges["x.shape[2]"]
+    assert entry["max"] is not None and entry["max"] < 128
+    assert entry["code"] == "if 7 >= y.shape[2]:"
+    assert any("x.shape[2]" in w and "if 7 >= y.shape[2]:" in w for w in warned), warned
+
+
+def test_no_branch_no_range():
+    class Plain(torch.nn.Module):
+        def forward(self, x):
+            return F.pad(x, (0, (7 - x.shape[1] % 7) % 7)) * 2
+
+    _, ranges, warned = _export(Plain(), torch.randn(2, 5), ({1: "n"},))
+    assert ranges == {} and warned == []
+
+
+def test_metadata_is_machine_independent():
+    onx, _, _ = _export(ShiftedWindow(), torch.randn(2, 5, 3), ({1: "h"},))
+    text = {p.key: p.value for p in onx.metadata_props}[METADATA_KEY]
+    assert "/" not in text.split('"where": "')[1].split('"')[0]
