@@ -115,6 +115,18 @@ def test_prelu_single_weight():
     check_export(torch.nn.PReLU(), sets, dynamic_shapes=DS)
 
 
+def test_prelu_zero_dim_keeps_rank():
+    """A 0-d input gives a 0-d output (a [1] output broadcast from the weight before)."""
+    model = torch.nn.PReLU(init=0.2)
+    onx = to_onnx(model, (torch.tensor(-1.5),))
+    for value in (-1.5, 2.0):
+        x = torch.tensor(value)
+        (got,) = run_onnx(onx, (x,))
+        expected = model(x).detach()
+        assert tuple(got.shape) == () == tuple(expected.shape)
+        assert abs(float(got) - float(expected)) < 1e-6
+
+
 @pytest.mark.parametrize("kind", ["dropout", "feature", "alpha"])
 def test_dropout_eval(kind):
     mods = {"dropout": torch.nn.Dropout(0.3), "feature": torch.nn.Dropout2d(0.3),

@@ -158,6 +158,8 @@ def aten_prelu(g: GraphBuilder, x, weight):
     w = cast_to(g, weight, g.get_type(x))
     if rank is not None and rank >= 2 and g.get_rank(weight) == 1:
         w = g.op.Reshape(w, i64([-1] + [1] * (rank - 2)))
+    elif rank == 0:  # a 0-d input keeps its rank: the single weight becomes a scalar
+        w = g.op.Reshape(w, i64([]))
     return g.op.Where(g.op.Greater(x, 0), x, g.op.Mul(x, w))
 
 
