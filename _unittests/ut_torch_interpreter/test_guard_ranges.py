@@ -152,3 +152,19 @@ def test_metadata_is_machine_independent():
     onx, _, _ = _export(ShiftedWindow(), torch.randn(2, 5, 3), ({1: "h"},))
     text = {p.key: p.value for p in onx.metadata_props}[METADATA_KEY]
     assert "/" not in text.split('"where": "')[1].split('"')[0]
+
+
+def test_verify_dynamic_shapes_checks_the_reported_bounds():
+    """One call: the bounds of the reported range pass, the sizes just outside are
+    reported as outside (expected), nothing fails silently."""
+    from experimental_experiment.torch_interpreter.verify import verify_dynamic_shapes
+
+    model, x, ds = SwinStage(), torch.randn(2, 3, 48), ({2: "length"},)
+    onx, ranges, _ = _export(model, x, ds)
+    report = verify_dynamic_shapes(model, onx, (x,), dynamic_shapes=ds)
+    names = {t.name: t for t in report.trials}
+    high = ranges["x.shape[2]"]["max"]
+    assert names["length=max"].passed and names["length=max"].dims["length"] == high
+    assert names["length=max+1"].outside and not names["length=max+1"].passed
+    assert report.ok, str(report)
+    assert "outside the valid range" in str(report)
