@@ -80,15 +80,26 @@ def _hint(env, symbol) -> int | None:
 
 
 def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
+    """The guards on the independent symbols ``names`` as Python functions. Symbols
+    replaced by others are substituted first; an equality between several symbols
+    (``mask length == past + sequence``) is a relation the inputs must satisfy together,
+    not a range: it is left out."""
+    import sympy
     from torch.utils._sympy.printers import PythonPrinter
 
     printer, guards, seen = PythonPrinter(), [], set()
     header = f"lambda {', '.join(names)}: " if names else "lambda: "
-    for g in env.guards:
-        symbols = frozenset(str(s) for s in g.expr.free_symbols)
+    exprs = [(g, env.replace(g.expr)) for g in env.guards]
+    relations = _equalities(e for _, e in exprs)
+    for g, expr in exprs:
+        if expr in (sympy.true, sympy.false) or isinstance(expr, bool):
+            continue
+        symbols = frozenset(str(s) for s in expr.free_symbols)
         if not symbols or not symbols <= set(names):
             continue  # a guard on values or unbacked symbols: not a size
-        code = printer.doprint(g.expr)
+        if len(symbols) > 1 and (isinstance(expr, sympy.Eq) or _difference(expr) in relations):
+            continue
+        code = printer.doprint(expr)
         if code in seen:
             continue
         seen.add(code)
@@ -100,6 +111,24 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
         where = recorder.location(g.sloc) if recorder is not None else None
         guards.append(_Guard(code, function, symbols, where))
     return guards
+
+
+def _difference(expr):
+    """``a - b`` for a guard ``a <= b`` (or ``b >= a``), else None."""
+    import sympy
+
+    if isinstance(expr, (sympy.LessThan, sympy.StrictLessThan)):
+        return sympy.expand(expr.lhs - expr.rhs)
+    if isinstance(expr, (sympy.GreaterThan, sympy.StrictGreaterThan)):
+        return sympy.expand(expr.rhs - expr.lhs)
+    return None
+
+
+def _equalities(exprs) -> set:
+    """Differences ``d`` for which both ``d <= 0`` and ``-d <= 0`` are guards: together an
+    equality between sizes (``mask length == past + sequence``)."""
+    diffs = {d for d in (_difference(e) for e in exprs) if d is not None}
+    return {d for d in diffs if -d in diffs}
 
 
 def _holds(guard: _Guard, values: list[int]) -> bool:
@@ -138,6 +167,9 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
         return []
     dims = {}  # symbol name -> (symbol, source)
     for symbol, sources in env.var_to_sources.items():
+        replaced = env.replacements.get(symbol)
+        if replaced is not None and replaced != symbol:
+            continue  # equal to another size (or a function of others): not scanned
         if sources and _hint(env, symbol) is not None:
             dims.setdefault(str(symbol), (symbol, sources[0].name))
     names = sorted(dims)
