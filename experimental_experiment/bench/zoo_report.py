@@ -16,6 +16,7 @@ import collections
 import json
 import os
 
+from .report_format import cell, fmt
 from .zoo import read_rows
 
 
@@ -27,15 +28,6 @@ def load(csv_path: str) -> tuple[list[dict], dict]:
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
     return read_rows(csv_path), meta
-
-
-def cell(text) -> str:
-    """Text safe in a list-table cell (no inline markup, one line)."""
-    text = " ".join(str(text or "").split())[:180]
-    text = text.replace("\\", "/").replace("`", "'").replace("|", "/")
-    for c in "_*":
-        text = text.replace(c, "\\" + c)
-    return text
 
 
 def _exporters(rows: list[dict]) -> list[str]:
@@ -113,12 +105,47 @@ def _status(r: dict | None) -> str:
     if r is None:
         return ""
     if r["status"] == "pass":
-        return f"pass ({r['export_time']} s, {r['nodes']} nodes, diff {r['max_diff']})"
+        return "pass"
+    if r["cause"].startswith(f"{r['stage']}: "):  # the cause is the error itself
+        return r["stage"]
     return f"{r['stage']}: {r['cause']}"
 
 
+def render_stages(rows: list[dict]) -> str:
+    """Cases per stage of failure (``pass`` first) and exporter."""
+    exporters = _exporters(rows)
+    counts = collections.Counter((r["stage"] or "pass", r["exporter"]) for r in rows)
+    stages = ["pass", *sorted({r["stage"] for r in rows if r["stage"]})]
+    body = [[s, *[str(counts[s, e]) for e in exporters]] for s in stages]
+    return "\n".join(_list_table(["stage", *exporters], body))
+
+
+def render_failures(rows: list[dict]) -> str:
+    """Every model type one exporter fails, the exporters side by side, with the full
+    error of each failing case."""
+    exporters = _exporters(rows)
+    by_type: dict[str, dict[str, dict]] = collections.defaultdict(dict)
+    for r in rows:
+        by_type[r["model_type"]][r["exporter"]] = r
+    body = []
+    for model_type in sorted(by_type):
+        rs = by_type[model_type]
+        if all(r["status"] == "pass" for r in rs.values()):
+            continue
+        errors = {e: rs[e]["error"] for e in exporters if e in rs and rs[e]["error"]}
+        same = len(set(errors.values())) == 1
+        text = (next(iter(errors.values())) if same and len(errors) == len(exporters)
+                else " / ".join(f"{e}: {err}" for e, err in errors.items()))
+        body.append([model_type, *[_status(rs.get(e)) for e in exporters], text])
+    if not body:
+        return "No failure."
+    return "\n".join(_list_table(["model type", *exporters, "error (both exporters when "
+                                  "one text)"], body, widths="14 18 18 50"))
+
+
 def render_table(rows: list[dict]) -> str:
-    """One section per head, one line per model type, one column per exporter."""
+    """One section per head, one line per model type, for every exporter its status,
+    export time (s) and node count, and the largest difference with eager."""
     exporters = _exporters(rows)
     by_head: dict[str, dict[str, dict]] = collections.defaultdict(dict)
     for r in rows:
@@ -130,9 +157,19 @@ def render_table(rows: list[dict]) -> str:
         for model_type in sorted(by_head[head]):
             rs = by_head[head][model_type]
             cls = next((r["model_class"] for r in rs.values() if r.get("model_class")), "")
-            cache = next((r["cache"] for r in rs.values() if r.get("cache")), "")
-            body.append([model_type, cls, cache,
-                         *[_status(rs.get(e)) for e in exporters]])
-        lines += _list_table(["model type", "class", "cache", *exporters], body)
+            line = [model_type, cls]
+            for e in exporters:
+                r = rs.get(e)
+                ok = r is not None and r["status"] == "pass"
+                line += [fmt(r["export_time"]) if ok else _status(r),
+                         fmt(r["nodes"]) if ok else ""]
+            diffs = [fmt(rs[e]["max_diff"]) for e in exporters
+                     if e in rs and rs[e]["status"] == "pass"]
+            body.append([*line, " / ".join(diffs)])
+        header = ["model type", "class"]
+        for e in exporters:
+            header += [f"{e} (s)", f"{e} nodes"]
+        lines += _list_table([*header, "max diff"], body,
+                             widths=" ".join(["14", "20", *["14 8"] * len(exporters), "14"]))
         lines.append("")
     return "\n".join(lines)

@@ -1,0 +1,244 @@
+"""The tables of each benchmark page (``_doc/bench/*.rst``), as reStructuredText: the run
+they come from, the direction that is better, the exporters side by side, units in the
+headers, failures-only views of the long tables.
+
+.. code-block:: python
+
+    from experimental_experiment.bench.dashboard_pages import llm_latency_tables
+
+    print(llm_latency_tables())
+"""
+
+from __future__ import annotations
+
+import collections
+
+from . import dashboard as _d
+from .report_format import cell, direction, fmt, list_table, ratio
+
+
+def _join(*parts: str) -> str:
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def _bold(text: str) -> str:
+    return f"**{text}**"
+
+
+def _status(value) -> str:
+    return str(value or "")
+
+
+def _details(summary: str, body: str) -> str:
+    """``body`` folded in an HTML ``<details>`` element (open it to read)."""
+    return _join(".. raw:: html\n\n    <details><summary>" + summary + "</summary>", body,
+                 ".. raw:: html\n\n    </details>")
+
+
+# export_time.rst
+
+
+def export_time_tables() -> str:
+    rows = _d.read_rows("export_time.csv")
+    onnx = [r for r in rows if r["exporter"] in ("to_onnx", "torch.onnx")]
+    ratios = _d.export_time_ratios(rows)
+    return _join(
+        _d.run_line("export_time.csv"),
+        _bold("Export time (s)") + " " + direction(True),
+        _d.pivot_table(rows, ["model"], "exporter", [("seconds", "(s)", fmt)]),
+        _bold("Ratios") + " " + direction(True, "below 1x, to_onnx is faster"),
+        list_table(["model", "to_onnx (s)", "to_onnx / torch.onnx", "to_onnx / capture"],
+                   [[r["model"], fmt(r["to_onnx"]), ratio(r["vs_torch_onnx"]),
+                     ratio(r["vs_capture"])] for r in ratios]),
+        _bold("Graph size, discrepancies and memory") + " " + direction(True, "every column"),
+        _d.pivot_table(onnx, ["model"], "exporter",
+                       [("n_nodes", "nodes", fmt), ("max_abs_diff", "max diff", fmt),
+                        ("peak_rss_mb", "peak RSS (MB)", fmt)]),
+    )
+
+
+def export_time_errors() -> str:
+    rows = [r for r in _d.read_rows("export_time.csv") if r.get("error")]
+    if not rows:
+        return "None."
+    return list_table(["model", "exporter", "error"],
+                      [[r["model"], r["exporter"], r["error"]] for r in rows],
+                      widths=[15, 15, 70], escape=True)
+
+
+# llm_latency.rst
+
+
+def _cell_rows(name: str) -> list[dict]:
+    rows = _d.read_rows(name)
+    for r in rows:
+        r["cell"] = f"{r['size']} {r['phase']}"
+    return rows
+
+
+def llm_latency_tables() -> str:
+    rows = _cell_rows("llm_latency.csv")
+    exporters = _d.ordered((r["exporter"] for r in rows),
+                           first=("to_onnx default+onnxruntime", "builder", "torch.onnx"))
+    one = [r for r in rows if r["threads"] == "1"]
+    return _join(
+        _d.run_line("llm_latency.csv"),
+        _bold("Median latency (ms)") + " " + direction(True),
+        _d.pivot_table(rows, ["cell", "threads"], "exporter", [("latency_ms", "(ms)", fmt)],
+                       columns=exporters),
+        _bold("Latency / builder's") + " " + direction(
+            True, "below 1x, faster than onnxruntime-genai's builder"),
+        _d.pivot_table([r for r in rows if r["exporter"] not in ("builder", "eager")],
+                       ["cell", "threads"], "exporter", [("vs_builder", "", ratio)],
+                       columns=[e for e in exporters if e not in ("builder", "eager")]),
+        _bold("Kernels onnxruntime runs per step (1 thread)") + " " + direction(True),
+        _d.pivot_table([r for r in one if r["exporter"] != "eager"], ["cell"], "exporter",
+                       [("kernels", "", fmt)],
+                       columns=[e for e in exporters if e != "eager"]),
+    )
+
+
+def llm_latency_patterns_table() -> str:
+    rows = _cell_rows("llm_latency_patterns.csv")
+    base = "to_onnx default+onnxruntime"
+    for r in rows:
+        variant = r["exporter"][len(base):] if r["exporter"].startswith(base) else ""
+        r["variant"] = variant or ("default+onnxruntime" if r["exporter"] == base
+                                   else r["exporter"])
+    return _join(
+        _d.run_line("llm_latency_patterns.csv"),
+        _bold("Median latency (ms) and ratio to the builder's") + " " + direction(True),
+        _d.pivot_table(rows, ["variant"], "cell",
+                       [("latency_ms", "(ms)", fmt), ("vs_builder", "/ builder", ratio)],
+                       widths=[40, 15, 15, 15, 15]),
+    )
+
+
+# llm_models.rst
+
+
+def llm_models_table() -> str:
+    rows = _d.read_rows("llm_models.csv")
+    decoding = {(r["model"], r["cache"]): r.get("decoding", "") for r in rows
+                if r.get("decoding")}
+    bad = _d.failures(rows)
+    return _join(
+        _d.run_line("llm_models.csv"),
+        f"{sum(r['status'] == 'pass' for r in rows)} of {len(rows)} rows pass"
+        + (f", failing: {', '.join(r['model'] for r in bad)}." if bad else "."),
+        _bold("Export time (s) and largest difference with eager") + " " + direction(
+            True, "both"),
+        _d.pivot_table(rows, ["model", "cache"], "exporter",
+                       [("status", "", _status), ("export_time", "(s)", fmt),
+                        ("max_abs_diff", "max diff", fmt)],
+                       extra=[("decoding", lambda by: cell(decoding.get(
+                           (next(iter(by.values()))["model"],
+                            next(iter(by.values()))["cache"]), "")))]),
+    )
+
+
+# constructs.rst
+
+
+def constructs_tables() -> str:
+    rows = _d.read_rows("constructs.csv")
+    details = collections.defaultdict(list)
+    for r in rows:
+        if r.get("detail"):
+            details[r["construct"]].append(f"{r['exporter']}: {r['detail']}")
+    return _join(
+        _d.run_line("constructs.csv"),
+        _d.pivot_table(rows, ["construct"], "exporter", [("status", "", _status)],
+                       extra=[("detail (failures)", lambda by: cell(" / ".join(
+                           details[next(iter(by.values()))["construct"]])))],
+                       widths=[20, 10, 10, 60]),
+    )
+
+
+def control_flow_table() -> str:
+    rows = _d.read_rows("control_flow.csv")
+    return _join(
+        _d.run_line("control_flow.csv"),
+        _bold("Nodes in the main graph and inside bodies and functions") + " "
+        + direction(True),
+        _d.pivot_table(rows, ["construct"], "exporter",
+                       [("status", "", _status), ("main_nodes", "main", fmt),
+                        ("body_nodes_raw", "bodies raw", fmt),
+                        ("body_nodes", "bodies", fmt)]),
+    )
+
+
+# optim_speed.rst
+
+
+def optim_speed_tables(name: str = "optim_speed.csv") -> str:
+    rows = _d.read_rows(name)
+    onnx = [r for r in rows if r["variant"] != "eager"]
+    ratios = [r for r in onnx if r["variant"] != "torch.onnx"]
+    return _join(
+        _d.run_line(name),
+        _bold("Latency (ms)") + " " + direction(True),
+        _d.pivot_table(rows, ["model"], "variant", [("latency_ms", "(ms)", fmt)]),
+        _bold("Latency / torch.onnx.export's") + " " + direction(
+            True, "below 1x, faster than torch.onnx.export"),
+        _d.pivot_table(ratios, ["model"], "variant", [("speed_vs_torch_onnx", "", ratio)]),
+        _bold("Nodes") + " " + direction(True),
+        _d.pivot_table(onnx, ["model"], "variant", [("nodes", "", fmt)]),
+        _bold("Largest difference with eager") + " " + direction(True),
+        _d.pivot_table(onnx, ["model"], "variant", [("max_abs_diff", "", fmt)]),
+    )
+
+
+# op_coverage.rst
+
+COVERAGE_STATUSES = ["pass", "export-fail", "runtime-fail", "mismatch", "capture-fail",
+                     "skipped"]
+
+
+def op_coverage_summary() -> str:
+    rows = _d.read_rows("op_coverage.csv")
+    exporters = _d.ordered(r["exporter"] for r in rows)
+    counts = collections.Counter((r["exporter"], r["status"]) for r in rows)
+    rates = []
+    for e in exporters:
+        tried = sum(counts[e, s] for s in COVERAGE_STATUSES[:4])
+        rates.append(f"{counts[e, 'pass'] / max(tried, 1):.1%} ({counts[e, 'pass']} / {tried})")
+    return _join(
+        _d.run_line("op_coverage.csv"),
+        _bold("Operators by status") + " " + direction(
+            False, "pass rate; skipped and capture-fail are excluded from it"),
+        _d.status_counts(rows, order=COVERAGE_STATUSES),
+        list_table(["", *exporters], [["pass rate", *rates]]),
+    )
+
+
+def _coverage_table(rows: list[dict]) -> str:
+    def detail(e):
+        return lambda by: cell(by[e]["detail"]) if e in by and by[e]["status"] not in (
+            "pass", "skipped") else ""
+
+    exporters = _d.ordered(r["exporter"] for r in rows)
+    return _d.pivot_table(
+        rows, ["op"], "exporter",
+        [("status", "", lambda v: v), ("passed", "passed", str)],
+        extra=[(f"{e} detail", detail(e)) for e in exporters],
+        widths=[14, *([8, 5] * len(exporters)), *([66 // max(len(exporters), 1)]
+                                                   * len(exporters))])
+
+
+def op_coverage_failures() -> str:
+    """Every operator one exporter fails (the other exporter beside it), full details."""
+    rows = _d.failing_keys(_d.read_rows("op_coverage.csv"), "op")
+    for r in rows:
+        r["passed"] = f"{r['passed']}/{r['samples']}"
+    n = len({r["op"] for r in rows})
+    return _join(f"{n} operators fail with at least one exporter "
+                 "(``passed``: samples passed / samples).", _coverage_table(rows))
+
+
+def op_coverage_all() -> str:
+    rows = _d.read_rows("op_coverage.csv")
+    for r in rows:
+        r["passed"] = f"{r['passed']}/{r['samples']}"
+    return _details(f"All {len({r['op'] for r in rows})} operators (click to open)",
+                    _coverage_table(rows))
