@@ -50,7 +50,7 @@ def test_totals(tmp_path):
     assert "2 model types tried out of 345 listed" in text
     assert "      - 1 / 2 (1 / 1 built)" in text  # to_onnx, all heads, my_bert is not built
     assert "2026-01-01" in text and "torch 2.13" in text
-    assert "for 1 cases, median 3.0 s per case" in text
+    assert "summed over 1 cases (two run at once with ``--jobs 2``), median 3.0 s per case" in text
 
 
 def test_causes_and_table(tmp_path):
@@ -74,7 +74,12 @@ def test_failures_keep_digits_and_full_error():
                  nodes="", max_diff="", wall_time="1.2") for e in ("to_onnx", "torch.onnx")]
     rows.append(dict(rows[0], model_type="llama", status="pass", stage="", cause="",
                      error="", export_time="3.916", nodes="238", max_diff="1.24e-06"))
+    rows.append(dict(rows[0], model_type="xlnet", error="RuntimeError: aten.sub 1"))
+    rows.append(dict(rows[1], model_type="xlnet", error="ValueError: 2 inconsistencies"))
     text = render_failures(rows)
+    _check_rst(text)
+    # two errors, two paragraphs of the same cell
+    assert "      - to\\_onnx: RuntimeError: aten.sub 1\n\n        torch.onnx: ValueError" in text
     assert "LayoutLMv2Model requires the detectron2 library" in text
     assert "match your environment." in text and "llama" not in text
     assert "LayoutLMvN" not in render_causes(rows)

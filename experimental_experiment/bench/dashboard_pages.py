@@ -242,3 +242,29 @@ def op_coverage_all() -> str:
         r["passed"] = f"{r['passed']}/{r['samples']}"
     return _details(f"All {len({r['op'] for r in rows})} operators (click to open)",
                     _coverage_table(rows))
+
+
+# index.rst
+
+PAGES = [
+    ("l-bench-export-time", "export time at real sizes (s)", "lower", "export_time.csv"),
+    ("l-bench-llm-models", "tiny transformers models with a cache: export time, "
+     "discrepancies", "lower", "llm_models.csv"),
+    ("l-bench-llm-latency", "LLM latency in onnxruntime against the builder (ms)", "lower",
+     "llm_latency.csv"),
+    ("l-bench-optim-speed", "node count and latency of the optimized models (ms)", "lower",
+     "optim_speed_real.csv"),
+    ("l-bench-op-coverage", "PyTorch OpInfo operators converted and checked", "higher",
+     "op_coverage.csv"),
+    ("l-bench-constructs", "hard constructs, control flow", "higher", "constructs.csv"),
+    ("l-bench-zoo", "transformers and diffusers model types exported and checked",
+     "higher", "zoo.csv"),
+]
+
+
+def bench_index() -> str:
+    """One line per benchmark page: what it measures, which way is better, its run."""
+    body = [[f":ref:`{label}`", what, f"{better} is better", _d.run_short(name)]
+            for label, what, better, name in PAGES if _d.read_rows(name)]
+    return list_table(["page", "measures", "direction", "run (date, commit, versions)"],
+                      body, widths=[20, 40, 12, 28])

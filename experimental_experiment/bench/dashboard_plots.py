@@ -18,12 +18,16 @@ def _axes(ax, size):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=size)
+        _, ax = plt.subplots(figsize=size, layout="constrained")
     return ax
 
 
 def _legend(ax, labels) -> None:
-    if labels:
+    """The legend under the axes, outside the bars (inside when the caller gave the
+    axes of a figure without a constrained layout)."""
+    if labels and ax.figure.get_layout_engine() is not None:
+        ax.figure.legend(loc="outside lower center", ncols=min(len(labels), 4), fontsize=7)
+    elif labels:
         ax.legend(fontsize=7)
     else:
         ax.text(0.5, 0.5, "no benchmark result yet", ha="center", transform=ax.transAxes)

@@ -88,13 +88,18 @@ def cell(text) -> str:
 def list_table(header: list[str], body: list[list[str]], widths: list[int] | None = None,
                title: str = "", escape: bool = False) -> str:
     """A reStructuredText list-table (a sentence when there is no row); cells are
-    written as given (rst) unless ``escape`` is true."""
+    written as given (rst) unless ``escape`` is true; ``widths`` in relative units,
+    else ``auto``."""
     if not body:
         return "*No benchmark result yet.*"
     lines = [f".. list-table:: {title}".rstrip(), "    :header-rows: 1"]
-    if widths:
-        lines.append(f"    :widths: {' '.join(str(w) for w in widths)}")
+    # without widths, the browser sizes the columns to their content (docutils would
+    # give every column the same width and break the words of the narrow ones)
+    lines.append(f"    :widths: {' '.join(str(w) for w in widths) if widths else 'auto'}")
     lines.append("")
+    # a header may break after '+' (``to_onnx default+onnxruntime``): a long unbreakable
+    # header would take the width of the other columns and break their words
+    header = [str(h).replace("+", "+\u200b") for h in header]
     for row in [header, *body]:
         row = [cell(c) if escape else str(c) for c in row]
         lines.append(f"    * - {row[0]}".rstrip())

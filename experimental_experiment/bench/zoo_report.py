@@ -35,13 +35,16 @@ def _exporters(rows: list[dict]) -> list[str]:
 
 
 def _list_table(header: list[str], body: list[list[str]], widths: str = "") -> list[str]:
-    lines = [".. list-table::", "    :header-rows: 1"]
-    if widths:
-        lines.append(f"    :widths: {widths}")
+    lines = [".. list-table::", "    :header-rows: 1", f"    :widths: {widths or 'auto'}"]
     lines.append("")
     for row in [header, *body]:
         lines.append(f"    * - {cell(row[0])}")
-        lines.extend(f"      - {cell(c)}" for c in row[1:])
+        for c in row[1:]:
+            # a cell of several paragraphs (separated by an empty line)
+            paragraphs = [cell(p) for p in str(c).split("\n\n")]
+            lines.append(f"      - {paragraphs[0]}")
+            for p in paragraphs[1:]:
+                lines += ["", f"        {p}"]
     return lines
 
 
@@ -58,9 +61,10 @@ def render_totals(rows: list[dict], meta: dict) -> str:
               "by transformers' auto mappings.", ""]
     walls = sorted(float(r["wall_time"]) for r in rows if r.get("wall_time"))
     if walls:
-        lines += [f"Wall time: {sum(walls) / 60:.0f} minutes for {len(walls)} cases, "
-                  f"median {walls[len(walls) // 2]:.1f} s per case (one process per case, "
-                  "model built and run in eager mode included).", ""]
+        lines += [f"Wall time of the cases: {sum(walls) / 60:.0f} minutes summed over "
+                  f"{len(walls)} cases (two run at once with ``--jobs 2``), median "
+                  f"{walls[len(walls) // 2]:.1f} s per case (one process per case, model built "
+                  "and run in eager mode included).", ""]
     exporters = _exporters(rows)
     heads = sorted({r["head"] for r in rows})
     counts = collections.Counter((r["head"], r["exporter"], r["status"]) for r in rows)
@@ -93,12 +97,13 @@ def render_causes(rows: list[dict], top: int = 25) -> str:
     for (e, stage, cause), rs in sorted(groups.items(), key=lambda kv: (
             exporters.index(kv[0][0]), -len(kv[1]), kv[0][1], kv[0][2]))[: top * len(exporters)]:
         examples = ", ".join(r["model_type"] for r in rs[:4]) + (", ..." if len(rs) > 4 else "")
-        body.append([e, stage, cause, str(len(rs)), examples, rs[0]["error"]])
+        label = "(the error)" if cause.startswith(f"{stage}: ") else cause
+        body.append([e, stage, label, str(len(rs)), examples, rs[0]["error"]])
     if not body:
         return "No failure."
     return "\n".join(_list_table(["exporter", "stage", "cause", "cases", "examples",
                                   "first error of the first example"], body,
-                                 widths="10 8 20 5 17 40"))
+                                 widths="10 10 18 6 18 38"))
 
 
 def _status(r: dict | None) -> str:
@@ -108,6 +113,8 @@ def _status(r: dict | None) -> str:
         return "pass"
     if r["cause"].startswith(f"{r['stage']}: "):  # the cause is the error itself
         return r["stage"]
+    if r["cause"].startswith(r["stage"]):  # conversion of aten.xxx
+        return r["cause"]
     return f"{r['stage']}: {r['cause']}"
 
 
@@ -135,12 +142,13 @@ def render_failures(rows: list[dict]) -> str:
         errors = {e: rs[e]["error"] for e in exporters if e in rs and rs[e]["error"]}
         same = len(set(errors.values())) == 1
         text = (next(iter(errors.values())) if same and len(errors) == len(exporters)
-                else " / ".join(f"{e}: {err}" for e, err in errors.items()))
+                else "\n\n".join(f"{e}: {err}" for e, err in errors.items()))
         body.append([model_type, *[_status(rs.get(e)) for e in exporters], text])
     if not body:
         return "No failure."
-    return "\n".join(_list_table(["model type", *exporters, "error (both exporters when "
-                                  "one text)"], body, widths="14 18 18 50"))
+    return "\n".join(_list_table(["model type", *exporters, "error (one text when both "
+                                  "exporters fail the same way)"], body,
+                                 widths=" ".join(["17", *["18"] * len(exporters), "47"])))
 
 
 def render_table(rows: list[dict]) -> str:
@@ -169,7 +177,6 @@ def render_table(rows: list[dict]) -> str:
         header = ["model type", "class"]
         for e in exporters:
             header += [f"{e} (s)", f"{e} nodes"]
-        lines += _list_table([*header, "max diff"], body,
-                             widths=" ".join(["14", "20", *["14 8"] * len(exporters), "14"]))
+        lines += _list_table([*header, "max diff"], body)
         lines.append("")
     return "\n".join(lines)
