@@ -70,7 +70,7 @@ def test_headline_reads_what_exists(bench):
     assert "lower is better" in export and "- 0.25x\n      - 1x\n      - torch.onnx.export" in export
     assert "- 1.00x\n      - 1x\n" in latency  # median of 0.8 and 1.2 (default optimization)
     # the builder is the reference of the LLM row, in the reference column
-    assert "- 0.90x to 0.90x (``default+onnxruntime``)\n      - 1.50x to 1.50x\n" in llm
+    assert "- 0.90x to 0.90x\n      - 1.50x to 1.50x\n" in llm
     assert "- 1x: onnxruntime-genai's model builder" in llm
     assert "OpInfo" not in text  # no op_coverage.csv in this folder
     # every row cites its run: no git history in tmp_path, versions from README.rst

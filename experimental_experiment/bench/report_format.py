@@ -48,7 +48,7 @@ def _number(value) -> float | int | None:
 
 def fmt(value, digits: int = 3) -> str:
     """A number with ``digits`` significant digits: ``''`` for a missing value, integers
-    exact (``43,862,016``), scientific notation below 1e-3 and from 1e5 on
+    exact (``1013``, ``43,862,016``), scientific notation below 1e-3 and from 1e5 on
     (``8.94e-08``), ``NaN``, ``inf``; any other text is returned unchanged."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return ""
@@ -56,7 +56,7 @@ def fmt(value, digits: int = 3) -> str:
     if x is None:
         return str(value)
     if isinstance(x, int):
-        return f"{x:,}"
+        return f"{x:,}" if abs(x) >= 1_000_000 else str(x)
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
@@ -211,5 +211,18 @@ def run_short(name: str, folder: str | None = None) -> str:
     info = run_info(name, folder)
     keep = [v for v in info["versions"].split(", ")
             if v.split(" ")[0] in ("torch", "onnxruntime")]
-    commit = f" ``{info['commit']}``" if info["commit"] else ""
-    return f"{info['date']}{commit}; {', '.join(keep)}".strip("; ")
+    commit = f" (``{info['commit']}``)" if info["commit"] else ""
+    return f"{info['date'][:10]}{commit}; {', '.join(keep)}".strip("; ")
+
+
+def head_line(text: str, limit: int = 2000) -> str:
+    """The first non-empty line of an error message, followed by the second one when the
+    first announces it (ends with ``:`` or `` for``: the operator or the command the
+    reader needs is there); cut only after ``limit`` characters."""
+    lines = [t.strip() for t in str(text).splitlines() if t.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if len(lines) > 1 and (line.endswith(":") or line.endswith(" for")):
+        line = f"{line} {lines[1]}"
+    return line[:limit]

@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConstrainedDimensionWarning
+from .report_format import head_line
 from .zoo_cases import QUICK_TYPES, ZooCase, build_case, list_cases
 
 FIELDS = ["model_type", "head", "model_class", "exporter", "cache", "status", "stage",
@@ -57,9 +58,10 @@ def _text(e: BaseException) -> str:
 
 
 def first_line(e: BaseException) -> str:
-    """``Type: first non empty line of the message``, whole (up to 2,000 characters)."""
-    lines = [x.strip() for x in _text(e).splitlines() if x.strip()]
-    return f"{type(e).__name__}: {lines[0][:2000]}" if lines else type(e).__name__
+    """``Type: first non empty line of the message``, whole (up to 2,000 characters),
+    with the next line when the first one announces it (:func:`head_line`)."""
+    line = head_line(_text(e))
+    return f"{type(e).__name__}: {line}" if line else type(e).__name__
 
 
 def root_cause(e: BaseException) -> BaseException:
