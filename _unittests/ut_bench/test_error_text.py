@@ -38,3 +38,18 @@ def test_zoo_error_keeps_digits():
     assert text.startswith("ImportError: LayoutLMv2Model requires the detectron2 library")
     assert text.endswith("instructions: https://x/2")
     assert zoo.cause_bucket("config", text).startswith("config: ImportError: LayoutLMv2Model")
+
+
+def test_constructs_detail_is_not_cut_at_120_characters():
+    from experimental_experiment.bench.constructs import _first_line
+
+    outer = "ConversionError: Failed to convert the exported program to an ONNX model. " * 2
+    try:
+        try:
+            raise KeyError("op='h16bench.add_scaled_'")
+        except KeyError as e:
+            raise RuntimeError(outer) from e
+    except RuntimeError as e:
+        text = _first_line(e)
+    assert text.startswith(f"RuntimeError: {outer.strip()} <- KeyError:")
+    assert "h16bench.add_scaled_" in text

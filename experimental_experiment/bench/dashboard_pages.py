@@ -29,6 +29,21 @@ def _status(value) -> str:
     return str(value or "")
 
 
+def _cut_note(rows: list[dict]) -> str:
+    """A sentence when details of the file were cut at 120 characters (runs before the
+    runner kept whole lines)."""
+    cut = any(len(part) == 120 for r in rows
+              for part in _detail(r.get("detail")).split(" <- "))
+    return ("Some details stop mid-word: the run that wrote the file cut each line at "
+            "120 characters (the benchmark now keeps whole lines)." if cut else "")
+
+
+def _detail(text) -> str:
+    """A detail written for a csv-table (````text````) as plain text."""
+    text = str(text or "").strip()
+    return text[2:-2] if text.startswith("``") and text.endswith("``") else text
+
+
 def _details(summary: str, body: str) -> str:
     """``body`` folded in an HTML ``<details>`` element (open it to read)."""
     return _join(".. raw:: html\n\n    <details><summary>" + summary + "</summary>", body,
@@ -159,9 +174,9 @@ def constructs_tables() -> str:
     details = collections.defaultdict(list)
     for r in rows:
         if r.get("detail"):
-            details[r["construct"]].append(f"{r['exporter']}: {r['detail']}")
+            details[r["construct"]].append(f"{r['exporter']}: {_detail(r['detail'])}")
     return _join(
-        _d.run_line("constructs.csv"),
+        _d.run_line("constructs.csv"), _cut_note(rows),
         _d.pivot_table(rows, ["construct"], "exporter", [("status", "", _status)],
                        extra=[("detail (failures)", lambda by: cell(" / ".join(
                            details[next(iter(by.values()))["construct"]])))],
@@ -175,12 +190,14 @@ def control_flow_table() -> str:
         r["bodies"] = (f"{r['body_nodes_raw']} → {r['body_nodes']} (main graph "
                        f"{r['main_nodes']})" if r["status"] == "pass" else r["status"])
     return _join(
-        _d.run_line("control_flow.csv"),
+        _d.run_line("control_flow.csv"), _cut_note(rows),
         _bold("Nodes inside bodies and functions, without → with optimization") + " "
         + direction(True),
         _d.pivot_table(rows, ["construct"], "exporter", [("bodies", "", str)],
                        extra=[("detail", lambda by: cell(" / ".join(
-                           f"{e}: {r['detail']}" for e, r in by.items() if r.get("detail"))))]),
+                           f"{e}: {_detail(r['detail'])}" for e, r in by.items()
+                           if r.get("detail"))))],
+                       widths=[18, 20, 20, 42]),
     )
 
 
@@ -254,8 +271,12 @@ def op_coverage_failures() -> str:
     ours = {r["op"] for r in _d.failures(rows) if r["exporter"] == "to_onnx"}
     rows.sort(key=lambda r: (r["op"] not in ours, r["op"]))
     n = len({r["op"] for r in rows})
+    cut = sum(r["detail"].rstrip().endswith(" for") for r in rows)
+    note = (f"{cut} details end at *for*: the run that wrote the file kept the first line "
+            "of the message only, the operator was on the next one (the benchmark now "
+            "keeps it)." if cut else "")
     return _join(f"{n} operators fail with at least one exporter, the {len(ours)} that "
-                 "to_onnx fails first (status, then samples passed / samples).",
+                 "to_onnx fails first (status, then samples passed / samples).", note,
                  _coverage_table(rows))
 
 

@@ -117,11 +117,16 @@ def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
     return ax
 
 
-def plot_values(name: str, index: str, column: str, value: str, ylabel: str, title: str,
-                log: bool = False, horizontal: bool = False, ax=None):
-    """Grouped bars of one value of ``name``: one group per ``index``, one bar per
-    ``column`` (the exporters)."""
+def plot_values(name: str, index: str | list[str], column: str, value: str, ylabel: str,
+                title: str, log: bool = False, horizontal: bool = False, ax=None):
+    """Grouped bars of one value of ``name``: one group per ``index`` (several columns
+    are joined), one bar per ``column`` (the exporters)."""
     rows = [r for r in _d.read_rows(name) if _d._float(r.get(value)) is not None]
+    if not isinstance(index, str):
+        for r in rows:
+            r[" ".join(index)] = " ".join(f"{k}={r[k]}" if k != index[0] else r[k]
+                                          for k in index)
+        index = " ".join(index)
     table = _d.pivot(rows, index, column, value)
     series = _d.ordered(r[column] for r in rows)
     ax = _axes(ax, (8, max(3, 0.22 * len(table))) if horizontal else (8, 3.5))
@@ -153,4 +158,26 @@ def plot_status_counts(name: str, group: str | None = None, ok: str = "pass",
     ax.set_xlabel("% passed of the cases tried (higher is better)")
     ax.set_title(title)
     _legend(ax, exporters)
+    return ax
+
+
+def plot_status_breakdown(name: str, statuses: list[str], title: str = "", ax=None):
+    """One horizontal bar per exporter, split by status (cases per status)."""
+    rows = _d.read_rows(name)
+    exporters = _d.ordered(r["exporter"] for r in rows)
+    counts = collections.Counter((r["exporter"], r["status"]) for r in rows)
+    ax = _axes(ax, (8, 0.6 * len(exporters) + 1.6))
+    left = [0] * len(exporters)
+    for status in statuses:
+        values = [counts[e, status] for e in exporters]
+        ax.barh(range(len(exporters)), values, 0.6, left=left, label=status)
+        for i, (x, v) in enumerate(zip(left, values)):
+            if v >= 25:
+                ax.text(x + v / 2, i, str(v), ha="center", va="center", fontsize=7)
+        left = [a + b for a, b in zip(left, values)]
+    ax.set_yticks(range(len(exporters)), exporters)
+    ax.invert_yaxis()
+    ax.set_xlabel("operators (more pass is better)")
+    ax.set_title(title)
+    _legend(ax, statuses)
     return ax
