@@ -310,3 +310,21 @@ def bench_index() -> str:
             for label, what, better, name in PAGES if _d.read_rows(name)]
     return list_table(["page", "measures", "direction", "run (date, commit, versions)"],
                       body, widths=[20, 40, 12, 28])
+
+
+# tutorial/large_models.rst (the table of _doc/bench/large_model.csv)
+
+
+def large_model_table() -> str:
+    """Export of large models (weights never loaded): time, peak memory, ratio."""
+    rows = _d.read_rows("large_model.csv")
+    return _join(
+        _d.run_line("large_model.csv"),
+        _bold("Export time and peak memory") + " " + direction(True, "time, peak memory"),
+        list_table(["case", "time (s)", "peak RSS (GB)", "weights (GB)",
+                    "peak RSS / weights", "details"],
+                   [[cell(r["case"]), fmt(r["time_s"]), fmt(r["peak_rss_gb"]),
+                     fmt(r["weights_gb"]), ratio(r["peak_over_weights"]),
+                     cell(r.get("details", "").replace("; ", ", "))] for r in rows],
+                   widths=[18, 10, 12, 12, 12, 36]),
+    )

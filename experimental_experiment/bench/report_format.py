@@ -171,7 +171,9 @@ def run_info(name: str, folder: str | None = None) -> dict:
         with open(runs_path, encoding="utf-8") as f:
             entry = json.load(f).get(name, {})
         for key in ("date", "commit", "versions"):
-            info[key] = info[key] or entry.get(key, "")
+            if not info[key] and entry.get(key):
+                info[key] = entry[key]
+                info["source"].append(f"runs.json:{key}")
     if not info["date"] or not info["commit"]:
         date, commit = _git_last_commit(path)
         if date and not info["date"]:
@@ -196,10 +198,15 @@ def run_line(name: str, folder: str | None = None) -> str:
         text += f" ({info['versions']})"
     text += f", read from ``{name}``."
     notes = []
-    if "date" in info["source"] or "commit" in info["source"]:
-        notes.append("date and commit of the commit that wrote the file")
+    inferred = [k for k in ("date", "commit") if k in info["source"]]
+    if inferred == ["commit"]:
+        notes.append("commit: the one that wrote the file")
+    elif inferred:
+        notes.append(f"{' and '.join(inferred)} of the commit that wrote the file")
     if "versions" in info["source"]:
         notes.append("versions of the tested set in README.rst")
+    if any(k.startswith("runs.json:") for k in info["source"]):
+        notes.append("versions stated by the author of the run (``runs.json``)")
     if notes:
         joined = "; ".join(notes)
         text += f" {joined[0].upper()}{joined[1:]}."

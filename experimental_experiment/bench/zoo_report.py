@@ -148,7 +148,7 @@ def render_failures(rows: list[dict]) -> str:
         return "No failure."
     return "\n".join(_list_table(["model type", *exporters, "error (one text when both "
                                   "exporters fail the same way)"], body,
-                                 widths=" ".join(["17", *["18"] * len(exporters), "47"])))
+                                 widths=" ".join(["16", *["19"] * len(exporters), "46"])))
 
 
 def render_table(rows: list[dict]) -> str:
