@@ -244,7 +244,7 @@ def headline() -> str:
                             _model_latency(), _latency()) if row is not None]
     return list_table(["measured", "to_onnx", "torch.onnx.export (dynamo=True)",
                        "ratios relative to", "run (date, commit, versions)"], body,
-                      widths=[27, 14, 15, 18, 26])
+                      widths=[25, 13, 15, 21, 26])
 
 
 __all__ = ["export_time_ratios", "failures", "failing_keys", "headline", "list_table",

@@ -148,7 +148,7 @@ def render_failures(rows: list[dict]) -> str:
         return "No failure."
     return "\n".join(_list_table(["model type", *exporters, "error (one text when both "
                                   "exporters fail the same way)"], body,
-                                 widths=" ".join(["16", *["19"] * len(exporters), "46"])))
+                                 widths=" ".join(["18", *["19"] * len(exporters), "44"])))
 
 
 def render_table(rows: list[dict]) -> str:
