@@ -3,7 +3,7 @@
 import matplotlib
 import pytest
 
-from experimental_experiment.bench import dashboard
+from experimental_experiment.bench import dashboard, dashboard_pages, dashboard_plots
 
 matplotlib.use("Agg")
 
@@ -40,8 +40,12 @@ m2,torch.onnx,7,1.000,10.0,1.000,0.5,0,
     return tmp_path
 
 
-@pytest.mark.parametrize("value,text", [(1234.5, "1234"), (12.345, "12.3"), (0.012345, "0.0123"),
-                                        (1.0, "1.00"), ("", ""), (None, "")])
+@pytest.mark.parametrize("value,text", [
+    (1234.5, "1230"), (12.345, "12.3"), (0.012345, "0.0123"), (1.0, "1.00"),
+    ("", ""), (None, ""), ("8.940696716308594e-08", "8.94e-08"), (-2.5e-6, "-2.50e-06"),
+    (9.996, "10.0"), (0.0009996, "0.00100"), (float("nan"), "NaN"), ("nan", "NaN"),
+    (float("inf"), "inf"), (0.0, "0"), ("238", "238"), (43862016, "43,862,016"),
+    (123456.0, "1.23e+05"), ("pass", "pass")])
 def test_sig3(value, text):
     assert dashboard.sig3(value) == text
 
@@ -50,6 +54,8 @@ def test_export_time_pivot_and_ratios(bench):
     rows = dashboard.read_rows("export_time.csv")
     text = dashboard.pivot_rst(rows, "model", "exporter", "seconds")
     assert "      - 2.20" in text and "failed" in text  # m2 to_onnx failed
+    # to_onnx first, the other exporters in the order of the file
+    assert "    * - model\n      - to_onnx\n      - capture size-oblivious\n" in text
     ratios = {r["model"]: r for r in dashboard.export_time_ratios(rows)}
     assert ratios["m1"]["vs_torch_onnx"] == pytest.approx(0.25)
     assert ratios["m1"]["vs_capture"] == pytest.approx(1.1)
@@ -58,27 +64,94 @@ def test_export_time_pivot_and_ratios(bench):
 
 def test_headline_reads_what_exists(bench):
     text = dashboard.headline()
-    assert "0.25x torch.onnx's" in text  # median over the models with both times
-    assert "0.90x to 0.90x" in text and "1.50x to 1.50x" in text
-    assert "1.00x torch.onnx's" in text  # median of 0.8 and 1.2 (default optimization)
+    rows = text.split("    * - ")[2:]
+    export, latency, llm = rows
+    # median over the models with both times, torch.onnx the reference, lower is better
+    assert "lower is better" in export and "- 0.25x\n      - 1x\n      - torch.onnx.export" in export
+    assert "- 1.00x\n      - 1x\n" in latency  # median of 0.8 and 1.2 (default optimization)
+    # the builder is the reference of the LLM row, in the reference column
+    assert "- 0.90x to 0.90x\n      - 1.50x to 1.50x\n" in llm
+    assert "- 1x: onnxruntime-genai's model builder" in llm
     assert "OpInfo" not in text  # no op_coverage.csv in this folder
+    # every row cites its run: no git history in tmp_path, versions from README.rst
+    assert all("onnxruntime" in r.split("\n")[-1] or "onnxruntime" in r.split("\n")[-2]
+               for r in rows)
 
 
 def test_plots_draw_bars(bench):
-    ax = dashboard.plot_export_time()
+    ax = dashboard_plots.plot_export_time()
     assert len(ax.patches) == 2 * 3  # 2 models x 3 exporters
-    ax = dashboard.plot_latency()
+    ax = dashboard_plots.plot_latency()
     assert [round(p.get_height(), 2) for p in ax.patches] == [0.9, 1.5]
-    ax = dashboard.plot_speed_ratios()
+    ax = dashboard_plots.plot_speed_ratios()
     # 2 models x 2 variants (torch.onnx is the line at 1), m1 has no default+ort bar
     assert [round(p.get_height(), 2) for p in ax.patches] == [0.8, 1.2, 0, 0.9]
 
 
 def test_plots_without_results(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
-    ax = dashboard.plot_export_time()
+    ax = dashboard_plots.plot_export_time()
     assert "no benchmark result" in ax.texts[0].get_text()
 
 
 def test_empty_table_is_a_sentence():
     assert dashboard.list_table(["a", "b"], []) == "*No benchmark result yet.*"
+
+
+def test_pivot_table_puts_exporters_side_by_side():
+    rows = [dict(model="m", exporter="torch.onnx", seconds="2.0", nodes="7", error=""),
+            dict(model="m", exporter="to_onnx", seconds="1.23456", nodes="5", error=""),
+            dict(model="n", exporter="to_onnx", seconds="", nodes="", error="boom")]
+    text = dashboard.pivot_table(rows, ["model"], "exporter",
+                                 [("seconds", "(s)", dashboard.sig3), ("nodes", "nodes", str)])
+    header, m, n = text.split("    * - ")[1:]
+    assert header.split("\n      - ") == [
+        "model", "to_onnx (s)", "to_onnx nodes", "torch.onnx (s)", "torch.onnx nodes\n"]
+    assert m.split("\n      - ") == ["m", "1.23", "5", "2.00", "7\n"]
+    assert n.startswith("n\n      - failed\n      - failed\n")
+
+
+def test_failures_view_keeps_the_other_exporter():
+    rows = [dict(op="a", exporter="to_onnx", status="pass"),
+            dict(op="a", exporter="torch.onnx", status="export-fail"),
+            dict(op="b", exporter="to_onnx", status="pass"),
+            dict(op="b", exporter="torch.onnx", status="skipped")]
+    assert dashboard.failures(rows) == [rows[1]]
+    assert dashboard.failing_keys(rows, "op") == rows[:2]
+    counts = dashboard.status_counts(rows)
+    assert "    * - export-fail\n      - 0\n      - 1" in counts
+    assert "    * - total\n      - 2\n      - 2" in counts
+
+
+def test_op_coverage_failures_keep_full_detail(tmp_path, monkeypatch):
+    monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
+    detail = ("ConversionError <- DispatchError: No ONNX function found for <OpOverload("
+              "op='aten.masked_select', overload='default')>. Failure message: No "
+              "decompositions registered for the real-valued input 123")
+    _write(tmp_path / "op_coverage.csv", f"""
+op,exporter,status,samples,passed,detail
+abs,to_onnx,pass,1,1,
+abs,torch.onnx,pass,1,1,
+combinations,to_onnx,pass,2,2,
+combinations,torch.onnx,export-fail,2,0,"{detail}"
+""")
+    text = dashboard_pages.op_coverage_failures()
+    assert "1 operators fail" in text and "abs" not in text
+    assert "aten.masked/_select', overload='default')>. Failure message: No " not in text
+    assert "op='aten.masked\\_select', overload='default')>. Failure message: No " \
+        "decompositions registered for the real-valued input 123" in text
+    assert "<details>" in dashboard_pages.op_coverage_all()
+
+
+def test_run_line_cites_date_commit_versions(bench):
+    (bench / "x.csv").write_text("a,date,versions\n1,2026-01-02,torch 9\n", encoding="utf-8")
+    assert dashboard.run_line("x.csv").startswith("Run of 2026-01-02 (torch 9)")
+    (bench / "y.csv").write_text("a\n1\n", encoding="utf-8")
+    (bench / "y.json").write_text('{"date": "2026-03-04", "commit": "abcdef123456", '
+                                  '"versions": {"onnxruntime": "1.2", "torch": "3.4"}}',
+                                  encoding="utf-8")
+    assert dashboard.run_line("y.csv").startswith(
+        "Run of 2026-03-04, commit ``abcdef1`` (torch 3.4, onnxruntime 1.2)")
+    # nothing in the file: versions of README.rst's tested set, and the page says so
+    line = dashboard.run_line("export_time.csv")
+    assert "onnxruntime" in line and "tested set in README.rst" in line

@@ -7,10 +7,12 @@ import pytest
 
 docutils_core = pytest.importorskip("docutils.core", reason="docutils comes with sphinx")
 
-from experimental_experiment.bench.zoo import write_rows  # noqa: E402
+from experimental_experiment.bench.zoo import cause_bucket, write_rows  # noqa: E402
 from experimental_experiment.bench.zoo_report import (  # noqa: E402
     load,
     render_causes,
+    render_failures,
+    render_stages,
     render_table,
     render_totals,
 )
@@ -48,7 +50,7 @@ def test_totals(tmp_path):
     assert "2 model types tried out of 345 listed" in text
     assert "      - 1 / 2 (1 / 1 built)" in text  # to_onnx, all heads, my_bert is not built
     assert "2026-01-01" in text and "torch 2.13" in text
-    assert "for 1 cases, median 3.0 s per case" in text
+    assert "summed over 1 cases (two run at once with ``--jobs 2``), median 3.0 s per case" in text
 
 
 def test_causes_and_table(tmp_path):
@@ -58,4 +60,28 @@ def test_causes_and_table(tmp_path):
     _check_rst(table)
     assert "conversion of aten.foo.default" in causes.replace("\\", "")
     assert "causal-lm (1 model types)" in table and "masked-lm (1 model types)" in table
-    assert "pass (1.5 s, 160 nodes, diff 2e-07)" in table
+    # time (s) and nodes per exporter, the largest difference in the last column
+    assert "      - 1.50\n      - 160\n" in table and "2.00e-07" in table
+
+
+def test_failures_keep_digits_and_full_error():
+    error = ("ImportError: LayoutLMv2Model requires the detectron2 library but it was not "
+             "found in your environment. Check out the instructions on the installation "
+             "page of its repository and follow the ones that match your environment.")
+    rows = [dict(model_type="layoutlmv2", head="sequence-classification", model_class="",
+                 exporter=e, cache="", status="fail", stage="config",
+                 cause=cause_bucket("config", error), error=error, export_time="",
+                 nodes="", max_diff="", wall_time="1.2") for e in ("to_onnx", "torch.onnx")]
+    rows.append(dict(rows[0], model_type="llama", status="pass", stage="", cause="",
+                     error="", export_time="3.916", nodes="238", max_diff="1.24e-06"))
+    rows.append(dict(rows[0], model_type="xlnet", error="RuntimeError: aten.sub 1"))
+    rows.append(dict(rows[1], model_type="xlnet", error="ValueError: 2 inconsistencies"))
+    text = render_failures(rows)
+    _check_rst(text)
+    # two errors, two paragraphs of the same cell
+    assert "      - to\\_onnx: RuntimeError: aten.sub 1\n\n        torch.onnx: ValueError" in text
+    assert "LayoutLMv2Model requires the detectron2 library" in text
+    assert "match your environment." in text and "llama" not in text
+    assert "LayoutLMvN" not in render_causes(rows)
+    table = render_table(rows)
+    assert "      - 3.92\n      - 238\n" in table and "1.24e-06" in table

@@ -26,6 +26,8 @@ import sys
 import numpy as np
 import torch
 
+from .report_format import head_line
+
 COLUMNS = ["construct", "exporter", "status", "detail"]
 DYN = torch.export.Dim.DYNAMIC
 
@@ -191,11 +193,12 @@ def run_case(name: str, exporter: str) -> dict:
 
 
 def _first_line(e: Exception) -> str:
-    """The exception's first line, then the first line of its innermost cause."""
+    """The exception's first line, then the first line of its innermost cause (each
+    with the next line when the first announces it, never cut before 600 characters)."""
 
     def first(x):
         text = re.sub(r"\x1b\[[0-9;]*m", "", str(x)).strip()
-        return f"{type(x).__name__}: {text.splitlines()[0] if text else ''}"[:120]
+        return f"{type(x).__name__}: {head_line(text, 600)}"
 
     cause = e
     while cause.__cause__ is not None:

@@ -1,28 +1,36 @@
-"""Tables and plots of the documentation, read from the benchmark results in
-``_doc/bench/*.csv`` (``make html`` renders them, it never reruns a benchmark).
+"""Tables of the documentation, read from the benchmark results in ``_doc/bench/*.csv``
+(``make html`` renders them, it never reruns a benchmark): pivots with the exporters side
+by side, failures-only views, and the headline comparison of the landing page. The
+pages themselves are in :mod:`experimental_experiment.bench.dashboard_pages`, the plots
+in :mod:`experimental_experiment.bench.dashboard_plots`.
 
 .. code-block:: python
 
-    from experimental_experiment.bench.dashboard import headline, pivot_rst, read_rows
+    from experimental_experiment.bench.dashboard import headline, pivot_table, read_rows
 
     print(headline())  # the comparison shown on the landing page
     rows = read_rows("export_time.csv")
-    print(pivot_rst(rows, "model", "exporter", "seconds"))
+    print(pivot_table(rows, ["model"], "exporter", [("seconds", "(s)", fmt)]))
 """
 
 from __future__ import annotations
 
 import collections
 import csv
-import math
 import os
 import statistics
+from typing import Callable
+
+from . import report_format
+from .report_format import fmt, list_table
+
+#: kept for the callers of the first version: 3 significant digits
+sig3 = fmt
 
 
 def bench_dir() -> str:
     """``_doc/bench`` whether the caller runs from the repository or from ``_doc``."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "_doc", "bench"))
+    return report_format.bench_dir()
 
 
 def read_rows(name: str) -> list[dict]:
@@ -34,30 +42,25 @@ def read_rows(name: str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def sig3(value) -> str:
-    """A number with 3 significant digits, '' for a missing value."""
-    if value in (None, ""):
-        return ""
-    x = float(value)
-    if x == 0 or not math.isfinite(x):
-        return f"{x:g}"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
-    return f"{x:.{digits}f}"
+def run_line(name: str) -> str:
+    """The date, commit and versions of the run that wrote ``name``."""
+    return report_format.run_line(name, bench_dir())
 
 
-def list_table(header: list[str], body: list[list[str]]) -> str:
-    """A reStructuredText list-table (a sentence when there is no row)."""
-    if not body:
-        return "*No benchmark result yet.*"
-    lines = [".. list-table::", "    :header-rows: 1", ""]
-    for row in [header, *body]:
-        lines.append(f"    * - {row[0]}")
-        lines += [f"      - {cell}" for cell in row[1:]]
-    return "\n".join(lines)
+def run_short(name: str) -> str:
+    """The run of ``name`` in a few words (a cell of the headline)."""
+    return report_format.run_short(name, bench_dir())
+
+
+def ordered(values, first: tuple[str, ...] = ("to_onnx",)) -> list[str]:
+    """Distinct values in their order of appearance, ``first`` ones ahead."""
+    distinct = list(dict.fromkeys(values))
+    return [v for v in first if v in distinct] + [v for v in distinct if v not in first]
 
 
 def pivot(rows: list[dict], index: str, column: str, value: str) -> dict:
-    """``{index value: {column value: value}}`` keeping the order of the rows."""
+    """``{index value: {column value: value}}`` keeping the order of the rows
+    (``failed`` where the row has an error and no value)."""
     table: dict = collections.OrderedDict()
     for r in rows:
         table.setdefault(r[index], {})[r[column]] = r.get(value) or (
@@ -65,20 +68,76 @@ def pivot(rows: list[dict], index: str, column: str, value: str) -> dict:
     return table
 
 
-def pivot_rst(rows: list[dict], index: str, column: str, value: str, fmt=sig3) -> str:
-    """The pivot as a list-table, exporters side by side, numbers with ``fmt``."""
-    table = pivot(rows, index, column, value)
-    columns = list(dict.fromkeys(r[column] for r in rows))
-    body = [[key] + [_cell(values.get(c, ""), fmt) for c in columns]
-            for key, values in table.items()]
-    return list_table([index, *columns], body)
+Field = tuple  # (csv column, header suffix, formatter)
 
 
-def _cell(value, fmt) -> str:
+def pivot_table(rows: list[dict], index: list[str], column: str, fields: list[Field],
+                columns: list[str] | None = None, widths: list[int] | None = None,
+                extra: list[tuple[str, Callable[[dict], str]]] | None = None) -> str:
+    """A list-table with one line per distinct ``index`` tuple and, for every value of
+    ``column`` (the exporters, side by side), one cell per field
+    ``(csv column, header suffix, formatter)``; ``extra`` adds columns computed from the
+    rows of a line ``{column value: row}``. A row with an error and no value shows
+    ``failed``."""
+    columns = columns or ordered(r[column] for r in rows)
+    lines: dict = collections.OrderedDict()
+    for r in rows:
+        lines.setdefault(tuple(r[k] for k in index), {})[r[column]] = r
+    header = list(index) + [f"{c} {suffix}".strip() for c in columns for _, suffix, _ in fields]
+    header += [name for name, _ in extra or []]
+    body = []
+    for key, by_col in lines.items():
+        line = [report_format.cell(k) for k in key]
+        for c in columns:
+            r = by_col.get(c)
+            for name, _, formatter in fields:
+                line.append(_value(r, name, formatter))
+        line += [f(by_col) for _, f in extra or []]
+        body.append(line)
+    return list_table(header, body, widths=widths)
+
+
+def _value(r: dict | None, name: str, formatter) -> str:
+    if r is None:
+        return ""
+    value = r.get(name)
+    if value in (None, "") and (r.get("error") or r.get("status") in ("fail", "failed")):
+        return "failed"
     try:
-        return fmt(value)
+        return report_format.cell(formatter(value))
     except (TypeError, ValueError):
-        return str(value)
+        return report_format.cell(value)
+
+
+def pivot_rst(rows: list[dict], index: str, column: str, value: str, fmt=fmt,
+              unit: str = "") -> str:
+    """The pivot of one value as a list-table, exporters side by side."""
+    return pivot_table(rows, [index], column, [(value, unit, fmt)])
+
+
+def failures(rows: list[dict], status: str = "status",
+             ok: tuple[str, ...] = ("pass", "skipped")) -> list[dict]:
+    """The rows whose ``status`` is not in ``ok``."""
+    return [r for r in rows if r.get(status) not in ok]
+
+
+def failing_keys(rows: list[dict], key: str, status: str = "status",
+                 ok: tuple[str, ...] = ("pass", "skipped")) -> list[dict]:
+    """Every row of the keys (model, operator...) one of whose rows failed, so that a
+    failures-only table still shows the other exporter side by side."""
+    bad = {r[key] for r in failures(rows, status, ok)}
+    return [r for r in rows if r[key] in bad]
+
+
+def status_counts(rows: list[dict], column: str = "exporter", status: str = "status",
+                  order: list[str] | None = None) -> str:
+    """A list-table: one line per status, one column per exporter, the counts."""
+    columns = ordered(r[column] for r in rows)
+    counts = collections.Counter((r[status], r[column]) for r in rows)
+    statuses = order or ordered((r[status] for r in rows), first=("pass",))
+    body = [[s, *[str(counts[s, c]) for c in columns]] for s in statuses]
+    body.append(["total", *[str(sum(counts[s, c] for s in statuses)) for c in columns]])
+    return list_table([status, *columns], body)
 
 
 def _float(value) -> float | None:
@@ -103,6 +162,10 @@ def export_time_ratios(rows: list[dict]) -> list[dict]:
     return out
 
 
+# headline of the landing page: one function per row, each returns
+# [measured (direction), to_onnx, torch.onnx, reference, run] or None
+
+
 def _pass_counts(rows: list[dict], keep, percent: bool = False) -> list[str]:
     """'passed / tried' per exporter over the rows ``keep(row)`` accepts."""
     cells = []
@@ -116,21 +179,23 @@ def _pass_counts(rows: list[dict], keep, percent: bool = False) -> list[str]:
 
 def _coverage() -> list[str] | None:
     rows = read_rows("op_coverage.csv")
-    return ["PyTorch OpInfo operators converted and checked",
+    return ["PyTorch OpInfo operators converted and checked (higher is better)",
             *_pass_counts(rows, lambda r: r["status"] not in ("skipped", "capture-fail"),
-                          percent=True)] if rows else None
+                          percent=True), "", run_short("op_coverage.csv")] if rows else None
 
 
 def _zoo() -> list[str] | None:
     rows = read_rows("zoo.csv")
-    return ["model types exported and checked (transformers, diffusers; tiny configs)",
-            *_pass_counts(rows, lambda r: r["stage"] != "config")] if rows else None
+    return ["model types exported and checked (transformers, diffusers; tiny configs; "
+            "higher is better)", *_pass_counts(rows, lambda r: r["stage"] != "config"),
+            "", run_short("zoo.csv")] if rows else None
 
 
 def _constructs() -> list[str] | None:
     rows = read_rows("constructs.csv")
-    return ["hard constructs (star args, complex, vmap, custom ops...)",
-            *_pass_counts(rows, lambda r: True)] if rows else None
+    return ["hard constructs (star args, complex, vmap, custom ops...; higher is better)",
+            *_pass_counts(rows, lambda r: True), "",
+            run_short("constructs.csv")] if rows else None
 
 
 def _export_time() -> list[str] | None:
@@ -138,8 +203,9 @@ def _export_time() -> list[str] | None:
               if r["vs_torch_onnx"]]
     if not ratios:
         return None
-    return ["export time at real sizes, median over models (vision, LLM)",
-            f"{statistics.median(ratios):.2f}x torch.onnx's", "reference"]
+    return ["export time at real sizes, median over models (vision, LLM; lower is better)",
+            f"{statistics.median(ratios):.2f}x", "1x", "torch.onnx.export",
+            run_short("export_time.csv")]
 
 
 def _model_latency() -> list[str] | None:
@@ -150,8 +216,8 @@ def _model_latency() -> list[str] | None:
     if not ours or not theirs:
         return None
     return ["onnxruntime latency at real sizes, median over models (vision, LLM; "
-            "default optimization)", f"{statistics.median(ours):.2f}x torch.onnx's",
-            "reference"]
+            "default optimization; lower is better)", f"{statistics.median(ours):.2f}x",
+            "1x", "torch.onnx.export", run_short("optim_speed_real.csv")]
 
 
 #: the exporter whose latency the landing page shows
@@ -160,134 +226,27 @@ BEST_LATENCY = "to_onnx default+onnxruntime"
 
 def _latency() -> list[str] | None:
     rows = [r for r in read_rows("llm_latency.csv") if r.get("vs_builder")]
-    ours = [r for r in rows if r["exporter"] == BEST_LATENCY]
+    ours = [float(r["vs_builder"]) for r in rows if r["exporter"] == BEST_LATENCY]
     if not ours:
         return None
-    builder = [float(r["vs_builder"]) for r in ours]
-    mine = [float(r["vs_torch_onnx"]) for r in ours]
     theirs = [float(r["vs_builder"]) for r in rows if r["exporter"] == "torch.onnx"]
-    return ["LLM latency in onnxruntime / onnxruntime-genai builder's (hidden 512 and "
-            "1024, prefill 512 tokens, decoding with 2048 cached, 1-2 threads)",
-            f"{min(builder):.2f}x to {max(builder):.2f}x (``default+onnxruntime``; "
-            f"{min(mine):.2f}x to {max(mine):.2f}x torch.onnx's)",
-            f"{min(theirs):.2f}x to {max(theirs):.2f}x" if theirs else ""]
-
-
-def _cell_name(r: dict) -> str:
-    return f"{r['size']} {r['phase']}, {r['threads']} thread(s)"
-
-
-def latency_table() -> str:
-    """Cells x exporters: median ms (ratio to the builder, ratio to torch.onnx)."""
-    rows = read_rows("llm_latency.csv")
-    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
-    table: dict = collections.OrderedDict()
-    for r in rows:
-        text = "failed" if r.get("error") else (
-            f"{sig3(r['latency_ms'])} ({sig3(r['vs_builder'])}, {sig3(r['vs_torch_onnx'])})")
-        table.setdefault(_cell_name(r), {})[r["exporter"]] = text
-    return list_table(["cell", *exporters],
-                      [[c] + [v.get(e, "") for e in exporters] for c, v in table.items()])
-
-
-def plot_latency(ax=None):
-    """Latency divided by the builder's, per cell and exporter (1 = the builder)."""
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in read_rows("llm_latency.csv") if r.get("vs_builder")
-            and r["exporter"] not in ("builder", "eager")]
-    cells = list(dict.fromkeys(_cell_name(r) for r in rows))
-    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9, 3.5))
-    width = 0.8 / max(len(exporters), 1)
-    for k, exporter in enumerate(exporters):
-        values = {_cell_name(r): float(r["vs_builder"]) for r in rows
-                  if r["exporter"] == exporter}
-        ax.bar([i + k * width for i in range(len(cells))],
-               [values.get(c, 0) for c in cells], width, label=exporter)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cells))],
-                  [c.replace(", ", "\n") for c in cells], fontsize=7)
-    ax.set_ylabel("latency / builder's")
-    ax.set_title("LLM latency in onnxruntime, relative to onnxruntime-genai's builder")
-    _legend(ax, exporters)
-    return ax
+    return ["LLM latency in onnxruntime, to_onnx with its onnxruntime patterns (hidden "
+            "512 and 1024, prefill 512 tokens, decoding with 2048 cached, 1-2 threads; "
+            "lower is better)", f"{min(ours):.2f}x to {max(ours):.2f}x",
+            f"{min(theirs):.2f}x to {max(theirs):.2f}x" if theirs else "",
+            "1x: onnxruntime-genai's model builder", run_short("llm_latency.csv")]
 
 
 def headline() -> str:
-    """The comparison of the landing page, from every benchmark result available."""
+    """The comparison of the landing page, from every benchmark result available: each
+    row says which way is better, what a ratio is relative to, and cites its run."""
     body = [row for row in (_coverage(), _zoo(), _constructs(), _export_time(),
                             _model_latency(), _latency()) if row is not None]
-    return list_table(["measured", "to_onnx", "torch.onnx.export(dynamo=True)"], body)
+    return list_table(["measured", "to_onnx", "torch.onnx.export (dynamo=True)",
+                       "ratios relative to", "run (date, commit, versions)"], body,
+                      widths=[25, 13, 15, 21, 26])
 
 
-def _legend(ax, labels) -> None:
-    if labels:
-        ax.legend(fontsize=7)
-    else:
-        ax.text(0.5, 0.5, "no benchmark result yet", ha="center", transform=ax.transAxes)
-
-
-def _grouped_bars(ax, table: dict, series: list[str]) -> None:
-    """One group of bars per row of the pivot ``table``, one bar per ``series`` (0 when
-    missing), the row names under the groups."""
-    width = 0.8 / max(len(series), 1)
-    for k, name in enumerate(series):
-        values = [_float(table[m].get(name)) or 0 for m in table]
-        ax.bar([i + k * width for i in range(len(table))], values, width, label=name)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(table))], list(table))
-
-
-def plot_export_time(ax=None):
-    """Bar chart: seconds per model and exporter (log scale)."""
-    import matplotlib.pyplot as plt
-
-    rows = read_rows("export_time.csv")
-    table = pivot(rows, "model", "exporter", "seconds")
-    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
-    _grouped_bars(ax, table, exporters)
-    ax.set_yscale("log")
-    ax.set_ylabel("seconds (log)")
-    ax.set_title("Export time, dynamic shapes, one process per case")
-    _legend(ax, exporters)
-    return ax
-
-
-def plot_node_counts(name: str = "export_time.csv", ax=None):
-    """Node counts of to_onnx and torch.onnx per model."""
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in read_rows(name) if r.get("n_nodes")]
-    table = pivot(rows, "model", "exporter", "n_nodes")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3))
-    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
-    for k, exporter in enumerate(exporters):
-        values = [_float(table[m].get(exporter)) or 0 for m in table]
-        ax.bar([i + k * 0.4 for i in range(len(table))], values, 0.4, label=exporter)
-    ax.set_xticks([i + 0.2 for i in range(len(table))], list(table))
-    ax.set_ylabel("ONNX nodes")
-    ax.set_title("Size of the exported graphs")
-    _legend(ax, exporters)
-    return ax
-
-
-def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
-    """onnxruntime latency over torch.onnx.export's, per model and variant (1 = torch.onnx)."""
-    import matplotlib.pyplot as plt
-
-    rows = [r for r in read_rows(name) if _float(r.get("speed_vs_torch_onnx"))
-            and r["variant"] != "torch.onnx"]
-    table = pivot(rows, "model", "variant", "speed_vs_torch_onnx")
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.5))
-    _grouped_bars(ax, table, variants)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_ylabel("latency / torch.onnx's")
-    ax.set_title("onnxruntime latency (CPU, 1 thread), relative to torch.onnx.export")
-    _legend(ax, variants)
-    return ax
+__all__ = ["export_time_ratios", "failures", "failing_keys", "headline", "list_table",
+           "pivot", "pivot_rst", "pivot_table", "read_rows", "run_line", "sig3",
+           "status_counts"]

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ._random import random_nodes
+from .report_format import head_line
 
 # ops whose results are random or uninitialized: they cannot be compared with eager
 RANDOM_OPS: dict[str, str] = {
@@ -192,15 +193,15 @@ def time_guard(seconds: float | None):
         signal.signal(signal.SIGALRM, old)
 
 
-def first_line(e: BaseException, limit: int = 200) -> str:
-    """Type and first line of the exception, and of its root cause if any."""
+def first_line(e: BaseException, limit: int = 600) -> str:
+    """Type and first line of the exception, and of its root cause if any; a first
+    line announcing a list (``... for``, ``...:``) is followed by the list's first line,
+    which names the operator."""
     root = e
     while root.__cause__ is not None and root.__cause__ is not root:
         root = root.__cause__
-    text = str(root).strip().splitlines()
-    line = text[0] if text else ""
     prefix = f"{type(e).__name__} <- " if root is not e else ""
-    return f"{prefix}{type(root).__name__}: {line[:limit]}"
+    return f"{prefix}{type(root).__name__}: {head_line(str(root), limit)}"
 
 
 def flat_tensors(value) -> list[torch.Tensor]:
@@ -391,7 +392,7 @@ def write_csv(results: list[OpResult], filename: str) -> None:
         w.writerow(["op", "exporter", "status", "samples", "passed", "detail"])
         for r in results:
             w.writerow([r.op, r.exporter, r.status, len(r.samples), r.n_passed,
-                        re.sub(r"\s+", " ", r.detail)[:300]])
+                        re.sub(r"\s+", " ", r.detail)[:1000]])
 
 
 def format_totals(results: list[OpResult]) -> str:

@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConstrainedDimensionWarning
+from .report_format import head_line
 from .zoo_cases import QUICK_TYPES, ZooCase, build_case, list_cases
 
 FIELDS = ["model_type", "head", "model_class", "exporter", "cache", "status", "stage",
@@ -57,9 +58,10 @@ def _text(e: BaseException) -> str:
 
 
 def first_line(e: BaseException) -> str:
-    """``Type: first non empty line of the message`` (200 characters at most)."""
-    lines = [x.strip() for x in _text(e).splitlines() if x.strip()]
-    return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+    """``Type: first non empty line of the message``, whole (up to 2,000 characters),
+    with the next line when the first one announces it (:func:`head_line`)."""
+    line = head_line(_text(e))
+    return f"{type(e).__name__}: {line}" if line else type(e).__name__
 
 
 def root_cause(e: BaseException) -> BaseException:
@@ -92,8 +94,7 @@ _CAUSES = [
 def cause_bucket(stage: str, error: str, detail: str = "") -> str:
     """A short label for a failure: known patterns first (in ``error`` and ``detail``,
     the full messages), then the operator or the onnxruntime status code, then the
-    innermost exception (after ``<-``) with numbers and quoted names blanked
-    (``capture: KeyError '…'``)."""
+    innermost exception (after ``<-``) as it is written (``capture: KeyError: 'l_1'``)."""
     for pattern, label in _CAUSES:
         if re.search(pattern, error) or re.search(pattern, detail):
             return label
@@ -104,9 +105,10 @@ def cause_bucket(stage: str, error: str, detail: str = "") -> str:
     if ort:
         node = re.search(r"node[^A-Za-z]*\(?([A-Za-z]+)", error)
         return f"onnxruntime {ort.group(1)}" + (f" ({node.group(1)})" if node else "")
-    text = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", error.split(" <- ")[-1])
-    text = re.sub(r"\d+", "N", text)
-    return f"{stage}: {text[:70]}"
+    overload = re.search(r"OpOverload\(op='([\w.]+)', overload='(\w+)'\)", error)
+    if overload:
+        return f"{stage} of {overload.group(1)}.{overload.group(2)}"
+    return f"{stage}: {error.split(' <- ')[-1].strip()}"
 
 
 def _export(case_data: dict, exporter: str):

@@ -16,6 +16,7 @@ import collections
 import json
 import os
 
+from .report_format import cell, fmt
 from .zoo import read_rows
 
 
@@ -29,27 +30,21 @@ def load(csv_path: str) -> tuple[list[dict], dict]:
     return read_rows(csv_path), meta
 
 
-def cell(text) -> str:
-    """Text safe in a list-table cell (no inline markup, one line)."""
-    text = " ".join(str(text or "").split())[:180]
-    text = text.replace("\\", "/").replace("`", "'").replace("|", "/")
-    for c in "_*":
-        text = text.replace(c, "\\" + c)
-    return text
-
-
 def _exporters(rows: list[dict]) -> list[str]:
     return sorted({r["exporter"] for r in rows}, key=lambda e: (e != "to_onnx", e))
 
 
 def _list_table(header: list[str], body: list[list[str]], widths: str = "") -> list[str]:
-    lines = [".. list-table::", "    :header-rows: 1"]
-    if widths:
-        lines.append(f"    :widths: {widths}")
+    lines = [".. list-table::", "    :header-rows: 1", f"    :widths: {widths or 'auto'}"]
     lines.append("")
     for row in [header, *body]:
         lines.append(f"    * - {cell(row[0])}")
-        lines.extend(f"      - {cell(c)}" for c in row[1:])
+        for c in row[1:]:
+            # a cell of several paragraphs (separated by an empty line)
+            paragraphs = [cell(p) for p in str(c).split("\n\n")]
+            lines.append(f"      - {paragraphs[0]}")
+            for p in paragraphs[1:]:
+                lines += ["", f"        {p}"]
     return lines
 
 
@@ -66,9 +61,10 @@ def render_totals(rows: list[dict], meta: dict) -> str:
               "by transformers' auto mappings.", ""]
     walls = sorted(float(r["wall_time"]) for r in rows if r.get("wall_time"))
     if walls:
-        lines += [f"Wall time: {sum(walls) / 60:.0f} minutes for {len(walls)} cases, "
-                  f"median {walls[len(walls) // 2]:.1f} s per case (one process per case, "
-                  "model built and run in eager mode included).", ""]
+        lines += [f"Wall time of the cases: {sum(walls) / 60:.0f} minutes summed over "
+                  f"{len(walls)} cases (two run at once with ``--jobs 2``), median "
+                  f"{walls[len(walls) // 2]:.1f} s per case (one process per case, model built "
+                  "and run in eager mode included).", ""]
     exporters = _exporters(rows)
     heads = sorted({r["head"] for r in rows})
     counts = collections.Counter((r["head"], r["exporter"], r["status"]) for r in rows)
@@ -101,24 +97,63 @@ def render_causes(rows: list[dict], top: int = 25) -> str:
     for (e, stage, cause), rs in sorted(groups.items(), key=lambda kv: (
             exporters.index(kv[0][0]), -len(kv[1]), kv[0][1], kv[0][2]))[: top * len(exporters)]:
         examples = ", ".join(r["model_type"] for r in rs[:4]) + (", ..." if len(rs) > 4 else "")
-        body.append([e, stage, cause, str(len(rs)), examples, rs[0]["error"]])
+        label = "(the error)" if cause.startswith(f"{stage}: ") else cause
+        body.append([e, stage, label, str(len(rs)), examples, rs[0]["error"]])
     if not body:
         return "No failure."
     return "\n".join(_list_table(["exporter", "stage", "cause", "cases", "examples",
                                   "first error of the first example"], body,
-                                 widths="10 8 20 5 17 40"))
+                                 widths="10 10 18 6 18 38"))
 
 
 def _status(r: dict | None) -> str:
     if r is None:
         return ""
     if r["status"] == "pass":
-        return f"pass ({r['export_time']} s, {r['nodes']} nodes, diff {r['max_diff']})"
+        return "pass"
+    if r["cause"].startswith(f"{r['stage']}: "):  # the cause is the error itself
+        return r["stage"]
+    if r["cause"].startswith(r["stage"]):  # conversion of aten.xxx
+        return r["cause"]
     return f"{r['stage']}: {r['cause']}"
 
 
+def render_stages(rows: list[dict]) -> str:
+    """Cases per stage of failure (``pass`` first) and exporter."""
+    exporters = _exporters(rows)
+    counts = collections.Counter((r["stage"] or "pass", r["exporter"]) for r in rows)
+    stages = ["pass", *sorted({r["stage"] for r in rows if r["stage"]})]
+    body = [[s, *[str(counts[s, e]) for e in exporters]] for s in stages]
+    return "\n".join(_list_table(["stage", *exporters], body))
+
+
+def render_failures(rows: list[dict]) -> str:
+    """Every model type one exporter fails, the exporters side by side, with the full
+    error of each failing case."""
+    exporters = _exporters(rows)
+    by_type: dict[str, dict[str, dict]] = collections.defaultdict(dict)
+    for r in rows:
+        by_type[r["model_type"]][r["exporter"]] = r
+    body = []
+    for model_type in sorted(by_type):
+        rs = by_type[model_type]
+        if all(r["status"] == "pass" for r in rs.values()):
+            continue
+        errors = {e: rs[e]["error"] for e in exporters if e in rs and rs[e]["error"]}
+        same = len(set(errors.values())) == 1
+        text = (next(iter(errors.values())) if same and len(errors) == len(exporters)
+                else "\n\n".join(f"{e}: {err}" for e, err in errors.items()))
+        body.append([model_type, *[_status(rs.get(e)) for e in exporters], text])
+    if not body:
+        return "No failure."
+    return "\n".join(_list_table(["model type", *exporters, "error (one text when both "
+                                  "exporters fail the same way)"], body,
+                                 widths=" ".join(["18", *["19"] * len(exporters), "44"])))
+
+
 def render_table(rows: list[dict]) -> str:
-    """One section per head, one line per model type, one column per exporter."""
+    """One section per head, one line per model type, for every exporter its status,
+    export time (s) and node count, and the largest difference with eager."""
     exporters = _exporters(rows)
     by_head: dict[str, dict[str, dict]] = collections.defaultdict(dict)
     for r in rows:
@@ -130,9 +165,18 @@ def render_table(rows: list[dict]) -> str:
         for model_type in sorted(by_head[head]):
             rs = by_head[head][model_type]
             cls = next((r["model_class"] for r in rs.values() if r.get("model_class")), "")
-            cache = next((r["cache"] for r in rs.values() if r.get("cache")), "")
-            body.append([model_type, cls, cache,
-                         *[_status(rs.get(e)) for e in exporters]])
-        lines += _list_table(["model type", "class", "cache", *exporters], body)
+            line = [model_type, cls]
+            for e in exporters:
+                r = rs.get(e)
+                ok = r is not None and r["status"] == "pass"
+                line += [fmt(r["export_time"]) if ok else _status(r),
+                         fmt(r["nodes"]) if ok else ""]
+            diffs = [fmt(rs[e]["max_diff"]) for e in exporters
+                     if e in rs and rs[e]["status"] == "pass"]
+            body.append([*line, " / ".join(diffs)])
+        header = ["model type", "class"]
+        for e in exporters:
+            header += [f"{e} (s)", f"{e} nodes"]
+        lines += _list_table([*header, "max diff"], body)
         lines.append("")
     return "\n".join(lines)
