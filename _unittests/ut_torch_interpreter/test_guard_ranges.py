@@ -58,6 +58,15 @@ class DivisionChain(torch.nn.Module):
         return x[:, :k] - 1
 
 
+class MultipleOfFour(torch.nn.Module):
+    """A divisibility branch: the valid sizes are every fourth one, not an interval."""
+
+    def forward(self, x):
+        if x.shape[1] % 4 == 0:
+            return x * 2
+        return x * 3
+
+
 class TallOrWide(torch.nn.Module):
     """A branch comparing two dynamic dimensions."""
 
@@ -84,6 +93,8 @@ def _inside(ranges: dict, shape: tuple) -> bool:
         size = shape[axis]
         if (r["min"] is not None and size < r["min"]) or (
                 r["max"] is not None and size > r["max"]):
+            return False
+        if r.get("step") and (size - r["min"]) % r["step"]:
             return False
     return True
 
@@ -115,6 +126,8 @@ CASES = [
     (AtLeast(), (2, 20, 3), {1: "n"}, [(2, n, 3) for n in (2, 5, 15, 16, 17, 20, 31, 32, 64, 100)]),
     (DivisionChain(), (2, 40, 3), {1: "n"},
      [(2, n, 3) for n in (4, 8, 24, 27, 28, 29, 40, 64, 100, 200)]),
+    (MultipleOfFour(), (2, 8, 3), {1: "n"},
+     [(2, n, 3) for n in (4, 6, 8, 10, 12, 13, 16, 40, 41, 100)]),
     (TallOrWide(), (2, 8, 6), {1: "h", 2: "w"},
      [(2, 8, 6), (2, 7, 7), (2, 9, 2), (2, 20, 5), (2, 6, 8), (2, 8, 8), (2, 12, 7),
       (2, 3, 2), (2, 100, 99), (2, 5, 9)]),
@@ -168,3 +181,10 @@ def test_verify_dynamic_shapes_checks_the_reported_bounds():
     assert names["length=max+1"].outside and not names["length=max+1"].passed
     assert report.ok, str(report)
     assert "outside the valid range" in str(report)
+
+
+def test_divisibility_is_a_step_not_a_point():
+    _, ranges, warned = _export(MultipleOfFour(), torch.randn(2, 8, 3), ({1: "n"},))
+    entry = ranges["x.shape[1]"]
+    assert entry["step"] == 4 and entry["min"] == 4 and entry["max"] is None, entry
+    assert any("size % 4 == 0" in w for w in warned), warned

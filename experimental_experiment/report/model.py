@@ -85,6 +85,7 @@ class DimensionRecord:
     # True when a branch of the model's code (a guard on a derived size), not the
     # dimension's plain range, sets the bounds: the model is wrong outside them
     branch: bool = False
+    step: int | None = None  # valid sizes are min, min + step, ... (size % step fixed)
 
 
 @dataclass

@@ -48,6 +48,7 @@ class DimensionRange:
     example: int
     min: int  # smallest valid size of the interval containing the example
     max: int | None  # largest; None: valid up to the scan limit
+    step: int = 1  # valid sizes are min, min + step, ... (a divisibility guard)
     guard: str = ""  # the guard failing just outside the interval
     location: SourceLocation | None = None
 
@@ -55,7 +56,7 @@ class DimensionRange:
     def bounded(self) -> bool:
         """True when the guards exclude sizes >= 2: a branch taken at the example size
         (or an operator's requirement, a kernel larger than the input) fails outside."""
-        return self.max is not None or self.min > 2
+        return self.max is not None or self.min > 2 or self.step > 1
 
 
 def shape_env_of(ep: torch.export.ExportedProgram):
@@ -145,6 +146,8 @@ def _scan(guards: list[_Guard], values: list[int], index: int, start: int,
     values = list(values)
     last = start
     for size in range(start + step, stop + step, step):
+        if size < 2:
+            break
         values[index] = size
         failing = next((g for g in guards if not _holds(g, values)), None)
         if failing is not None:
@@ -185,27 +188,52 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
         limit = max(SCAN_LIMIT, 2 * example)
         low, below = _scan(mine, values, i, example, 2, -1) if example > 2 else (example, None)
         high, above = _scan(mine, values, i, example, limit, 1)
-        bounds[name] = [low, high, limit]
+        step = _period(mine, values, i) if example in (low, high) else None
+        if step is not None:  # sizes of one residue modulo step: scanned by steps
+            low, below = _scan(mine, values, i, example, 2, -step)
+            high, above = _scan(mine, values, i, example, limit, step)
+        bounds[name] = [low, high, limit, step or 1]
         failing[name] = above or below
     _shrink_for_joint_guards(guards, names, values, bounds, failing)
     ranges = []
-    for name, (low, high, limit) in bounds.items():
+    for name, (low, high, limit, step) in bounds.items():
         source = dims[name][1]
         guard = failing[name]
         ranges.append(DimensionRange(
             dimension=_pretty(source, input_names), symbol=name,
             example=values[names.index(name)], min=low,
-            max=None if high >= limit else high,
+            max=None if high + step > limit else high, step=step,
             guard=_readable(guard.code, dims, input_names) if guard else "",
             location=guard.location if guard else None))
     return ranges
 
 
-def _samples(low: int, high: int, example: int) -> list[int]:
-    """Sizes of ``[low, high]`` where a guard on several dimensions is checked: the
-    bounds, their neighbours, the example and its neighbours, eight evenly spaced."""
-    points = {low, low + 1, example - 1, example, example + 1, high - 1, high}
+def _period(guards, values: list[int], index: int) -> int | None:
+    """The smallest step (2 to 64) at which the guards hold again around the example,
+    when they fail next to it (``size % 4 == 0``); None if there is none."""
+    example = values[index]
+    for step in range(2, 65):
+        points = [example + step, example + 2 * step] + (
+            [example - step] if example - step >= 2 else [])
+        trial = list(values)
+        ok = True
+        for p in points:
+            trial[index] = p
+            if not all(_holds(g, trial) for g in guards):
+                ok = False
+                break
+        if ok:
+            return step
+    return None
+
+
+def _samples(low: int, high: int, example: int, step: int = 1) -> list[int]:
+    """Sizes of ``[low, high]`` (of the example's residue modulo ``step``) where a guard
+    on several dimensions is checked: the bounds, their neighbours, the example and its
+    neighbours, eight evenly spaced."""
+    points = {low, low + step, example - step, example, example + step, high - step, high}
     points |= {low + (high - low) * k // 9 for k in range(1, 9)}
+    points = {example + (p - example) // step * step for p in points}
     return sorted(p for p in points if low <= p <= high)
 
 
@@ -220,8 +248,8 @@ def _shrink_for_joint_guards(guards, names, values, bounds, failing) -> None:
         bad = None
         for g in joint:
             axes = sorted(g.symbols)
-            grids = [_samples(bounds[a][0], bounds[a][1], values[names.index(a)])
-                     for a in axes]
+            grids = [_samples(bounds[a][0], bounds[a][1], values[names.index(a)],
+                              bounds[a][3]) for a in axes]
             for point in itertools.product(*grids):
                 trial = list(values)
                 for a, v in zip(axes, point):
@@ -267,7 +295,8 @@ def merge_into_records(records: list[DimensionRecord],
     for r in bounded.values():
         kept.append(DimensionRecord(
             r.dimension, "constrained", r.symbol, value=r.example,
-            min=r.min if r.min > 2 else None, max=r.max,
+            min=r.min if r.min > 2 or r.step > 1 else None, max=r.max,
+            step=r.step if r.step > 1 else None,
             guard=r.guard, location=r.location, branch=True))
     return kept
 
@@ -286,6 +315,8 @@ def ranges_metadata(records: list[DimensionRecord]) -> dict[str, str]:
         if r.kind != "constrained":
             continue
         entry = {"min": r.min, "max": r.max}
+        if getattr(r, "step", None):
+            entry["step"] = r.step
         if r.location is not None:
             entry["where"] = f"{os.path.basename(r.location.file)}:{r.location.line}"
             if r.location.code:

@@ -247,6 +247,8 @@ def constrained_message(r: DimensionRecord) -> str:
     span = (f"sizes in [{r.min if r.min is not None else 0}, "
             f"{r.max if r.max is not None else 'inf'}]"
             if r.min is not None or r.max is not None else "the sizes where its guard holds")
+    if getattr(r, "step", None):
+        span += f" with size % {r.step} == {(r.min or 0) % r.step}"
     if r.value is not None:
         span += f" (example size {r.value})"
     where = (f"{r.location.file}:{r.location.line}"

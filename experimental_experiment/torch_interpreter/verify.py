@@ -135,8 +135,8 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
     return report
 
 
-def valid_ranges(onx: onnx.ModelProto) -> dict[str, tuple[int | None, int | None]]:
-    """``{dim_param: (min, max)}`` of the dimensions whose valid sizes the export wrote
+def valid_ranges(onx: onnx.ModelProto) -> dict[str, tuple[int | None, int | None, int]]:
+    """``{dim_param: (min, max, step)}`` of the dimensions whose valid sizes the export wrote
     in the model's metadata (see :mod:`guard_ranges`)."""
     import json
 
@@ -155,14 +155,15 @@ def valid_ranges(onx: onnx.ModelProto) -> dict[str, tuple[int | None, int | None
         dims = vi.type.tensor_type.shape.dim
         axis = int(m.group(2))
         if axis < len(dims) and dims[axis].dim_param:
-            ranges[dims[axis].dim_param] = (entry.get("min"), entry.get("max"))
+            ranges[dims[axis].dim_param] = (entry.get("min"), entry.get("max"),
+                                            entry.get("step") or 1)
     return ranges
 
 
 def _boundary_trials(ranges: dict, base: dict) -> list[tuple[str, dict[str, int]]]:
     """Each bound of a valid range (must pass) and the size just outside it."""
     trials = []
-    for name, (low, high) in sorted(ranges.items()):
+    for name, (low, high, _step) in sorted(ranges.items()):
         if name not in base:
             continue
         for label, size in ((f"{name}=min", low), (f"{name}=min-1", None if low is None
@@ -176,9 +177,11 @@ def _boundary_trials(ranges: dict, base: dict) -> list[tuple[str, dict[str, int]
 def _outside(ranges: dict, dims: dict[str, int]) -> str | None:
     out = [f"{k}={v} not in [{low if low is not None else 0}, "
            f"{high if high is not None else 'inf'}]"
+           + (f" with {k} % {step} == {low % step}" if step > 1 else "")
            for k, v in dims.items() if k in ranges
-           for low, high in [ranges[k]]
-           if (low is not None and v < low) or (high is not None and v > high)]
+           for low, high, step in [ranges[k]]
+           if (low is not None and v < low) or (high is not None and v > high)
+           or (step > 1 and low is not None and (v - low) % step)]
     return ", ".join(out) or None
 
 
