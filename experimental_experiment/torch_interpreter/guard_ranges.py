@@ -188,7 +188,10 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
         limit = max(SCAN_LIMIT, 2 * example)
         low, below = _scan(mine, values, i, example, 2, -1) if example > 2 else (example, None)
         high, above = _scan(mine, values, i, example, limit, 1)
-        step = _period(mine, values, i) if example in (low, high) else None
+        # a guard failing right next to the example may be a divisibility
+        stuck = (high == example and above is not None) or (
+            low == example and below is not None)
+        step = _period(mine, values, i) if stuck else None
         if step is not None:  # sizes of one residue modulo step: scanned by steps
             low, below = _scan(mine, values, i, example, 2, -step)
             high, above = _scan(mine, values, i, example, limit, step)
