@@ -15,13 +15,16 @@ from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
 
-# names of the patches active now (the export report lists them)
-_ACTIVE: list[str] = []
-
 
 def active_patches() -> list[str]:
-    """Names of the patches applied at this moment (``bypass_export_some_errors``)."""
-    return list(_ACTIVE)
+    """Names of what :func:`bypass_export_some_errors
+    <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`
+    applied and is still applied at this moment (in any thread): our patches
+    (``Module.to``...), transformers' own (``transformers:<object>.<attribute>``), the
+    cache classes registered with pytree (``pytree:DynamicCache``...)."""
+    from .shared import active_names
+
+    return active_names()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +50,12 @@ class Patch:
 
 @contextlib.contextmanager
 def apply_patches(patches: list[Patch], verbose: int = 0):
-    """Applies the patches, restores every original on exit, even on an exception."""
+    """Applies the patches, restores every original on exit, even on an exception
+    (also when one of them fails to apply); yields the names of the patches applied.
+
+    Not shared between threads: :func:`bypass_export_some_errors
+    <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`
+    applies them through :mod:`.shared`, which counts its users."""
     done: list[tuple[Patch, Any, bool]] = []
     try:
         for patch in patches:
@@ -59,12 +67,8 @@ def apply_patches(patches: list[Patch], verbose: int = 0):
             done.append((patch, stored, had))
             if verbose:
                 logger.warning("[bypass_export_some_errors] patched %s", patch.name)
-        _ACTIVE.extend(p.name for p, _, _ in done)
         yield [p.name for p, _, _ in done]
     finally:
-        for p, _, _ in done:
-            if p.name in _ACTIVE:
-                _ACTIVE.remove(p.name)
         for patch, original, had in reversed(done):
             if had:
                 setattr(patch.owner, patch.attribute, original)
