@@ -210,3 +210,29 @@ def test_failure_on_entry_while_another_thread_is_inside(monkeypatch):
     assert errors == []
     assert _diff(before, _snapshot(targets), targets) == []
     assert active_patches() == []
+
+
+def test_unused_layer_below_a_used_one_stays_until_it_leaves():
+    """A (transformers only) enters, B (torch only) enters, A leaves: A's patches were
+    applied before B's, so they stay (and are listed) until B leaves; then nothing."""
+    targets = _targets()
+    before = _snapshot(targets)
+    errors: list = []
+    ea, la, eb, lb = (threading.Event() for _ in range(4))
+    a = _user(ea, la, errors, patch_transformers=True, patch_torch=False)
+    b = _user(eb, lb, errors, patch_transformers=False, patch_torch=True)
+    a.start()
+    assert ea.wait(30)
+    names_a = active_patches()
+    assert "Module.to" not in names_a
+    b.start()
+    assert eb.wait(30)
+    assert active_patches() == names_a + ["Module.to"]
+    la.set()
+    a.join(30)
+    assert active_patches() == names_a + ["Module.to"]
+    lb.set()
+    b.join(30)
+    assert errors == []
+    assert _diff(before, _snapshot(targets), targets) == []
+    assert active_patches() == []
