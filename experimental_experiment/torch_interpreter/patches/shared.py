@@ -28,7 +28,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from . import Patch, apply_patches
+from .apply import Patch, apply_patches
 
 logger = logging.getLogger(__name__)
 
