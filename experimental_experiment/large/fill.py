@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import onnx
 from onnx import TensorProto
 
-from ..torch_interpreter.errors import ExportError, InvalidArgumentError
+from ..torch_interpreter.errors import ExportError, InvalidArgumentError, UnfilledWeightsWarning
 from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
 from ..xbuilder.model_container import (
     AtomicFiles,
@@ -137,7 +138,25 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
     _rewrite(model, src_folder, output, os.path.abspath(output) == os.path.abspath(model_path),
              report, tensors)
     logger.info("fill_weights: %s", report)
+    _warn_unfilled(report, model)
     return report
+
+
+def _warn_unfilled(report: FillReport, model: onnx.ModelProto) -> None:
+    """Warns (:class:`UnfilledWeightsWarning`) naming the initializers still without
+    data (and the weights they were exported from): the model cannot run yet."""
+    if not report.unfilled:
+        return
+    sources = get_weights_metadata(model).get("sources", {})
+    names = [f"{n!r}" + (f" ({sources[n]})" if sources.get(n) not in (None, n) else "")
+             for n in report.unfilled[:10]]
+    more = f" and {len(report.unfilled) - 10} more" if len(report.unfilled) > 10 else ""
+    warnings.warn(
+        f"fill_weights left {len(report.unfilled)} initializer(s) without data: "
+        f"{', '.join(names)}{more}. No checkpoint holds them (non-persistent buffers such "
+        "as rotary 'inv_freq' are in no state dict): the model gives wrong results until "
+        "they are filled. Export the model with these buffers built (not on the meta "
+        "device), or pass a checkpoint holding them.", UnfilledWeightsWarning, stacklevel=2)
 
 
 def _check_data_files(model, folder) -> None:

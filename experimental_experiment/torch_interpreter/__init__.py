@@ -11,9 +11,14 @@ from .dispatcher import Dispatcher
 from .errors import (
     CaptureError,
     ConversionError,
+    DynamicShapesError,
     ExportError,
     InvalidArgumentError,
+    SignatureError,
+    TrainingModeWarning,
+    UnfilledWeightsWarning,
     UnsupportedOpError,
+    UnsupportedOutputError,
 )
 from .export_options import ExportOptions
 from .export_result import ExportResult, export_program
@@ -23,11 +28,16 @@ __all__ = [
     "CaptureError",
     "ConversionError",
     "Dispatcher",
+    "DynamicShapesError",
     "ExportError",
     "ExportOptions",
     "ExportResult",
     "InvalidArgumentError",
+    "SignatureError",
+    "TrainingModeWarning",
+    "UnfilledWeightsWarning",
     "UnsupportedOpError",
+    "UnsupportedOutputError",
     "export_program",
     "to_onnx",
 ]

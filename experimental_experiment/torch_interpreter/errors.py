@@ -74,3 +74,47 @@ def _torch_dir() -> str:
     import torch
 
     return os.path.dirname(torch.__file__) + os.sep
+
+
+class SignatureError(InvalidArgumentError):
+    """The example inputs do not bind to the parameters of the model's ``forward``: a
+    required argument is missing (``args=None``), a keyword is not a parameter, too many
+    positional values. Raised before the capture, naming the parameters."""
+
+
+class DynamicShapesError(InvalidArgumentError):
+    """``dynamic_shapes`` cannot describe the example inputs: a string where the spec of
+    an input is expected, a ``Dim`` whose ``min``/``max`` exclude the example size, one
+    dimension name given to dimensions of different example sizes. Raised before the
+    capture, naming the input and the dimension.
+
+    :param input_name: the input (as the user named it: ``x``, ``cache[0]``)
+    :param axis: the dimension, when the error is about one
+    """
+
+    def __init__(self, message: str, *, input_name: str | None = None,
+                 axis: int | None = None):
+        super().__init__(message)
+        self.input_name = input_name
+        self.axis = axis
+
+
+class UnsupportedOutputError(ExportError, TypeError):
+    """The model returns a value an ONNX model cannot return (a string...).
+
+    :param position: the position of the output among the model's flattened outputs
+    """
+
+    def __init__(self, message: str, *, position: int | None = None):
+        super().__init__(message)
+        self.position = position
+
+
+class TrainingModeWarning(UserWarning):
+    """The model is exported in training mode with modules behaving differently in
+    training (dropout, batch normalization): the ONNX model keeps that behaviour."""
+
+
+class UnfilledWeightsWarning(UserWarning):
+    """Weights of the exported model have no data and nothing will fill them (buffers
+    that are not persistent are in no checkpoint)."""

@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import re
+import sys
 import time
 import traceback
 import warnings
@@ -60,12 +61,26 @@ def phase(report: ExportReport, name: str):
 
 
 class _Collect(logging.Handler):
+    """Records the package's warnings in the report; a record no other handler would
+    show goes to logging's last resort (stderr), as it would without this handler."""
+
     def __init__(self, report: ExportReport):
         super().__init__(logging.WARNING)
         self.report = report
 
     def emit(self, record):
         self.report.add("warning", "warning", record.getMessage())
+        if not self._others_handle(record) and logging.lastResort is not None and (
+                record.levelno >= logging.lastResort.level):
+            logging.lastResort.handle(record)
+
+    def _others_handle(self, record) -> bool:
+        logger_ = logging.getLogger(record.name)
+        while logger_ is not None:
+            if any(h is not self and record.levelno >= h.level for h in logger_.handlers):
+                return True
+            logger_ = logger_.parent if logger_.propagate else None
+        return False
 
 
 @contextlib.contextmanager
@@ -77,12 +92,15 @@ def reporting(report: ExportReport, path: str | None):
     package.addHandler(handler)
     try:
         caught: list = []
+        failed = True
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("default")
                 yield report
+            failed = False
         finally:
-            _add_warnings(report, caught)  # outside catch_warnings: shown as usual
+            # outside catch_warnings: emitted again for the user's filters
+            _add_warnings(report, caught, failed)
         report.status = "success"
     except BaseException as e:
         report.status = "failed"
@@ -99,13 +117,29 @@ def reporting(report: ExportReport, path: str | None):
             report.save(path)
 
 
-def _add_warnings(report: ExportReport, caught) -> None:
+def _add_warnings(report: ExportReport, caught, failed: bool) -> None:
+    """Records the warnings caught during the export and warns them again
+    (``warnings.warn_explicit``, through the user's filters: the report does not swallow
+    them); while an export error propagates, a filter turning them into errors does not
+    hide that error."""
     excluded = _excluded_dirs()
+    modules = _modules_by_file() if caught else {}
     for w in caught:
         loc = _location(w.filename, w.lineno, "") if _is_user(w.filename, excluded) else None
         report.add("warning", "warning", f"{w.category.__name__}: {w.message}", loc)
-        # shown as usual too: the report does not swallow warnings
-        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        try:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                                   module=modules.get(w.filename))
+        except Warning:
+            if not failed:
+                raise
+
+
+def _modules_by_file() -> dict[str, str]:
+    """``{file: module name}`` of the imported modules (a filter on a module name
+    applies to a warning emitted again)."""
+    return {f: name for name, m in list(sys.modules.items())
+            if isinstance(f := getattr(m, "__file__", None), str)}
 
 
 def _specialized_location(report: ExportReport, exc: BaseException) -> SourceLocation | None:

@@ -13,13 +13,14 @@ of the model, under its state dict name, recorded in the model's metadata.
 from __future__ import annotations
 
 import logging
+import warnings
 
 import torch
 
 from ..xbuilder import GraphBuilder
 from ..xbuilder.model_container import PROTOBUF_LIMIT, ModelContainer, builder_to_container
 from ._torch_helper import TorchTensorRef, has_data, onnx_dtype_to_torch
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnfilledWeightsWarning
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +69,11 @@ def _warn_non_persistent(model) -> None:
     saved = set(model.state_dict())
     missing = [n for n, b in model.named_buffers() if n not in saved and not has_data(b)]
     if missing:
-        logger.warning("non-persistent buffers %s have no data and are in no checkpoint: "
-                       "create them with data (the module on the cpu device) before the "
-                       "export, or fill them from a file of your own", missing[:5])
+        warnings.warn(
+            f"non-persistent buffers {missing[:5]} have no data and are in no checkpoint: "
+            "fill_weights will leave them unfilled. Create them with data (build the "
+            "module on the cpu device, or rebuild these buffers) before the export, or "
+            "fill them from a file of your own.", UnfilledWeightsWarning, stacklevel=3)
 
 
 def pin_weights(builder: GraphBuilder, threshold: int, *, large: bool) -> bool:

@@ -8,13 +8,13 @@ from typing import Any, Callable
 
 import torch
 
-from .patches import apply_patches
 from .patches.cache_registration import (
     CACHE_ARGUMENT_NAMES,
     UnknownCacheError,
     check_cache_inputs,
     register_cache_classes,
 )
+from .patches.shared import shared_patches
 
 logger = logging.getLogger(__name__)
 
@@ -71,17 +71,6 @@ def _make_modificator(known: dict[type, tuple]) -> Callable[[Any], Any]:
     return modificator
 
 
-def _transformers_patches(verbose: int) -> contextlib.AbstractContextManager:
-    """transformers' own export patches (``transformers.exporters``) when it has them,
-    then ours for what they leave broken."""
-    from .patches.patch_transformers import get_transformers_patches, transformers_own_patches
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(transformers_own_patches(verbose=verbose))
-    stack.enter_context(apply_patches(get_transformers_patches(), verbose=verbose))
-    return stack
-
-
 @contextlib.contextmanager
 def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: bool = True,
                               verbose: int = 0) -> Callable[[Any], Any]:
@@ -129,22 +118,43 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
     are copied so that a run does not grow them, an unknown cache class raises
     :class:`UnknownCacheError`).
 
+    **Threads and nesting.** The patches change attributes of modules and classes, for
+    the whole process. Entering the context manager from several threads at once, or
+    nesting it, is safe: a process-wide lock counts the users, each patch is applied
+    once while any user is inside and restored when the last one leaves, in the reverse
+    order of application whatever the order in which the users leave (a patch whose
+    users have all left stays applied while a patch applied after it is still in use).
+    :func:`active_patches <experimental_experiment.torch_interpreter.patches.active_patches>`
+    lists what is applied at any moment. A patch failing on entry undoes what was
+    applied for this user before the exception leaves the ``with`` statement. The code
+    run in other threads while one thread is inside sees the patches too.
+
     .. code-block:: python
 
         with bypass_export_some_errors(patch_transformers=True) as modificator:
             inputs = modificator(inputs)
             onx = to_onnx(model, (), inputs, dynamic_shapes=ds)
     """
-    with contextlib.ExitStack() as stack:
+    from .patches.patch_torch import get_torch_patches
+    from .patches.patch_transformers import (
+        get_transformers_patches,
+        transformers_own_patch_names,
+        transformers_own_patches,
+    )
+
+    with shared_patches() as shared:
         known: dict[type, tuple] = {}
         if patch_torch:
-            from .patches.patch_torch import get_torch_patches
-
-            stack.enter_context(apply_patches(get_torch_patches(), verbose=verbose))
+            shared.patches("torch", get_torch_patches, verbose=verbose)
         if patch_transformers:
-            known = stack.enter_context(register_cache_classes(verbose=verbose))
+            known = shared.context(
+                "caches", lambda: register_cache_classes(verbose=verbose),
+                lambda classes: [f"pytree:{c.__name__}" for c in classes])
             if verbose:
                 logger.warning("[bypass_export_some_errors] registered %s",
                                sorted(c.__name__ for c in known))
-            stack.enter_context(_transformers_patches(verbose))
+            # transformers' own patches first, then ours for what they leave broken
+            shared.context("transformers", lambda: transformers_own_patches(verbose=verbose),
+                           lambda _: transformers_own_patch_names())
+            shared.patches("transformers", get_transformers_patches, verbose=verbose)
         yield _make_modificator(known)

@@ -15,10 +15,15 @@ from .custom_op_fallback import inline_custom_ops
 from .decomposition_fallback import decompose_unsupported
 from .dispatcher import Dispatcher
 from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shapes, symbol_names
-from .errors import CaptureError, InvalidArgumentError
+from .errors import CaptureError, InvalidArgumentError, UnsupportedOutputError
 from .export_options import ExportOptions
 from .export_report import record_capture, record_decompositions, record_guard_ranges
-from .input_checks import check_dynamic_shapes_axes, describe_dimension_sources
+from .input_checks import (
+    check_dynamic_shapes_axes,
+    check_signature,
+    describe_dimension_sources,
+    warn_training_mode,
+)
 from .interpreter import InputPlan
 from .shape_guards import record_shape_guards
 
@@ -85,6 +90,8 @@ def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_conv
                    report):
     """torch.export.export of the model, custom operators without a converter inlined;
     returns the program, the dimension names and the paths of the input leaves."""
+    check_signature(model, args, kwargs)
+    warn_training_mode(model)
     # an example size 0 or 1 on a dynamic dimension: captured as any other size
     arg_names = _argument_names(model, args, kwargs)
     check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
@@ -185,8 +192,25 @@ def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
         nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
                  if s.kind == InputKind.USER_INPUT]
         namer = DimNamer(symbol_names(nodes, paths, dim_names))
+    check_outputs(ep)
     keep = _kept_outputs(ep, plan)
     return ep.graph_module, plan, namer, _output_names(output_names, keep)
+
+
+def check_outputs(ep) -> None:
+    """Raises :class:`UnsupportedOutputError` when an output of the model is a constant
+    an ONNX model cannot return (a string...), naming its position among the outputs."""
+    from torch.export.graph_signature import ConstantArgument, OutputKind
+
+    user = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    for i, spec in enumerate(user):
+        value = getattr(spec.arg, "value", None) if isinstance(spec.arg, ConstantArgument) else 0
+        if value is not None and not isinstance(value, (bool, int, float)):
+            raise UnsupportedOutputError(
+                f"output {i} (of {len(user)}, flattened) of the model is the constant "
+                f"{type(value).__name__} {value!r}: an ONNX model returns tensors only. "
+                "Return tensors from forward (drop this value, or wrap the model in a "
+                "module returning only its tensors).", position=i)
 
 
 def _input_plan(ep, placeholders: dict) -> tuple[InputPlan, list[str]]:

@@ -8,66 +8,17 @@ and says when it is needed (a feature check on the installed packages, not a ver
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import logging
-from typing import Any, Callable
-
-logger = logging.getLogger(__name__)
-
-# names of the patches active now (the export report lists them)
-_ACTIVE: list[str] = []
+from .apply import Patch, apply_patches
+from .shared import active_names
 
 
 def active_patches() -> list[str]:
-    """Names of the patches applied at this moment (``bypass_export_some_errors``)."""
-    return list(_ACTIVE)
+    """Names of what :func:`bypass_export_some_errors
+    <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`
+    applied and is still applied at this moment (in any thread): our patches
+    (``Module.to``...), transformers' own (``transformers:<object>.<attribute>``), the
+    cache classes registered with pytree (``pytree:DynamicCache``...)."""
+    return active_names()
 
 
-@dataclasses.dataclass(frozen=True)
-class Patch:
-    """Replaces ``owner.attribute`` by ``factory(original)`` while active.
-
-    :param owner: a module or a class
-    :param attribute: name of the attribute to replace
-    :param factory: builds the replacement from the original value
-    :param doc: the error it fixes (shown with ``verbose``)
-    """
-
-    owner: Any
-    attribute: str
-    factory: Callable[[Any], Any]
-    doc: str = ""
-
-    @property
-    def name(self) -> str:
-        owner = getattr(self.owner, "__name__", type(self.owner).__name__)
-        return f"{owner}.{self.attribute}"
-
-
-@contextlib.contextmanager
-def apply_patches(patches: list[Patch], verbose: int = 0):
-    """Applies the patches, restores every original on exit, even on an exception."""
-    done: list[tuple[Patch, Any, bool]] = []
-    try:
-        for patch in patches:
-            had = patch.attribute in vars(patch.owner) if isinstance(patch.owner, type) else True
-            original = getattr(patch.owner, patch.attribute)
-            # restored as stored: a staticmethod stays one
-            stored = vars(patch.owner)[patch.attribute] if had else original
-            setattr(patch.owner, patch.attribute, patch.factory(original))
-            done.append((patch, stored, had))
-            if verbose:
-                logger.warning("[bypass_export_some_errors] patched %s", patch.name)
-        _ACTIVE.extend(p.name for p, _, _ in done)
-        yield [p.name for p, _, _ in done]
-    finally:
-        for p, _, _ in done:
-            if p.name in _ACTIVE:
-                _ACTIVE.remove(p.name)
-        for patch, original, had in reversed(done):
-            if had:
-                setattr(patch.owner, patch.attribute, original)
-            else:
-                # the attribute came from a base class: remove the override
-                delattr(patch.owner, patch.attribute)
+__all__ = ["Patch", "active_patches", "apply_patches"]

@@ -43,6 +43,17 @@ def transformers_own_patches(verbose: int = 0):
         yield
 
 
+def transformers_own_patch_names() -> list[str]:
+    """``transformers:<object>.<attribute>`` for every patch of
+    :func:`transformers_own_patches` (empty when transformers has none)."""
+    utils = sys.modules.get("transformers.exporters.utils")
+    registry = getattr(utils, "_PATCHES", None)
+    if not isinstance(registry, dict):
+        return []
+    return [f"transformers:{entry[0]}.{entry[1]}" for entry in registry.get("dynamo", [])
+            if isinstance(entry, tuple) and len(entry) >= 2]
+
+
 def _broadcast_expansion_sdpa(original):
     """Replaces ``masking_utils._vmap_expansion_sdpa`` (``torch.vmap`` over the four
     index dimensions) by broadcasting the indices.

@@ -1,0 +1,61 @@
+"""A temporary patch (:class:`Patch`) and :func:`apply_patches`, which applies a list
+of them and restores the originals; :mod:`.shared` shares them between threads."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Patch:
+    """Replaces ``owner.attribute`` by ``factory(original)`` while active.
+
+    :param owner: a module or a class
+    :param attribute: name of the attribute to replace
+    :param factory: builds the replacement from the original value
+    :param doc: the error it fixes (shown with ``verbose``)
+    """
+
+    owner: Any
+    attribute: str
+    factory: Callable[[Any], Any]
+    doc: str = ""
+
+    @property
+    def name(self) -> str:
+        owner = getattr(self.owner, "__name__", type(self.owner).__name__)
+        return f"{owner}.{self.attribute}"
+
+
+@contextlib.contextmanager
+def apply_patches(patches: list[Patch], verbose: int = 0):
+    """Applies the patches, restores every original on exit, even on an exception
+    (also when one of them fails to apply); yields the names of the patches applied.
+
+    Not shared between threads: :func:`bypass_export_some_errors
+    <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`
+    applies them through :mod:`.shared`, which counts its users."""
+    done: list[tuple[Patch, Any, bool]] = []
+    try:
+        for patch in patches:
+            had = patch.attribute in vars(patch.owner) if isinstance(patch.owner, type) else True
+            original = getattr(patch.owner, patch.attribute)
+            # restored as stored: a staticmethod stays one
+            stored = vars(patch.owner)[patch.attribute] if had else original
+            setattr(patch.owner, patch.attribute, patch.factory(original))
+            done.append((patch, stored, had))
+            if verbose:
+                logger.warning("[bypass_export_some_errors] patched %s", patch.name)
+        yield [p.name for p, _, _ in done]
+    finally:
+        for patch, original, had in reversed(done):
+            if had:
+                setattr(patch.owner, patch.attribute, original)
+            else:
+                # the attribute came from a base class: remove the override
+                delattr(patch.owner, patch.attribute)
