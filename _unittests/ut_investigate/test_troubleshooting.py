@@ -8,6 +8,7 @@ import pytest
 from experimental_experiment.investigate import error_triggers as et
 from experimental_experiment.investigate.troubleshooting import (
     error_classes,
+    index_rst,
     missing_cause_or_fix,
     parse_docstring,
     troubleshooting_rst,
@@ -90,11 +91,15 @@ def test_capture_message_rejects_another_error():
 
 @pytest.mark.parametrize("case", et.TORCH_EXPORT_CASES, ids=lambda c: c.title[:20])
 def test_torch_export_cases_still_fail(case):
-    assert et.capture_message(case.trigger)
+    """The index quotes the first words of each message: they must stay true."""
+    message = et.capture_message(case.trigger)
+    assert message and message.startswith(case.starts), message
 
 
 def test_page_has_one_section_per_class():
-    text = troubleshooting_rst(trigger=False)
+    text, index = troubleshooting_rst(trigger=False), index_rst()
     for e in error_classes():
         assert f".. _l-error-{e.name.lower()}:" in text
-        assert f":ref:`{e.name} <l-error-{e.name.lower()}>`" in text
+        assert f":ref:`{e.name} <l-error-{e.name.lower()}>`" in index
+    for case in et.TORCH_EXPORT_CASES:
+        assert f"<{case.anchor}>`" in index

@@ -22,14 +22,16 @@ import os
 import re
 import sys
 import tempfile
+import textwrap
 import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 logger = logging.getLogger(__name__)
 
-#: lines of a message kept for the page
-MAX_LINES = 14
+#: lines of a message kept for the page, and their width
+MAX_LINES = 16
+WIDTH = 88
 
 TRIGGERS: dict[str, Callable[[], None]] = {}
 
@@ -66,7 +68,11 @@ def _clean(text: str) -> str:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     text = text.replace(root + os.sep, "")
     text = re.sub(re.escape(tempfile.gettempdir() + os.sep) + r"[^/\\]+[/\\]", "", text)
-    lines = [line.rstrip() for line in text.strip().splitlines()]
+    lines = []
+    for line in text.strip().splitlines():
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        lines += textwrap.wrap(line.rstrip(), WIDTH, subsequent_indent=indent,
+                               break_on_hyphens=False) or [""]
     if len(lines) > MAX_LINES:
         lines = lines[: MAX_LINES - 5] + ["..."] + lines[-4:]
     return "\n".join(lines)
@@ -249,6 +255,11 @@ class TorchExportCase:
     when: str
     trigger: Callable[[], None]
     fix: str
+    starts: str  # the first words of the message, for the index
+
+    @property
+    def anchor(self) -> str:
+        return "l-torch-export-" + self.trigger.__name__.strip("_").replace("_", "-")
 
 
 def _data_dependent():
@@ -297,6 +308,7 @@ TORCH_EXPORT_CASES = [
         ":func:`torch.export.draft_export` lists every such guard in one run "
         "(:ref:`l-plot-exporter-exporter-draft_export`). to_onnx raises it as a "
         ":ref:`CaptureError <l-error-captureerror>`.",
+        "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
     ),
     TorchExportCase(
         "Specialized dimension (Constraints violated)",
@@ -310,6 +322,7 @@ TORCH_EXPORT_CASES = [
         "(``x.new_ones(x.shape)``, ``reshape(-1, ...)``), or declare the dimension "
         "``Dim.AUTO`` to let torch decide; to_onnx accepts names as strings "
         "(``{0: \"batch\"}``), checked after the capture.",
+        "UserError: Constraints violated (batch)!",
     ),
     TorchExportCase(
         "Unsupported construct in strict mode (torch._dynamo.exc.Unsupported)",
@@ -322,6 +335,7 @@ TORCH_EXPORT_CASES = [
         "(:ref:`l-plot-exporter-recipes-custom-custom-ops-fct`). The tutorial's "
         ":ref:`l-frequent-exporter-errors` lists older messages of the same kind "
         "(``torch.no_grad()`` fixes two of them).",
+        "Unsupported: Attempted to call function marked as skipped",
     ),
 ]
 

@@ -157,34 +157,34 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _first_line(message: str | None) -> str:
-    if not message:
-        return ""
-    line = message.strip().splitlines()[0]
-    return line if len(line) <= 90 else line[:87] + "..."
-
-
-def _index_table(rows: list[tuple[ErrorClass, str | None]]) -> list[str]:
-    lines = [".. list-table::", "    :header-rows: 1", "    :widths: 30 70", "",
-             "    * - class", "      - message starts with"]
-    for e, message in rows:
-        first = _first_line(message).replace("`", "'")
-        lines += [f"    * - :ref:`{e.name} <{_anchor(e)}>`",
-                  f"      - ``{first}``" if first else "      - (see the section)"]
+def _index_table(rows: list[tuple[str, str, str]]) -> list[str]:
+    """A list-table: the message's first words (a link to its section), its meaning."""
+    lines = [".. list-table::", "    :header-rows: 1", "    :widths: 35 65", "",
+             "    * - the message starts with", "      - what it means"]
+    for starts, anchor, meaning in rows:
+        lines += [f"    * - :ref:`{starts} <{anchor}>`", f"      - {meaning}"]
     return lines + [""]
 
 
+def index_rst() -> str:
+    """The index of the page: every error class of the package, then torch.export's
+    frequent errors, each with the words its message starts with (nothing is run)."""
+    from .error_triggers import TORCH_EXPORT_CASES
+
+    rows = [(e.name, _anchor(e), e.summary) for e in error_classes()]
+    rows += [(c.starts, c.anchor, c.when) for c in TORCH_EXPORT_CASES]
+    return "\n".join(_index_table(rows))
+
+
 def troubleshooting_rst(trigger: bool = True) -> str:
-    """The reStructuredText of the package errors part of the troubleshooting page:
-    an index by message, then one section per class (``trigger=False`` skips the
-    triggers and shows no message)."""
+    """The reStructuredText of the package errors part of the troubleshooting page,
+    one section per class (``trigger=False`` skips the triggers and shows no
+    message)."""
     from .error_triggers import raise_and_capture
 
-    classes = error_classes()
-    rows = [(e, raise_and_capture(e.cls) if trigger else None) for e in classes]
-    lines = _index_table(rows)
-    for e, message in rows:
-        lines += _section(e, message)
+    lines = []
+    for e in error_classes():
+        lines += _section(e, raise_and_capture(e.cls) if trigger else None)
     return "\n".join(lines)
 
 
@@ -196,12 +196,13 @@ def torch_export_rst() -> str:
     lines = []
     for case in TORCH_EXPORT_CASES:
         message = capture_message(case.trigger)
-        lines += [case.title, "-" * len(case.title), "", case.when, ""]
+        lines += [f".. _{case.anchor}:", "", case.title, "-" * len(case.title), "",
+                  case.when, ""]
         lines += ["**Message** (raised when this page was built, first lines):", ""]
         lines += _literal(message or "(no error with the installed torch)")
         lines += [f"**What to do.** {case.fix}", ""]
     return "\n".join(lines)
 
 
-__all__ = ["ErrorClass", "error_classes", "missing_cause_or_fix", "parse_docstring",
+__all__ = ["ErrorClass", "error_classes", "index_rst", "missing_cause_or_fix", "parse_docstring",
            "torch_export_rst", "troubleshooting_rst"]
