@@ -20,7 +20,7 @@ optimizer and the exporter all derive their errors from it:
 
 class ExportError(RuntimeError):
     """Base class of every error raised by the package on purpose
-    (:func:`experimental_experiment.torch_interpreter.to_onnx` included).
+    (:func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` included).
 
     Cause: raised as such only for an inconsistent FX graph (no output node); every
     other failure raises one of its subclasses, which says more.

@@ -7,7 +7,6 @@ A trigger is registered for a class by its import path; a class without a trigge
 
 .. code-block:: python
 
-    from experimental_experiment.errors import ExportError
     from experimental_experiment.investigate.error_triggers import raise_and_capture
     from experimental_experiment.torch_interpreter import CaptureError
 
@@ -30,7 +29,7 @@ from typing import Callable
 logger = logging.getLogger(__name__)
 
 #: lines of a message kept for the page, and their width
-MAX_LINES = 16
+MAX_LINES = 12
 WIDTH = 88
 
 TRIGGERS: dict[str, Callable[[], None]] = {}
@@ -63,19 +62,21 @@ def _quiet():
 
 
 def _clean(text: str) -> str:
-    """The message without the local folders, at most :data:`MAX_LINES` lines (the
-    first ones and the last four, where the package says what to try)."""
+    """The message without the local folders, its first lines and its last two
+    (where the package says what to try) when longer than :data:`MAX_LINES`,
+    wrapped at :data:`WIDTH` characters."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     text = text.replace(root + os.sep, "")
     text = re.sub(re.escape(tempfile.gettempdir() + os.sep) + r"[^/\\]+[/\\]", "", text)
-    lines = []
-    for line in text.strip().splitlines():
-        indent = " " * (len(line) - len(line.lstrip()) + 2)
-        lines += textwrap.wrap(line.rstrip(), WIDTH, subsequent_indent=indent,
-                               break_on_hyphens=False) or [""]
+    lines = [line.rstrip() for line in text.strip().splitlines()]
     if len(lines) > MAX_LINES:
-        lines = lines[: MAX_LINES - 5] + ["..."] + lines[-4:]
-    return "\n".join(lines)
+        lines = lines[: MAX_LINES - 3] + ["[...]"] + lines[-2:]
+    wrapped = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        wrapped += textwrap.wrap(line, WIDTH, subsequent_indent=indent,
+                                 break_on_hyphens=False, break_long_words=False) or [""]
+    return "\n".join(wrapped)
 
 
 def capture_message(fn: Callable[[], None], expected: type = BaseException) -> str | None:

@@ -135,8 +135,9 @@ def _anchor(e: ErrorClass) -> str:
 
 
 def _literal(text: str) -> list[str]:
+    """A message as a block of plain text (no syntax highlighting)."""
     lines = [line.rstrip() for line in text.strip().splitlines()] or ["(empty message)"]
-    return ["::", ""] + ["    " + line for line in lines] + [""]
+    return [".. code-block:: text", ""] + ["    " + line for line in lines] + [""]
 
 
 def _section(e: ErrorClass, message: str | None) -> list[str]:
