@@ -7,7 +7,13 @@ import os
 
 
 class CommandLineError(Exception):
-    "An error the command line reports in one line, without a traceback."
+    """An error the command line reports in one line, without a traceback.
+
+    Cause: a file given on the command line is missing or is not an ONNX model, or an
+    argument is invalid; the command prints ``<command>: <message>`` and exits with 2.
+
+    Fix: check the path and the argument the message names
+    (``python -m experimental_experiment <command> --help``, :ref:`l-command-lines`)."""
 
 
 def load_model(path: str, load_external_data: bool = True):

@@ -64,7 +64,13 @@ class FillReport:
 
 
 class WeightsMismatchError(ExportError, ValueError):
-    """Checkpoint tensors disagree with the initializers they match (shape or dtype)."""
+    """Checkpoint tensors disagree with the initializers they match (shape or dtype).
+
+    Cause: the checkpoint given to ``fill_weights`` does not belong to the exported
+    model (another configuration or dtype); nothing is written.
+
+    Fix: export with the configuration and dtype of the checkpoint; the message lists
+    the first disagreeing names with both shapes (:ref:`l-large-models`)."""
 
     def __init__(self, report: FillReport):
         super().__init__(

@@ -6,16 +6,42 @@ from ..errors import ExportError  # noqa: F401  (the base class, torch-free)
 
 
 class InvalidArgumentError(ExportError, TypeError):
-    """An argument given to :func:`to_onnx` has the wrong type or structure."""
+    """An argument given to :func:`to_onnx` has the wrong type or structure.
+
+    Cause: checked before any work: ``args`` not a tuple, ``dynamic_shapes`` naming an
+    axis beyond an input's rank or not matching the inputs, a ``target_opset`` outside
+    what onnx and onnxruntime support, a report path of unknown format.
+
+    Fix: the message names the argument and what it expects; ``dynamic_shapes`` follows
+    :func:`torch.export.export`'s layout (:ref:`l-plot-exporter-dynamic_shapes`)."""
 
 
 class CaptureError(ExportError):
-    """torch.export.export failed to capture the model."""
+    """torch.export.export failed to capture the model.
+
+    Cause: the capture, not the conversion, failed: a data-dependent branch, a dynamic
+    dimension the code specializes, a construct torch.export cannot trace. The
+    message lists every attempt (strict or not) and torch's reason for each.
+
+    Fix: see torch.export's frequent errors on the troubleshooting page
+    (:ref:`l-troubleshooting-torch-export`); try ``ExportOptions(strict=True)`` or
+    ``fallback=True``; for transformers models export under
+    ``bypass_export_some_errors(patch_transformers=True)``
+    (:ref:`l-plot-torch-export-with-dynamic-cache-201`)."""
 
 
 class UnsupportedOpError(ExportError, NotImplementedError):
     """An FX node calls an operator with no converter, or a converter does not
     support one of the arguments it received.
+
+    Cause: a custom operator, or an aten operator or argument this package does not
+    convert yet; torch's decomposition of the operator, tried first, did not help.
+    The message names the operator, the FX node and the user's line.
+
+    Fix: give a converter for that export only with ``Dispatcher({op: fn})``
+    (:ref:`l-plot-exporter-recipes-custom-custom-ops-fct`), or
+    ``ExportOptions(decomposition_table="default")``; the list of converted
+    operators is :ref:`l-supported-aten-ops`.
 
     :param message: what is not supported and what to try
     :param op: the operator (an ``OpOverload`` or its name), when known
@@ -46,7 +72,15 @@ class UnsupportedOpError(ExportError, NotImplementedError):
 
 
 class ConversionError(ExportError):
-    """A converter failed or produced a result inconsistent with the FX graph."""
+    """A converter failed or produced a result inconsistent with the FX graph.
+
+    Cause: a converter (often a user's one given through a ``Dispatcher``) raised an
+    exception, or returned a value whose element type differs from what torch
+    computed for that node. The message names the node and the user's line.
+
+    Fix: check the converter against the operator's schema: arguments in the schema's
+    order, output of the dtype torch expects (:ref:`l-design-extending`); a bug in a
+    built-in converter is worth an issue with the message."""
 
 
 def user_source_line(node) -> str:

@@ -36,7 +36,16 @@ _SMALL = 1024
 
 
 class ExternalDataError(GraphBuilderError, ValueError):
-    """External data is missing, truncated or inconsistent with the model."""
+    """External data is missing, truncated or inconsistent with the model.
+
+    Cause: the data file next to a model is missing or shorter than the model says, a
+    tensor was written with the wrong size, or a location points outside the model's
+    folder (absolute or with ``..``).
+
+    Fix: keep the model and its ``.data`` file together (locations are relative), save
+    with :meth:`ModelContainer.save` or ``to_onnx(..., filename=...)``; a weight-free
+    model is filled with :func:`experimental_experiment.large.fill_weights`
+    (:ref:`l-large-models`)."""
 
 
 def _nbytes(value) -> int:

@@ -226,7 +226,14 @@ class PassResult:
 
 
 class PassError(ExportError):
-    """A pass raised an exception; the message names the pass."""
+    """A pass raised an exception; the message names the pass.
+
+    Cause: an optimization pass (constant folding, CSE, removal of unused nodes...)
+    failed on the graph, a bug in the pass or a graph it did not expect.
+
+    Fix: export with ``optimize=False`` to get the model, then report the message;
+    ``OptimizationOptions`` removes a pass or a pattern set
+    (:ref:`l-plot-optimize-101`)."""
 
 
 class GraphPass:

@@ -53,7 +53,16 @@ def cache_input_renames(arg_names: list[str], values: list) -> dict[str, str]:
 
 
 class UnknownCacheError(TypeError):
-    """A cache class (or layer class) the registration does not know how to flatten."""
+    """A cache class (or layer class) the registration does not know how to flatten.
+
+    Cause: ``bypass_export_some_errors`` registers transformers' cache classes as
+    pytree nodes; a cache layer holding an attribute it cannot rebuild (a tensor
+    outside the keys and values, an object) cannot be flattened safely.
+
+    Fix: use a cache class of transformers that the registration knows (DynamicCache,
+    StaticCache, encoder-decoder caches), or register your class yourself with
+    ``torch.utils._pytree.register_pytree_node``
+    (:ref:`l-plot-torch-export-with-dynamic-cache-201`)."""
 
 
 def _layer_context(layer) -> tuple:
