@@ -113,7 +113,13 @@ def _torch_dir() -> str:
 class SignatureError(InvalidArgumentError):
     """The example inputs do not bind to the parameters of the model's ``forward``: a
     required argument is missing (``args=None``), a keyword is not a parameter, too many
-    positional values. Raised before the capture, naming the parameters."""
+    positional values. Raised before the capture, naming the parameters.
+
+    Cause: ``args``/``kwargs`` do not match ``forward``'s signature.
+
+    Fix: pass every required parameter, positionally in ``args=(...)`` or by name in
+    ``kwargs={name: value}``; the message lists the parameters and the closest name to
+    an unknown keyword."""
 
 
 class DynamicShapesError(InvalidArgumentError):
@@ -121,6 +127,13 @@ class DynamicShapesError(InvalidArgumentError):
     an input is expected, a ``Dim`` whose ``min``/``max`` exclude the example size, one
     dimension name given to dimensions of different example sizes. Raised before the
     capture, naming the input and the dimension.
+
+    Cause: the structure of ``dynamic_shapes`` does not follow the inputs, or a
+    dimension's declared range or name contradicts the example inputs.
+
+    Fix: one ``{axis: name}`` per tensor (nested like the inputs), a ``Dim`` range
+    containing the example size, one name per distinct size (the message shows the
+    corrected spec).
 
     :param input_name: the input (as the user named it: ``x``, ``cache[0]``)
     :param axis: the dimension, when the error is about one
@@ -136,6 +149,12 @@ class DynamicShapesError(InvalidArgumentError):
 class UnsupportedOutputError(ExportError, TypeError):
     """The model returns a value an ONNX model cannot return (a string...).
 
+    Cause: an ONNX model only returns tensors (and sequences of tensors); the output
+    at ``position`` among the flattened outputs is something else.
+
+    Fix: return tensors only (drop or encode the other values), for instance with a
+    wrapper module whose ``forward`` returns the tensors of the original outputs.
+
     :param position: the position of the output among the model's flattened outputs
     """
 
@@ -146,9 +165,22 @@ class UnsupportedOutputError(ExportError, TypeError):
 
 class TrainingModeWarning(UserWarning):
     """The model is exported in training mode with modules behaving differently in
-    training (dropout, batch normalization): the ONNX model keeps that behaviour."""
+    training (dropout, batch normalization): the ONNX model keeps that behaviour.
+
+    Cause: the model is in training mode (``model.training`` is True) and contains
+    dropout or batch normalization, whose training behaviour is exported as is.
+
+    Fix: call ``model.eval()`` before exporting for inference; keep training mode only
+    to export a training graph on purpose."""
 
 
 class UnfilledWeightsWarning(UserWarning):
     """Weights of the exported model have no data and nothing will fill them (buffers
-    that are not persistent are in no checkpoint)."""
+    that are not persistent are in no checkpoint).
+
+    Cause: a model built on the meta device (or under a fake mode) has buffers that are
+    computed at construction (``inv_freq`` of rotary embeddings) and saved in no
+    checkpoint; filling the weights leaves them empty.
+
+    Fix: rebuild the non-persistent buffers on a real device before exporting (the
+    warning names them), or fill them from a checkpoint that has them."""
