@@ -212,10 +212,10 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
 
 
 def _period(guards, values: list[int], index: int) -> int | None:
-    """The smallest step (2 to 64) at which the guards hold again around the example,
+    """The smallest step (2 to 512) at which the guards hold again around the example,
     when they fail next to it (``size % 4 == 0``); None if there is none."""
     example = values[index]
-    for step in range(2, 65):
+    for step in range(2, 513):
         points = [example + step, example + 2 * step] + (
             [example - step] if example - step >= 2 else [])
         trial = list(values)

@@ -26,6 +26,7 @@ from .input_checks import (
 )
 from .interpreter import InputPlan
 from .shape_guards import record_shape_guards
+from .symbolic_text import failing_line, shorten_symbolic, symbol_descriptions
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_conv
                 if report is not None:
                     record_decompositions(report, inlined)
     except CaptureError as e:
-        _explain_capture_error(e, names, arg_names, small)
+        _explain_capture_error(e, names, arg_names, small, guards)
         raise
     finally:
         if report is not None:
@@ -121,10 +122,19 @@ def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_conv
     return ep, names, [p for p, _ in leaves]
 
 
-def _explain_capture_error(e: CaptureError, names, arg_names, small) -> None:
+def _explain_capture_error(e: CaptureError, names, arg_names, small, recorder=None) -> None:
     """Rewrites the message: torch's ``L['x'].size()[0]`` becomes dimension 0
-    ('batch') of input 'x'; sizes 0 or 1 captured size-oblivious are named."""
-    e.args = (describe_dimension_sources(str(e), names, arg_names),) + e.args[1:]
+    ('batch') of input 'x', long symbolic expressions the dimensions they are made of,
+    the model's failing line is named; sizes 0 or 1 captured size-oblivious are named."""
+    def describe(text):
+        return describe_dimension_sources(text, names, arg_names)
+
+    text = shorten_symbolic(describe(str(e)), symbol_descriptions(recorder, describe))
+    attempts = getattr(e, "attempts", None) or []
+    line = failing_line(attempts[-1][1]) if attempts else None
+    if line:
+        text += f"\nThe model's line that failed (last attempt): {line}"
+    e.args = (text,) + e.args[1:]
     if small:  # say what was changed for these sizes
         e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
                   "0 or 1: the capture ran with backed_size_oblivious=True to keep "
