@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 
 from ..torch_interpreter.errors import InvalidArgumentError
+from ..xbuilder.safe_paths import resolve_inside
 
 
 @dataclass(frozen=True)
@@ -74,22 +75,40 @@ def _torch_file(path: str) -> list[CheckpointTensor]:
 
 
 def _expand(path: str) -> list[str]:
-    """A folder gives its index file or its checkpoint files; an index its shards."""
+    """A folder gives its index file or its checkpoint files; an index its shards.
+    Files found in a folder or named by an index stay inside that folder
+    (:class:`UnsafePathError <experimental_experiment.xbuilder.safe_paths.UnsafePathError>`
+    otherwise, before anything is read)."""
     if os.path.isdir(path):
         index = sorted(f for f in os.listdir(path) if f.endswith(".index.json"))
         if index:
-            return _expand(os.path.join(path, index[0]))
+            return _expand(resolve_inside(path, index[0], what=f"index of folder {path!r}"))
         files = sorted(f for f in os.listdir(path)
                        if f.endswith((".safetensors", ".bin", ".pt", ".pth")))
         if not files:
             raise InvalidArgumentError(f"folder {path!r} has no checkpoint file")
-        return [os.path.join(path, f) for f in files]
+        return [resolve_inside(path, f, what=f"checkpoint in folder {path!r}") for f in files]
     if path.endswith(".index.json"):
+        weight_map = _weight_map(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        return [resolve_inside(folder, f, what=f"shard of {path!r}")
+                for f in sorted(set(weight_map.values()))]
+    return [path]
+
+
+def _weight_map(path: str) -> dict[str, str]:
+    """The ``weight_map`` of an index file: tensor name -> shard file name."""
+    try:
         with open(path) as f:
             weight_map = json.load(f).get("weight_map", {})
-        folder = os.path.dirname(path)
-        return [os.path.join(folder, f) for f in sorted(set(weight_map.values()))]
-    return [path]
+    except (OSError, ValueError, AttributeError) as e:
+        raise InvalidArgumentError(f"index {path!r} is not a JSON object with a "
+                                   f"'weight_map' ({type(e).__name__}: {e})") from e
+    if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) for v in weight_map.values()):
+        raise InvalidArgumentError(f"index {path!r}: 'weight_map' must map tensor names "
+                                   "to shard file names")
+    return weight_map
 
 
 def read_checkpoints(paths: list[str]) -> dict[str, CheckpointTensor]:

@@ -80,7 +80,7 @@ class ModelContainer:
     .. code-block:: python
 
         container = to_onnx(model, (x,), large_model=True)
-        container.save("model.onnx")  # model.onnx + model.onnx.data
+        container.save("model.onnx")  # model.onnx + model.onnx.<hash>.data
     """
 
     def __init__(self, model_proto: ModelProto, tensors: dict[str, Any],
@@ -283,7 +283,7 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
     """Saves a model atomically (temporary files renamed at the end).
 
     :param model: a ModelProto or a :class:`ModelContainer`
-    :param path: the model file; external data goes to ``<path>.data`` next to it
+    :param path: the model file; external data goes to ``<path>.<hash>.data`` next to it
     :param external_data: None chooses: a container always writes external data, a
         ModelProto only when it does not fit in one protobuf message (2 GB)
     :param threshold: initializers of this size in bytes or more go to external data
@@ -293,7 +293,7 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
 
         from experimental_experiment.xbuilder.model_container import save_model
 
-        save_model(onx, "model.onnx")  # model.onnx.data too if onx is over 2 GB
+        save_model(onx, "model.onnx")  # model.onnx.<hash>.data too if onx is over 2 GB
     """
     if isinstance(model, ModelContainer):
         model.save(path, all_tensors_to_one_file=all_tensors_to_one_file, location=location)
