@@ -11,15 +11,46 @@ class CommandLineError(Exception):
 
 
 def load_model(path: str, load_external_data: bool = True):
-    """Loads an ONNX model, :class:`CommandLineError` when it is missing or invalid."""
+    """Loads an ONNX model, :class:`CommandLineError` when it is missing or invalid or
+    when its external data leaves its folder, is truncated or belongs to another save
+    (checked before any data file is opened, see
+    :mod:`experimental_experiment.xbuilder.safe_paths`)."""
     import onnx
+    from onnx.external_data_helper import load_external_data_for_model
+
+    from .xbuilder.model_container import check_external_data
+    from .xbuilder.safe_paths import ExternalDataError, external_entries
 
     if not os.path.isfile(path):
         raise CommandLineError(f"no file {path!r}")
     try:
-        return onnx.load(path, load_external_data=load_external_data)
+        model = onnx.load(path, load_external_data=False)
     except Exception as e:  # protobuf raises its own DecodeError
         raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        if not load_external_data:
+            external_entries(model, folder)  # locations checked, nothing opened
+            return model
+        if external_entries(model, folder):
+            check_external_data(model, folder)
+            load_external_data_for_model(model, folder)
+    except ExternalDataError as e:
+        raise CommandLineError(f"{path!r}: {e}") from e
+    return model
+
+
+def check_output(path: str | None, what: str = "output") -> None:
+    """:class:`CommandLineError` when ``path`` cannot be written (a folder, a read-only
+    folder, a file as parent), before the command does any work."""
+    from .xbuilder.safe_paths import OutputPathError, check_output_path
+
+    if path is None:
+        return
+    try:
+        check_output_path(path, what=what)
+    except OutputPathError as e:
+        raise CommandLineError(str(e)) from e
 
 
 def save_model(model, path: str) -> None:
