@@ -128,6 +128,6 @@ def test_read_only_folder_probed(tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
     with pytest.raises(OutputPathError, match="read-only folder or no permission"):
         check_output_path(str(tmp_path / "m.onnx"))

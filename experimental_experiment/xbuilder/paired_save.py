@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 
@@ -192,15 +193,16 @@ class PairedSave:
         self._lock.__enter__()
         return self
 
-    def _temp(self, prefix: str):
-        fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=prefix, dir=self.folder)
+    def _temp(self):
+        fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=f".{self.base}.saving.",
+                                   dir=self.folder)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private, a model is not
         return os.fdopen(fd, "w+b"), tmp
 
     def data_file(self, index: int):
         """The temporary file of the ``index``-th data file (created once)."""
         if index not in self.temps:
-            self.temps[index] = self._temp(f".{self.base}.{index}.")
+            self.temps[index] = self._temp()
         return self.temps[index][0]
 
     def _names(self, digests: dict[int, str]) -> dict[int, str]:
@@ -237,7 +239,7 @@ class PairedSave:
             f.close()
             os.replace(tmp, os.path.join(self.folder, names[i]))
         _fsync_folder(self.folder)
-        f, tmp = self._temp(f".{self.base}.")
+        f, tmp = self._temp()
         self.temps[-1] = (f, tmp)
         f.write(model.SerializeToString())
         f.flush()
@@ -264,7 +266,16 @@ class PairedSave:
             logger.debug("no data files to remove for %r: %s", self.path, e)
             return set()
         return {e.location for e in entries if os.path.basename(e.location) == e.location
-                and e.location.startswith(self.base + ".")}
+                and e.location.startswith(self.base + ".")} | self._left_by_crashes()
+
+    def _left_by_crashes(self) -> set[str]:
+        """Files of saves to this path stopped before their end (the lock is held, no
+        save is running): temporary files, data files named after their content."""
+        base = re.escape(self.base)
+        pattern = re.compile(rf"^(\.{base}\.saving\.\w+\.tmp|{base}\.[0-9a-f]{{16}}"
+                             r"\.data(\.\d+)?)$")
+        mine = {os.path.basename(tmp) for _, tmp in self.temps.values()}
+        return {f for f in os.listdir(self.folder) if pattern.match(f) and f not in mine}
 
     def _remove_old(self, old: set[str], new: set[str]) -> None:
         for loc in sorted(old - new):

@@ -124,13 +124,14 @@ def external_entries(model, folder: str) -> list[ExternalEntry]:
 
 
 def _writable(folder: str) -> bool:
-    """Whether a file can be created in ``folder`` (tried, not guessed)."""
+    """Whether a file can be created in ``folder`` (tried, not guessed: root ignores
+    permissions, a read-only mount does not). The file has no name where the system
+    allows it (``O_TMPFILE``): nothing is left behind."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
     except OSError:
         return False
-    os.close(fd)
-    os.remove(tmp)
     return True
 
 
