@@ -42,11 +42,16 @@ def expected(kind: str, x: np.ndarray) -> np.ndarray:
 
 
 def read_pair(path) -> str:
-    """What a reader sees: checks the pair is consistent, returns 'A' or 'B'."""
+    """What a reader sees: checks the pair is consistent, returns 'A' or 'B'. The model
+    file is read once (another save may replace it meanwhile)."""
+    from onnx.external_data_helper import load_external_data_for_model
+
     model = onnx.load(str(path), load_external_data=False)
-    kind = model.graph.name
-    check_external_data(model, os.path.dirname(str(path)))  # sizes and checksums
-    sess = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    kind, folder = model.graph.name, os.path.dirname(str(path))
+    check_external_data(model, folder)  # sizes and checksums
+    load_external_data_for_model(model, folder)
+    sess = onnxruntime.InferenceSession(model.SerializeToString(),
+                                        providers=["CPUExecutionProvider"])
     x = np.random.default_rng(5).standard_normal((3, 64)).astype(np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], expected(kind, x), atol=1e-5)
     return kind
@@ -80,7 +85,7 @@ def test_killed_at_every_step(tmp_path):
     disk is A with A's data or B with B's data, never A's graph on B's weights."""
     script = tmp_path / "crash.py"
     script.write_text(_CRASHING_SAVE.format(root=ROOT, tests=os.path.dirname(__file__)))
-    seen, step = [], 0
+    seen, left, step = [], [], 0
     while step < 50:
         folder = tmp_path / f"step{step}"
         folder.mkdir()
@@ -89,15 +94,19 @@ def test_killed_at_every_step(tmp_path):
         rc = subprocess.run([sys.executable, str(script), str(path), str(step)],
                             capture_output=True, text=True).returncode
         assert rc in (0, 3)
-        seen.append(read_pair(path))
+        try:
+            seen.append(read_pair(path))
+        except AssertionError as e:  # A's graph on B's weights
+            seen.append(f"mixed pair after a kill at step {step}: {str(e)[:80]}")
         # the next save cleans what the killed one left
         save_model(variant("A"), str(path), external_data=True, threshold=0)
-        assert read_pair(path) == "A"
-        assert len(os.listdir(folder)) == 2, os.listdir(folder)
+        left.append(sorted(os.listdir(folder)))
         if rc == 0:
             break
         step += 1
     assert rc == 0 and seen[-1] == "B" and "A" in seen, seen
+    assert set(seen) == {"A", "B"}, seen
+    assert all(len(files) == 2 for files in left), left
 
 
 def _failing(real, when):
@@ -129,8 +138,12 @@ def test_failure_at_each_step(tmp_path, monkeypatch, name):
 
 
 def test_concurrent_saves(tmp_path, monkeypatch):
-    """Two threads save A and B to one path, renames slowed down to interleave them."""
+    """Two threads save A and B to one path, renames slowed down to interleave them,
+    while a third one reads the model: it may find a data file gone (the model was
+    replaced while it read), never a model on the data of another save."""
     import time
+
+    from experimental_experiment.xbuilder.safe_paths import ExternalDataError, StaleDataError
 
     real = os.replace
 
@@ -140,7 +153,8 @@ def test_concurrent_saves(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", slow)
     path = tmp_path / "m.onnx"
-    errors = []
+    save_model(variant("A"), str(path), external_data=True, threshold=0)
+    errors, mixes, reads, done = [], [], [], threading.Event()
 
     def save(kind):
         try:
@@ -149,12 +163,26 @@ def test_concurrent_saves(tmp_path, monkeypatch):
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
+    def read():
+        while not done.is_set():
+            try:
+                reads.append(read_pair(path))
+            except (AssertionError, StaleDataError) as e:
+                mixes.append(e)
+            except (ExternalDataError, OSError):
+                pass  # a data file removed after the reader loaded the model
+
+    reader = threading.Thread(target=read)
+    reader.start()
     threads = [threading.Thread(target=save, args=(k,)) for k in "AB"]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert errors == []
+    done.set()
+    reader.join()
+    assert errors == [] and mixes == [], (errors, mixes[:3])
+    assert reads, "the reader never read the model"
     assert read_pair(path) in ("A", "B")
     assert len(os.listdir(tmp_path)) == 2, os.listdir(tmp_path)  # no lock, no orphan
 
