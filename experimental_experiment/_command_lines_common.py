@@ -15,29 +15,17 @@ def load_model(path: str, load_external_data: bool = True):
     when its external data leaves its folder, is truncated or belongs to another save
     (checked before any data file is opened, see
     :mod:`experimental_experiment.xbuilder.safe_paths`)."""
-    import onnx
-    from onnx.external_data_helper import load_external_data_for_model
-
-    from .xbuilder.model_container import check_external_data
-    from .xbuilder.safe_paths import ExternalDataError, external_entries
+    from .xbuilder.model_container import load_model as _load
+    from .xbuilder.safe_paths import ExternalDataError
 
     if not os.path.isfile(path):
         raise CommandLineError(f"no file {path!r}")
     try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception as e:  # protobuf raises its own DecodeError
-        raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        if not load_external_data:
-            external_entries(model, folder)  # locations checked, nothing opened
-            return model
-        if external_entries(model, folder):
-            check_external_data(model, folder)
-            load_external_data_for_model(model, folder)
+        return _load(path, load_external_data=load_external_data)
     except ExternalDataError as e:
         raise CommandLineError(f"{path!r}: {e}") from e
-    return model
+    except Exception as e:  # protobuf raises its own DecodeError
+        raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
 
 
 def check_output(path: str | None, what: str = "output") -> None:

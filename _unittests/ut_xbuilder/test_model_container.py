@@ -169,5 +169,6 @@ def test_files_are_not_private(tmp_path):
     builder_to_container(g, threshold=0).save(str(tmp_path / "m.onnx"))
     mask = os.umask(0)
     os.umask(mask)
-    for name in ("m.onnx", _data(tmp_path / "m.onnx").name):  # as open() makes them, not mkstemp's 0o600
+    # as open() makes them, not mkstemp's 0o600
+    for name in ("m.onnx", _data(tmp_path / "m.onnx").name):
         assert os.stat(tmp_path / name).st_mode & 0o777 == 0o666 & ~mask

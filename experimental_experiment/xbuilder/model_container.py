@@ -353,3 +353,28 @@ def check_external_data(model: ModelProto, folder: str, *, checksum: bool = True
                 "save the model again)")
     check_recorded_data(model, folder, checksum=checksum)
     return sizes
+
+
+def load_model(path: str, *, load_external_data: bool = True) -> ModelProto:
+    """Loads an ONNX model; its external data only after
+    :func:`check_external_data` accepted it (locations inside the model's folder,
+    offsets inside the files, the data files of the same save): nothing outside the
+    model's folder is opened. With ``load_external_data=False`` only the locations are
+    checked.
+
+    .. code-block:: python
+
+        from experimental_experiment.xbuilder.model_container import load_model
+
+        model = load_model("model.onnx")
+    """
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_model
+
+    model = onnx.load(path, load_external_data=False)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not external_entries(model, folder) or not load_external_data:
+        return model
+    check_external_data(model, folder)
+    load_external_data_for_model(model, folder)
+    return model

@@ -237,7 +237,9 @@ class PairedSave:
                                    for i in names})
         for i, (f, tmp) in sorted(self.temps.items()):
             f.close()
-            os.replace(tmp, os.path.join(self.folder, names[i]))
+            target = os.path.join(self.folder, names[i])
+            os.makedirs(os.path.dirname(target), exist_ok=True)  # location="sub/w.data"
+            os.replace(tmp, target)
         _fsync_folder(self.folder)
         f, tmp = self._temp()
         self.temps[-1] = (f, tmp)
