@@ -76,22 +76,26 @@ def _torch_file(path: str) -> list[CheckpointTensor]:
 
 def _expand(path: str) -> list[str]:
     """A folder gives its index file or its checkpoint files; an index its shards.
-    Files found in a folder or named by an index stay inside that folder
-    (:class:`UnsafePathError <experimental_experiment.xbuilder.safe_paths.UnsafePathError>`
-    otherwise, before anything is read)."""
+    A shard named by an index stays inside the index's folder: no absolute name, no
+    ``..`` (:class:`UnsafePathError
+    <experimental_experiment.xbuilder.safe_paths.UnsafePathError>` otherwise, before
+    anything is read). Symbolic links are followed: checkpoint files are only read, and
+    the Hugging Face cache links its snapshots to ``../../blobs``."""
     if os.path.isdir(path):
         index = sorted(f for f in os.listdir(path) if f.endswith(".index.json"))
         if index:
-            return _expand(resolve_inside(path, index[0], what=f"index of folder {path!r}"))
+            return _expand(resolve_inside(path, index[0], what=f"index of folder {path!r}",
+                                          links_out=True))
         files = sorted(f for f in os.listdir(path)
                        if f.endswith((".safetensors", ".bin", ".pt", ".pth")))
         if not files:
             raise InvalidArgumentError(f"folder {path!r} has no checkpoint file")
-        return [resolve_inside(path, f, what=f"checkpoint in folder {path!r}") for f in files]
+        return [resolve_inside(path, f, what=f"checkpoint in folder {path!r}", links_out=True)
+                for f in files]
     if path.endswith(".index.json"):
         weight_map = _weight_map(path)
         folder = os.path.dirname(os.path.abspath(path))
-        return [resolve_inside(folder, f, what=f"shard of {path!r}")
+        return [resolve_inside(folder, f, what=f"shard of {path!r}", links_out=True)
                 for f in sorted(set(weight_map.values()))]
     return [path]
 

@@ -56,10 +56,13 @@ _SEP = re.compile(r"[\\/]")
 
 
 def resolve_inside(folder: str, name: str, *, what: str,
-                   error: type[UnsafePathError] = UnsafePathError) -> str:
+                   error: type[UnsafePathError] = UnsafePathError,
+                   links_out: bool = False) -> str:
     """The real path of ``name`` relative to ``folder``, raising ``error`` when it is
     empty, absolute, has a ``..`` part or resolves (symbolic links followed) outside
-    ``folder``. ``what`` names the entry in the message (``initializer 'w'``)."""
+    ``folder``. ``what`` names the entry in the message (``initializer 'w'``).
+    ``links_out=True`` accepts a symbolic link leading out (files only read, laid out
+    by the user: the snapshots of the Hugging Face cache link to ``../../blobs``)."""
     hint = "(it must be a relative path inside that folder)"
     if not isinstance(name, str) or not name or "\x00" in name:
         raise error(f"{what}: invalid path {name!r} {hint}", path=str(name), folder=folder)
@@ -71,6 +74,8 @@ def resolve_inside(folder: str, name: str, *, what: str,
                     path=name, folder=folder)
     root = os.path.realpath(folder)
     full = os.path.realpath(os.path.join(root, name))
+    if links_out:
+        return full
     if os.path.commonpath([root, full]) != root:
         raise error(f"{what}: path {name!r} leads to {full!r} through a symbolic link, "
                     f"outside {folder!r} {hint}", path=name, folder=folder)
