@@ -226,3 +226,11 @@ def test_small_model_replacing_large_one_removes_its_data(tmp_path):
     save_model(variant("B"), str(path))  # no external data
     assert os.listdir(tmp_path) == ["m.onnx"]
     assert read_pair(path) == "B"
+
+
+def test_model_without_data_saved_unchanged(tmp_path):
+    model = variant("A")
+    before = model.SerializeToString()
+    save_model(model, str(tmp_path / "m.onnx"))
+    assert model.SerializeToString() == before
+    assert (tmp_path / "m.onnx").read_bytes() == before

@@ -233,8 +233,9 @@ class PairedSave:
                              ("length", str(length))):
                 entry = proto.external_data.add()
                 entry.key, entry.value = key, val
-        _set_data_metadata(model, {names[i]: {"sha256": digests[i], "size": sizes[i]}
-                                   for i in names})
+        if names:  # a model without data files is saved unchanged
+            _set_data_metadata(model, {names[i]: {"sha256": digests[i], "size": sizes[i]}
+                                       for i in names})
         for i, (f, tmp) in sorted(self.temps.items()):
             f.close()
             target = os.path.join(self.folder, names[i])
