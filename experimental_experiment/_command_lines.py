@@ -86,6 +86,7 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
     from .torch_interpreter.errors import ExportError
     from .xbuilder.model_container import ExternalDataError
 
+    _load(ns.model, load_external_data=False)  # a folder, empty, truncated: one line
     try:
         report = fill_weights(ns.model, ns.checkpoints, output=ns.output)
     except (ExportError, ExternalDataError) as e:

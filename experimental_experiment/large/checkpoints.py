@@ -14,6 +14,7 @@ import torch
 
 from ..torch_interpreter.errors import InvalidArgumentError
 from ..xbuilder.safe_paths import resolve_inside
+from .checkpoint_checks import CheckpointError, check_safetensors
 
 
 @dataclass(frozen=True)
@@ -39,23 +40,25 @@ def _load_safetensors(path: str, name: str) -> torch.Tensor:
     already written do not stay in the resident memory of the process."""
     from safetensors import safe_open
 
-    with safe_open(path, framework="pt") as handle:
-        return handle.get_tensor(name)
+    try:
+        with safe_open(path, framework="pt") as handle:
+            return handle.get_tensor(name)
+    except Exception as e:  # SafetensorError: the file changed since it was checked
+        raise CheckpointError(f"checkpoint {path!r}: tensor {name!r} cannot be read "
+                              f"({type(e).__name__}: {e})", path=path, tensor=name) from e
 
 
 def _safetensors(path: str) -> list[CheckpointTensor]:
-    from safetensors import safe_open
-
+    """The tensors a header declares, the header checked against the file size first
+    (:class:`CheckpointError` for a truncated or forged file, nothing mapped)."""
     rows = []
-    with safe_open(path, framework="pt") as handle:  # the header only
-        for name in sorted(handle.keys()):
-            sl = handle.get_slice(name)
-            dtype = _SAFETENSORS_DTYPES.get(sl.get_dtype())
-            if dtype is None:
-                raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
-                                           f"{sl.get_dtype()} with no ONNX counterpart here")
-            rows.append(CheckpointTensor(name, path, tuple(sl.get_shape()), dtype,
-                                         lambda n=name: _load_safetensors(path, n)))
+    for name, entry in sorted(check_safetensors(path).items()):
+        dtype = _SAFETENSORS_DTYPES.get(entry["dtype"])
+        if dtype is None:
+            raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
+                                       f"{entry['dtype']} with no ONNX counterpart here")
+        rows.append(CheckpointTensor(name, path, tuple(entry["shape"]), dtype,
+                                     lambda n=name: _load_safetensors(path, n)))
     return rows
 
 
@@ -63,8 +66,10 @@ def _torch_file(path: str) -> list[CheckpointTensor]:
     try:
         state = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
     except Exception as e:
-        raise InvalidArgumentError(f"{path!r} cannot be loaded with torch.load(weights_only="
-                                   f"True, mmap=True): {type(e).__name__}: {e}") from e
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise CheckpointError(f"checkpoint {path!r} cannot be loaded with torch.load("
+                              f"weights_only=True, mmap=True), truncated or not a torch "
+                              f"file ({type(e).__name__}: {first})", path=path) from e
     if isinstance(state, dict) and "state_dict" in state and isinstance(
             state["state_dict"], dict):
         state = state["state_dict"]
