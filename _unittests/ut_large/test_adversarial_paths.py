@@ -169,3 +169,19 @@ def test_cli_outputs_checked_first(hostile, tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 2 and "is a folder" in err and "Traceback" not in err, (argv, err)
     assert _snapshot(tmp_path) == before
+
+
+def test_report_path_checked_before_export(tmp_path, monkeypatch):
+    """report= naming a folder used to fail after the whole export, when the report
+    was written."""
+    def no_export(*args, **kwargs):
+        raise AssertionError("the export started")
+
+    monkeypatch.setattr(torch.export, "export", no_export)
+    (tmp_path / "r.json").mkdir()
+    (tmp_path / "file").write_text("")
+    for target, match in ((tmp_path / "r.json", "is a folder"),
+                          (tmp_path / "file" / "r.json", "not a folder")):
+        with pytest.raises(OutputPathError, match=f"report .*{match}"):
+            to_onnx(Net(), (torch.randn(2, 32),), report=str(target))
+    assert os.listdir(tmp_path / "r.json") == []

@@ -160,10 +160,11 @@ def load_weights(path: str) -> dict[str, np.ndarray]:
                 with archive.open(info) as f:
                     shape, fortran, dtype = _npy_header(f, where)
                     expected = math.prod(shape) * dtype.itemsize
-                    if expected > info.file_size:
+                    available = info.file_size - f.tell()  # recorded size less header
+                    if expected != available:
                         raise LightenError(f"{where}: {dtype} {list(shape)} needs "
                                            f"{expected:,} bytes, the file holds "
-                                           f"{info.file_size:,}")
+                                           f"{available:,} (truncated or forged)")
                     data = f.read(expected)  # what is there, not what the header says
             except (OSError, EOFError, zipfile.BadZipFile) as e:
                 raise LightenError(f"{where}: cannot be read ({e})") from None
