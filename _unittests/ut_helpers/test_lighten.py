@@ -82,7 +82,7 @@ def test_recorded_dtype_and_damaged_stats(no_random):
 
 
 def test_max_bytes_budget():
-    light, weights = _light()
+    light, _ = _light()
     with pytest.raises(LightenError, match="1,024 bytes, more than the 1,000"):
         unlighten_model(light, None, max_bytes=1000)
     assert len(unlighten_model(light, None, max_bytes=1024).graph.initializer[0].raw_data) \
@@ -121,7 +121,7 @@ def test_load_weights_short_member(tmp_path):
 
 
 def test_cli_unlighten_forged(tmp_path, capsys, no_random):
-    light, weights = _light()
+    light, _ = _light()
     onnx.save(light, str(tmp_path / "light.onnx"))
     with zipfile.ZipFile(tmp_path / "forged.npz", "w") as z:
         z.writestr("w.npy", _npy(HUGE, np.float32, b"\x00" * 24))
