@@ -15,7 +15,7 @@ import io
 import os
 import sys
 
-from ._command_lines_common import CommandLineError, save_model  # noqa: F401
+from ._command_lines_common import CommandLineError, check_output, save_model  # noqa: F401
 from ._command_lines_common import load_model as _load
 
 PROG = "python -m experimental_experiment"
@@ -40,6 +40,9 @@ DELEGATED = {
     ),
 }
 
+# subcommand -> its arguments naming a file it writes, checked before it works
+OUTPUTS = {"optimize": ("output",), "fill-weights": ("output",), "export": ("output", "report"),
+           "report": ("output",), "lighten": ("output", "weights"), "unlighten": ("output",)}
 
 
 def _cmd_print(ns: argparse.Namespace) -> int:
@@ -83,6 +86,7 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
     from .torch_interpreter.errors import ExportError
     from .xbuilder.model_container import ExternalDataError
 
+    _load(ns.model, load_external_data=False)  # a folder, empty, truncated: one line
     try:
         report = fill_weights(ns.model, ns.checkpoints, output=ns.output)
     except (ExportError, ExternalDataError) as e:
@@ -230,8 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command is None:
         parser.print_help()
         return 0
+    from .xbuilder.safe_paths import ExternalDataError, OutputPathError, UnsafePathError
+
     try:
+        for name in OUTPUTS.get(ns.command, ()):
+            check_output(getattr(ns, name, None), what=name)
         return ns.func(ns)
-    except CommandLineError as e:
+    except (CommandLineError, ExternalDataError, OutputPathError, UnsafePathError) as e:
         print(f"{ns.command}: {e}", file=sys.stderr)
         return 2

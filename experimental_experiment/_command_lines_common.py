@@ -16,16 +16,59 @@ class CommandLineError(Exception):
     (``python -m experimental_experiment <command> --help``, :ref:`l-command-lines`)."""
 
 
-def load_model(path: str, load_external_data: bool = True):
-    """Loads an ONNX model, :class:`CommandLineError` when it is missing or invalid."""
-    import onnx
-
+def check_model_file(path: str) -> None:
+    """:class:`CommandLineError` when ``path`` cannot be an ONNX file: missing, a
+    folder, empty."""
+    if os.path.isdir(path):
+        raise CommandLineError(f"{path!r} is a folder, give an ONNX file")
     if not os.path.isfile(path):
         raise CommandLineError(f"no file {path!r}")
+    if os.path.getsize(path) == 0:
+        raise CommandLineError(f"{path!r} is empty, not an ONNX model")
+
+
+def check_model_proto(model, path: str) -> None:
+    """:class:`CommandLineError` when the parsed ``model`` lacks what every ONNX model
+    has: protobuf parses a truncated file cut between two fields, or some other file,
+    into a partial model without error."""
+    missing = [what for what, ok in (("ir_version", model.ir_version > 0),
+                                     ("graph", model.HasField("graph")),
+                                     ("opset_import", len(model.opset_import) > 0)) if not ok]
+    if missing:
+        raise CommandLineError(f"{path!r} is not an ONNX model or is truncated (no "
+                               f"{', no '.join(missing)})")
+
+
+def load_model(path: str, load_external_data: bool = True):
+    """Loads an ONNX model, :class:`CommandLineError` when it is missing, a folder,
+    empty, invalid or truncated, or when its external data leaves its folder, is
+    truncated or belongs to another save (checked before any data file is opened, see
+    :mod:`experimental_experiment.xbuilder.safe_paths`)."""
+    from .xbuilder.model_container import load_model as _load
+    from .xbuilder.safe_paths import ExternalDataError
+
+    check_model_file(path)
     try:
-        return onnx.load(path, load_external_data=load_external_data)
+        model = _load(path, load_external_data=load_external_data)
+    except ExternalDataError as e:
+        raise CommandLineError(f"{path!r}: {e}") from e
     except Exception as e:  # protobuf raises its own DecodeError
         raise CommandLineError(f"{path!r} is not an ONNX model ({type(e).__name__}: {e})") from e
+    check_model_proto(model, path)
+    return model
+
+
+def check_output(path: str | None, what: str = "output") -> None:
+    """:class:`CommandLineError` when ``path`` cannot be written (a folder, a read-only
+    folder, a file as parent), before the command does any work."""
+    from .xbuilder.safe_paths import OutputPathError, check_output_path
+
+    if path is None:
+        return
+    try:
+        check_output_path(path, what=what)
+    except OutputPathError as e:
+        raise CommandLineError(str(e)) from e
 
 
 def save_model(model, path: str) -> None:

@@ -392,10 +392,8 @@ def _cmd_lighten(ns: argparse.Namespace) -> int:
 
 
 def _cmd_unlighten(ns: argparse.Namespace) -> int:
-    import numpy as np
-
     from ._command_lines_common import save_model
-    from .helpers.lighten import unlighten_model
+    from .helpers.lighten import load_weights, unlighten_model
 
     light = _load(ns.model)
     weights = None
@@ -403,11 +401,10 @@ def _cmd_unlighten(ns: argparse.Namespace) -> int:
         path = ns.weights or ns.model + ".npz"
         if not os.path.isfile(path):
             raise _error(f"no file {path!r} (give --weights or --random)")
-        try:
-            with np.load(path) as data:
-                weights = {k: data[k] for k in data.files}
-        except Exception as e:
-            raise _error(f"cannot read weights from {path!r} ({type(e).__name__}: {e})") from e
+        try:  # every array's header checked against the bytes that hold it
+            weights = load_weights(path)
+        except ValueError as e:
+            raise _error(f"cannot read weights from {path!r}: {e}") from e
     try:
         model = unlighten_model(light, weights, seed=ns.seed)
     except ValueError as e:

@@ -42,6 +42,15 @@ def _export_meta(path):
     to_onnx(meta, (torch.randn(2, 32),), dynamic_shapes=({0: "batch"},), filename=str(path))
 
 
+def _data(path):
+    """The data file a saved model refers to (named after its content)."""
+    model = onnx.load(str(path), load_external_data=False)
+    locs = {e.value for i in model.graph.initializer for e in i.external_data
+            if e.key == "location"}
+    assert len(locs) == 1, locs
+    return path.parent / locs.pop()
+
+
 def _real():
     torch.manual_seed(1)
     return Net().eval()
@@ -112,7 +121,7 @@ def test_truncated_data_file(tmp_path):
     model = _real()
     to_onnx(model, (torch.randn(2, 32),), large_model=True, external_threshold=0).save(
         str(path))
-    data = tmp_path / "m.onnx.data"
+    data = _data(path)
     data.write_bytes(data.read_bytes()[:-100])
     torch.save(model.state_dict(), str(tmp_path / "w.pt"))
     with pytest.raises(ExternalDataError, match="truncated"):
@@ -130,7 +139,7 @@ def test_cli_fill_weights_and_stats(tmp_path, capsys):
     out = tmp_path / "filled" / "f.onnx"
     assert main(["fill-weights", str(path), str(tmp_path / "w.bin"), "-o", str(out)]) == 0
     assert "matched 6 initializers {'source': 6}" in capsys.readouterr().out
-    assert sorted(os.listdir(out.parent)) == ["f.onnx", "f.onnx.data"]
+    assert sorted(os.listdir(out.parent)) == ["f.onnx", _data(out).name]
     x = torch.randn(3, 32)
     np.testing.assert_allclose(_run(out, x), model(x).detach().numpy(), atol=1e-5, rtol=1e-4)
     assert main(["stats", str(out)]) == 0
@@ -170,8 +179,8 @@ def test_tiny_llama_weight_free_then_filled(tmp_path, monkeypatch):
     _export_llama(config, meta, tmp_path / "without.onnx")
     report = fill_weights(str(tmp_path / "without.onnx"), [str(tmp_path / "ckpt")])
     assert report.unfilled == [] and report.unused == []
-    assert (tmp_path / "without.onnx.data").read_bytes() == (
-        tmp_path / "with.onnx.data").read_bytes()
+    assert _data(tmp_path / "without.onnx").read_bytes() == (
+        _data(tmp_path / "with.onnx").read_bytes())
     monkeypatch.chdir(tmp_path / "ckpt")
     sess = onnxruntime.InferenceSession(str(tmp_path / "without.onnx"),
                                         providers=["CPUExecutionProvider"])
@@ -216,7 +225,7 @@ def test_export_with_weights_deterministic(tmp_path):
         path = tmp_path / str(i) / "m.onnx"
         to_onnx(_real(), (torch.randn(2, 32),), dynamic_shapes=({0: "batch"},),
                 large_model=True, external_threshold=0).save(str(path))
-        contents.append((path.read_bytes(), (path.parent / "m.onnx.data").read_bytes()))
+        contents.append((path.read_bytes(), _data(path).read_bytes()))
     assert contents[0] == contents[1]
 
 

@@ -207,10 +207,13 @@ def test_unsupported_op_names_op_node_and_source_line(tmp_path):
     assert os.listdir(tmp_path) == []  # neither the model nor a temporary file
 
 
-def test_failed_write_leaves_no_temporary_file(tmp_path):
+def test_output_folder_refused_before_export(tmp_path, monkeypatch):
+    from experimental_experiment.xbuilder.safe_paths import OutputPathError
+
     target = tmp_path / "model.onnx"
-    target.mkdir()  # os.replace cannot overwrite a folder with a file
-    with pytest.raises(OSError):
+    target.mkdir()  # a folder cannot be replaced by a file
+    monkeypatch.setattr(torch.export, "export", _no_capture)  # refused before capture
+    with pytest.raises(OutputPathError, match="is a folder"):
         _export_cnn(_cnn(), filename=str(target))
     assert os.listdir(tmp_path) == ["model.onnx"]
     assert os.listdir(target) == []

@@ -33,6 +33,15 @@ def _builder(seed=0):
     return g, weights
 
 
+def _data(path):
+    """The data file a saved model refers to (named after its content)."""
+    model = onnx.load(str(path), load_external_data=False)
+    locs = {e.value for i in model.graph.initializer for e in i.external_data
+            if e.key == "location"}
+    assert len(locs) == 1, locs
+    return path.parent / locs.pop()
+
+
 def _expected(weights, x):
     h = np.maximum(x @ weights["w1"] + weights["b1"], 0)
     return h @ weights["w2"]
@@ -45,13 +54,15 @@ def test_container_roundtrip_other_folder(tmp_path, monkeypatch):
     assert sorted(container.tensors) == ["b1", "w1", "w2"]  # 1200 bytes for b1
     path = tmp_path / "sub" / "model.onnx"
     container.save(str(path))
-    assert sorted(os.listdir(path.parent)) == ["model.onnx", "model.onnx.data"]
+    data = _data(path)
+    assert data.name.startswith("model.onnx.") and data.name.endswith(".data")
+    assert sorted(os.listdir(path.parent)) == sorted(["model.onnx", data.name])
     monkeypatch.chdir(tmp_path)  # another working directory
     loaded = onnx.load(str(path))
     onnx.checker.check_model(loaded)
     for init in loaded.graph.initializer:
         loc = {e.key: e.value for e in init.external_data}.get("location")
-        assert loc in (None, "model.onnx.data")  # relative
+        assert loc in (None, data.name)  # relative
     sess = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for batch in (2, 7):
         x = np.random.default_rng(batch).standard_normal((batch, 64)).astype(np.float32)
@@ -65,7 +76,7 @@ def test_deterministic_bytes(tmp_path):
         g, _ = _builder()
         path = tmp_path / f"run{i}" / "model.onnx"
         builder_to_container(g, threshold=0).save(str(path))
-        contents.append((path.read_bytes(), (path.parent / "model.onnx.data").read_bytes()))
+        contents.append((path.read_bytes(), _data(path).read_bytes()))
     assert contents[0] == contents[1]
 
 
@@ -105,9 +116,10 @@ def test_save_model_proto_external_keeps_model(tmp_path):
     before = onx.SerializeToString()
     save_model(onx, str(tmp_path / "m.onnx"), external_data=True)
     assert onx.SerializeToString() == before  # the user's model is unchanged
-    assert os.path.getsize(tmp_path / "m.onnx.data") >= 64 * 300 * 4
+    assert os.path.getsize(_data(tmp_path / "m.onnx")) >= 64 * 300 * 4
     save_model(onx, str(tmp_path / "small.onnx"))  # under 2 GB: one file
-    assert not os.path.exists(tmp_path / "small.onnx.data")
+    assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx", _data(tmp_path / "m.onnx").name,
+                                                   "small.onnx"])  # small: no data file
     for name in ("m.onnx", "small.onnx"):
         sess = onnxruntime.InferenceSession(str(tmp_path / name),
                                             providers=["CPUExecutionProvider"])
@@ -129,14 +141,14 @@ def test_unfilled_are_holes_and_recorded(tmp_path):
     model = onnx.load(str(path), load_external_data=False)
     assert get_weights_metadata(model)["unfilled"] == ["w1"]
     sizes = check_external_data(model, str(tmp_path))
-    assert sizes["model.onnx.data"] >= 64 * 300 * 4 + 300 * 4 + 300 * 5 * 4
+    assert sizes[_data(path).name] >= 64 * 300 * 4 + 300 * 4 + 300 * 5 * 4
 
 
 def test_truncated_data_file(tmp_path):
     g, _ = _builder()
     path = tmp_path / "model.onnx"
     builder_to_container(g, threshold=0).save(str(path))
-    data = tmp_path / "model.onnx.data"
+    data = _data(path)
     data.write_bytes(data.read_bytes()[:1000])
     model = onnx.load(str(path), load_external_data=False)
     with pytest.raises(ExternalDataError, match="truncated"):
@@ -157,5 +169,6 @@ def test_files_are_not_private(tmp_path):
     builder_to_container(g, threshold=0).save(str(tmp_path / "m.onnx"))
     mask = os.umask(0)
     os.umask(mask)
-    for name in ("m.onnx", "m.onnx.data"):  # as open() makes them, not mkstemp's 0o600
+    # as open() makes them, not mkstemp's 0o600
+    for name in ("m.onnx", _data(tmp_path / "m.onnx").name):
         assert os.stat(tmp_path / name).st_mode & 0o777 == 0o666 & ~mask

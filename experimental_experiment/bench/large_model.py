@@ -163,14 +163,19 @@ def case_llama_fill(folder: str) -> dict:
     res["peak_rss_gb"] = _peak_rss_gb()  # export then fill
     res["matched"], res["unfilled"] = len(report.matched), len(report.unfilled)
 
-    def digest(name):
+    def digest(model_name):
+        import onnx
+
+        proto = onnx.load(os.path.join(folder, model_name), load_external_data=False)
+        name = next(e.value for i in proto.graph.initializer for e in i.external_data
+                    if e.key == "location")
         h = hashlib.sha256()
         with open(os.path.join(folder, name), "rb") as f:
             while chunk := f.read(1 << 24):
                 h.update(chunk)
         return h.hexdigest()
 
-    res["identical_data"] = digest("weight_free.onnx.data") == digest("ours.onnx.data")
+    res["identical_data"] = digest("weight_free.onnx") == digest("ours.onnx")
     return res
 
 

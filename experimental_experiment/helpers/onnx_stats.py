@@ -31,7 +31,9 @@ def _walk_nodes(graph: onnx.GraphProto):
 
 def external_data_statistics(model: onnx.ModelProto, folder: str | None = None) -> dict:
     """Sizes of the external data: ``{location: {"tensors", "bytes", "on_disk",
-    "unfilled"}}`` (``on_disk`` the file size when ``folder`` has it, else None)."""
+    "unfilled"}}`` (``on_disk`` the file size when ``folder`` has it, else None).
+    :class:`UnsafeLocationError <experimental_experiment.xbuilder.safe_paths.UnsafeLocationError>`
+    when a location leaves ``folder``."""
     from ..xbuilder.model_container import get_weights_metadata
 
     unfilled = set(get_weights_metadata(model).get("unfilled", []))
@@ -45,10 +47,13 @@ def external_data_statistics(model: onnx.ModelProto, folder: str | None = None) 
         row["tensors"] += 1
         row["bytes"] += int(info.get("length", _tensor_bytes(t)))
         row["unfilled"] += t.name in unfilled
-    for loc, row in files.items():
-        path = os.path.join(folder, loc) if folder else None
-        if path and os.path.isfile(path):
-            row["on_disk"] = os.path.getsize(path)
+    if folder:  # locations leaving the folder raise before any file is looked at
+        from ..xbuilder.safe_paths import external_entries
+
+        paths = {e.location: e.path for e in external_entries(model, folder)}
+        for loc, row in files.items():
+            if loc in paths and os.path.isfile(paths[loc]):
+                row["on_disk"] = os.path.getsize(paths[loc])
     return dict(sorted(files.items()))
 
 

@@ -13,6 +13,8 @@ from typing import Callable
 import torch
 
 from ..torch_interpreter.errors import InvalidArgumentError
+from ..xbuilder.safe_paths import resolve_inside
+from .checkpoint_checks import CheckpointError, check_safetensors
 
 
 @dataclass(frozen=True)
@@ -38,23 +40,25 @@ def _load_safetensors(path: str, name: str) -> torch.Tensor:
     already written do not stay in the resident memory of the process."""
     from safetensors import safe_open
 
-    with safe_open(path, framework="pt") as handle:
-        return handle.get_tensor(name)
+    try:
+        with safe_open(path, framework="pt") as handle:
+            return handle.get_tensor(name)
+    except Exception as e:  # SafetensorError: the file changed since it was checked
+        raise CheckpointError(f"checkpoint {path!r}: tensor {name!r} cannot be read "
+                              f"({type(e).__name__}: {e})", path=path, tensor=name) from e
 
 
 def _safetensors(path: str) -> list[CheckpointTensor]:
-    from safetensors import safe_open
-
+    """The tensors a header declares, the header checked against the file size first
+    (:class:`CheckpointError` for a truncated or forged file, nothing mapped)."""
     rows = []
-    with safe_open(path, framework="pt") as handle:  # the header only
-        for name in sorted(handle.keys()):
-            sl = handle.get_slice(name)
-            dtype = _SAFETENSORS_DTYPES.get(sl.get_dtype())
-            if dtype is None:
-                raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
-                                           f"{sl.get_dtype()} with no ONNX counterpart here")
-            rows.append(CheckpointTensor(name, path, tuple(sl.get_shape()), dtype,
-                                         lambda n=name: _load_safetensors(path, n)))
+    for name, entry in sorted(check_safetensors(path).items()):
+        dtype = _SAFETENSORS_DTYPES.get(entry["dtype"])
+        if dtype is None:
+            raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
+                                       f"{entry['dtype']} with no ONNX counterpart here")
+        rows.append(CheckpointTensor(name, path, tuple(entry["shape"]), dtype,
+                                     lambda n=name: _load_safetensors(path, n)))
     return rows
 
 
@@ -62,8 +66,10 @@ def _torch_file(path: str) -> list[CheckpointTensor]:
     try:
         state = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
     except Exception as e:
-        raise InvalidArgumentError(f"{path!r} cannot be loaded with torch.load(weights_only="
-                                   f"True, mmap=True): {type(e).__name__}: {e}") from e
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise CheckpointError(f"checkpoint {path!r} cannot be loaded with torch.load("
+                              f"weights_only=True, mmap=True), truncated or not a torch "
+                              f"file ({type(e).__name__}: {first})", path=path) from e
     if isinstance(state, dict) and "state_dict" in state and isinstance(
             state["state_dict"], dict):
         state = state["state_dict"]
@@ -74,22 +80,44 @@ def _torch_file(path: str) -> list[CheckpointTensor]:
 
 
 def _expand(path: str) -> list[str]:
-    """A folder gives its index file or its checkpoint files; an index its shards."""
+    """A folder gives its index file or its checkpoint files; an index its shards.
+    A shard named by an index stays inside the index's folder: no absolute name, no
+    ``..`` (:class:`UnsafePathError
+    <experimental_experiment.xbuilder.safe_paths.UnsafePathError>` otherwise, before
+    anything is read). Symbolic links are followed: checkpoint files are only read, and
+    the Hugging Face cache links its snapshots to ``../../blobs``."""
     if os.path.isdir(path):
         index = sorted(f for f in os.listdir(path) if f.endswith(".index.json"))
         if index:
-            return _expand(os.path.join(path, index[0]))
+            return _expand(resolve_inside(path, index[0], what=f"index of folder {path!r}",
+                                          links_out=True))
         files = sorted(f for f in os.listdir(path)
                        if f.endswith((".safetensors", ".bin", ".pt", ".pth")))
         if not files:
             raise InvalidArgumentError(f"folder {path!r} has no checkpoint file")
-        return [os.path.join(path, f) for f in files]
+        return [resolve_inside(path, f, what=f"checkpoint in folder {path!r}", links_out=True)
+                for f in files]
     if path.endswith(".index.json"):
+        weight_map = _weight_map(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        return [resolve_inside(folder, f, what=f"shard of {path!r}", links_out=True)
+                for f in sorted(set(weight_map.values()))]
+    return [path]
+
+
+def _weight_map(path: str) -> dict[str, str]:
+    """The ``weight_map`` of an index file: tensor name -> shard file name."""
+    try:
         with open(path) as f:
             weight_map = json.load(f).get("weight_map", {})
-        folder = os.path.dirname(path)
-        return [os.path.join(folder, f) for f in sorted(set(weight_map.values()))]
-    return [path]
+    except (OSError, ValueError, AttributeError) as e:
+        raise InvalidArgumentError(f"index {path!r} is not a JSON object with a "
+                                   f"'weight_map' ({type(e).__name__}: {e})") from e
+    if not isinstance(weight_map, dict) or not all(
+            isinstance(v, str) for v in weight_map.values()):
+        raise InvalidArgumentError(f"index {path!r}: 'weight_map' must map tensor names "
+                                   "to shard file names")
+    return weight_map
 
 
 def read_checkpoints(paths: list[str]) -> dict[str, CheckpointTensor]:

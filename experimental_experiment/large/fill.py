@@ -13,12 +13,13 @@ from onnx import TensorProto
 from ..torch_interpreter.errors import ExportError, InvalidArgumentError, UnfilledWeightsWarning
 from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
 from ..xbuilder.model_container import (
-    AtomicFiles,
     ExternalDataError,
     check_external_data,
     get_weights_metadata,
     set_weights_metadata,
 )
+from ..xbuilder.paired_save import PairedSave
+from ..xbuilder.safe_paths import check_output_path, external_entries
 from .checkpoints import CheckpointTensor, read_checkpoints
 from .matching import match_names
 
@@ -122,7 +123,11 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
     then its name), then with dots as underscores, then by suffix. Disagreeing shapes or
     dtypes raise :class:`WeightsMismatchError` before anything is written. The data file
     is rewritten next to the model (``output`` or in place) through a temporary file,
-    one tensor in memory at a time; initializers not matched keep their data.
+    one tensor in memory at a time; initializers not matched keep their data. Model and
+    data are replaced as one (the data file gets a new name, the model is renamed last).
+    A data location leaving the model's folder, a checkpoint shard leaving its folder
+    or an unusable ``output`` raise before any byte is read or written
+    (:mod:`experimental_experiment.xbuilder.safe_paths`).
 
     .. code-block:: python
 
@@ -134,12 +139,14 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
     checkpoints = [checkpoints] if isinstance(checkpoints, str) else list(checkpoints)
     if not os.path.isfile(model_path):
         raise InvalidArgumentError(f"no model {model_path!r}")
+    output = output or model_path
+    check_output_path(output)
     model = onnx.load(model_path, load_external_data=False)
+    src_folder = os.path.dirname(os.path.abspath(model_path))
+    external_entries(model, src_folder)  # every location stays in the model's folder
     report, tensors = match_checkpoints(model, checkpoints)
     if report.mismatches:
         raise WeightsMismatchError(report)
-    output = output or model_path
-    src_folder = os.path.dirname(os.path.abspath(model_path))
     _check_data_files(model, src_folder)
     _rewrite(model, src_folder, output, os.path.abspath(output) == os.path.abspath(model_path),
              report, tensors)
@@ -169,32 +176,32 @@ def _check_data_files(model, folder) -> None:
     """A missing data file is fine when no tensor in it has data yet; an existing one
     must hold every tensor (a truncated file is an error)."""
     unfilled = set(get_weights_metadata(model).get("unfilled", []))
-    missing = {m["location"] for n, (_, m) in _external(model).items()
-               if not os.path.isfile(os.path.join(folder, m["location"]))
-               and n not in unfilled}
+    entries = external_entries(model, folder)
+    missing = {e.location for e in entries
+               if not os.path.isfile(e.path) and e.name not in unfilled}
     if missing:
         raise ExternalDataError(f"data files {sorted(missing)} of the model are missing "
                                 f"from {folder!r}")
-    if all(os.path.isfile(os.path.join(folder, m["location"]))
-           for _, m in _external(model).values()):
+    if all(os.path.isfile(e.path) for e in entries):
         check_external_data(model, folder)
 
 
 def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -> None:
+    """Writes the data files and the model as one (see
+    :class:`PairedSave <experimental_experiment.xbuilder.paired_save.PairedSave>`)."""
     external = _external(model)
-    out_folder = os.path.dirname(os.path.abspath(output))
+    entries = {e.name: e for e in external_entries(model, src_folder)}
     locations = sorted({info["location"] for _, info in external.values()})
     if not in_place and len(locations) > 1:
         raise InvalidArgumentError("a model with several data files is filled in place "
                                    "(output=None)")
-    new_loc = {loc: loc if in_place else os.path.basename(output) + ".data"
-               for loc in locations}
+    index = {loc: i for i, loc in enumerate(locations)}
     info = get_weights_metadata(model)
     unfilled = set(info.get("unfilled", []))
-    with AtomicFiles(out_folder) as files:
+    with PairedSave(output) as save:
         for loc in locations:
-            f = files.open(os.path.join(out_folder, new_loc[loc]))
-            old = os.path.join(src_folder, loc)
+            f = save.data_file(index[loc])
+            old = next(e.path for e in entries.values() if e.location == loc)
             src = open(old, "rb") if os.path.isfile(old) else None
             try:
                 end = _write_location(f, src, loc, external, report, tensors, unfilled)
@@ -202,16 +209,14 @@ def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -
                 if src is not None:
                     src.close()
             f.truncate(end)
-        for init, meta in external.values():
-            for e in init.external_data:
-                if e.key == "location":
-                    e.value = new_loc[meta["location"]]
         info["unfilled"] = sorted(unfilled)
         sources = dict(info.get("sources", {}))
         sources.update({n: c for n, (c, _) in report.matched.items()})
         info["sources"] = dict(sorted(sources.items()))
         set_weights_metadata(model, info)
-        files.open(os.path.abspath(output)).write(model.SerializeToString())
+        rows = [(init, index[meta["location"]], entries[name].offset, entries[name].length)
+                for name, (init, meta) in external.items()]
+        save.commit(model, rows, unfilled)
     report.unfilled = sorted(unfilled)
 
 
@@ -222,6 +227,8 @@ def _write_location(f, src, loc, external, report, tensors, unfilled) -> int:
     rows = sorted(((int(m.get("offset", 0)), n, m) for n, (_, m) in external.items()
                    if m["location"] == loc))
     for offset, name, meta in rows:
+        if "length" not in meta:
+            raise ExternalDataError(f"initializer {name!r} has no external data length")
         length = int(meta["length"])
         end = max(end, offset + length)
         f.seek(offset)

@@ -22,6 +22,7 @@ from ..report import (
     SourceLocation,
 )
 from ..report.render import format_of
+from ..xbuilder.safe_paths import check_output_path
 from .errors import InvalidArgumentError
 from .guard_ranges import guard_ranges, merge_into_records
 from .shape_guards import _excluded_dirs, _is_user, _location, dimension_records
@@ -40,6 +41,8 @@ def make_report(report, model) -> tuple[ExportReport, str | None]:
                 format_of(path)
             except ValueError as e:
                 raise InvalidArgumentError(f"report={path!r}: {e}") from None
+            # a folder, a read-only folder: OutputPathError now, not after the export
+            check_output_path(path, what="report")
         report = ExportReport()
     elif not isinstance(report, ExportReport):
         raise InvalidArgumentError(

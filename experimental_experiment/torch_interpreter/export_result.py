@@ -24,6 +24,7 @@ import torch
 from ..verbosity import with_verbose_logging
 from ..xbuilder import GraphBuilder, OptimizationOptions
 from ..xbuilder.model_container import save_model
+from ..xbuilder.safe_paths import check_output_path
 from ..xoptim.optimizer import optimize_builder
 from ..xoptim.report import OptimizationReport
 from . import aten  # noqa: F401  registers the converters
@@ -123,6 +124,8 @@ def export_program(
     ``(*z.shape, 2)``), fed with ``torch.view_as_real(z)``; a complex output is named
     ``<name>_real_imag`` and ``torch.view_as_complex`` gives its values back.
     """
+    if filename:  # before any export work: a folder, a read-only folder fail now
+        check_output_path(filename, what="filename")
     args, kwargs = check_arguments(model, args, kwargs, export_options, options, dispatcher)
     check_target_opset(target_opset)
     args, kwargs, weight_free = weight_free_inputs(model, args, kwargs,

@@ -22,7 +22,8 @@ from typing import Any, Iterator
 import numpy as np
 from onnx import ModelProto, TensorProto, numpy_helper
 
-from .errors import GraphBuilderError
+from .paired_save import PairedSave, check_recorded_data
+from .safe_paths import ExternalDataError, UnsafeLocationError, external_entries, resolve_inside
 
 logger = logging.getLogger(__name__)
 
@@ -33,19 +34,6 @@ METADATA_KEY = "experimental_experiment.weights"
 _ALIGN = 4096
 #: constants created by the converters stay in the graph below this size
 _SMALL = 1024
-
-
-class ExternalDataError(GraphBuilderError, ValueError):
-    """External data is missing, truncated or inconsistent with the model.
-
-    Cause: the data file next to a model is missing or shorter than the model says, a
-    tensor was written with the wrong size, or a location points outside the model's
-    folder (absolute or with ``..``).
-
-    Fix: keep the model and its ``.data`` file together (locations are relative), save
-    with :meth:`ModelContainer.save` or ``to_onnx(..., filename=...)``; a weight-free
-    model is filled with :func:`experimental_experiment.large.fill_weights`
-    (:ref:`l-large-models`)."""
 
 
 def _nbytes(value) -> int:
@@ -80,13 +68,6 @@ def declare_external(name: str, value) -> TensorProto:
     return proto
 
 
-def _set_external(proto: TensorProto, location: str, offset: int, length: int) -> None:
-    del proto.external_data[:]
-    for key, val in (("location", location), ("offset", str(offset)), ("length", str(length))):
-        entry = proto.external_data.add()
-        entry.key, entry.value = key, val
-
-
 class ModelContainer:
     """A model with its large initializers kept as references (no copy).
 
@@ -99,7 +80,7 @@ class ModelContainer:
     .. code-block:: python
 
         container = to_onnx(model, (x,), large_model=True)
-        container.save("model.onnx")  # model.onnx + model.onnx.data
+        container.save("model.onnx")  # model.onnx + model.onnx.<hash>.data
     """
 
     def __init__(self, model_proto: ModelProto, tensors: dict[str, Any],
@@ -139,23 +120,23 @@ class ModelContainer:
 
     def save(self, path: str, *, all_tensors_to_one_file: bool = True,
              location: str | None = None) -> ModelProto:
-        """Saves the model to ``path`` and the tensors to ``location`` (default
-        ``<model file name>.data``, relative to the model's folder), atomically.
+        """Saves the model to ``path`` and the tensors to one data file next to it
+        named after its content (``<model file name>.<hash>.data``) or ``location``
+        (relative to the model's folder), model and data replaced as one
+        (:class:`PairedSave <experimental_experiment.xbuilder.paired_save.PairedSave>`).
 
         Returns the saved ModelProto (initializers pointing to the data file).
         """
-        location = location or os.path.basename(path) + ".data"
-        if os.path.isabs(location) or ".." in location.split(os.sep):
-            raise ExternalDataError(f"location {location!r} must be relative to the model's "
-                                    "folder and stay inside it")
-        rows = self.layout(location, all_tensors_to_one_file)
-        for proto, loc, offset, length in rows:
-            _set_external(proto, loc, offset, length)
-        self._set_metadata()
         folder = os.path.dirname(os.path.abspath(path))
-        with AtomicFiles(folder) as files:
-            for loc in dict.fromkeys(loc for _, loc, _, _ in rows):
-                f = files.open(os.path.join(folder, loc))
+        if location is not None:
+            resolve_inside(folder, location, what="location of the data file",
+                           error=UnsafeLocationError)
+        rows = self.layout("", all_tensors_to_one_file)
+        index = {loc: i for i, loc in enumerate(dict.fromkeys(r[1] for r in rows))}
+        self._set_metadata()
+        with PairedSave(path, location) as save:
+            for loc, i in index.items():
+                f = save.data_file(i)
                 for proto, _, offset, length in (r for r in rows if r[1] == loc):
                     value = self.tensors[proto.name]
                     if _has_data(value):
@@ -167,7 +148,8 @@ class ModelContainer:
                                 f"expected {length}")
                 # holes for unfilled tensors: the file has its final size
                 f.truncate(max((o + n for p, lc, o, n in rows if lc == loc), default=0))
-            files.open(os.path.abspath(path)).write(self.model_proto.SerializeToString())
+            save.commit(self.model_proto, [(p, index[lc], o, n) for p, lc, o, n in rows],
+                        set(self.unfilled))
         logger.info("saved %r, %d external tensors (%d bytes, %d unfilled)", path,
                     len(rows), self.nbytes, len(self.unfilled))
         return self.model_proto
@@ -301,7 +283,7 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
     """Saves a model atomically (temporary files renamed at the end).
 
     :param model: a ModelProto or a :class:`ModelContainer`
-    :param path: the model file; external data goes to ``<path>.data`` next to it
+    :param path: the model file; external data goes to ``<path>.<hash>.data`` next to it
     :param external_data: None chooses: a container always writes external data, a
         ModelProto only when it does not fit in one protobuf message (2 GB)
     :param threshold: initializers of this size in bytes or more go to external data
@@ -311,7 +293,7 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
 
         from experimental_experiment.xbuilder.model_container import save_model
 
-        save_model(onx, "model.onnx")  # model.onnx.data too if onx is over 2 GB
+        save_model(onx, "model.onnx")  # model.onnx.<hash>.data too if onx is over 2 GB
     """
     if isinstance(model, ModelContainer):
         model.save(path, all_tensors_to_one_file=all_tensors_to_one_file, location=location)
@@ -319,8 +301,8 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
     if external_data is None:
         external_data = model.ByteSize() >= PROTOBUF_LIMIT
     if not external_data:
-        with AtomicFiles(os.path.dirname(os.path.abspath(path))) as files:
-            files.open(os.path.abspath(path)).write(model.SerializeToString())
+        with PairedSave(path) as save:  # also removes the data of a replaced model
+            save.commit(model, [], set())
         return
     # the user's model is left unchanged: the data goes back once saved
     saved = {i.name: i for i in model.graph.initializer}
@@ -346,27 +328,53 @@ def _restore(model: ModelProto, saved: dict, container: ModelContainer, props: l
         prop.key, prop.value = key, value
 
 
-def check_external_data(model: ModelProto, folder: str) -> dict[str, int]:
-    """Checks every external initializer lies inside its data file; returns the size
-    of every data file. Raises :class:`ExternalDataError` on a missing or short file."""
+def check_external_data(model: ModelProto, folder: str, *, checksum: bool = True
+                        ) -> dict[str, int]:
+    """Checks every external initializer stays inside ``folder`` and lies inside its
+    data file, and that each data file is the one the model was saved with (size and
+    SHA-256 the save recorded, read again when ``checksum``); returns the size of every
+    data file. Raises :class:`UnsafeLocationError` for a location leaving ``folder``,
+    :class:`StaleDataError <experimental_experiment.xbuilder.safe_paths.StaleDataError>`
+    for a data file of another save, :class:`ExternalDataError` for a missing or
+    short file. Nothing outside ``folder`` is opened."""
     sizes: dict[str, int] = {}
-    for init in model.graph.initializer:
-        if init.data_location != TensorProto.EXTERNAL:
-            continue
-        info = {e.key: e.value for e in init.external_data}
-        loc = info.get("location")
-        if not loc:
-            raise ExternalDataError(f"initializer {init.name!r} is external without location")
-        full = os.path.join(folder, loc)
-        if loc not in sizes:
-            if not os.path.isfile(full):
-                raise ExternalDataError(f"initializer {init.name!r}: data file {full!r} "
+    entries = external_entries(model, folder)
+    for e in entries:
+        if e.location not in sizes:
+            if not os.path.isfile(e.path):
+                raise ExternalDataError(f"initializer {e.name!r}: data file {e.path!r} "
                                         "does not exist (was it moved apart from the model?)")
-            sizes[loc] = os.path.getsize(full)
-        end = int(info.get("offset", 0)) + int(info.get("length", sizes[loc]))
-        if end > sizes[loc]:
+            sizes[e.location] = os.path.getsize(e.path)
+        end = e.offset + (sizes[e.location] - e.offset if e.length is None else e.length)
+        if end > sizes[e.location] or e.offset > sizes[e.location]:
             raise ExternalDataError(
-                f"initializer {init.name!r} ends at byte {end} but {full!r} has "
-                f"{sizes[loc]} bytes: the data file is truncated (copy it again, or "
+                f"initializer {e.name!r} ends at byte {end} but {e.path!r} has "
+                f"{sizes[e.location]} bytes: the data file is truncated (copy it again, or "
                 "save the model again)")
+    check_recorded_data(model, folder, checksum=checksum)
     return sizes
+
+
+def load_model(path: str, *, load_external_data: bool = True) -> ModelProto:
+    """Loads an ONNX model; its external data only after
+    :func:`check_external_data` accepted it (locations inside the model's folder,
+    offsets inside the files, the data files of the same save): nothing outside the
+    model's folder is opened. With ``load_external_data=False`` only the locations are
+    checked.
+
+    .. code-block:: python
+
+        from experimental_experiment.xbuilder.model_container import load_model
+
+        model = load_model("model.onnx")
+    """
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_model
+
+    model = onnx.load(path, load_external_data=False)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not external_entries(model, folder) or not load_external_data:
+        return model
+    check_external_data(model, folder)
+    load_external_data_for_model(model, folder)
+    return model

@@ -69,8 +69,10 @@ def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "defa
 
 
 def _optimize_model(model, patterns, verbose, return_report, options, max_rewrites, log):
-    if isinstance(model, str):
-        model = onnx.load(model)
+    if isinstance(model, str):  # external data checked before it is read
+        from ..xbuilder.model_container import load_model
+
+        model = load_model(model)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     g = model_to_builder(copy, verbose=verbose)

@@ -61,8 +61,10 @@ def bisect_patterns(model: onnx.ModelProto | str, inputs, *, patterns="default",
     from .api import optimize_model
     from .optimizer import RewriteLog
 
-    if isinstance(model, str):
-        model = onnx.load(model)
+    if isinstance(model, str):  # external data checked before it is read
+        from ..xbuilder.model_container import load_model
+
+        model = load_model(model)
     if not isinstance(inputs, dict):
         inputs = {i.name: v for i, v in zip(model.graph.input, inputs)}
     expected = _run(model, inputs)
