@@ -20,7 +20,12 @@ STATS_KEY = "lightened"  # the initializer's doc_string starts with it
 class LightenError(ExportError, ValueError):
     """A light model or its weights file is inconsistent: a missing weight, a recorded
     shape or dtype that is not valid or does not match, an array larger than the data
-    that holds it. The message names the initializer."""
+    that holds it. The message names the initializer.
+
+    Cause: the light model, its recorded statistics or its weights file were modified
+    or come from different runs; checked before allocating.
+
+    Fix: lighten the original model again, or give the weights file saved with it."""
 
 
 def _stats(array: np.ndarray) -> dict:

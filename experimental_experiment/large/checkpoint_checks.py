@@ -29,7 +29,13 @@ _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16":
 
 class CheckpointError(InvalidArgumentError):
     """A checkpoint file is truncated, damaged or inconsistent (header larger than the
-    file, tensor data past its end, a size not matching the shape)."""
+    file, tensor data past its end, a size not matching the shape).
+
+    Cause: the file was cut during a download or a copy, or is not the format its
+    extension says; checked before anything large is read or allocated.
+
+    Fix: download or save the checkpoint again; the message names the file and the
+    tensor."""
 
     def __init__(self, message: str, *, path: str = "", tensor: str = ""):
         super().__init__(message)

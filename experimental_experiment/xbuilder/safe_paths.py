@@ -26,12 +26,26 @@ from .errors import GraphBuilderError
 
 
 class ExternalDataError(GraphBuilderError, ValueError):
-    """External data is missing, truncated or inconsistent with the model."""
+    """External data is missing, truncated or inconsistent with the model.
+
+    Cause: the data file next to a model is missing or shorter than the model says, an
+    offset or a length is negative or past the end of the file, or a tensor was written
+    with the wrong size.
+
+    Fix: keep the model and its data files together (locations are relative), save
+    with :meth:`ModelContainer.save` or ``to_onnx(..., filename=...)``; a weight-free
+    model is filled with :func:`experimental_experiment.large.fill_weights`."""
 
 
 class UnsafePathError(GraphBuilderError, ValueError):
     """A path read from a file (external data location, checkpoint shard) leaves the
-    folder it must stay in: absolute, with ``..``, or through a symbolic link."""
+    folder it must stay in: absolute, with ``..``, or through a symbolic link.
+
+    Cause: nothing is read or written outside the folder the user named; the file
+    names another place (a crafted or damaged model or checkpoint index).
+
+    Fix: rewrite the entry with a name relative to the folder (the message names the
+    entry), or move the file inside the folder."""
 
     def __init__(self, message: str, *, path: str = "", folder: str = ""):
         super().__init__(message)
@@ -39,17 +53,33 @@ class UnsafePathError(GraphBuilderError, ValueError):
 
 
 class UnsafeLocationError(UnsafePathError, ExternalDataError):
-    """The external data location of an initializer leaves the model's folder."""
+    """The external data location of an initializer leaves the model's folder.
+
+    Cause: a location is absolute, contains ``..`` or follows a link out of the folder.
+
+    Fix: save the model again with this package (locations relative to the model), or
+    move the data file next to the model and fix the location."""
 
 
 class StaleDataError(ExternalDataError):
     """A data file is not the one the model was saved with (other size or checksum):
-    a model and a data file from two different saves."""
+    a model and a data file from two different saves.
+
+    Cause: the data file was replaced or damaged after the model was saved (the size or
+    SHA-256 the model records differs).
+
+    Fix: save the model and its data again together; never copy one without the
+    other."""
 
 
 class OutputPathError(GraphBuilderError, ValueError):
     """An output path cannot be written: a folder, a file as parent folder, a folder
-    the process cannot write in."""
+    the process cannot write in.
+
+    Cause: checked before any work: the output path is a folder, its parent is a file,
+    or the folder is not writable.
+
+    Fix: give a file path in a writable folder (``model.onnx``)."""
 
 
 _SEP = re.compile(r"[\\/]")
