@@ -116,6 +116,6 @@ lint: install
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf _doc/_build _doc/_build_quick _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst
+	rm -rf _doc/_build _doc/_build_quick _doc/_backrefs _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info $(VENV_LATEST)
 	find . -path ./$(VENV) -prune -o -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +
