@@ -16,7 +16,7 @@ LATEST_PACKAGES := transformers diffusers onnx onnxruntime onnxscript onnx-ir sp
 BOOT_PYTHON := $(shell for p in python3.11 python3; do \
 	if $$p -c 'import venv' >/dev/null 2>&1; then command -v $$p; break; fi; done)
 
-.PHONY: install test html html-quick lint clean coverage bench-optim bench-optim-real bench-large bench-constructs bench-export-time bench-llm zoo zoo-quick lock test-latest
+.PHONY: install test html html-quick site-check lint clean coverage bench-optim bench-optim-real bench-large bench-constructs bench-export-time bench-llm zoo zoo-quick lock test-latest
 
 install: $(STAMP)
 
@@ -60,6 +60,20 @@ html: install
 html-quick: install
 	$(PY) -m sphinx -M html _doc _doc/_build_quick -W -j 1 -D plot_gallery=0
 	$(PY) _doc/check_html.py _doc/_build_quick/html
+
+# the built site in headless Chromium (tools/site_check.py, about a minute): the landing
+# page's comparison table, search, images, no JavaScript error; installs Debian's
+# chromium and chromium-driver when missing (root), else says what to run
+site-check: install
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update && apt-get install -y chromium chromium-driver; \
+		else \
+			echo "site-check: run 'sudo apt-get update && sudo apt-get install -y chromium chromium-driver'"; \
+			exit 1; \
+		fi; \
+	fi
+	$(PY) tools/site_check.py _doc/_build/html
 
 # operator coverage on PyTorch's OpInfo database, both exporters (about 20 minutes)
 coverage: install
