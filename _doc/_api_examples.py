@@ -9,7 +9,7 @@ import os
 
 
 def _backreferences(app) -> dict:
-    conf = app.config.sphinx_gallery_conf
+    conf = getattr(app.config, "sphinx_gallery_conf", None) or {}
     folder = conf.get("backreferences_dir")
     if not folder:
         return {}

@@ -31,9 +31,11 @@ extensions = [
     "matplotlib.sphinxext.plot_directive",
     "sphinx.ext.intersphinx",
     "sphinx_copybutton",
-    # local extensions (this folder): short Python references, examples under API entries
+    # local extensions (this folder): short Python references, examples under API entries,
+    # one paragraph per module on the Modules page
     "_short_refs",
     "_api_examples",
+    "_module_summaries",
 ]
 
 # Links to the documentation of other projects, resolved offline: intersphinx reads

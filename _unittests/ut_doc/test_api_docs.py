@@ -65,6 +65,8 @@ INCOMPLETE_PARAMETERS = {
     "experimental_experiment.investigate.PieceResult",
 }
 NO_EXAMPLE = {
+    "experimental_experiment.xoptim.report.ReportEntry",
+    "experimental_experiment.xoptim.passes.PassResult",
     "experimental_experiment.xoptim.OptimizationResult",
     "experimental_experiment.xoptim.passes.PassManager",
     "experimental_experiment.xoptim.matcher.small_constant",
