@@ -93,6 +93,9 @@ def make_driver():
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     driver.set_window_size(*WINDOW)
+    # the window size includes the browser's frame: the page itself gets WINDOW
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
     driver.set_page_load_timeout(60)
     return driver
 

@@ -61,6 +61,9 @@ def test_browser_checks(tmp_path):
             shots = site_check.take_screenshots(driver, base, ["index.html"],
                                                 str(tmp_path / "shots"))
             assert shots == [str(tmp_path / "shots" / "index.png")]
-            assert os.path.getsize(shots[0]) > 0
+            from PIL import Image
+
+            with Image.open(shots[0]) as img:
+                assert img.size == site_check.WINDOW
         finally:
             driver.quit()
