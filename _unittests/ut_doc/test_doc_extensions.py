@@ -67,3 +67,46 @@ def test_short_refs(tmp_path):
 def test_short_refs_off(tmp_path):
     html, _ = build(tmp_path, [], PAGE)
     assert 'class="reference internal" href="#pkg.export.to_onnx"' not in html
+
+
+def _extension(name):
+    sys.path.insert(0, DOC)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(DOC)
+
+
+def test_module_summaries():
+    from types import SimpleNamespace
+
+    first_paragraph = _extension("_module_summaries").first_paragraph
+    app = SimpleNamespace(env=SimpleNamespace(docname="api/modules"))
+    lines = ["What it is for, see::", "", "    code", "", "Internals."]
+    first_paragraph(app, "module", "pkg.mod", None, {}, lines)
+    assert lines == ["What it is for, see:"]
+    lines = ["Summary.", "", "Details."]
+    first_paragraph(app, "function", "pkg.f", None, {}, lines)
+    assert lines == ["Summary.", "", "Details."]
+    app.env.docname = "api/index"
+    first_paragraph(app, "module", "pkg.mod", None, {}, lines)
+    assert lines == ["Summary.", "", "Details."]
+
+
+def test_api_examples(tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    add_examples = _extension("_api_examples").add_examples
+    (tmp_path / "refs").mkdir()
+    (tmp_path / "refs" / "backreferences_all.json").write_text(json.dumps(
+        {"pkg.to_onnx": [["plot_a_101.py", "src", "gallery", "intro", "title"]]}))
+    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(
+        sphinx_gallery_conf={"backreferences_dir": "refs"}))
+    lines = ["Doc."]
+    add_examples(app, "function", "pkg.to_onnx", None, {}, lines)
+    assert lines == ["Doc.", "", ".. rubric:: Examples using ``to_onnx``", "",
+                     ".. minigallery:: pkg.to_onnx", ""]
+    lines = ["Doc."]
+    add_examples(app, "function", "pkg.unused", None, {}, lines)
+    assert lines == ["Doc."]
