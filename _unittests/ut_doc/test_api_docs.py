@@ -33,8 +33,6 @@ INCOMPLETE_PARAMETERS = {
     "experimental_experiment.torch_interpreter.verify.verify_dynamic_shapes",
     "experimental_experiment.torch_interpreter.verify.VerifyReport",
     "experimental_experiment.torch_interpreter.module_functions.inline_functions",
-    "experimental_experiment.torch_interpreter.oxs_dispatcher.OxsDispatcher",
-    "experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors",
     "experimental_experiment.xbuilder.function_opsets.align_function_opset",
     "experimental_experiment.xbuilder.model_container.save_model",
     "experimental_experiment.xbuilder.model_container.check_external_data",
