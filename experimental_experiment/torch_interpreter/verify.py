@@ -91,7 +91,8 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
     :param dynamic_shapes: what was given to :func:`to_onnx`
     :param sizes: ``[{dim_param: size}]`` sizes to try instead of the defaults
         (every dimension +1, +3, then x2)
-    :param atol: absolute tolerance, ``rtol`` the relative one
+    :param atol: absolute tolerance
+    :param rtol: relative tolerance
     :return: a :class:`VerifyReport`, ``str(report)`` tells the shapes tried, the max
         absolute error, which dims seem baked in and the ONNX inputs or outputs static
         where the user declared a dynamic dimension

@@ -84,6 +84,7 @@ def train_loop(model: torch.nn.Module, *args, loss_fn: Callable | None = None,
         (``last_hidden_state`` or ``logits`` for transformers' outputs)
     :param optimizer: default: SGD with learning rate ``lr``
     :param steps: number of steps
+    :param lr: learning rate of the default optimizer
     :return: the losses
     """
     optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=lr)

@@ -297,6 +297,9 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
         ModelProto only when it does not fit in one protobuf message (2 GB)
     :param threshold: initializers of this size in bytes or more go to external data
         (a ModelProto saved with external data)
+    :param all_tensors_to_one_file: a container writes every weight in one data file
+        (False: one file per weight)
+    :param location: name of a container's data file (default: ``<file name>.data``)
 
     .. code-block:: python
 
@@ -339,7 +342,20 @@ def _restore(model: ModelProto, saved: dict, container: ModelContainer, props: l
 
 def check_external_data(model: ModelProto, folder: str) -> dict[str, int]:
     """Checks every external initializer lies inside its data file; returns the size
-    of every data file. Raises :class:`ExternalDataError` on a missing or short file."""
+    of every data file. Raises :class:`ExternalDataError` on a missing or short file.
+
+    :param model: a model whose initializers may be external
+    :param folder: the folder of the model's file (external locations are relative to it)
+    :return: ``{location: size in bytes}``
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.xbuilder.model_container import check_external_data
+
+        onx = onnx.load("model.onnx", load_external_data=False)
+        print(check_external_data(onx, "."))  # {'model.onnx.data': 4194304}
+    """
     sizes: dict[str, int] = {}
     for init in model.graph.initializer:
         if init.data_location != TensorProto.EXTERNAL:
