@@ -29,7 +29,33 @@ extensions = [
     "sphinx_runpython.runpython.sphinx_runpython_extension",
     "sphinx_runpython.epkg.sphinx_epkg_extension",
     "matplotlib.sphinxext.plot_directive",
+    "sphinx.ext.intersphinx",
+    "sphinx_copybutton",
+    # local extensions (this folder): short Python references, examples under API entries,
+    # one paragraph per module on the Modules page
+    "_short_refs",
+    "_api_examples",
+    "_module_summaries",
 ]
+
+# Links to the documentation of other projects, resolved offline: intersphinx reads
+# small inventories written by tools/make_inventories.py from tools/inventories.txt
+# (add a name there when a page references a new object) and downloads nothing.
+_INVENTORIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_static", "inventories")
+intersphinx_mapping = {
+    name: (url, os.path.join(_INVENTORIES, f"{name}.inv"))
+    for name, url in [
+        ("python", "https://docs.python.org/3/"),
+        ("torch", "https://docs.pytorch.org/docs/stable/"),
+        ("onnx", "https://onnx.ai/onnx/"),
+        ("onnxruntime", "https://onnxruntime.ai/docs/api/python/"),
+        ("numpy", "https://numpy.org/doc/stable/"),
+    ]
+}
+
+# copy buttons on code blocks: the prompts and outputs of console sessions are not copied
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
 
 # plots drawn from the benchmark results (_doc/bench/*.csv), no source link
 plot_include_source = False
@@ -90,4 +116,7 @@ sphinx_gallery_conf = {
     # by tier (101, 102, 201, 301), recipes by topic
     "within_subsection_order": "_gallery_sort.TierSortKey",
     "show_memory": False,
+    # "Examples using X" under the API entries (_api_examples.py)
+    "backreferences_dir": "_backrefs",
+    "doc_module": ("experimental_experiment",),
 }

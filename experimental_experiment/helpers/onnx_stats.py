@@ -63,6 +63,11 @@ def model_statistics(model: onnx.ModelProto, folder: str | None = None) -> dict:
     Nodes of subgraphs (``If``, ``Loop``, ``Scan``) are counted, nodes of local
     functions are counted apart (``function_nodes``).
 
+    Args:
+        model: the model (its external data is not loaded)
+        folder: the folder of the model's file, where its external data files are
+            looked for (None: not looked for)
+
     Returns:
         a dictionary with keys ``n_nodes``, ``op_types`` (``{op_type: count}``,
         the domain as a prefix when it is not the main one), ``n_functions``,
@@ -105,7 +110,19 @@ def _human(n: int) -> str:
 
 def format_statistics(stats: dict, top: int = 10) -> str:
     """Formats what :func:`model_statistics` returns as text, the ``top`` largest
-    initializers included."""
+    initializers included.
+
+    :param stats: what :func:`model_statistics` returned
+    :param top: number of initializers listed, the largest ones
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.helpers import format_statistics, model_statistics
+
+        onx = onnx.load("model.onnx", load_external_data=False)
+        print(format_statistics(model_statistics(onx, folder="."), top=5))
+    """
     lines = [f"nodes: {stats['n_nodes']}"]
     width = max((len(k) for k in stats["op_types"]), default=0)
     lines += [f"  {k:<{width}} {v:>6}" for k, v in stats["op_types"].items()]

@@ -254,7 +254,7 @@ def find_bad_rewrite(onx: onnx.ModelProto, feeds: dict[str, np.ndarray], *,
                      patterns: str = "default", atol: float = 1e-4) -> dict | None:
     """When the unoptimized model is right and the optimized one is not: the first
     rewrite of ``patterns`` changing the results (:func:`bisect_patterns
-    <experimental_experiment.xoptim.bisect.bisect_patterns>`), None if none does."""
+    <experimental_experiment.xoptim.bisect_patterns>`), None if none does."""
     from ..xoptim.bisect import bisect_patterns
 
     return bisect_patterns(onx, feeds, patterns=patterns, atol=atol)

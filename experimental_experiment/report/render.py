@@ -161,7 +161,21 @@ def format_of(path: str) -> str:
 
 def save_report(report: ExportReport, path: str) -> None:
     """Writes the report to ``path`` (format from the extension) through a temporary
-    file renamed at the end."""
+    file renamed at the end.
+
+    :param report: the report, ``result.report`` after an export
+    :param path: ``.json`` (for machines), ``.md`` (for people) or ``.sarif``
+        (SARIF 2.1.0, for editors)
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.report import save_report
+        from experimental_experiment.torch_interpreter import export_program
+
+        res = export_program(torch.nn.Linear(4, 2), (torch.randn(3, 4),))
+        save_report(res.report, "report.md")
+    """
     from ..xbuilder.model_container import AtomicFiles
 
     text = render(report, format_of(path))

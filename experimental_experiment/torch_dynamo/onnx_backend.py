@@ -84,8 +84,8 @@ def _resolve(opts: BackendOptions, args) -> _Settings:
 class OnnxBackend:
     """A torch.compile compiler: converts every graph to ONNX, runs onnxruntime.
 
-    The instance owns its session cache and its :attr:`stats`: two instances share
-    nothing. Give it to ``aot_autograd`` as forward and backward compiler.
+    The instance owns its session cache and its ``stats`` (a :class:`BackendStats`):
+    two instances share nothing. Give it to ``aot_autograd`` as forward and backward compiler.
 
     :param options: :class:`BackendOptions` (default: all defaults)
     :param cache_size: sessions kept (least recently used ones are dropped)
@@ -111,7 +111,7 @@ class OnnxBackend:
         return self.compile(graph_module, args)
 
     def clear(self) -> None:
-        """Forgets every cached session and resets :attr:`stats`."""
+        """Forgets every cached session and resets ``stats``."""
         self.cache.clear()
         self.stats = BackendStats()
 

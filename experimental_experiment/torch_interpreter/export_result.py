@@ -16,6 +16,7 @@ model (or the tuples its ``return_*`` flags ask for, kept for the code the seeds
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,8 +58,70 @@ class ExportResult:
     report: Any = None
 
 
+# The parameters export_program and to_onnx share, documented once
+# (document_parameters puts them in place of ``{export_parameters}`` in a docstring).
+EXPORT_PARAMETERS = """\
+:param model: an ``nn.Module``, a ``torch.fx.GraphModule`` (what a torch.compile
+    backend receives, its nodes must have ``meta["val"]``) or an ``ExportedProgram``
+:param args: positional inputs (a tuple)
+:param kwargs: keyword inputs
+:param dynamic_shapes: as :func:`torch.export.export` takes them; strings are
+    accepted as dimension names (``{"x": {0: "batch"}}``) and become the
+    ``dim_param`` of the ONNX inputs and outputs
+:param input_names: names of the ONNX inputs (default: the flattened argument names)
+:param output_names: names of the ONNX outputs (default: ``output_0``, ...)
+:param target_opset: opset of the default domain (default
+    ``experimental_experiment.xbuilder.DEFAULT_OPSET``) or ``{domain: version}``
+:param options: optimization options
+    (:class:`~experimental_experiment.xbuilder.OptimizationOptions`: pattern sets,
+    constant folding), used when ``optimize`` is True
+:param dispatcher: user converters
+    (:class:`~experimental_experiment.torch_interpreter.Dispatcher`), they win over the
+    built-in ones for this export only
+:param export_options: capture strategy
+    (:class:`~experimental_experiment.torch_interpreter.ExportOptions`: strict or not,
+    decompositions, fallbacks)
+:param optimize: runs the optimization passes and patterns (False: the graph as the
+    converters wrote it)
+:param large_model: the model is a
+    :class:`~experimental_experiment.xbuilder.model_container.ModelContainer`
+    (the graph and references to the weights, no copy) whose ``save(path)`` streams
+    the weights to ``<path>.data``; required for a model without weights (``meta``
+    device, fake tensors), whose initializers are declared external, to be filled
+    with :func:`experimental_experiment.large.fill_weights`
+:param external_threshold: size in bytes from which weights go to external data
+    (large models)
+:param filename: saves the model there, atomically; with external data when the
+    weights exceed 2 GB or have no data (the ModelProto returned then refers to it)
+:param verbose: verbosity: the package's INFO (1) or DEBUG (2) messages are printed
+    during the call (the logging configuration is restored after)
+:param export_modules_as_functions: True (every child module of the model) or a set
+    of module types (or class names): the nodes of each instance become a call to an
+    ONNX local function of domain ``local_functions``, weights given as inputs, so
+    instances with the same structure share one function; see
+    :mod:`experimental_experiment.torch_interpreter.module_functions`
+    (``inline_functions(onx)`` flattens the model again)
+:param report: an :class:`ExportReport <experimental_experiment.report.ExportReport>`
+    filled in place, or a path (``.json``, ``.md``, ``.sarif``) where the report is
+    written (atomically), after a success or a failure; an error raised by the
+    export carries the same record as ``err.report``
+"""
+
+
+def document_parameters(func):
+    "Replaces the line ``{export_parameters}`` of *func*'s docstring by EXPORT_PARAMETERS."
+    lines = func.__doc__.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() == "{export_parameters}":
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[i] = textwrap.indent(EXPORT_PARAMETERS, indent).rstrip("\n")
+    func.__doc__ = "\n".join(lines)
+    return func
+
+
 @reported
 @with_verbose_logging
+@document_parameters
 def export_program(
         model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
         args: tuple | None = None, kwargs: dict[str, Any] | None = None, *,
@@ -72,45 +135,18 @@ def export_program(
 ) -> ExportResult:
     """Exports a torch model to ONNX through torch.export.export.
 
-    :param model: an ``nn.Module``, a ``torch.fx.GraphModule`` (what a torch.compile
-        backend receives, its nodes must have ``meta["val"]``) or an ``ExportedProgram``
-    :param args: positional inputs (a tuple)
-    :param kwargs: keyword inputs
-    :param dynamic_shapes: as :func:`torch.export.export` takes them; strings are
-        accepted as dimension names (``{"x": {0: "batch"}}``) and become the
-        ``dim_param`` of the ONNX inputs and outputs
-    :param input_names: names of the ONNX inputs (default: the flattened argument names)
-    :param output_names: names of the ONNX outputs (default: ``output_0``, ...)
-    :param target_opset: opset of the default domain (default
-        :data:`experimental_experiment.xbuilder.DEFAULT_OPSET`) or ``{domain: version}``
-    :param options: optimization options
-    :param dispatcher: user converters, they win over the built-in ones
-    :param export_options: capture strategy (strict, decompositions, fallback)
-    :param optimize: runs the optimization passes
-    :param large_model: the model is a
-        :class:`~experimental_experiment.xbuilder.model_container.ModelContainer`
-        (the graph and references to the weights, no copy) whose ``save(path)`` streams
-        the weights to ``<path>.data``; required for a model without weights (``meta``
-        device, fake tensors), whose initializers are declared external, to be filled
-        with :func:`experimental_experiment.large.fill_weights`
-    :param external_threshold: size in bytes from which weights go to external data
-        (large models)
-    :param filename: saves the model there, atomically; with external data when the
-        weights exceed 2 GB or have no data (the ModelProto returned then refers to it)
-    :param verbose: verbosity: the package's INFO (1) or DEBUG (2) messages are printed
-        during the call (the logging configuration is restored after)
-    :param export_modules_as_functions: True (every child module of the model) or a set
-        of module types (or class names): the nodes of each instance become a call to an
-        ONNX local function of domain ``local_functions``, weights given as inputs, so
-        instances with the same structure share one function; see
-        :mod:`experimental_experiment.torch_interpreter.module_functions`
-        (``inline_functions(onx)`` flattens the model again)
-    :param report: an :class:`ExportReport <experimental_experiment.report.ExportReport>`
-        filled in place, or a path (``.json``, ``.md``, ``.sarif``) where the report is
-        written (atomically), after a success or a failure; an error raised by the
-        export carries the same record as ``err.report``
+    {export_parameters}
     :return: an :class:`ExportResult`: the model, the builder, the optimization report,
         the export report (``result.report``, also when ``report`` is None or a path)
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_interpreter import export_program
+
+        res = export_program(torch.nn.Linear(4, 2), (torch.randn(3, 4),),
+                             dynamic_shapes=({0: "batch"},))
+        print(res.report.status, len(res.model.graph.node))
 
     Buffers and inputs the model mutates in place (``self.count.add_(1)``, a cache
     updated with ``index_copy_``, the running statistics of a BatchNorm in training
@@ -183,4 +219,4 @@ def _serialize(builder, model, large, large_model, external_threshold, filename,
     return onx
 
 
-__all__ = ["ExportResult", "export_program"]
+__all__ = ["EXPORT_PARAMETERS", "ExportResult", "document_parameters", "export_program"]

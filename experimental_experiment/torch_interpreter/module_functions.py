@@ -180,6 +180,9 @@ def _function(nodes, inputs, outputs, type_name, opsets, bodies,
 def inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     """Inlines every local function of ``model`` (the exported model without functions).
 
+    :param model: a model exported with ``export_modules_as_functions``
+    :return: the same model, every call to a local function replaced by its nodes
+
     .. code-block:: python
 
         onx = to_onnx(model, (x,), export_modules_as_functions={Block})

@@ -10,9 +10,10 @@ import torch
 from ..xbuilder import OptimizationOptions
 from .dispatcher import Dispatcher
 from .export_options import ExportOptions
-from .export_result import export_program
+from .export_result import document_parameters, export_program
 
 
+@document_parameters
 def to_onnx(model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
             args: tuple | None = None, kwargs: dict[str, Any] | None = None, *,
             dynamic_shapes=None, input_names: list[str] | None = None,
@@ -23,10 +24,12 @@ def to_onnx(model: torch.nn.Module | torch.fx.GraphModule | torch.export.Exporte
             filename: str | None = None, verbose: int = 0, return_builder: bool = False,
             return_optimize_report: bool = False,
             export_modules_as_functions: bool | set | None = None, report=None):
-    """Exports a torch model to ONNX: :func:`export_program
-    <experimental_experiment.torch_interpreter.export_program>` (same parameters,
-    documented there) returning only the model.
+    """Exports a torch model to ONNX: captures it with :func:`torch.export.export`,
+    converts every aten operator, optimizes the graph and returns the ONNX model
+    (:func:`export_program <experimental_experiment.torch_interpreter.export_program>`
+    takes the same parameters and returns everything the export produced).
 
+    {export_parameters}
     :param return_builder: returns ``(model, builder)``, kept for the code the seeds
         show (``export_program(...).builder`` is the same builder)
     :param return_optimize_report: returns ``(model, report)`` (or

@@ -79,6 +79,13 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
     :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` and
     :func:`torch.onnx.export`.
 
+    :param patch_transformers: registers transformers' caches with torch's pytree and
+        applies the patches of transformers and ours to transformers' models (below)
+    :param patch_torch: applies our patches to torch (below)
+    :param verbose: logs the patches applied and removed and the caches registered
+        (the package's logger)
+    :return: a context manager yielding the *modificator* described below
+
     * ``patch_transformers=True``:
 
       - registers transformers' cache classes with torch's pytree (``DynamicCache``,

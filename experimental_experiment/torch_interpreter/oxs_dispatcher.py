@@ -14,6 +14,10 @@ class OxsDispatcher(Dispatcher):
     function of the model, called with the node's tensor inputs; python scalars
     and lists are given as its attributes. Plain python converters are kept as is.
 
+    :param registered_functions: ``{operator: converter}`` as :class:`Dispatcher` takes
+        them, a converter being a python function or an onnxscript function
+    :param verbose: verbosity
+
     .. code-block:: python
 
         import onnxscript

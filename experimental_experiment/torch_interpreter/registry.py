@@ -21,8 +21,9 @@ _TAKES_CONTEXT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def takes_context(fn: Converter) -> bool:
     """Tells if converter ``fn`` declares the keyword-only parameter ``ctx``
-    (:class:`NodeContext <experimental_experiment.torch_interpreter.node_context.
-    NodeContext>`); the signature is read once per function."""
+    (:class:`NodeContext
+    <experimental_experiment.torch_interpreter.node_context.NodeContext>`); the
+    signature is read once per function."""
     try:
         return _TAKES_CONTEXT[fn]
     except (KeyError, TypeError):

@@ -100,7 +100,8 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
         (every dimension +1, +3, then x2, then, for every dimension whose valid range
         the export wrote in ``metadata_props['dynamic_dimension_ranges']``, its bounds
         and the sizes just outside them)
-    :param atol: absolute tolerance, ``rtol`` the relative one
+    :param atol: absolute tolerance
+    :param rtol: relative tolerance
     :return: a :class:`VerifyReport`, ``str(report)`` tells the shapes tried, the max
         absolute error, which dims seem baked in and the ONNX inputs or outputs static
         where the user declared a dynamic dimension

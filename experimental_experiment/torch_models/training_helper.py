@@ -19,8 +19,9 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
         with False, every new input signature gets its own model with static shapes
     :param rewrite: runs the optimizer (patterns, constant folding) on each model
     :param verbose: verbosity
-    :param exporter: ``"custom"`` (our :func:`to_onnx <experimental_experiment.
-        torch_interpreter.to_onnx>`) or ``"dynamo"`` (:func:`torch.onnx.export`); None
+    :param exporter: ``"custom"`` (our
+        :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>`) or
+        ``"dynamo"`` (:func:`torch.onnx.export`); None
         follows the environment variable ``ONNXRT_CHANGE_REWRITER``: ``"custom"``
         unless it is ``"0"`` (torch.onnx.export captures every graph again and fails on
         most backward graphs, see :mod:`experimental_experiment.torch_dynamo`)
@@ -83,6 +84,7 @@ def train_loop(model: torch.nn.Module, *args, loss_fn: Callable | None = None,
         (``last_hidden_state`` or ``logits`` for transformers' outputs)
     :param optimizer: default: SGD with learning rate ``lr``
     :param steps: number of steps
+    :param lr: learning rate of the default optimizer
     :return: the losses
     """
     optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=lr)

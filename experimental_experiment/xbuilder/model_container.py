@@ -288,6 +288,9 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
         ModelProto only when it does not fit in one protobuf message (2 GB)
     :param threshold: initializers of this size in bytes or more go to external data
         (a ModelProto saved with external data)
+    :param all_tensors_to_one_file: a container writes every weight in one data file
+        (False: one file per weight)
+    :param location: name of a container's data file (default: ``<file name>.data``)
 
     .. code-block:: python
 
@@ -336,7 +339,21 @@ def check_external_data(model: ModelProto, folder: str, *, checksum: bool = True
     data file. Raises :class:`UnsafeLocationError` for a location leaving ``folder``,
     :class:`StaleDataError <experimental_experiment.xbuilder.safe_paths.StaleDataError>`
     for a data file of another save, :class:`ExternalDataError` for a missing or
-    short file. Nothing outside ``folder`` is opened."""
+    short file. Nothing outside ``folder`` is opened.
+
+    :param model: a model whose initializers may be external
+    :param folder: the folder of the model's file (external locations are relative to it)
+    :param checksum: reads every data file again to compare its SHA-256
+    :return: ``{location: size in bytes}``
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.xbuilder.model_container import check_external_data
+
+        onx = onnx.load("model.onnx", load_external_data=False)
+        print(check_external_data(onx, "."))  # {'model.<hash>.data': 4194304}
+    """
     sizes: dict[str, int] = {}
     entries = external_entries(model, folder)
     for e in entries:

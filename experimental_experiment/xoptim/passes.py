@@ -214,7 +214,12 @@ def merge_duplicated_initializers(g, size_cap: int = 1 << 16) -> int:
 
 @dataclass(frozen=True)
 class PassResult:
-    """What one pass changed in one run: ``changes`` nodes or initializers."""
+    """What one pass changed in one run: ``changes`` nodes or initializers.
+
+    :param name: name of the pass
+    :param changes: nodes or initializers the pass changed (0: nothing changed)
+    :param time_s: time the run took, in seconds
+    """
 
     name: str
     changes: int

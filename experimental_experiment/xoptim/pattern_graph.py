@@ -90,7 +90,18 @@ class Match:
 @dataclass(frozen=True)
 class Refusal:
     """A structural match refused by the pattern, with the reason (false in a boolean
-    context, like no match): ``return self.refuse("...")`` in ``match``."""
+    context, like no match): ``return self.refuse("...")`` in ``match``.
+
+    :param reason: why the pattern refused the match, shown by ``optimize(..., verbose=1)``
+        and kept in the optimization report
+
+    .. code-block:: python
+
+        def match(self, g, node):
+            ...
+            if g.get_type(x) != g.get_type(node.output[0]):
+                return self.refuse("the type changes")
+    """
 
     reason: str
 

@@ -4,7 +4,7 @@ Every function computes in float64 then casts to the output type. Methods:
 erfinv: Giles' single precision approximation refined by two Newton steps on Erf;
 lgamma: Lanczos (g=7, 9 terms) with the reflection formula below 0.5; digamma and
 Hurwitz zeta (polygamma): recurrence to shift the argument then the asymptotic
-(Euler-Maclaurin) expansion; i0/i1: power series for |x| <= 15, asymptotic expansion
+(Euler-Maclaurin) expansion; i0/i1: power series for ``|x| <= 15``, asymptotic expansion
 above; erfcx and log_ndtr: asymptotic expansions where the direct formula cancels.
 """
 

@@ -1,0 +1,184 @@
+"""The API pages: every public module is declared (the module index lists it), every
+function and class shown describes its parameters and shows a short example.
+
+``INCOMPLETE_PARAMETERS`` and ``NO_EXAMPLE`` list the entries still to document: an
+entry documented since must leave the list (the test says so), a new entry cannot
+join it silently.
+"""
+
+import glob
+import importlib
+import inspect
+import os
+import re
+
+import pytest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+API = os.path.join(ROOT, "_doc", "api")
+ENTRY = re.compile(r"^\.\. auto(?:function|class|exception)::\s*(\S+)", re.M)
+MODULE = re.compile(r"^\.\. (?:automodule|module|py:module)::\s*(\S+)", re.M)
+EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
+
+INCOMPLETE_PARAMETERS = {
+    "experimental_experiment.xoptim.optimize",
+    "experimental_experiment.xoptim.bisect_patterns",
+    "experimental_experiment.xoptim.passes.PassManager",
+    "experimental_experiment.xoptim.matcher.small_constant",
+    "experimental_experiment.xoptim.testing.check_pattern",
+    "experimental_experiment.xoptim.fold_numpy.evaluate_numpy",
+    "experimental_experiment.torch_models.llm_helper.cache_argument_name",
+    "experimental_experiment.torch_models.llm_helper.output_cache",
+    "experimental_experiment.helpers.onnx_stats.external_data_statistics",
+    "experimental_experiment.torch_interpreter.verify.VerifyReport",
+    "experimental_experiment.xbuilder.function_opsets.align_function_opset",
+    "experimental_experiment.large.fill_weights",
+    "experimental_experiment.large.read_checkpoints",
+    "experimental_experiment.large.match_names",
+    "experimental_experiment.torch_dynamo.onnx_debug_backend",
+    "experimental_experiment.torch_dynamo.BackendOptions",
+    "experimental_experiment.torch_dynamo.BackendStats",
+    "experimental_experiment.torch_dynamo.OnnxDebugBackend",
+    "experimental_experiment.torch_dynamo.DebugOptions",
+    "experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport",
+    "experimental_experiment.torch_models.llm_helper.get_tiny_llm",
+    "experimental_experiment.torch_models.llm_helper.make_llm_inputs",
+    "experimental_experiment.torch_models.llm_helper.make_seq2seq_inputs",
+    "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
+    "experimental_experiment.report.ExportReport",
+    "experimental_experiment.report.DimensionRecord",
+    "experimental_experiment.report.SourceLocation",
+    "experimental_experiment.investigate.compare_intermediates",
+    "experimental_experiment.investigate.find_bad_rewrite",
+    "experimental_experiment.investigate.DiscrepancyReport",
+    "experimental_experiment.investigate.Comparison",
+    "experimental_experiment.investigate.PieceByPieceReport",
+    "experimental_experiment.investigate.PieceResult",
+}
+NO_EXAMPLE = {
+    "experimental_experiment.xoptim.report.ReportEntry",
+    "experimental_experiment.xoptim.passes.PassResult",
+    "experimental_experiment.xoptim.OptimizationResult",
+    "experimental_experiment.xoptim.passes.PassManager",
+    "experimental_experiment.xoptim.matcher.small_constant",
+    "experimental_experiment.xoptim.testing.check_pattern",
+    "experimental_experiment.xoptim.fold_numpy.evaluate_numpy",
+    "experimental_experiment.torch_dynamo.default_backend",
+    "experimental_experiment.torch_models.llm_helper.output_cache",
+    "experimental_experiment.helpers.onnx_stats.external_data_statistics",
+    "experimental_experiment.torch_interpreter.ExportResult",
+    "experimental_experiment.torch_interpreter.verify.verify_dynamic_shapes",
+    "experimental_experiment.torch_interpreter.verify.VerifyReport",
+    "experimental_experiment.torch_interpreter.node_context.NodeContext",
+    "experimental_experiment.large.FillReport",
+    "experimental_experiment.large.match_names",
+    "experimental_experiment.xoptim.Pattern",
+    "experimental_experiment.xoptim.Match",
+    "experimental_experiment.torch_dynamo.BackendOptions",
+    "experimental_experiment.torch_dynamo.BackendStats",
+    "experimental_experiment.torch_dynamo.DebugOptions",
+    "experimental_experiment.torch_dynamo.node_by_node.NodeByNodeRunner",
+    "experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport",
+    "experimental_experiment.torch_dynamo.node_by_node.NodeRun",
+    "experimental_experiment.torch_models.training_helper.train_loop",
+    "experimental_experiment.torch_models.llm_helper.get_tiny_llm",
+    "experimental_experiment.torch_models.llm_helper.make_llm_inputs",
+    "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
+    "experimental_experiment.helpers.pretty_onnx",
+    "experimental_experiment.helpers.model_statistics",
+    "experimental_experiment.report.DimensionRecord",
+    "experimental_experiment.report.SourceLocation",
+    "experimental_experiment.investigate.compare_intermediates",
+    "experimental_experiment.investigate.find_bad_rewrite",
+    "experimental_experiment.investigate.DiscrepancyReport",
+    "experimental_experiment.investigate.Comparison",
+    "experimental_experiment.investigate.PieceByPieceReport",
+    "experimental_experiment.investigate.PieceResult",
+}
+
+
+def _read(pattern: re.Pattern) -> list[str]:
+    found = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "_doc", "**", "*.rst"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            found.extend(pattern.findall(f.read()))
+    return found
+
+
+def public_modules() -> list[str]:
+    "Every module and package of the package whose path has no part starting with _."
+    names = []
+    package = os.path.join(ROOT, "experimental_experiment")
+    for folder, subs, files in os.walk(package):
+        subs[:] = sorted(s for s in subs if not s.startswith("_"))
+        dotted = os.path.relpath(folder, ROOT).replace(os.sep, ".")
+        names.extend(dotted if f == "__init__.py" else f"{dotted}.{f[:-3]}"
+                     for f in sorted(files) if f.endswith(".py")
+                     and (f == "__init__.py" or not f.startswith("_")))
+    return names
+
+
+def resolve(name: str):
+    "The object of a dotted name (a module, then attributes)."
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(name)
+
+
+def undescribed_parameters(obj) -> list[str]:
+    "The parameters of a function or a class (its constructor) its docstring omits."
+    if inspect.isclass(obj) and issubclass(obj, BaseException):
+        return []
+    try:
+        parameters = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    doc = inspect.getdoc(obj) or ""
+    return [p.name for p in parameters
+            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            and not re.search(rf"(:param\s+(\w+\s+)?{p.name}:|^\s*{p.name}\s*(\(.*\))?:)",
+                              doc, re.M)]
+
+
+def test_public_modules_in_module_index():
+    declared = set(_read(MODULE))
+    missing = [m for m in public_modules() if m not in declared
+               and m != "experimental_experiment.__main__"]
+    assert not missing, (
+        f"modules missing from the module index, add them to _doc/api/modules.rst: {missing}")
+
+
+def test_undescribed_parameters():
+    entries = _read(ENTRY)
+    assert "experimental_experiment.torch_interpreter.to_onnx" in entries
+    problems = []
+    for name in entries:
+        missing = undescribed_parameters(resolve(name))
+        if missing and name not in INCOMPLETE_PARAMETERS:
+            problems.append(f"{name}: parameters {missing} are not described")
+        if not missing and name in INCOMPLETE_PARAMETERS:
+            problems.append(f"{name} is documented now: remove it from INCOMPLETE_PARAMETERS")
+    if problems:
+        pytest.fail("\n".join(problems))
+
+
+def test_examples():
+    problems = []
+    for name in _read(ENTRY):
+        obj = resolve(name)
+        if inspect.isclass(obj) and issubclass(obj, BaseException):
+            continue  # errors and warnings: their message is the example
+        has_example = bool(EXAMPLE.search(inspect.getdoc(obj) or ""))
+        if not has_example and name not in NO_EXAMPLE:
+            problems.append(f"{name}: no example (a code-block in its docstring)")
+        if has_example and name in NO_EXAMPLE:
+            problems.append(f"{name} has an example now: remove it from NO_EXAMPLE")
+    if problems:
+        pytest.fail("\n".join(problems))
