@@ -105,13 +105,17 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
             continue
         seen.add(code)
         try:
-            function = eval(header + code, {"max": max, "min": min, "abs": abs})  # noqa: S307
+            function = eval(header + code, dict(_NAMESPACE))  # noqa: S307
         except SyntaxError:
             logger.info("guard not evaluated (not plain Python): %s", code[:200])
             continue
         where = recorder.location(g.sloc) if recorder is not None else None
         guards.append(_Guard(code, function, symbols, where))
     return guards
+
+
+#: what the printed guards call (torch.sym_float, math.floor, ...)
+_NAMESPACE = {"max": max, "min": min, "abs": abs, "torch": torch, "math": __import__("math")}
 
 
 def _difference(expr):
@@ -135,7 +139,7 @@ def _equalities(exprs) -> set:
 def _holds(guard: _Guard, values: list[int]) -> bool:
     try:
         return bool(guard.function(*values))
-    except (ZeroDivisionError, ValueError, TypeError):
+    except Exception:  # noqa: BLE001 - a guard not computable at a size fails there
         return False
 
 
@@ -181,9 +185,11 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
     bounds, failing = {}, {}
     for i, name in enumerate(names):
         mine = [g for g in guards if name in g.symbols]
-        if mine and not all(_holds(g, values) for g in mine):
-            logger.info("guards on %s do not hold at the example size: not scanned", name)
-            continue
+        dropped = [g for g in mine if not _holds(g, values)]
+        if dropped:  # not computable here (it holds at the example by construction)
+            logger.info("guards on %s not evaluated: %s", name,
+                        "; ".join(g.code[:100] for g in dropped))
+            mine = [g for g in mine if g not in dropped]
         example = values[i]
         limit = max(SCAN_LIMIT, 2 * example)
         low, below = _scan(mine, values, i, example, 2, -1) if example > 2 else (example, None)
