@@ -87,7 +87,8 @@ sphinx_gallery_conf = {
     # library changes do not touch the scripts: always run them again
     "run_stale_examples": True,
     "download_all_examples": False,
-    # by tier (101, 102, 201, 301), recipes by topic
+    # examples: one subsection per tier, a subfolder with a README.txt (101, 102, 201,
+    # 301, sorted by name); within a subsection by tier then name, recipes by topic
     "within_subsection_order": "_gallery_sort.TierSortKey",
     "show_memory": False,
 }
