@@ -92,3 +92,9 @@ sphinx_gallery_conf = {
     "within_subsection_order": "_gallery_sort.TierSortKey",
     "show_memory": False,
 }
+
+# sphinx-runpython writes its default titles "<<<" before the code of a runpython
+# block and ">>>" before its output: they read as stray text, the site shows none
+from sphinx_runpython.language import TITLES  # noqa: E402
+
+TITLES["en"].update({"In": "", "Out": ""})

@@ -69,6 +69,7 @@ def test_fx_items_reads_a_torch_fx_graph():
         ("node", "add.Tensor"),
         ("output", "output"),
     ]
+    assert fx_items(ep, shapes=True)[0][1] == "x\n(2)"
     ax = plot_fx_graph(ep)
     assert ax.get_title() == "2 nodes"
     plt.close("all")

@@ -49,10 +49,16 @@ def _fx_label(node: Any) -> str:
     return target.removesuffix(".default")
 
 
-def fx_items(graph: Any) -> list[Item]:
+def _fx_shape(node: Any) -> str:
+    shape = getattr(node.meta.get("val", None), "shape", None)
+    return "" if shape is None else f"\n({', '.join(str(d) for d in shape)})"
+
+
+def fx_items(graph: Any, *, shapes: bool = False) -> list[Item]:
     """The placeholders, operations and outputs of a :class:`torch.fx.Graph`
     (or an object with a ``graph`` attribute such as an ExportedProgram);
-    ``get_attr`` nodes are left out."""
+    ``get_attr`` nodes are left out. With ``shapes=True``, the label of an input
+    has a second line with its shape (from ``node.meta["val"]``)."""
     graph = getattr(graph, "graph", graph)
     items: list[Item] = []
     index: dict[Any, int] = {}
@@ -66,7 +72,11 @@ def fx_items(graph: Any) -> list[Item]:
             continue
         index[node] = len(items)
         kind = "input" if node.op == "placeholder" else "node"
-        items.append((kind, node.name if kind == "input" else _fx_label(node), parents))
+        if kind == "input":
+            label = node.name + (_fx_shape(node) if shapes else "")
+        else:
+            label = _fx_label(node)
+        items.append((kind, label, parents))
     return items
 
 
@@ -129,7 +139,7 @@ def plot_items(items: list[Item], ax=None, *, title: str | None = None, max_node
         ax.text(
             x,
             y,
-            label if len(label) <= 20 else label[:18] + "..",
+            "\n".join(line if len(line) <= 20 else line[:18] + ".." for line in label.split("\n")),
             ha="center",
             va="center",
             fontsize=9,
@@ -153,11 +163,11 @@ def plot_onnx_graph(model: onnx.ModelProto | onnx.GraphProto, ax=None, **kwargs)
     return plot_items(onnx_items(model), ax, **kwargs)
 
 
-def plot_fx_graph(graph: Any, ax=None, **kwargs):
+def plot_fx_graph(graph: Any, ax=None, *, shapes: bool = False, **kwargs):
     """Draws a :class:`torch.fx.Graph` (or an ExportedProgram, a GraphModule),
-    top to bottom, one box per operation. ``kwargs`` go to :func:`plot_items`.
-    Returns the axes."""
-    return plot_items(fx_items(graph), ax, **kwargs)
+    top to bottom, one box per operation, the shapes of the inputs with
+    ``shapes=True``. ``kwargs`` go to :func:`plot_items`. Returns the axes."""
+    return plot_items(fx_items(graph, shapes=shapes), ax, **kwargs)
 
 
 def op_type_counts(model: onnx.ModelProto | onnx.GraphProto) -> Counter:

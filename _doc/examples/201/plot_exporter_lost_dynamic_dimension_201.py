@@ -140,3 +140,33 @@ print(
     "example of size 3:",
     lost_dimensions(torch.export.export(Add(), (x3, y3), dynamic_shapes=ds), ds),
 )
+
+# %%
+# Summary
+# +++++++
+#
+# The first dimension of the first input, kept dynamic or not, for each case above
+# (every one declared with ``Dim.AUTO``).
+
+import matplotlib.pyplot as plt
+
+cases = {
+    "Add, example of size 1": (Add(), (x1, y1)),
+    "Add, example of size 3": (Add(), (x3, y3)),
+    "AddBias, bias of size 1": (AddBias(), (x3, torch.randn(1, 4))),
+    "Branch, x.shape[0] == 3": (Branch(), (x3,)),
+    "Inequality, x.shape[0] > 2": (Inequality(), (x3,)),
+}
+kept = {}
+for name, (module, args) in cases.items():
+    program = torch.export.export(module, args, dynamic_shapes=[{0: AUTO} for _ in args])
+    kept[name] = isinstance(next(iter(input_shapes(program).values()))[0], torch.SymInt)
+
+fig, ax = plt.subplots(figsize=(7, 3))
+names = list(kept)[::-1]
+ax.barh(names, [1] * len(names), color=["#4c9f50" if kept[n] else "#d0584a" for n in names])
+for i, n in enumerate(names):
+    ax.text(0.5, i, "dynamic" if kept[n] else "static", ha="center", va="center", color="white")
+ax.set_xticks([])
+ax.set_title("first dimension declared Dim.AUTO: what the exporter kept")
+fig.tight_layout()
