@@ -49,8 +49,8 @@ def test_graph_layout_layers_and_edges():
     assert (4, 6) in edges  # Neg -> z
     assert (5, 7) in edges  # Add(x, y) -> w
     assert len(edges) == 8
-    # two items on a layer do not overlap
-    assert pos[2][0] != pos[5][0]
+    # two items on a layer do not overlap: centers at least one unit apart
+    assert abs(pos[2][0] - pos[5][0]) >= 1
 
 
 def test_fx_items_reads_a_torch_fx_graph():
@@ -70,6 +70,22 @@ def test_fx_items_reads_a_torch_fx_graph():
         ("output", "output"),
     ]
     assert fx_items(ep, shapes=True)[0][1] == "x\n(2)"
+
+    class WithWeights(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.linear(x)
+
+    ep_w = torch.export.export(WithWeights(), (torch.randn(3, 2),))
+    assert [label for kind, label, _ in fx_items(ep_w) if kind == "input"] == ["x"]
+    assert [label for kind, label, _ in fx_items(ep_w, weights=True) if kind == "input"] == [
+        "p_linear_weight",
+        "p_linear_bias",
+        "x",
+    ]
     ax = plot_fx_graph(ep)
     assert ax.get_title() == "2 nodes"
     plt.close("all")

@@ -54,16 +54,21 @@ def _fx_shape(node: Any) -> str:
     return "" if shape is None else f"\n({', '.join(str(d) for d in shape)})"
 
 
-def fx_items(graph: Any, *, shapes: bool = False) -> list[Item]:
+def fx_items(graph: Any, *, shapes: bool = False, weights: bool = False) -> list[Item]:
     """The placeholders, operations and outputs of a :class:`torch.fx.Graph`
     (or an object with a ``graph`` attribute such as an ExportedProgram);
     ``get_attr`` nodes are left out. With ``shapes=True``, the label of an input
-    has a second line with its shape (from ``node.meta["val"]``)."""
+    has a second line with its shape (from ``node.meta["val"]``). The parameters,
+    buffers and constants of an ExportedProgram are left out unless ``weights=True``."""
+    signature = getattr(graph, "graph_signature", None)
+    keep = None if signature is None or weights else set(signature.user_inputs)
     graph = getattr(graph, "graph", graph)
     items: list[Item] = []
     index: dict[Any, int] = {}
     for node in graph.nodes:
-        if node.op == "get_attr":
+        if node.op == "get_attr" or (
+            node.op == "placeholder" and keep is not None and node.name not in keep
+        ):
             continue
         parents = [index[n] for n in node.all_input_nodes if n in index]
         if node.op == "output":
@@ -78,6 +83,14 @@ def fx_items(graph: Any, *, shapes: bool = False) -> list[Item]:
             label = _fx_label(node)
         items.append((kind, label, parents))
     return items
+
+
+def _short(label: str) -> str:
+    return "\n".join(line if len(line) <= 20 else line[:18] + ".." for line in label.split("\n"))
+
+
+def _label_width(label: str) -> float:
+    return max(1.0, 0.1 * max(len(line) for line in _short(label).split("\n")) + 0.3)
 
 
 def graph_layout(items: list[Item]) -> tuple[list[tuple[float, float]], list[tuple[int, int]]]:
@@ -98,8 +111,12 @@ def graph_layout(items: list[Item]) -> tuple[list[tuple[float, float]], list[tup
         rows.setdefault(d, []).append(i)
     positions = [(0.0, 0.0)] * len(items)
     for d, members in rows.items():
-        for j, i in enumerate(members):
-            positions[i] = (j - (len(members) - 1) / 2, -float(d))
+        # an item is as wide as its label (about 0.1 unit per character), gaps of 0.3
+        widths = [_label_width(items[i][1]) for i in members]
+        x = -(sum(widths) + 0.3 * (len(widths) - 1)) / 2
+        for i, w in zip(members, widths):
+            positions[i] = (x + w / 2, -float(d))
+            x += w + 0.3
     edges = [(p, i) for i, (_, _, parents) in enumerate(items) for p in parents]
     return positions, edges
 
@@ -124,10 +141,12 @@ def plot_items(items: list[Item], ax=None, *, title: str | None = None, max_node
             f"draw its operator counts with plot_op_types or raise max_nodes"
         )
     positions, edges = graph_layout(items)
-    width = max(Counter(y for _, y in positions).values())
+    xs = [x for x, _ in positions]
+    margin = max(_label_width(label) for _, label, _ in items) / 2 + 0.2
     height = 1 - min(y for _, y in positions)
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(4.0, 1.9 * width), max(3.0, 0.8 * height)))
+        width = max(xs) - min(xs) + 2 * margin
+        _, ax = plt.subplots(figsize=(max(4.0, 0.8 * width), max(3.0, 0.8 * height)))
     for src, dst in edges:
         ax.annotate(
             "",
@@ -139,7 +158,7 @@ def plot_items(items: list[Item], ax=None, *, title: str | None = None, max_node
         ax.text(
             x,
             y,
-            "\n".join(line if len(line) <= 20 else line[:18] + ".." for line in label.split("\n")),
+            _short(label),
             ha="center",
             va="center",
             fontsize=9,
@@ -148,8 +167,7 @@ def plot_items(items: list[Item], ax=None, *, title: str | None = None, max_node
                 "fc": _COLORS[kind],
             },
         )
-    xs = [x for x, _ in positions]
-    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+    ax.set_xlim(min(xs) - margin, max(xs) + margin)
     ax.set_ylim(-height + 0.5, 0.5)
     ax.set_axis_off()
     ax.set_title(title or f"{n_nodes} nodes")
@@ -163,11 +181,14 @@ def plot_onnx_graph(model: onnx.ModelProto | onnx.GraphProto, ax=None, **kwargs)
     return plot_items(onnx_items(model), ax, **kwargs)
 
 
-def plot_fx_graph(graph: Any, ax=None, *, shapes: bool = False, **kwargs):
+def plot_fx_graph(
+    graph: Any, ax=None, *, shapes: bool = False, weights: bool = False, **kwargs
+):
     """Draws a :class:`torch.fx.Graph` (or an ExportedProgram, a GraphModule),
     top to bottom, one box per operation, the shapes of the inputs with
-    ``shapes=True``. ``kwargs`` go to :func:`plot_items`. Returns the axes."""
-    return plot_items(fx_items(graph, shapes=shapes), ax, **kwargs)
+    ``shapes=True``, the weights of an ExportedProgram with ``weights=True``.
+    ``kwargs`` go to :func:`plot_items`. Returns the axes."""
+    return plot_items(fx_items(graph, shapes=shapes, weights=weights), ax, **kwargs)
 
 
 def op_type_counts(model: onnx.ModelProto | onnx.GraphProto) -> Counter:

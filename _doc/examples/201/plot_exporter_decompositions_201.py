@@ -68,7 +68,7 @@ import matplotlib.pyplot as plt
 
 from experimental_experiment.helpers.graph_plot import plot_fx_graph
 
-fig, axes = plt.subplots(1, 2, figsize=(12, 8))
+fig, axes = plt.subplots(1, 2, figsize=(9, 7))
 plot_fx_graph(ep, axes[0], title="torch.export.export")
 plot_fx_graph(decomposed, axes[1], title="after run_decompositions()")
 fig.tight_layout()
