@@ -113,10 +113,17 @@ sphinx_gallery_conf = {
     # library changes do not touch the scripts: always run them again
     "run_stale_examples": True,
     "download_all_examples": False,
-    # by tier (101, 102, 201, 301), recipes by topic
+    # examples: one subsection per tier, a subfolder with a README.txt (101, 102, 201,
+    # 301, sorted by name); within a subsection by tier then name, recipes by topic
     "within_subsection_order": "_gallery_sort.TierSortKey",
     "show_memory": False,
     # "Examples using X" under the API entries (_api_examples.py)
     "backreferences_dir": "_backrefs",
     "doc_module": ("experimental_experiment",),
 }
+
+# sphinx-runpython writes its default titles "<<<" before the code of a runpython
+# block and ">>>" before its output: they read as stray text, the site shows none
+from sphinx_runpython.language import TITLES  # noqa: E402
+
+TITLES["en"].update({"In": "", "Out": ""})

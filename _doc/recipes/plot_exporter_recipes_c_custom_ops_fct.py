@@ -19,6 +19,8 @@ The custom operator
 +++++++++++++++++++
 """
 
+import os
+
 import numpy as np
 import onnx
 import onnxruntime
@@ -59,7 +61,8 @@ x = torch.randn(3, 4)
 try:
     to_onnx(model, (x,))
 except ExportError as e:
-    print(f"{type(e).__name__}: {e}")
+    # the message names the operator and the line calling it (path made relative)
+    print(f"{type(e).__name__}: {str(e).replace(os.getcwd() + os.sep, '')}")
 
 # %%
 # With a converter
@@ -158,3 +161,26 @@ print([(node.domain, node.op_type) for node in onx.graph.node])
 sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
 got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
 print("max absolute difference:", np.abs(got - expected).max())
+
+# %%
+# The three models
+# ++++++++++++++++
+#
+# Drawn with :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the converter adds its nodes to the graph, the two functions are one node each.
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+models = {
+    "nodes": to_onnx(model, (x,), dispatcher=dispatcher),
+    "ONNX function": to_onnx(
+        model, (x,), dispatcher=Dispatcher({"mylib::numpy_scaled_tanh": convert_scaled_tanh_fct})
+    ),
+    "onnxscript function": onx,
+}
+fig, axes = plt.subplots(1, 3, figsize=(11, 4.5))
+for ax, (name, m) in zip(axes, models.items()):
+    plot_onnx_graph(m, ax, title=name)
+fig.tight_layout()

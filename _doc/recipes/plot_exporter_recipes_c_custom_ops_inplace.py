@@ -74,6 +74,15 @@ onx = to_onnx(model, (x, y), dynamic_shapes=({0: "batch"}, {0: "batch"}), dispat
 print([node.op_type for node in onx.graph.node])
 
 # %%
+# Drawn with :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the converter's ``Mul`` and ``Add`` compute the new value of ``x``, which the last
+# ``Add`` of the model reads.
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+
+plot_onnx_graph(onx, title="InplaceModel exported with to_onnx")
+
+# %%
 # Check
 # +++++
 #

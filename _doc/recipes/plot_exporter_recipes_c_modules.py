@@ -124,3 +124,20 @@ for onx_ in (onx_fct, flat):
             diff = np.abs(model(xb).numpy() - got).max()
         print(f"functions={len(onx_.functions)} batch={batch}: max absolute difference {diff:.3g}")
         assert diff < 1e-5
+
+# %%
+# Flat or with functions
+# ++++++++++++++++++++++
+#
+# Both models drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# with ``export_modules_as_functions``, each block is one node calling a local function.
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+fig, axes = plt.subplots(1, 2, figsize=(8, 5.5))
+plot_onnx_graph(onx, axes[0], title="flat")
+plot_onnx_graph(onx_fct, axes[1], title="one function per Block")
+fig.tight_layout()

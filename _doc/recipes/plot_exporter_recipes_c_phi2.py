@@ -22,7 +22,8 @@ import onnxruntime
 import torch
 from transformers import PhiConfig, PhiForCausalLM
 
-from experimental_experiment.torch_interpreter import ExportError, to_onnx
+from experimental_experiment.helpers.graph_plot import plot_op_types
+from experimental_experiment.torch_interpreter import to_onnx
 
 torch.manual_seed(0)
 config = PhiConfig(
@@ -46,44 +47,40 @@ inputs = dict(input_ids=input_ids, attention_mask=attention_mask)
 # ++++++
 #
 # The batch size and the sequence length are dynamic. If an operator of the
-# model has no converter yet, the exporter stops and names it.
+# model had no converter, the exporter would stop and name it.
 
 dynamic_shapes = {
     "input_ids": {0: "batch", 1: "seq_length"},
     "attention_mask": {0: "batch", 1: "seq_length"},
 }
 begin = time.perf_counter()
-try:
-    with torch.no_grad():
-        onx = to_onnx(model, (), inputs, dynamic_shapes=dynamic_shapes)
-    print(f"export in {time.perf_counter() - begin:.1f} s")
-except ExportError as e:
-    print(f"{type(e).__name__}: {e}")
-    onx = None
+with torch.no_grad():
+    onx = to_onnx(model, (), inputs, dynamic_shapes=dynamic_shapes)
+print(f"export in {time.perf_counter() - begin:.1f} s")
 
 # %%
 # The model
 # +++++++++
 
-if onx is not None:
-    for value in [*onx.graph.input, *onx.graph.output]:
-        dims = value.type.tensor_type.shape.dim
-        print(value.name, [d.dim_param or d.dim_value for d in dims])
-    counts = {}
-    for node in onx.graph.node:
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    print(len(onx.graph.node), "nodes:", sorted(counts.items(), key=lambda kv: -kv[1])[:12])
+for value in [*onx.graph.input, *onx.graph.output]:
+    dims = value.type.tensor_type.shape.dim
+    print(value.name, [d.dim_param or d.dim_value for d in dims])
+
+# %%
+# The most frequent operators, counted with
+# :func:`plot_op_types <experimental_experiment.helpers.graph_plot.plot_op_types>`:
+
+plot_op_types({"to_onnx": onx}, top=15)
 
 # %%
 # Check with onnxruntime on another shape
 # +++++++++++++++++++++++++++++++++++++++
 
-if onx is not None:
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    ids = torch.randint(0, config.vocab_size, (3, 11))
-    mask = torch.ones(3, 11, dtype=torch.int64)
-    feeds = dict(zip([i.name for i in sess.get_inputs()], [ids.numpy(), mask.numpy()]))
-    got = sess.run(None, feeds)[0]
-    with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask).logits.numpy()
-    print("logits:", got.shape, "max absolute difference:", np.abs(got - expected).max())
+sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+ids = torch.randint(0, config.vocab_size, (3, 11))
+mask = torch.ones(3, 11, dtype=torch.int64)
+feeds = dict(zip([i.name for i in sess.get_inputs()], [ids.numpy(), mask.numpy()]))
+got = sess.run(None, feeds)[0]
+with torch.no_grad():
+    expected = model(input_ids=ids, attention_mask=mask).logits.numpy()
+print("logits:", got.shape, "max absolute difference:", np.abs(got - expected).max())

@@ -80,3 +80,21 @@ for xs in [xb * 100, xb * -100]:
         f"sum of the hidden layer > 0: {bool(hidden.sum() > 0)}, "
         f"max absolute difference {np.abs(expected - got).max():.3g}"
     )
+
+# %%
+# The main graph and both branches
+# ++++++++++++++++++++++++++++++++
+#
+# Drawn with :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`;
+# a branch reads the results of the main graph by name (no input of its own).
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+if_node = next(node for node in onx.graph.node if node.op_type == "If")
+fig, axes = plt.subplots(1, 3, figsize=(11, 5), width_ratios=[2, 1, 1])
+plot_onnx_graph(onx, axes[0], title="main graph")
+for ax, att in zip(axes[1:], if_node.attribute):
+    plot_onnx_graph(att.g, ax, title=att.name)
+fig.tight_layout()

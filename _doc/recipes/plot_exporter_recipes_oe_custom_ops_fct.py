@@ -88,3 +88,12 @@ got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
 with torch.no_grad():
     expected = model(xb).numpy()
 print("max absolute difference:", np.abs(got - expected).max())
+
+# %%
+# The ONNX graph, drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the custom operator became ``Tanh`` and ``Mul``.
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+plot_onnx_graph(onx, title="torch.onnx.export with a custom translation")

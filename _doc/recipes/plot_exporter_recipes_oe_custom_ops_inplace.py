@@ -113,3 +113,11 @@ sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExec
 xb, yb = torch.randn(6, 4), torch.randn(6, 4)
 got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], [xb.numpy(), yb.numpy()])))
 print("max absolute difference:", np.abs(got[0] - model(xb, yb).numpy()).max())
+
+# %%
+# The ONNX graph, drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+plot_onnx_graph(onx, title="FunctionalModel exported with torch.onnx.export")

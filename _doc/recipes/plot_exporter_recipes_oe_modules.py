@@ -81,3 +81,11 @@ for batch in [1, 4, 7]:
     with torch.no_grad():
         expected = model(xb).numpy()
     print(f"batch={batch}: {got.shape}, max absolute difference {np.abs(expected - got).max():.3g}")
+
+# %%
+# The ONNX graph, drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+plot_onnx_graph(onx, title="MLP exported with torch.onnx.export")

@@ -65,3 +65,21 @@ for n, m in [(2, 3), (6, 1), (4, 9)]:
         f"{n}x{m}: {got.shape}, max absolute difference "
         f"{np.abs(got - torch.cdist(xb, yb).numpy()).max():.3g}"
     )
+
+# %%
+# The main graph and the loop body
+# ++++++++++++++++++++++++++++++++
+#
+# Drawn with :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the body of ``Scan`` computes the distances of one row of ``x`` to every row of ``y``.
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph  # noqa: E402
+
+scan_node = next(node for node in onx.graph.node if node.op_type == "Scan")
+body = next(att.g for att in scan_node.attribute if att.name == "body")
+fig, axes = plt.subplots(1, 2, figsize=(9, 5.5))
+plot_onnx_graph(onx, axes[0], title="main graph")
+plot_onnx_graph(body, axes[1], title="body of Scan")
+fig.tight_layout()

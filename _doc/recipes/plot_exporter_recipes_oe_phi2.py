@@ -19,11 +19,17 @@ with the input ids and the attention mask (see
 """
 
 import time
+import warnings
 
 import numpy as np
 import onnxruntime
 import torch
 from transformers import PhiConfig, PhiForCausalLM
+
+from experimental_experiment.helpers.graph_plot import plot_op_types
+
+# torch.onnx.export warns that "seq_length" names two dimensions it found equal
+warnings.filterwarnings("ignore", message="# The axis name")
 
 torch.manual_seed(0)
 config = PhiConfig(
@@ -64,12 +70,10 @@ for value in [*onx.graph.input, *onx.graph.output]:
     print(value.name, [d.dim_param or d.dim_value for d in dims])
 
 # %%
-# The most frequent operators:
+# The most frequent operators, counted with
+# :func:`plot_op_types <experimental_experiment.helpers.graph_plot.plot_op_types>`:
 
-counts = {}
-for node in onx.graph.node:
-    counts[node.op_type] = counts.get(node.op_type, 0) + 1
-print(len(onx.graph.node), "nodes:", sorted(counts.items(), key=lambda kv: -kv[1])[:12])
+plot_op_types({"torch.onnx.export": onx}, top=15)
 
 # %%
 # Check with onnxruntime on another shape

@@ -1,6 +1,7 @@
 """Runs every gallery script of the documentation as a test.
 
-Each script under ``_doc/examples`` and ``_doc/recipes`` runs in its own interpreter,
+Each script under ``_doc/examples`` and ``_doc/recipes`` (and their subfolders, one per
+tier) runs in its own interpreter,
 from its own folder (as sphinx-gallery runs it), and fails the test on a non-zero
 exit code. The test id is the script's path relative to ``_doc``.
 """
@@ -20,10 +21,11 @@ def gallery_scripts() -> list[str]:
     scripts = []
     for gallery in GALLERIES:
         folder = os.path.join(DOC, gallery)
-        if os.path.isdir(folder):
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(("dump_", "_", ".")))
             scripts.extend(
-                os.path.join(gallery, name)
-                for name in sorted(os.listdir(folder))
+                os.path.relpath(os.path.join(root, name), DOC)
+                for name in sorted(files)
                 if name.startswith("plot_") and name.endswith(".py")
             )
     return scripts

@@ -59,18 +59,15 @@ compiled = torch.compile(model, backend=local_aot_ort, fullgraph=True, dynamic=T
 # Every ONNX model the backend builds is saved in ``dump_llama``. If an operator
 # has no converter, the backend raises an error naming it.
 
-try:
-    with torch.no_grad(), dump_onnx("llama", folder="dump_llama", clean=True):
-        for batch, seq in [(2, 8), (3, 13), (1, 30)]:
-            ids, mask = inputs(batch, seq)
-            got = compiled(ids, mask).last_hidden_state
-            expected = model(ids, mask).last_hidden_state
-            print(
-                f"batch={batch} seq={seq}: max absolute difference "
-                f"{(got - expected).abs().max().item():.3g}"
-            )
-except Exception as e:
-    print(f"{type(e).__name__}: {e}")
+with torch.no_grad(), dump_onnx("llama", folder="dump_llama", clean=True):
+    for batch, seq in [(2, 8), (3, 13), (1, 30)]:
+        ids, mask = inputs(batch, seq)
+        got = compiled(ids, mask).last_hidden_state
+        expected = model(ids, mask).last_hidden_state
+        print(
+            f"batch={batch} seq={seq}: max absolute difference "
+            f"{(got - expected).abs().max().item():.3g}"
+        )
 
 # %%
 # The ONNX models
@@ -82,9 +79,10 @@ except Exception as e:
 # is specialized by torch.compile (as by torch.export): it triggers a second
 # compilation, hence a second model.
 
-for name in sorted(os.listdir("dump_llama")) if os.path.exists("dump_llama") else []:
+models = {}
+for name in sorted(os.listdir("dump_llama")):
     if name.endswith(".onnx"):
-        onx = onnx.load(os.path.join("dump_llama", name))
+        onx = models[name] = onnx.load(os.path.join("dump_llama", name))
         shapes = [
             [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
             for value in onx.graph.input
@@ -94,3 +92,11 @@ for name in sorted(os.listdir("dump_llama")) if os.path.exists("dump_llama") els
             f"{name}: {len(onx.graph.node)} nodes, {len(shapes)} inputs, "
             f"{sum(1 for s in shapes if not s)} scalars, symbolic shapes {symbolic}"
         )
+
+# %%
+# The operators of both models, counted with
+# :func:`plot_op_types <experimental_experiment.helpers.graph_plot.plot_op_types>`:
+
+from experimental_experiment.helpers.graph_plot import plot_op_types
+
+plot_op_types(models, top=15)

@@ -48,19 +48,24 @@ for spec in functional.graph_signature.output_specs:
     print(f"{spec.kind.name:16s} {spec.arg.name:20s} {spec.target}")
 
 # %%
+# Drawn with :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`:
+# the buffers are inputs, their new values the first two outputs.
+
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
+plot_fx_graph(functional, title="Accumulate, functional")
+
+# %%
 # An ONNX model has no state: :func:`to_onnx
 # <experimental_experiment.torch_interpreter.to_onnx>` makes the graph functional
 # before converting it when it finds in-place operators, keeps the user outputs only,
 # and logs a warning for each dropped mutation.
 
-from experimental_experiment.torch_interpreter import ExportError, ExportOptions, to_onnx
+from experimental_experiment.torch_interpreter import ExportOptions, to_onnx
 
 for table in [None, "default"]:
-    try:
-        onx = to_onnx(Accumulate(), (x,), export_options=ExportOptions(decomposition_table=table))
-        print(f"decomposition_table={table!r}: outputs", [o.name for o in onx.graph.output])
-    except ExportError as e:
-        print(f"decomposition_table={table!r}: {type(e).__name__}: {str(e).splitlines()[0]}")
+    onx = to_onnx(Accumulate(), (x,), export_options=ExportOptions(decomposition_table=table))
+    print(f"decomposition_table={table!r}: outputs", [o.name for o in onx.graph.output])
 
 # %%
 # Constant tensors and python values

@@ -74,7 +74,10 @@ print(profile_file)
 
 with open(profile_file) as f:
     events = json.load(f)
-print(events[:2])
+print(len(events), "events, the first one:", events[0])
+
+# %%
+# The kernel times of the nodes:
 
 df = pandas.DataFrame(
     [
@@ -83,14 +86,14 @@ df = pandas.DataFrame(
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
     ]
 )
-print(df.head())
+df.head()
 
 # %%
 # Time per operator type
 # ++++++++++++++++++++++
 
 per_op = df.groupby("op_type")["dur"].sum().sort_values()
-print(per_op)
+per_op.to_frame("total duration (µs)")
 
 # %%
 # The ``Relu`` nodes do not appear: onnxruntime fused them into the convolutions

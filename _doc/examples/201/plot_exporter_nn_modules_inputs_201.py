@@ -19,7 +19,12 @@ The model
 +++++++++
 """
 
+import warnings
+
 import torch
+
+# torch.export calls one of its own deprecated functions when a module is an input
+warnings.filterwarnings("ignore", message=".*_register_pytree_node. is deprecated")
 
 
 class Head(torch.nn.Module):
@@ -103,3 +108,12 @@ from experimental_experiment.torch_interpreter import to_onnx
 
 onx = to_onnx(wrapped, (x,), dynamic_shapes=({0: "batch"},))
 print([init.name for init in onx.graph.initializer])
+
+# %%
+# The ONNX graph, drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the weights of both modules are initializers, ``x`` the only input.
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+
+plot_onnx_graph(onx, title="Wrapper(Body, Head) exported with to_onnx")

@@ -127,6 +127,15 @@ expected = model(query, key, value, cache).numpy()
 print("max absolute difference with onnxruntime:", np.abs(got - expected).max())
 
 # %%
+# The graph, drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the two tensors of the cache are inputs like the others.
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+
+plot_onnx_graph(onx, title="AttentionStep with a DynamicCache")
+
+# %%
 # A transformers model
 # ++++++++++++++++++++
 #

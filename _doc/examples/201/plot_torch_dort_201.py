@@ -56,8 +56,24 @@ optimized = torch.compile(model, backend=local_aot_ort, fullgraph=True)
 
 with dump_onnx("dort-llama-ort", folder="dump_dort", clean=True):
     losses = train_loop(optimized, input_ids, input_mask, steps=3)
+eager_losses = train_loop(eager, input_ids, input_mask, steps=3)
 print("losses with onnxruntime:", losses)
-print("losses in eager mode:   ", train_loop(eager, input_ids, input_mask, steps=3))
+print("losses in eager mode:   ", eager_losses)
+
+# %%
+# Both runs follow the same curve:
+
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.plot(range(1, len(losses) + 1), losses, "o-", label="torch.compile + onnxruntime")
+ax.plot(range(1, len(eager_losses) + 1), eager_losses, "x--", label="eager")
+ax.set_xlabel("training step")
+ax.set_ylabel("loss")
+ax.set_xticks(range(1, len(losses) + 1))
+ax.set_title("tiny Llama, 3 steps of SGD")
+ax.legend()
+fig.tight_layout()
 
 # %%
 # The weights after training
@@ -77,11 +93,10 @@ print("largest difference between the weights:", max(diffs))
 
 import onnx
 
-if os.path.exists("dump_dort"):
-    for name in sorted(os.listdir("dump_dort")):
-        if name.endswith(".onnx"):
-            onx = onnx.load(os.path.join("dump_dort", name))
-            print(
-                f"{name}: {len(onx.graph.input)} inputs, {len(onx.graph.output)} outputs, "
-                f"{len(onx.graph.node)} nodes"
-            )
+for name in sorted(os.listdir("dump_dort")):
+    if name.endswith(".onnx"):
+        onx = onnx.load(os.path.join("dump_dort", name))
+        print(
+            f"{name}: {len(onx.graph.input)} inputs, {len(onx.graph.output)} outputs, "
+            f"{len(onx.graph.node)} nodes"
+        )

@@ -20,10 +20,14 @@ from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
 
+graphs = {}
+
+
 def make_compiler(name: str):
     def compiler(gm: torch.fx.GraphModule, example_inputs: list):
         print(f"--- {name} graph, {len(example_inputs)} inputs")
         print(gm.graph)
+        graphs[name] = gm.graph
         # aot_autograd calls the result with a list of tensors it may free early
         return make_boxed_func(gm.forward)
 
@@ -72,3 +76,18 @@ expected.load_state_dict(model.state_dict())
 expected(x).backward()
 for (name, p), q in zip(model.named_parameters(), expected.parameters()):
     print(name, (p.grad - q.grad).abs().max().item())
+
+# %%
+# Both graphs
+# +++++++++++
+#
+# Drawn with :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`:
+
+import matplotlib.pyplot as plt
+
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
+fig, axes = plt.subplots(1, 2, figsize=(12, 6))
+for ax, (name, graph) in zip(axes, graphs.items()):
+    plot_fx_graph(graph, ax, title=f"{name} graph")
+fig.tight_layout()

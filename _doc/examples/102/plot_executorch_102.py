@@ -62,6 +62,20 @@ print(count_ops(core))
 print("same results:", torch.allclose(core.module()(x), model(x), atol=1e-5))
 
 # %%
+# Both graphs drawn with
+# :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`
+# (parameters and buffers are inputs):
+
+import matplotlib.pyplot as plt
+
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
+fig, axes = plt.subplots(1, 2, figsize=(9, 6))
+plot_fx_graph(ep, axes[0], title="torch.export.export")
+plot_fx_graph(core, axes[1], title="after run_decompositions()")
+fig.tight_layout()
+
+# %%
 # Lowering with ExecuTorch
 # ++++++++++++++++++++++++
 

@@ -19,6 +19,9 @@ The branch taken depends on the value of an input, not only on its shape:
 the exporter does not know, and the python test on it cannot be traced.
 """
 
+import contextlib
+import io
+import os
 import re
 
 import torch
@@ -38,25 +41,36 @@ print(model(x, n).shape)
 # %%
 # torch.export.export fails
 # +++++++++++++++++++++++++
+#
+# The exception names the expression it could not evaluate. torch also prints the
+# graph traced so far on stderr (the exception keeps it as ``partial_fx_graph``):
+# stderr is silenced here to show the message alone.
 
-try:
-    torch.export.export(model, (x, n))
-except Exception as e:
-    print(type(e).__name__)
-    print("\n".join(str(e).splitlines()[:10]))
+with contextlib.redirect_stderr(io.StringIO()):
+    try:
+        torch.export.export(model, (x, n))
+    except Exception as e:
+        error = e
+print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %%
 # torch.export.draft_export returns a program and a report
 # ++++++++++++++++++++++++++++++++++++++++++++++++++++++++
 
 ep = torch.export.draft_export(model, (x, n))
-# the report is colored for a terminal, the colors are removed for this page
-print(re.sub(r"\x1b\[[0-9;]*m", "", str(ep._report)))
+# the report is colored for a terminal: the colors are removed,
+# the paths made relative to this folder or to the installed packages
+report_text = re.sub(r"\x1b\[[0-9;]*m", "", str(ep._report))
+site_packages = os.path.dirname(os.path.dirname(torch.__file__))
+for folder in [os.getcwd(), site_packages]:
+    report_text = report_text.replace(folder + os.sep, "")
+print(report_text)
 
 # %%
 # The draft program runs on the example inputs; it is a starting point to
 # investigate, not a model to deploy.
 
+draft = ep
 print(ep.graph)
 print((ep.module()(x, n) - model(x, n)).abs().max().item())
 
@@ -105,8 +119,9 @@ for value in [1, 4]:
 # dimension the code specialized or constrained with the user's line that did it.
 # Here the model forces the first dimension of ``x`` to 6 while it is declared dynamic.
 
-import os
+import pandas
 
+from experimental_experiment.errors import ExportError
 from experimental_experiment.report import ExportReport
 from experimental_experiment.torch_interpreter import to_onnx
 
@@ -120,16 +135,53 @@ class Specializes(torch.nn.Module):
 report = ExportReport()
 try:
     to_onnx(Specializes(), (x,), dynamic_shapes=({0: "batch"},), report=report)
-except Exception as e:
-    print(type(e).__name__, ":", str(e).splitlines()[1][:120])
-# the lines of the report naming the dimension and the user's code
-here = os.path.abspath(globals().get("__file__", "plot_exporter_draft_export_201.py"))
-for line in report.to_markdown().splitlines():
-    if "x.shape" in line or "user's code" in line:
-        print(line.replace(here, "<this script>"))
+except ExportError as e:
+    # the first lines name the strategy, the dimension and the constraint
+    print(type(e).__name__, ":", "\n".join(str(e).splitlines()[:3]))
+
+# %%
+# The dimensions the code specialized, from ``report.dimensions``, and the line of the
+# user's code which did it:
+
+pandas.DataFrame(
+    [
+        {
+            "dimension": d.dimension,
+            "what": d.kind,
+            "value": d.value,
+            "guard": d.guard,
+            "file": os.path.basename(d.location.file),
+            "line": d.location.line,
+            "code": d.location.code,
+        }
+        for d in report.dimensions
+    ]
+)
 
 # %%
 # The same report is written as JSON, Markdown or SARIF 2.1.0
 # (``report="export.sarif"``) so that an editor opens each diagnostic at the line.
 
-print(list(report.to_sarif()["runs"][0]["results"][0]["locations"][0]))
+for result in report.to_sarif()["runs"][0]["results"]:
+    where = result["locations"][0]["physicalLocation"]
+    print(
+        f"{result['level']:8s} {result['ruleId']:20s} "
+        f"{os.path.basename(where['artifactLocation']['uri'])}:{where['region']['startLine']}"
+    )
+
+# %%
+# Both programs
+# +++++++++++++
+#
+# The draft program and the fixed one, drawn with
+# :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`:
+# the first one checks its assumption with assertions, the second one keeps both branches.
+
+import matplotlib.pyplot as plt
+
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 6))
+plot_fx_graph(draft, axes[0], title="draft_export: specialized to n > 2")
+plot_fx_graph(ep, axes[1], title="torch.cond: both branches")
+fig.tight_layout()

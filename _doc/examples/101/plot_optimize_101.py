@@ -110,3 +110,14 @@ for name, onx in [("raw", raw), ("to_onnx", opt), ("onnxscript", opt2)]:
     sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
     print(f"{name:12s} max absolute difference: {np.abs(got - expected).max():.3g}")
+
+# %%
+# Operators before and after
+# ++++++++++++++++++++++++++
+#
+# :func:`plot_op_types <experimental_experiment.helpers.graph_plot.plot_op_types>`
+# counts the nodes per operator type in each model.
+
+from experimental_experiment.helpers.graph_plot import plot_op_types
+
+plot_op_types({"no optimization": raw, "to_onnx": opt, "onnxscript": opt2})

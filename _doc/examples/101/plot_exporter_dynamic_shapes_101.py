@@ -15,6 +15,8 @@ The model
 
 import torch
 
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
 
 class Model(torch.nn.Module):
     def forward(self, x, y):
@@ -35,6 +37,12 @@ print(model(x, y).shape)
 batch = torch.export.Dim("batch", min=1, max=1024)
 ep = torch.export.export(model, (x, y), dynamic_shapes={"x": {0: batch}, "y": {0: batch}})
 print(ep.graph)
+
+# %%
+# The same graph drawn with
+# :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`:
+
+plot_fx_graph(ep, title="x: (batch, 4), y: (batch, 2)")
 
 # %%
 # The constraints the exporter kept on each symbol:

@@ -107,3 +107,16 @@ with torch.no_grad():
 diff = np.abs(expected - got).max()
 print(f"max absolute difference: {diff:.3g}")
 assert diff < 1e-5, f"discrepancy {diff}"
+
+# %%
+# Both runtimes predict the same values on the 11 rows:
+
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(5, 4))
+ax.plot(expected[:, 0], expected[:, 0], "-", color="#bbbbbb", label="y = x")
+ax.plot(expected[:, 0], got[:, 0], "o", label="onnxruntime")
+ax.set_xlabel("prediction of torch")
+ax.set_ylabel("prediction of onnxruntime")
+ax.set_title(f"11 rows, max absolute difference {diff:.1e}")
+ax.legend()

@@ -17,6 +17,8 @@ The model and two sets of inputs
 import torch
 from torch.utils import _pytree as pytree
 
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
 
 class Model(torch.nn.Module):
     def forward(self, x, extra):
@@ -76,6 +78,13 @@ ep = torch.export.export(model, inputs_1, dynamic_shapes=dynamic_shapes)
 for node in ep.graph.nodes:
     if node.op == "placeholder":
         print(node.name, node.meta["val"].shape)
+
+# %%
+# The graph, drawn with
+# :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`,
+# and the symbolic shapes of its inputs:
+
+plot_fx_graph(ep, shapes=True, title="dynamic shapes inferred from two sets of inputs")
 
 # %%
 # The exported program runs on both sets.

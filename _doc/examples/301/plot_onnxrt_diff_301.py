@@ -19,6 +19,7 @@ The model and a faulty export
 """
 
 import math
+import os
 
 import numpy as np
 import onnx
@@ -111,13 +112,33 @@ ort_results = dict(zip(outputs, sess.run(None, {sess.get_inputs()[0].name: x.num
 # +++++++++++++++++++++++++++++++++
 
 first = None
+diffs = {}
 for name in names:
     if name not in ort_results:
         continue
-    diff = float(np.abs(ort_results[name] - recorder.results[name].numpy()).max())
+    diff = diffs[name] = float(np.abs(ort_results[name] - recorder.results[name].numpy()).max())
     print(f"{name:20s} max absolute difference {diff:.3g}")
     if first is None and diff > 1e-4:
         first = name
+
+# %%
+# The same differences drawn, the first one above the tolerance in red:
+
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(7, 4))
+labels = list(diffs)[::-1]
+ax.barh(
+    labels,
+    [max(diffs[n], 1e-9) for n in labels],
+    color=["#d0584a" if n == first else "#4c72b0" for n in labels],
+)
+ax.axvline(1e-4, color="#777777", linestyle="--", label="tolerance 1e-4")
+ax.set_xscale("log")
+ax.set_xlabel("max absolute difference between onnxruntime and torch")
+ax.set_title("intermediate results in the order of the graph")
+ax.legend()
+fig.tight_layout()
 
 # %%
 # The first node with a discrepancy and its operator:
@@ -142,4 +163,5 @@ from experimental_experiment.investigate import compare_intermediates  # noqa: E
 for runtime in ["onnxruntime", "reference"]:
     found = compare_intermediates(ep, onx, (x,), runtime=runtime)
     print(f"-- {runtime}")
-    print(found)
+    # paths relative to this folder
+    print(str(found).replace(os.getcwd() + os.sep, ""))

@@ -13,6 +13,7 @@ This example goes through the usual causes and how to detect them.
 """
 
 import torch
+from torch.fx.experimental.symbolic_shapes import is_concrete_int
 
 DYN, AUTO = torch.export.Dim.DYNAMIC, torch.export.Dim.AUTO
 
@@ -116,8 +117,8 @@ print(input_shapes(ep), ep.range_constraints)
 # +++++++++++++++++++++++
 #
 # A simple check after every export: compare the requested dynamic dimensions
-# with the ones the program kept. A dimension is dynamic when its shape entry
-# is a :class:`torch.SymInt`.
+# with the ones the program kept. A dimension is static when its shape entry is an
+# integer or a :class:`torch.SymInt` equal to a constant (``is_concrete_int``).
 
 
 def lost_dimensions(ep, dynamic_shapes: dict) -> list:
@@ -127,7 +128,7 @@ def lost_dimensions(ep, dynamic_shapes: dict) -> list:
         (name, axis)
         for name, axes in dynamic_shapes.items()
         for axis in axes
-        if not isinstance(shapes[name][axis], torch.SymInt)
+        if is_concrete_int(shapes[name][axis])
     ]
 
 
@@ -140,3 +141,36 @@ print(
     "example of size 3:",
     lost_dimensions(torch.export.export(Add(), (x3, y3), dynamic_shapes=ds), ds),
 )
+
+# %%
+# Summary
+# +++++++
+#
+# The inputs whose first dimension, declared with ``Dim.AUTO``, became static,
+# for each case above.
+
+import matplotlib.pyplot as plt
+
+cases = {
+    "Add, example of size 1": (Add(), (x1, y1)),
+    "Add, example of size 3": (Add(), (x3, y3)),
+    "AddBias, bias of size 1": (AddBias(), (x3, torch.randn(1, 4))),
+    "Branch, x.shape[0] == 3": (Branch(), (x3,)),
+    "Inequality, x.shape[0] > 2": (Inequality(), (x3,)),
+}
+static = {}
+for name, (module, args) in cases.items():
+    program = torch.export.export(module, args, dynamic_shapes=[{0: AUTO} for _ in args])
+    shapes = input_shapes(program)
+    static[name] = [i for i, shape in shapes.items() if is_concrete_int(shape[0])]
+    print(f"{name:28s} static: {static[name]}")
+
+fig, ax = plt.subplots(figsize=(7, 3))
+names = list(static)[::-1]
+ax.barh(names, [1] * len(names), color=["#d0584a" if static[n] else "#4c9f50" for n in names])
+for i, n in enumerate(names):
+    text = f"static: {', '.join(static[n])}" if static[n] else "dynamic"
+    ax.text(0.5, i, text, ha="center", va="center", color="white")
+ax.set_xticks([])
+ax.set_title("first dimension declared Dim.AUTO: what the exporter kept")
+fig.tight_layout()

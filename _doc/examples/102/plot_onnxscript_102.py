@@ -25,6 +25,8 @@ import torch
 from onnxscript import FLOAT
 from onnxscript import opset18 as op
 
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+
 
 @onnxscript.script()
 def normalize(x: FLOAT["N", 8]) -> FLOAT["N", 8]:  # noqa: F821
@@ -37,6 +39,12 @@ def normalize(x: FLOAT["N", 8]) -> FLOAT["N", 8]:  # noqa: F821
 
 model = normalize.to_model_proto()
 print(onnx.printer.to_text(model))
+
+# %%
+# The same graph drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+
+plot_onnx_graph(model, title="normalize, written with onnxscript")
 
 # %%
 # Run it

@@ -15,6 +15,8 @@ The model
 
 import torch
 
+from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
 
 class Small(torch.nn.Module):
     def __init__(self):
@@ -36,7 +38,13 @@ expected = model(x, y)
 # +++++++
 
 ep = torch.export.export(model, (x, y))
-print(ep)
+print(type(ep).__name__)
+
+# %%
+# The program holds a :class:`torch.fx.GraphModule`, the python code of which
+# calls one ATen operator per line:
+
+print(ep.graph_module.code)
 
 # %%
 # The graph is a :class:`torch.fx.Graph`: one node per operator. The parameters
@@ -44,6 +52,11 @@ print(ep)
 # which makes the graph a pure function.
 
 print(ep.graph)
+
+# %%
+# Drawn with :func:`plot_fx_graph <experimental_experiment.helpers.graph_plot.plot_fx_graph>`:
+
+plot_fx_graph(ep, title="Small captured by torch.export.export")
 
 # %%
 # The signature tells which graph input is a parameter, a buffer or a user input,

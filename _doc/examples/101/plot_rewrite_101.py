@@ -83,3 +83,20 @@ for name, m in [("original", onx), ("rewritten", rewritten)]:
     sess = onnxruntime.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {sess.get_inputs()[0].name: xb.numpy()})[0]
     print(f"{name:10s} max absolute difference: {np.abs(got - expected).max():.3g}")
+
+# %%
+# Before and after
+# ++++++++++++++++
+#
+# Both graphs drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the five nodes computing gelu became one.
+
+import matplotlib.pyplot as plt
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+
+fig, axes = plt.subplots(1, 2, figsize=(8, 6))
+plot_onnx_graph(onx, axes[0], title=f"converted: {len(onx.graph.node)} nodes")
+plot_onnx_graph(rewritten, axes[1], title=f"rewritten: {len(rewritten.graph.node)} nodes")
+fig.tight_layout()

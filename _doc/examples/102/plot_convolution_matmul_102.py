@@ -98,17 +98,18 @@ for channels in [4, 16, 64]:
     rows.append(
         {
             "channels": channels,
-            "Conv": measure(to_onnx(conv, (x,)), feeds),
-            "MatMul": measure(to_onnx(mm, (x,)), feeds),
+            "Conv (ms)": measure(to_onnx(conv, (x,)), feeds) * 1000,
+            "MatMul (ms)": measure(to_onnx(mm, (x,)), feeds) * 1000,
         }
     )
-df = pandas.DataFrame(rows).set_index("channels")
-print(df)
+# 3 significant digits
+df = pandas.DataFrame(rows).set_index("channels").map(lambda v: float(f"{v:.3g}"))
+df
 
 # %%
 # Plot
 # ++++
 
-ax = (df * 1000).plot.bar(title="onnxruntime, 3x3 convolution on 32x32 images")
+ax = df.plot.bar(title="onnxruntime, 3x3 convolution on 32x32 images")
 ax.set_ylabel("ms")
 plt.tight_layout()

@@ -96,3 +96,14 @@ for (name, p), q in zip(model.named_parameters(), model_eager.parameters()):
 import os
 
 print(sorted(f for f in os.listdir("dump_custom_backend") if f.endswith(".onnx")))
+
+# %%
+# The forward graph onnxruntime runs, drawn with
+# :func:`plot_onnx_graph <experimental_experiment.helpers.graph_plot.plot_onnx_graph>`:
+# the weights are inputs, torch.compile gives them to the backend with the input.
+
+import onnx
+
+from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+
+plot_onnx_graph(onnx.load("dump_custom_backend/custom_backend_0.onnx"), title="forward graph")

@@ -15,7 +15,9 @@ The model
 """
 
 import collections
+import os
 import time
+import warnings
 
 import numpy as np
 import onnxruntime
@@ -23,7 +25,13 @@ import pandas
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from experimental_experiment.torch_interpreter import ExportError, to_onnx
+from experimental_experiment.helpers.graph_plot import plot_op_types
+from experimental_experiment.torch_interpreter import to_onnx
+
+# torch.onnx.export warns that "seq" is used for two inputs; torch's pytree warns
+# about one of its own deprecated classes: neither concerns this example
+warnings.filterwarnings("ignore", message="# The axis name")
+warnings.filterwarnings("ignore", message=".*LeafSpec.* is deprecated")
 
 config = LlamaConfig(
     vocab_size=1024,
@@ -54,12 +62,9 @@ dynamic_shapes = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "ba
 
 models = {}
 begin = time.perf_counter()
-try:
-    with torch.no_grad():
-        models["to_onnx"] = to_onnx(model, (), inputs(2, 8), dynamic_shapes=dynamic_shapes)
-    print(f"to_onnx: {time.perf_counter() - begin:.1f} s")
-except ExportError as e:
-    print(f"to_onnx failed: {type(e).__name__}: {e}")
+with torch.no_grad():
+    models["to_onnx"] = to_onnx(model, (), inputs(2, 8), dynamic_shapes=dynamic_shapes)
+print(f"to_onnx: {time.perf_counter() - begin:.1f} s")
 
 begin = time.perf_counter()
 with torch.no_grad():
@@ -84,7 +89,13 @@ counts = (
     .astype(int)
 )
 counts.loc["total"] = counts.sum()
-print(counts.sort_values(list(models)[0], ascending=False))
+counts.sort_values(list(models)[0], ascending=False)
+
+# %%
+# The same counts drawn with
+# :func:`plot_op_types <experimental_experiment.helpers.graph_plot.plot_op_types>`:
+
+plot_op_types(models)
 
 # %%
 # The opsets and the size of the models:
@@ -133,7 +144,9 @@ with torch.no_grad():
     found = find_discrepancies(
         model, (), inputs(2, 8), dispatcher=Dispatcher({torch.ops.aten.rsqrt.default: wrong_rsqrt})
     )
-print(found)
+# the user's code is in transformers: its path is shown relative to the installed packages
+site_packages = os.path.dirname(os.path.dirname(torch.__file__))
+print(str(found).replace(site_packages + os.sep, ""))
 
 # %%
 # The same search on the right export finds nothing:
@@ -154,4 +167,17 @@ from experimental_experiment.report import ExportReport  # noqa: E402
 report = ExportReport()
 with torch.no_grad():
     to_onnx(model, (), inputs(2, 8), dynamic_shapes=dynamic_shapes, report=report)
-print(report.to_markdown()[:1500])
+print(
+    f"{report.status}: {report.nodes_before_optimization} nodes before optimization, "
+    f"{report.nodes_after_optimization} after"
+)
+for attempt in report.capture_attempts:
+    print(f"capture {attempt.description}: {'ok' if attempt.success else attempt.error}")
+
+# %%
+# The converters used most, from ``report.converters``:
+
+pandas.DataFrame(
+    [{"aten op": c.op, "converter": c.converter.split(".")[-1], "nodes": c.count}
+     for c in report.converters]
+).sort_values("nodes", ascending=False).head(10).reset_index(drop=True)
