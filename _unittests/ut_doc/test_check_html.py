@@ -103,6 +103,9 @@ def test_tier_headings():
         "gallery index without tier headings (101, 102, 201, 301)"]
     assert check("tier-headings", f"<h2>101</h2>{cards}", "auto_recipes/index.html") == [
         "gallery index has cards of tier 201 but no heading for it"]
+    # a gallery whose scripts have no tier (the recipes) needs no tier heading
+    recipes = '<h1>Recipes</h1><a href="plot_exporter_recipes_c_cond.html">c</a>'
+    assert check("tier-headings", recipes, "auto_recipes/index.html") == []
 
 
 def _thumbnail(path, placeholder):
