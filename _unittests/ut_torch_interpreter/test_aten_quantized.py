@@ -1,0 +1,125 @@
+"""quantized_decomposed converters (QuantizeLinear / DequantizeLinear) against eager."""
+
+import onnx
+import pytest
+import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers the operators)
+
+from experimental_experiment.ext_test_case import OpModule, check_export
+from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.errors import UnsupportedOpError
+
+qd = torch.ops.quantized_decomposed
+DS = ({0: "batch"},)
+SHAPES = [(2, 3, 4), (5, 3, 4)]
+
+
+def _inputs():
+    torch.manual_seed(0)
+    return [((torch.randn(shape) * 3).round() / 4,) for shape in SHAPES]  # ties included
+
+
+SCALES = torch.tensor([0.05, 0.1, 0.02])
+ZPS = torch.tensor([3, -7, 0])
+UZPS = torch.tensor([128, 100, 0])
+
+
+def _qdq_tensor(x, dtype, qmin, qmax, zp):
+    q = qd.quantize_per_tensor(x, 0.05, zp, qmin, qmax, dtype)
+    return q, qd.dequantize_per_tensor(q, 0.05, zp, qmin, qmax, dtype)
+
+
+def _qdq_tensor_t(x, dtype, qmin, qmax, zp):
+    s, z = torch.tensor(0.05), torch.tensor(zp)
+    q = qd.quantize_per_tensor.tensor(x, s, z, qmin, qmax, dtype)
+    return q, qd.dequantize_per_tensor.tensor(q, s, z, qmin, qmax, dtype)
+
+
+def _qdq_channel(x, dtype, qmin, qmax, zp):
+    zps = UZPS if dtype == torch.uint8 else ZPS
+    q = qd.quantize_per_channel(x, SCALES, zps, 1, qmin, qmax, dtype)
+    return q, qd.dequantize_per_channel(q, SCALES, zps, 1, qmin, qmax, dtype)
+
+
+def _qdq_channel_no_zp(x, dtype, qmin, qmax, zp):
+    q = qd.quantize_per_channel(x, SCALES, torch.zeros(3, dtype=torch.int64), 1, qmin, qmax,
+                                dtype)
+    return q, qd.dequantize_per_channel(q, SCALES, None, 1, qmin, qmax, dtype)
+
+
+CASES = {
+    "per_tensor": _qdq_tensor,
+    "per_tensor_tensor": _qdq_tensor_t,
+    "per_channel": _qdq_channel,
+    "per_channel_no_zp": _qdq_channel_no_zp,
+}
+RANGES = {  # dtype, quant_min, quant_max, zero point
+    "int8": (torch.int8, -128, 127, 3),
+    "uint8": (torch.uint8, 0, 255, 128),
+    "int8_narrow": (torch.int8, -127, 127, 0),
+    "uint8_narrow": (torch.uint8, 10, 200, 128),
+}
+
+
+@pytest.mark.parametrize("range_name", sorted(RANGES))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_quantize_dequantize(case, range_name):
+    dtype, qmin, qmax, zp = RANGES[range_name]
+    fn = CASES[case]
+    onx = check_export(OpModule(lambda x: fn(x, dtype, qmin, qmax, zp)), _inputs(),
+                       dynamic_shapes=DS, atol=0, rtol=0)
+    types = [n.op_type for n in onx.graph.node]
+    assert "QuantizeLinear" in types and "DequantizeLinear" in types, types
+    assert ("Clip" in types) == range_name.endswith("narrow"), types
+
+
+def test_dequantize_out_dtype_float16():
+    def fn(x):
+        q = qd.quantize_per_tensor(x, 0.05, 2, -128, 127, torch.int8)
+        return qd.dequantize_per_tensor(q, 0.05, 2, -128, 127, torch.int8,
+                                        out_dtype=torch.float16)
+
+    check_export(OpModule(fn), _inputs(), dynamic_shapes=DS, atol=0, rtol=0)
+
+
+def test_quantize_per_token_dynamic():
+    """choose_qparams_per_token_asymmetric -> quantize_per_token -> dequantize_per_token."""
+
+    def fn(x):
+        s, z = qd.choose_qparams_per_token_asymmetric(x, torch.int8)
+        q = qd.quantize_per_token(x, s, z, -128, 127, torch.int8)
+        return s, z, q, qd.dequantize_per_token(q, s, z, -128, 127, torch.int8, torch.float32)
+
+    check_export(OpModule(fn), _inputs(), dynamic_shapes=DS, atol=1e-6, rtol=1e-6)
+
+
+def test_choose_qparams_tensor():
+    def fn(x):
+        s, z = qd.choose_qparams.tensor(x, 0, 255, 1e-5, torch.uint8)
+        q = qd.quantize_per_tensor.tensor(x, s, z, 0, 255, torch.uint8)
+        return s, z, q, qd.dequantize_per_tensor.tensor(q, s, z, 0, 255, torch.uint8)
+
+    inputs = [(x + 0.5,) for (x,) in _inputs()]
+    check_export(OpModule(fn), inputs, dynamic_shapes=DS, atol=1e-6, rtol=1e-6)
+
+
+def test_unsupported_dtype_is_typed():
+    def fn(x):
+        return qd.quantize_per_tensor(x, 0.05, 0, -(2**31), 2**31 - 1, torch.int32)
+
+    with pytest.raises(UnsupportedOpError, match="int32.*int8 or uint8"):
+        to_onnx(OpModule(fn), _inputs()[0], dynamic_shapes=DS)
+
+
+def test_int16_needs_opset_21():
+    def fn(x):
+        q = qd.quantize_per_tensor(x, 0.01, 0, -(2**15), 2**15 - 1, torch.int16)
+        return qd.dequantize_per_tensor(q, 0.01, 0, -(2**15), 2**15 - 1, torch.int16)
+
+    with pytest.raises(UnsupportedOpError, match="opset >= 21"):
+        to_onnx(OpModule(fn), _inputs()[0], dynamic_shapes=DS, target_opset=19)
+    onx = check_export(OpModule(fn), _inputs(), dynamic_shapes=DS, atol=0, rtol=0,
+                       target_opset=21)
+    assert onx.opset_import[0].version >= 21 or any(
+        o.domain == "" and o.version >= 21 for o in onx.opset_import)
+    assert isinstance(onx, onnx.ModelProto)
