@@ -123,3 +123,68 @@ def test_int16_needs_opset_21():
     assert onx.opset_import[0].version >= 21 or any(
         o.domain == "" and o.version >= 21 for o in onx.opset_import)
     assert isinstance(onx, onnx.ModelProto)
+
+
+class _SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).flatten(1))
+
+
+def _pt2e_x86(model, example, calibration):
+    """torchao's PT2E static quantization: export, prepare, calibrate, convert."""
+    pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
+    xiq = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
+    ep = torch.export.export(model, (example,),
+                             dynamic_shapes=({0: torch.export.Dim("batch")},))
+    quantizer = xiq.X86InductorQuantizer()
+    quantizer.set_global(xiq.get_default_x86_inductor_quantization_config())
+    prepared = pt2e.prepare_pt2e(ep.module(), quantizer)
+    for x in calibration:
+        prepared(x)
+    return pt2e.convert_pt2e(prepared)
+
+
+def test_pt2e_x86_static_cnn(tmp_path):
+    """A Conv2d+ReLU+Linear quantized by torchao exports as QDQ and matches eager."""
+    import numpy as np
+    import onnxruntime
+
+    torch.manual_seed(0)
+    model = _SmallCNN().eval()
+    converted = _pt2e_x86(model, torch.randn(2, 3, 8, 8),
+                          [torch.randn(4, 3, 8, 8) for _ in range(4)])
+    onx = to_onnx(converted, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: "batch"},))
+    onnx.checker.check_model(onx, full_check=True)
+    types = [n.op_type for n in onx.graph.node]
+    assert types.count("QuantizeLinear") == 2 and types.count("DequantizeLinear") == 4, types
+    # the weights stay int8 initializers behind their DequantizeLinear
+    weights = {i.name: i.data_type for i in onx.graph.initializer}
+    dq_inputs = [n.input[0] for n in onx.graph.node if n.op_type == "DequantizeLinear"]
+    assert sum(weights.get(i) == onnx.TensorProto.INT8 for i in dq_inputs) == 2, weights
+
+    # one step of the quantized input of fc moves the output by at most this much
+    fc_scale = [n.args[1] for n in converted.graph.nodes
+                if n.target == qd.quantize_per_tensor.default][-1]
+    one_step = fc_scale * float(model.fc.weight.detach().abs().sum(dim=1).max()) * 1.05
+    level = onnxruntime.GraphOptimizationLevel
+    for opt, atol in [(level.ORT_DISABLE_ALL, 1e-5), (level.ORT_ENABLE_ALL, one_step)]:
+        so = onnxruntime.SessionOptions()
+        so.graph_optimization_level = opt
+        so.optimized_model_filepath = str(tmp_path / f"opt{int(opt)}.onnx")
+        sess = onnxruntime.InferenceSession(onx.SerializeToString(), so,
+                                            providers=["CPUExecutionProvider"])
+        for batch in (2, 7):
+            x = torch.randn(batch, 3, 8, 8)
+            with torch.no_grad():
+                expected = converted(x).numpy()
+            (got,) = sess.run(None, {onx.graph.input[0].name: x.numpy()})
+            np.testing.assert_allclose(got, expected, atol=atol, rtol=0,
+                                       err_msg=f"level {opt}, batch {batch}")
+    # onnxruntime fuses the quantized convolution (Conv+Relu+QuantizeLinear)
+    optimized = onnx.load(so.optimized_model_filepath)
+    assert "QLinearConv" in {n.op_type for n in optimized.graph.node}
