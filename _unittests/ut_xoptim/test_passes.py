@@ -174,3 +174,22 @@ def test_run_passes_report_entries_are_dataclasses():
     assert entry.applied >= 1 and entry["applied"] == entry.applied
     assert report["remove_identity"] == entry.applied
     assert {e.kind for e in report} == {"pass"}
+
+
+def test_qdq_of_constants_is_not_folded():
+    """A quantized weight stays int8 behind its DequantizeLinear (the QDQ form
+    onnxruntime fuses), and a QuantizeLinear of a constant stays too."""
+    g = GraphBuilder()
+    x = g.make_tensor_input("x", F, ("n", 4))
+    w = np.arange(-8, 8, dtype=np.int8).reshape(4, 4)
+    scale, zp = np.array(0.5, dtype=np.float32), np.array(0, dtype=np.int8)
+    wf = g.op.DequantizeLinear(w, scale, zp)
+    q = g.op.QuantizeLinear(np.ones((4,), dtype=np.float32), scale, zp)
+    b = g.op.DequantizeLinear(q, scale, zp)
+    g.make_tensor_output(g.op.Add(g.op.MatMul(x, wf), b), output_name="y")
+    model = _to_onnx(g)
+    ops = _ops(model)
+    assert ops.count("DequantizeLinear") == 2 and "QuantizeLinear" in ops, ops
+    feed = np.random.randn(3, 4).astype(np.float32)
+    (got,) = _run(model, {"x": feed})
+    np.testing.assert_allclose(got, feed @ (w.astype(np.float32) * 0.5) + 1.0, rtol=1e-6)

@@ -446,6 +446,20 @@ def _rule_attention(g, node):
          rank=g.get_rank(node.input[0]))
 
 
+def _rule_quantize(g, node):
+    """QuantizeLinear: the zero point's type, else ``output_dtype``, else uint8."""
+    x = node.input[0]
+    zp = node.input[2] if len(node.input) > 2 else ""
+    elem_type = g.get_type(zp) if zp else _attr(node, "output_dtype", 0) or TensorProto.UINT8
+    _set(g, node.output[0], elem_type, g.get_shape(x), g.get_rank(x))
+
+
+def _rule_dequantize(g, node):
+    """DequantizeLinear: the scale's type, the input's shape."""
+    x = node.input[0]
+    _set(g, node.output[0], g.get_type(node.input[1]), g.get_shape(x), g.get_rank(x))
+
+
 RULES: dict[str, Callable] = {
     **{k: _rule_unary for k in _SAME_TYPE_UNARY},
     **{k: _rule_broadcast for k in _BROADCAST_SAME_TYPE},
@@ -498,6 +512,8 @@ RULES: dict[str, Callable] = {
     "DepthToSpace": _rule_same_rank,
     "Attention": _rule_attention,
     "SpaceToDepth": _rule_same_rank,
+    "QuantizeLinear": _rule_quantize,
+    "DequantizeLinear": _rule_dequantize,
 }
 
 

@@ -40,6 +40,9 @@ logger = logging.getLogger(__name__)
 _NOT_FOLDABLE = frozenset(
     "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial Bernoulli "
     "If Loop Scan Dropout".split()
+    # quantization stays explicit: a DequantizeLinear of an int8 weight folded into a
+    # float initializer loses the QDQ form onnxruntime fuses (QLinearConv, QLinearMatMul)
+    + "QuantizeLinear DequantizeLinear DynamicQuantizeLinear".split()
 )
 
 
