@@ -5,6 +5,13 @@ import logging
 # furo's dependency accessible-pygments sets the root logger to INFO on import.
 logging.basicConfig(level=logging.WARNING)
 
+import warnings  # noqa: E402
+
+# torch 2.13's run_decompositions deep-copies pytree LeafSpec objects, which warns
+# with the path of Python's own copyreg.py: nothing a reader of the examples can act on
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
+                        category=FutureWarning)
+
 import os
 import sys
 

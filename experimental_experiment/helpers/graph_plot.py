@@ -177,7 +177,23 @@ def plot_items(items: list[Item], ax=None, *, title: str | None = None, max_node
 def plot_onnx_graph(model: onnx.ModelProto | onnx.GraphProto, ax=None, **kwargs):
     """Draws the main graph of an ONNX model, top to bottom, one box per node
     labelled with its operator type (initializers and subgraphs are not drawn).
-    ``kwargs`` go to :func:`plot_items`. Returns the axes."""
+
+    :param model: a model or a graph (the body of a ``Loop`` or an ``If`` branch)
+    :param ax: the matplotlib axes to draw on, a new figure when None
+    :param kwargs: layout options of ``plot_items`` (same module)
+    :return: the axes
+
+    .. code-block:: python
+
+        import matplotlib.pyplot as plt
+        import torch
+        from experimental_experiment.helpers.graph_plot import plot_onnx_graph
+        from experimental_experiment.torch_interpreter import to_onnx
+
+        onx = to_onnx(torch.nn.Linear(4, 2), (torch.randn(3, 4),))
+        plot_onnx_graph(onx)
+        plt.show()
+    """
     return plot_items(onnx_items(model), ax, **kwargs)
 
 
@@ -185,9 +201,23 @@ def plot_fx_graph(
     graph: Any, ax=None, *, shapes: bool = False, weights: bool = False, **kwargs
 ):
     """Draws a :class:`torch.fx.Graph` (or an ExportedProgram, a GraphModule),
-    top to bottom, one box per operation, the shapes of the inputs with
-    ``shapes=True``, the weights of an ExportedProgram with ``weights=True``.
-    ``kwargs`` go to :func:`plot_items`. Returns the axes."""
+    top to bottom, one box per operation.
+
+    :param graph: a :class:`torch.fx.Graph`, a GraphModule or an ExportedProgram
+    :param ax: the matplotlib axes to draw on, a new figure when None
+    :param shapes: writes the shapes of the inputs
+    :param weights: draws the weights of an ExportedProgram (hidden by default)
+    :param kwargs: layout options of ``plot_items`` (same module)
+    :return: the axes
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.helpers.graph_plot import plot_fx_graph
+
+        ep = torch.export.export(torch.nn.Linear(4, 2), (torch.randn(3, 4),))
+        plot_fx_graph(ep, shapes=True)
+    """
     return plot_items(fx_items(graph, shapes=shapes, weights=weights), ax, **kwargs)
 
 
@@ -215,6 +245,13 @@ def plot_op_types(
     :param title: the title, by default the total number of nodes per model
     :param top: only the most frequent operator types (over all models) are drawn
     :return: the axes
+
+    .. code-block:: python
+
+        from experimental_experiment.helpers.graph_plot import plot_op_types
+        from experimental_experiment.xoptim import optimize_model
+
+        plot_op_types({"before": onx, "after": optimize_model(onx)})
     """
     import matplotlib.pyplot as plt
 

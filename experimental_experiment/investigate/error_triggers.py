@@ -305,7 +305,7 @@ TORCH_EXPORT_CASES = [
         "the *values* of a tensor: the graph cannot hold both branches.",
         _data_dependent,
         "Write the branch with :func:`torch.cond` (see :ref:`l-plot-exporter-recipes-"
-        "custom-cond`) or compute both sides and pick with :func:`torch.where`. "
+        "custom-cond`) or compute both sides and pick with ``torch.where``. "
         ":func:`torch.export.draft_export` lists every such guard in one run "
         "(:ref:`l-plot-exporter-exporter-draft_export`). to_onnx raises it as a "
         ":ref:`CaptureError <l-error-captureerror>`.",

@@ -131,7 +131,7 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
     once while any user is inside and restored when the last one leaves, in the reverse
     order of application whatever the order in which the users leave (a patch whose
     users have all left stays applied while a patch applied after it is still in use).
-    :func:`active_patches <experimental_experiment.torch_interpreter.patches.active_patches>`
+    ``active_patches()`` (:mod:`experimental_experiment.torch_interpreter.patches`)
     lists what is applied at any moment. A patch failing on entry undoes what was
     applied for this user before the exception leaves the ``with`` statement. The code
     run in other threads while one thread is inside sees the patches too.

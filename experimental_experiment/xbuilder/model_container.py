@@ -379,6 +379,10 @@ def load_model(path: str, *, load_external_data: bool = True) -> ModelProto:
     model's folder is opened. With ``load_external_data=False`` only the locations are
     checked.
 
+    :param path: the model's file (``.onnx``)
+    :param load_external_data: loads the external data into the model
+    :return: the model
+
     .. code-block:: python
 
         from experimental_experiment.xbuilder.model_container import load_model

@@ -86,9 +86,9 @@ for seq in [8, 32, 128]:
     )
     row["discrepancy"] = float(np.abs(sess.run(None, np_feeds)[0] - expected).max())
     rows.append(row)
-# 3 significant digits
-df = pandas.DataFrame(rows).set_index("seq").map(lambda v: float(f"{v:.3g}"))
-df
+df = pandas.DataFrame(rows).set_index("seq")
+# shown with 3 significant digits (lower is better for every column)
+df.style.format("{:.3g}")
 
 # %%
 # Plot
