@@ -61,6 +61,7 @@ class _PageParser(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.ids: set[str] = set()
         self.links: list[str] = []
+        self.card_links: list[str] = []  # links of sphinx-gallery's cards
         self.images: list[tuple[str, tuple[Element, ...]]] = []
         self.texts: list[tuple[str, tuple[Element, ...]]] = []
         self._stack: list[Element] = []
@@ -74,6 +75,8 @@ class _PageParser(HTMLParser):
         link = attrs.get(LINK_ATTRIBUTES.get(tag, ""))
         if link and not urlsplit(link).scheme and not link.startswith("//"):
             self.links.append(link)
+            if any("sphx-glr-thumbcontainer" in e.classes for e in self._stack):
+                self.card_links.append(link)
         if tag == "img":
             self.images.append((attrs.get("src") or "", tuple(self._stack)))
         if tag not in VOID_TAGS:
@@ -180,7 +183,7 @@ def check_tier_headings(rel: str, page: _PageParser) -> list[str]:
     headings = " ".join(t for t, stack in page.texts
                         if any(re.fullmatch("h[1-6]", e.tag) for e in stack))
     named = {t for t in TIERS if re.search(rf"\b{t}\b", headings)}
-    card_tiers = set(_TIER.findall(" ".join(page.links)))
+    card_tiers = set(_TIER.findall(" ".join(page.card_links)))
     if not card_tiers:
         return []
     if not named:

@@ -94,7 +94,8 @@ def test_runpython_markers():
 
 
 def test_tier_headings():
-    cards = '<a href="plot_a_101.html">a</a><a href="plot_b_201.html">b</a>'
+    cards = ('<div class="sphx-glr-thumbcontainer"><a href="plot_a_101.html">a</a></div>'
+             '<div class="sphx-glr-thumbcontainer"><a href="plot_b_201.html">b</a></div>')
     good = f"<h1>Examples</h1><h2>101: first steps</h2>{cards}<h2>Deeper (201)</h2>"
     assert check("tier-headings", good, "auto_examples/index.html") == []
     # another page with the same cards is not a gallery index
@@ -104,7 +105,10 @@ def test_tier_headings():
     assert check("tier-headings", f"<h2>101</h2>{cards}", "auto_recipes/index.html") == [
         "gallery index has cards of tier 201 but no heading for it"]
     # a gallery whose scripts have no tier (the recipes) needs no tier heading
-    recipes = '<h1>Recipes</h1><a href="plot_exporter_recipes_c_cond.html">c</a>'
+    # the navigation links to the examples are not cards of the recipes' index
+    recipes = ('<nav><a href="../auto_examples/101/plot_a_101.html">a</a></nav><h1>Recipes'
+               '</h1><div class="sphx-glr-thumbcontainer"><a href="plot_c_cond.html">c</a>'
+               '</div>')
     assert check("tier-headings", recipes, "auto_recipes/index.html") == []
 
 
