@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 from onnx import ModelProto, TensorProto, numpy_helper
 
-from .paired_save import PairedSave, check_recorded_data
+from .paired_save import PairedSave, check_recorded_data, set_json_metadata
 from .safe_paths import ExternalDataError, UnsafeLocationError, external_entries, resolve_inside
 
 logger = logging.getLogger(__name__)
@@ -170,13 +170,7 @@ def get_weights_metadata(model: ModelProto) -> dict:
 
 def set_weights_metadata(model: ModelProto, info: dict) -> None:
     """Stores ``info`` (JSON, sorted keys: deterministic) in the model's metadata."""
-    text = json.dumps(info, sort_keys=True)
-    for prop in model.metadata_props:
-        if prop.key == METADATA_KEY:
-            prop.value = text
-            return
-    prop = model.metadata_props.add()
-    prop.key, prop.value = METADATA_KEY, text
+    set_json_metadata(model, METADATA_KEY, info)
 
 
 def _umask() -> int:

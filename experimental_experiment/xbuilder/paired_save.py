@@ -122,14 +122,20 @@ def get_data_metadata(model) -> dict:
     return {}
 
 
-def _set_data_metadata(model, info: dict) -> None:
+def set_json_metadata(model, key: str, info: dict) -> None:
+    """Stores ``info`` as JSON (sorted keys: deterministic) in ``model.metadata_props``
+    under ``key``, replacing a previous value."""
     text = json.dumps(info, sort_keys=True)
     for prop in model.metadata_props:
-        if prop.key == DATA_KEY:
+        if prop.key == key:
             prop.value = text
             return
     prop = model.metadata_props.add()
-    prop.key, prop.value = DATA_KEY, text
+    prop.key, prop.value = key, text
+
+
+def _set_data_metadata(model, info: dict) -> None:
+    set_json_metadata(model, DATA_KEY, info)
 
 
 def _unfilled(model) -> set[str]:
