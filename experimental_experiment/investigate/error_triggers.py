@@ -67,7 +67,9 @@ def _clean(text: str) -> str:
     wrapped at :data:`WIDTH` characters."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     text = text.replace(root + os.sep, "")
-    text = re.sub(re.escape(tempfile.gettempdir() + os.sep) + r"[^/\\]+[/\\]", "", text)
+    tmp = re.escape(tempfile.gettempdir() + os.sep)
+    text = re.sub(tmp + r"[^/\\'\"\s]+[/\\]", "", text)  # a file in a temporary folder
+    text = re.sub(tmp + r"[^/\\'\"\s]+", "<folder>", text)  # the folder itself
     lines = [line.rstrip() for line in text.strip().splitlines()]
     if len(lines) > MAX_LINES:
         lines = lines[: MAX_LINES - 3] + ["[...]"] + lines[-2:]
@@ -196,15 +198,23 @@ def _graph_builder():
     to_onnx(torch.nn.ReLU(), (torch.randn(2, 3),), dispatcher=dispatcher)
 
 
-@trigger("experimental_experiment.xbuilder.model_container.ExternalDataError")
+@trigger("experimental_experiment.xbuilder.safe_paths.ExternalDataError")
 def _external_data():
+    import onnx
     import torch
 
     from ..torch_interpreter import to_onnx
+    from ..xbuilder.model_container import check_external_data
 
-    container = to_onnx(torch.nn.Linear(4, 2), (torch.randn(3, 4),), large_model=True)
+    container = to_onnx(torch.nn.Linear(64, 32), (torch.randn(3, 64),), large_model=True,
+                        external_threshold=16)
     with tempfile.TemporaryDirectory() as folder:
-        container.save(os.path.join(folder, "model.onnx"), location="/data/weights.bin")
+        path = os.path.join(folder, "model.onnx")
+        container.save(path)
+        data = [f for f in os.listdir(folder) if f.endswith(".data")]
+        with open(os.path.join(folder, data[0]), "r+b") as f:
+            f.truncate(100)  # a copy cut short
+        check_external_data(onnx.load(path, load_external_data=False), folder)
 
 
 @trigger("experimental_experiment.large.fill.WeightsMismatchError")
