@@ -25,7 +25,6 @@ XFAIL: dict[str, str] = {
     'chalf': 'complex32 has no ONNX type',
     'geqrf': 'Householder QR (geqrf/ormqr/householder_product) not composed',
     'grid_sampler_3d': '3-D GridSample needs opset 20, the default opset is 18',
-    'histogram': 'histogram with bin edges (histogram.bin_ct, histogramdd) not converted',
     'histogramdd': 'histogram with bin edges (histogram.bin_ct, histogramdd) not converted',
     'igamma': 'incomplete gamma function not composed (iterative algorithm)',
     'igammac': 'incomplete gamma function not composed (iterative algorithm)',
