@@ -405,3 +405,44 @@ def test_embedding_float16_weight_input():
     sets = [(torch.randn(10, 4).half(), torch.randint(0, 10, (3,))),
             (torch.randn(7, 4).half(), torch.randint(0, 7, (6,)))]
     check_export(fn, sets, dynamic_shapes=({0: "v"}, {0: "n"}))
+
+
+# antialiased bilinear upsampling: spatial sizes static, batch and channels dynamic
+
+AA_DS = ({0: "batch", 1: "channels"},)
+AA = {
+    "down_size": lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True),
+    "down_align": lambda x: F.interpolate(x, size=(3, 7), mode="bilinear", antialias=True,
+                                          align_corners=True),
+    "down_scale": lambda x: F.interpolate(x, scale_factor=(0.4, 0.6), mode="bilinear",
+                                          antialias=True),
+    "up_down": lambda x: F.interpolate(x, size=(23, 4), mode="bilinear", antialias=True),
+    "to_one": lambda x: F.interpolate(x, size=(1, 1), mode="bilinear", antialias=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AA))
+@pytest.mark.parametrize("hw", [(10, 12), (7, 9)])
+def test_upsample_bilinear_antialias(name, hw):
+    inputs = [(torch.randn(2, 3, *hw),), (torch.randn(1, 5, *hw),)]
+    check_export(OpModule(AA[name]), inputs, dynamic_shapes=AA_DS)
+
+
+def test_upsample_bilinear_antialias_weights():
+    """Downsampling by 2 averages pairs with weights 1/4, 3/4, 3/4, 1/4 (a triangle twice
+    as wide as bilinear's), normalized at the borders."""
+    from experimental_experiment.torch_interpreter.aten.upsample_aa import aa_linear_weights
+
+    w = aa_linear_weights(8, 4, False)
+    assert w.shape == (4, 8)
+    assert w.sum(axis=1).tolist() == pytest.approx([1.0] * 4)
+    assert w[1, 1:5].tolist() == pytest.approx([0.125, 0.375, 0.375, 0.125])
+    assert w[0, :3].tolist() == pytest.approx([3 / 7, 3 / 7, 1 / 7])
+
+
+def test_upsample_bilinear_antialias_dynamic_spatial_unsupported():
+    from experimental_experiment.torch_interpreter import UnsupportedOpError
+
+    fn = OpModule(lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True))
+    with pytest.raises(UnsupportedOpError, match="spatial sizes must be static"):
+        to_onnx(fn, (torch.randn(1, 2, 10, 12),), dynamic_shapes=DS2)

@@ -21,7 +21,6 @@ N_SAMPLES = 1
 XFAIL: dict[str, str] = {
     '_segment_reduce.lengths': 'segment_reduce not converted',
     '_segment_reduce.offsets': 'segment_reduce not converted',
-    '_upsample_bilinear2d_aa': 'antialiased bilinear upsampling not converted',
     'chalf': 'complex32 has no ONNX type',
     'geqrf': 'Householder QR (geqrf/ormqr/householder_product) not composed',
     'grid_sampler_3d': '3-D GridSample needs opset 20, the default opset is 18',
