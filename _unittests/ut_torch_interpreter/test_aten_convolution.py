@@ -446,3 +446,40 @@ def test_upsample_bilinear_antialias_dynamic_spatial_unsupported():
     fn = OpModule(lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True))
     with pytest.raises(UnsupportedOpError, match="spatial sizes must be static"):
         to_onnx(fn, (torch.randn(1, 2, 10, 12),), dynamic_shapes=DS2)
+
+
+# 3-D grid sampling: composed below opset 20, ONNX GridSample from opset 20
+
+GRID_DS = ({0: "batch", 1: "c", 2: "d", 3: "h", 4: "w"}, {0: "batch", 1: "od", 2: "oh", 3: "ow"})
+
+
+def _grid_inputs():
+    torch.manual_seed(0)
+    return [(torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 2.6 - 1.3),
+            (torch.randn(1, 2, 3, 7, 2), torch.rand(1, 2, 5, 4, 3) * 2.6 - 1.3)]
+
+
+@pytest.mark.parametrize("opset", [18, 20])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d(mode, padding, align, opset):
+    fn = OpModule(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding,
+                                                align_corners=align))
+    onx = check_export(fn, _grid_inputs(), dynamic_shapes=GRID_DS, target_opset=opset)
+    assert ("GridSample" in {n.op_type for n in onx.graph.node}) == (opset >= 20)
+
+
+def test_grid_sample_3d_single_voxel_reflection():
+    """A size-1 axis reflects every coordinate onto 0 (torch's special case)."""
+    fn = OpModule(lambda x, grid: F.grid_sample(x, grid, padding_mode="reflection",
+                                                align_corners=True))
+    check_export(fn, [(torch.randn(1, 2, 1, 3, 4), torch.rand(1, 2, 2, 2, 3) * 3 - 1.5)])
+
+
+def test_grid_sample_3d_bicubic_unsupported():
+    from experimental_experiment.torch_interpreter import UnsupportedOpError
+    from experimental_experiment.torch_interpreter.aten.grid_sample import aten_grid_sampler_3d
+
+    with pytest.raises(UnsupportedOpError, match="bilinear .0. and nearest .1."):
+        aten_grid_sampler_3d(None, "x", "grid", 2, 0, False)
