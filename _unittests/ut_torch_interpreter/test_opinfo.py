@@ -52,7 +52,6 @@ XFAIL: dict[str, str] = {
     'special.scaled_modified_bessel_k0': 'Bessel functions J/Y/K not composed yet',
     'special.scaled_modified_bessel_k1': 'Bessel functions J/Y/K not composed yet',
     'svd': 'SVD vectors not composed (signs are not unique); svdvals is',
-    'tensor_split': 'tensor indices produce aten.sym_storage_offset, no converter',
     'to_sparse': 'sparse tensors have no ONNX representation',
 }
 
