@@ -310,3 +310,33 @@ def test_histogram_dynamic_bin_count_unsupported():
 
     with pytest.raises(UnsupportedOpError, match="number of bins is dynamic"):
         aten_histogram_bin_ct(None, "x", "n")
+
+
+def test_histogram_empty_input():
+    """No value: torch's range is [0, 1], every bin is empty."""
+    _check_each(lambda x: torch.histogram(x, bins=4), [(torch.empty(0),), (torch.empty(2, 0),)])
+
+
+DD_INPUTS = [(torch.randn(7, 2), torch.rand(7)), (torch.randn(4, 3, 2), torch.rand(4, 3))]
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(bins=[3, 4]), dict(bins=[2, 5], range=[-1.0, 1.0, 0.0, 2.0]),
+    dict(bins=[3, 3], density=True), dict(bins=[2, 2], range=[1.0, 1.0, -1.0, 1.0]),
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogramdd_bin_counts(kwargs, weighted):
+    def fn(x, w):
+        return torch.histogramdd(x, weight=w if weighted else None, **kwargs)
+
+    _check_each(fn, DD_INPUTS)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd_bin_edges(density):
+    ex, ey = torch.tensor([-2.0, -0.5, 0.0, 1.0, 3.0]), torch.tensor([-1.0, 0.5, 2.0])
+
+    def fn(x, w):
+        return torch.histogramdd(x, [ex, ey], weight=w, density=density)
+
+    _check_each(fn, DD_INPUTS)

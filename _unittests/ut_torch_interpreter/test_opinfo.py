@@ -23,7 +23,6 @@ XFAIL: dict[str, str] = {
     '_segment_reduce.offsets': 'segment_reduce not converted',
     'chalf': 'complex32 has no ONNX type',
     'geqrf': 'Householder QR (geqrf/ormqr/householder_product) not composed',
-    'histogramdd': 'histogram with bin edges (histogram.bin_ct, histogramdd) not converted',
     'igamma': 'incomplete gamma function not composed (iterative algorithm)',
     'igammac': 'incomplete gamma function not composed (iterative algorithm)',
     'linalg.eig': 'general (complex) eigenvalues not composed',
