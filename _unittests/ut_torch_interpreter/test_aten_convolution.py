@@ -1,6 +1,7 @@
 """Convolution, pooling, padding, upsampling and embedding converters against onnxruntime
 and eager torch, with dynamic shapes checked on a second shape."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -418,6 +419,11 @@ AA = {
                                           antialias=True),
     "up_down": lambda x: F.interpolate(x, size=(23, 4), mode="bilinear", antialias=True),
     "to_one": lambda x: F.interpolate(x, size=(1, 1), mode="bilinear", antialias=True),
+    "bicubic_down": lambda x: F.interpolate(x, size=(4, 5), mode="bicubic", antialias=True),
+    "bicubic_align": lambda x: F.interpolate(x, size=(3, 7), mode="bicubic", antialias=True,
+                                             align_corners=True),
+    "bicubic_scale": lambda x: F.interpolate(x, scale_factor=(0.4, 1.7), mode="bicubic",
+                                             antialias=True),
 }
 
 
@@ -431,13 +437,15 @@ def test_upsample_bilinear_antialias(name, hw):
 def test_upsample_bilinear_antialias_weights():
     """Downsampling by 2 averages pairs with weights 1/4, 3/4, 3/4, 1/4 (a triangle twice
     as wide as bilinear's), normalized at the borders."""
-    from experimental_experiment.torch_interpreter.aten.upsample_aa import aa_linear_weights
+    from experimental_experiment.torch_interpreter.aten.upsample_aa import aa_weights
 
-    w = aa_linear_weights(8, 4, False)
+    w = aa_weights(8, 4, False)
     assert w.shape == (4, 8)
     assert w.sum(axis=1).tolist() == pytest.approx([1.0] * 4)
     assert w[1, 1:5].tolist() == pytest.approx([0.125, 0.375, 0.375, 0.125])
     assert w[0, :3].tolist() == pytest.approx([3 / 7, 3 / 7, 1 / 7])
+    # bicubic (a = -0.5) at scale 1: the identity
+    assert aa_weights(5, 5, False, mode="cubic") == pytest.approx(np.eye(5))
 
 
 def test_upsample_bilinear_antialias_dynamic_spatial_unsupported():
