@@ -491,3 +491,27 @@ def test_grid_sample_3d_bicubic_unsupported():
 
     with pytest.raises(UnsupportedOpError, match="bilinear .0. and nearest .1."):
         aten_grid_sampler_3d(None, "x", "grid", 2, 0, False)
+
+
+# average pooling with ceil_mode / divisor_override and adaptive max pooling, every
+# dimension dynamic (the composed paths compute torch's sizes and divisors at runtime)
+
+POOL_DYNAMIC = {
+    "avg1d_ceil_pad": (lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), 1),
+    "avg1d_ceil_exclude": (lambda x: F.avg_pool1d(x, 3, 2, 1, True, False), 1),
+    "avg2d_ceil_divisor": (lambda x: F.avg_pool2d(x, 3, 2, 1, True, True, 5), 2),
+    "avg2d_exclude_divisor": (lambda x: F.avg_pool2d(x, 2, 1, 1, False, False, 3), 2),
+    "avg3d_ceil_exclude": (lambda x: F.avg_pool3d(x, 3, 2, 1, True, False), 3),
+    "avg3d_ceil_divisor": (lambda x: F.avg_pool3d(x, 2, 2, 1, True, True, 7), 3),
+    "adaptive_max1d": (lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), 1),
+    "adaptive_max2d": (lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOL_DYNAMIC))
+def test_pooling_all_dims_dynamic(name):
+    fn, spatial = POOL_DYNAMIC[name]
+    first, second = [2, 3, 7, 9, 6][:2 + spatial], [1, 4, 10, 5, 8][:2 + spatial]
+    ds = ({i: f"d{i}" for i in range(2 + spatial)},)
+    check_export(OpModule(fn), [(torch.randn(*first),), (torch.randn(*second),)],
+                 dynamic_shapes=ds)
