@@ -16,6 +16,7 @@ from ...xbuilder import GraphBuilder
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, compute_type, rank_of
+from ._nn_helpers import FLOAT
 
 _I64 = np.int64
 _MODES = {0: "linear", 1: "nearest", 2: "cubic"}
@@ -66,7 +67,7 @@ def grid_sample_composed(g: GraphBuilder, x: str, grid: str, interpolation_mode:
     rank = rank_of(g, x)
     spatial = rank - 2
     t = g.get_type(x)
-    f32 = 1  # TensorProto.FLOAT: coordinates are computed in float32
+    f32 = FLOAT  # coordinates are computed in float32
     # sizes in the grid's component order: W, H, D
     sizes_i = g.op.Gather(g.op.Shape(x), np.arange(rank - 1, 1, -1, dtype=_I64))
     sizes = g.op.Cast(sizes_i, to=f32)

@@ -3,8 +3,8 @@
 ONNX Resize's ``antialias`` does not place its filter as torch does when downsampling,
 so the result is two matrix products, ``Wh @ x @ Ww^T``, with torch's weights computed
 at export time: a triangle (bilinear) or Keys cubic with a = -0.5 (bicubic) filter
-widened by the scale when downsampling, each output's weights normalized to sum to 1. The spatial sizes must be static; batch and channels
-may be dynamic.
+widened by the scale when downsampling, each output's weights normalized to sum to 1.
+The spatial sizes must be static; batch and channels may be dynamic.
 """
 
 from __future__ import annotations
