@@ -340,3 +340,11 @@ def test_histogramdd_bin_edges(density):
         return torch.histogramdd(x, [ex, ey], weight=w, density=density)
 
     _check_each(fn, DD_INPUTS)
+
+
+def test_histogram_dropped_weights():
+    """The weight of a dropped element (outside the range) is never read, even NaN."""
+    x = torch.tensor([0.5, 1.5, 9.0, 2.5, -4.0, 1.0])
+    w = torch.tensor([1.0, 2.0, float("nan"), 0.5, float("inf"), 3.0])
+    fn = OpModule(lambda x, w: torch.histogram(x, bins=3, range=(0.0, 3.0), weight=w))
+    check_export(fn, [(x, w)])

@@ -1,9 +1,11 @@
-"""torch.histogram: counts (or weights, or a density) per bin, with the bin edges.
+"""torch.histogram and torch.histogramdd: counts (or weights, or a density) per bin,
+with the bin edges.
 
 torch places an element ``x`` in the bin ``i`` with ``edges[i] <= x < edges[i + 1]``
 (the last bin also holds ``x == edges[-1]``) and drops the elements outside
 ``[edges[0], edges[-1]]`` (NaN included). The converters do the same with a comparison
-against every edge, so the bins count exactly what torch counts.
+against every edge, so the bins count exactly what torch counts, then add every
+element's weight into its bin (ScatterElements with reduction add).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...xbuilder import GraphBuilder
+from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to
@@ -67,13 +70,17 @@ def _histogramdd(g: GraphBuilder, cols: list[str], edges: list[str], n_bins: lis
         flat = idx if flat is None else g.op.Add(flat, idx)
         inside = ins if inside is None else g.op.And(inside, ins)
         stride *= n_bins[d]
-    onehot = g.op.And(g.op.Equal(flat, np.arange(stride, dtype=_I64).reshape((1, stride))),
-                      inside)  # [N, total bins]
-    mass = g.op.Cast(onehot, to=t)
-    if weight is not None:
-        mass = g.op.Mul(mass, g.op.Reshape(cast_to(g, weight, t), np.array([-1, 1], _I64)))
-    hist = g.op.Reshape(g.op.ReduceSum(mass, np.array([0], _I64), keepdims=0),
-                        np.array(n_bins, _I64))
+    if weight is None:
+        mass = g.op.Cast(inside, to=t)  # [N, 1]
+    else:  # the weights of the dropped elements are never read (NaN included)
+        w = g.op.Reshape(cast_to(g, weight, t), np.array([-1, 1], _I64))
+        mass = g.op.Where(inside, w, _scalar(g, 0, t))
+    zeros = g.make_constant(np.zeros((stride,), dtype=onnx_to_np_dtype(t)))
+    flat = g.op.Where(inside, flat, np.array(0, _I64))
+    last = np.array([-1], _I64)
+    hist = g.op.ScatterElements(zeros, g.op.Reshape(flat, last), g.op.Reshape(mass, last),
+                                axis=0, reduction="add")
+    hist = g.op.Reshape(hist, np.array(n_bins, _I64))
     if density:
         # torch divides by the total, then by each bin's width along every axis
         hist = g.op.Div(hist, g.op.ReduceSum(hist, keepdims=0))
