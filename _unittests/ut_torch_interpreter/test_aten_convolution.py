@@ -448,12 +448,21 @@ def test_upsample_bilinear_antialias_weights():
     assert aa_weights(5, 5, False, mode="cubic") == pytest.approx(np.eye(5))
 
 
-def test_upsample_bilinear_antialias_dynamic_spatial_unsupported():
-    from experimental_experiment.torch_interpreter import UnsupportedOpError
+@pytest.mark.parametrize("name", sorted(AA))
+def test_upsample_antialias_dynamic_spatial(name):
+    """Dynamic spatial sizes: the weights are computed in the graph (one export, two
+    input sizes; a scale factor gives a dynamic output size too)."""
+    inputs = [(torch.randn(2, 3, 10, 12),), (torch.randn(1, 3, 17, 8),)]
+    check_export(OpModule(AA[name]), inputs, dynamic_shapes=({0: "b", 2: "h", 3: "w"},))
 
-    fn = OpModule(lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True))
-    with pytest.raises(UnsupportedOpError, match="spatial sizes must be static"):
-        to_onnx(fn, (torch.randn(1, 2, 10, 12),), dynamic_shapes=DS2)
+
+def test_upsample_antialias_dynamic_output_size():
+    """The output size follows another input's dynamic shape."""
+    fn = OpModule(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear",
+                                             antialias=True))
+    sets = [(torch.randn(1, 2, 12, 10), torch.randn(1, 1, 5, 4)),
+            (torch.randn(1, 2, 9, 14), torch.randn(1, 1, 4, 11))]
+    check_export(fn, sets, dynamic_shapes=({2: "h", 3: "w"}, {2: "h2", 3: "w2"}))
 
 
 # 3-D grid sampling: composed below opset 20, ONNX GridSample from opset 20

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass
 
@@ -105,7 +106,9 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
             continue
         seen.add(code)
         try:
-            function = eval(header + code, {"max": max, "min": min, "abs": abs})  # noqa: S307
+            # sizes scaled by a float print as math.trunc(0.4*torch.sym_float(s0))
+            function = eval(header + code, {"max": max, "min": min, "abs": abs,  # noqa: S307
+                                            "math": math, "torch": torch})
         except SyntaxError:
             logger.info("guard not evaluated (not plain Python): %s", code[:200])
             continue
