@@ -1,6 +1,7 @@
 """Convolution, pooling, padding, upsampling and embedding converters against onnxruntime
 and eager torch, with dynamic shapes checked on a second shape."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -405,3 +406,121 @@ def test_embedding_float16_weight_input():
     sets = [(torch.randn(10, 4).half(), torch.randint(0, 10, (3,))),
             (torch.randn(7, 4).half(), torch.randint(0, 7, (6,)))]
     check_export(fn, sets, dynamic_shapes=({0: "v"}, {0: "n"}))
+
+
+# antialiased bilinear upsampling: spatial sizes static, batch and channels dynamic
+
+AA_DS = ({0: "batch", 1: "channels"},)
+AA = {
+    "down_size": lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True),
+    "down_align": lambda x: F.interpolate(x, size=(3, 7), mode="bilinear", antialias=True,
+                                          align_corners=True),
+    "down_scale": lambda x: F.interpolate(x, scale_factor=(0.4, 0.6), mode="bilinear",
+                                          antialias=True),
+    "up_down": lambda x: F.interpolate(x, size=(23, 4), mode="bilinear", antialias=True),
+    "to_one": lambda x: F.interpolate(x, size=(1, 1), mode="bilinear", antialias=True),
+    "bicubic_down": lambda x: F.interpolate(x, size=(4, 5), mode="bicubic", antialias=True),
+    "bicubic_align": lambda x: F.interpolate(x, size=(3, 7), mode="bicubic", antialias=True,
+                                             align_corners=True),
+    "bicubic_scale": lambda x: F.interpolate(x, scale_factor=(0.4, 1.7), mode="bicubic",
+                                             antialias=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AA))
+@pytest.mark.parametrize("hw", [(10, 12), (7, 9)])
+def test_upsample_bilinear_antialias(name, hw):
+    inputs = [(torch.randn(2, 3, *hw),), (torch.randn(1, 5, *hw),)]
+    check_export(OpModule(AA[name]), inputs, dynamic_shapes=AA_DS)
+
+
+def test_upsample_bilinear_antialias_weights():
+    """Downsampling by 2 averages pairs with weights 1/4, 3/4, 3/4, 1/4 (a triangle twice
+    as wide as bilinear's), normalized at the borders."""
+    from experimental_experiment.torch_interpreter.aten.upsample_aa import aa_weights
+
+    w = aa_weights(8, 4, False)
+    assert w.shape == (4, 8)
+    assert w.sum(axis=1).tolist() == pytest.approx([1.0] * 4)
+    assert w[1, 1:5].tolist() == pytest.approx([0.125, 0.375, 0.375, 0.125])
+    assert w[0, :3].tolist() == pytest.approx([3 / 7, 3 / 7, 1 / 7])
+    # bicubic (a = -0.5) at scale 1: the identity
+    assert aa_weights(5, 5, False, mode="cubic") == pytest.approx(np.eye(5))
+
+
+@pytest.mark.parametrize("name", sorted(AA))
+def test_upsample_antialias_dynamic_spatial(name):
+    """Dynamic spatial sizes: the weights are computed in the graph (one export, two
+    input sizes; a scale factor gives a dynamic output size too)."""
+    inputs = [(torch.randn(2, 3, 10, 12),), (torch.randn(1, 3, 17, 8),)]
+    check_export(OpModule(AA[name]), inputs, dynamic_shapes=({0: "b", 2: "h", 3: "w"},))
+
+
+def test_upsample_antialias_dynamic_output_size():
+    """The output size follows another input's dynamic shape."""
+    fn = OpModule(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear",
+                                             antialias=True))
+    sets = [(torch.randn(1, 2, 12, 10), torch.randn(1, 1, 5, 4)),
+            (torch.randn(1, 2, 9, 14), torch.randn(1, 1, 4, 11))]
+    check_export(fn, sets, dynamic_shapes=({2: "h", 3: "w"}, {2: "h2", 3: "w2"}))
+
+
+# 3-D grid sampling: composed below opset 20, ONNX GridSample from opset 20
+
+GRID_DS = ({0: "batch", 1: "c", 2: "d", 3: "h", 4: "w"}, {0: "batch", 1: "od", 2: "oh", 3: "ow"})
+
+
+def _grid_inputs():
+    torch.manual_seed(0)
+    return [(torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 2.6 - 1.3),
+            (torch.randn(1, 2, 3, 7, 2), torch.rand(1, 2, 5, 4, 3) * 2.6 - 1.3)]
+
+
+@pytest.mark.parametrize("opset", [18, 20])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_3d(mode, padding, align, opset):
+    fn = OpModule(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding,
+                                                align_corners=align))
+    onx = check_export(fn, _grid_inputs(), dynamic_shapes=GRID_DS, target_opset=opset)
+    assert ("GridSample" in {n.op_type for n in onx.graph.node}) == (opset >= 20)
+
+
+def test_grid_sample_3d_single_voxel_reflection():
+    """A size-1 axis reflects every coordinate onto 0 (torch's special case)."""
+    fn = OpModule(lambda x, grid: F.grid_sample(x, grid, padding_mode="reflection",
+                                                align_corners=True))
+    check_export(fn, [(torch.randn(1, 2, 1, 3, 4), torch.rand(1, 2, 2, 2, 3) * 3 - 1.5)])
+
+
+def test_grid_sample_3d_bicubic_unsupported():
+    from experimental_experiment.torch_interpreter import UnsupportedOpError
+    from experimental_experiment.torch_interpreter.aten.grid_sample import aten_grid_sampler_3d
+
+    with pytest.raises(UnsupportedOpError, match="bilinear .0. and nearest .1."):
+        aten_grid_sampler_3d(None, "x", "grid", 2, 0, False)
+
+
+# average pooling with ceil_mode / divisor_override and adaptive max pooling, every
+# dimension dynamic (the composed paths compute torch's sizes and divisors at runtime)
+
+POOL_DYNAMIC = {
+    "avg1d_ceil_pad": (lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), 1),
+    "avg1d_ceil_exclude": (lambda x: F.avg_pool1d(x, 3, 2, 1, True, False), 1),
+    "avg2d_ceil_divisor": (lambda x: F.avg_pool2d(x, 3, 2, 1, True, True, 5), 2),
+    "avg2d_exclude_divisor": (lambda x: F.avg_pool2d(x, 2, 1, 1, False, False, 3), 2),
+    "avg3d_ceil_exclude": (lambda x: F.avg_pool3d(x, 3, 2, 1, True, False), 3),
+    "avg3d_ceil_divisor": (lambda x: F.avg_pool3d(x, 2, 2, 1, True, True, 7), 3),
+    "adaptive_max1d": (lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True), 1),
+    "adaptive_max2d": (lambda x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOL_DYNAMIC))
+def test_pooling_all_dims_dynamic(name):
+    fn, spatial = POOL_DYNAMIC[name]
+    first, second = [2, 3, 7, 9, 6][:2 + spatial], [1, 4, 10, 5, 8][:2 + spatial]
+    ds = ({i: f"d{i}" for i in range(2 + spatial)},)
+    check_export(OpModule(fn), [(torch.randn(*first),), (torch.randn(*second),)],
+                 dynamic_shapes=ds)

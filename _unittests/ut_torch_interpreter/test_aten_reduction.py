@@ -253,3 +253,98 @@ def test_all_any_over_an_empty_axis(fn):
     check_export(OpModule(fns[fn]), [(torch.randn(2, 3),), (torch.randn(2, 0),),
                                      (torch.randn(3, 5),)],
                  dynamic_shapes=({0: "b", 1: "n"},))
+
+
+# histogram
+
+
+# torch.export cannot trace histogram with dynamic shapes (no meta kernel): one export
+# per shape
+HIST_INPUTS = [(torch.randn(3, 4), torch.rand(3, 4)), (torch.randn(5, 7), torch.rand(5, 7))]
+
+
+def _check_each(fn, inputs):
+    for args in inputs:
+        check_export(OpModule(fn), [args])
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(bins=5), dict(bins=4, range=(-1.0, 1.5)), dict(bins=3, density=True),
+    dict(bins=6, range=(0.5, 0.5)),
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram_bin_count(kwargs, weighted):
+    """Counts (or weights) per bin and torch's bin edges, the range from the data or given."""
+    def fn(x, w):
+        return torch.histogram(x, weight=w if weighted else None, **kwargs)
+
+    _check_each(fn, HIST_INPUTS)
+
+
+def test_histogram_edges_and_ties():
+    """Elements on an edge go right, the last edge belongs to the last bin, the elements
+    outside the range (NaN too) are dropped, a constant input gets a range of 1."""
+    x = torch.tensor([0.0, 1.0, 2.0, 2.0, 4.0, -1.0, 5.0, float("nan")])
+    check_export(OpModule(lambda x: torch.histogram(x, bins=4, range=(0.0, 4.0))), [(x,)])
+    _check_each(lambda x: torch.histogram(x, bins=3),
+                [(torch.full((4,), 2.0),), (torch.full((6,), -3.0),)])
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram_bin_edges(density):
+    """Given (uneven) edges, weighted or not."""
+    edges = torch.tensor([-2.0, -0.5, 0.0, 0.25, 1.0, 3.0])
+
+    def fn(x, w):
+        return torch.histogram(x, edges, weight=w, density=density)
+
+    _check_each(fn, HIST_INPUTS)
+
+
+def test_histogram_dynamic_bin_count_unsupported():
+    """The converter refuses a bin count that is not a Python int (the output size would
+    depend on the data); torch.export never produces one today, so call it directly."""
+    from experimental_experiment.torch_interpreter import UnsupportedOpError
+    from experimental_experiment.torch_interpreter.aten.histogram import (
+        aten_histogram_bin_ct)
+
+    with pytest.raises(UnsupportedOpError, match="number of bins is dynamic"):
+        aten_histogram_bin_ct(None, "x", "n")
+
+
+def test_histogram_empty_input():
+    """No value: torch's range is [0, 1], every bin is empty."""
+    _check_each(lambda x: torch.histogram(x, bins=4), [(torch.empty(0),), (torch.empty(2, 0),)])
+
+
+DD_INPUTS = [(torch.randn(7, 2), torch.rand(7)), (torch.randn(4, 3, 2), torch.rand(4, 3))]
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(bins=[3, 4]), dict(bins=[2, 5], range=[-1.0, 1.0, 0.0, 2.0]),
+    dict(bins=[3, 3], density=True), dict(bins=[2, 2], range=[1.0, 1.0, -1.0, 1.0]),
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogramdd_bin_counts(kwargs, weighted):
+    def fn(x, w):
+        return torch.histogramdd(x, weight=w if weighted else None, **kwargs)
+
+    _check_each(fn, DD_INPUTS)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd_bin_edges(density):
+    ex, ey = torch.tensor([-2.0, -0.5, 0.0, 1.0, 3.0]), torch.tensor([-1.0, 0.5, 2.0])
+
+    def fn(x, w):
+        return torch.histogramdd(x, [ex, ey], weight=w, density=density)
+
+    _check_each(fn, DD_INPUTS)
+
+
+def test_histogram_dropped_weights():
+    """The weight of a dropped element (outside the range) is never read, even NaN."""
+    x = torch.tensor([0.5, 1.5, 9.0, 2.5, -4.0, 1.0])
+    w = torch.tensor([1.0, 2.0, float("nan"), 0.5, float("inf"), 3.0])
+    fn = OpModule(lambda x, w: torch.histogram(x, bins=3, range=(0.0, 3.0), weight=w))
+    check_export(fn, [(x, w)])

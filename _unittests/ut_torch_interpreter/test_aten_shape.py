@@ -268,3 +268,44 @@ def test_repeat_interleave_dtypes(name, dtype):
     # onnxruntime's CPU has no bfloat16 Tile (nor Expand): the reference evaluator runs it
     check_export(OpModule(REPEAT_INTERLEAVE[name]), _sets([(2, 4)], [(5, 6)], dtype=dtype),
                  dynamic_shapes=DS2, use_reference=dtype == torch.bfloat16)
+
+
+# tensor_split with the split indices as a tensor input: sizes depend on their values
+
+TS_INDICES = [torch.tensor([1, 3, 4]), torch.tensor([4, 2, 5]), torch.tensor([-2, 0, 9]),
+              torch.tensor([0, 0, 6])]
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_tensor_split_tensor_indices(dim):
+    """Ordered, decreasing (an empty piece), negative, out of range, repeated indices,
+    on two dynamic shapes: one export, every index tensor."""
+    fn = OpModule(lambda x, idx: torch.tensor_split(x, idx, dim))
+    sets = [(torch.randn(6, 7, 5), idx) for idx in TS_INDICES]
+    sets += [(torch.randn(3, 9, 4), idx) for idx in TS_INDICES]
+    check_export(fn, sets, dynamic_shapes=({0: "a", 1: "b", 2: "c"}, {}))
+
+
+def test_tensor_split_storage_offset():
+    """The storage offset of each piece (a SymInt torch checks) is the start of its
+    slice, wrapped and clamped, times the stride of the split axis."""
+    def fn(x, idx):
+        pieces = torch.tensor_split(x, idx, 1)
+        return tuple(torch.full((1,), p.storage_offset(), dtype=torch.int64) for p in pieces)
+
+    sets = [(torch.randn(4, 7, 3), idx) for idx in TS_INDICES]
+    onx = check_export(OpModule(fn), sets, dynamic_shapes=({0: "a", 1: "b"}, {}))
+    assert len(onx.graph.output) == 4
+
+
+def test_tensor_split_tensor_sections_unsupported():
+    from experimental_experiment.torch_interpreter import UnsupportedOpError
+    from experimental_experiment.torch_interpreter.aten.split_cat import (
+        aten_tensor_split_tensor)
+
+    class G:
+        def get_rank(self, name):
+            return 0
+
+    with pytest.raises(UnsupportedOpError, match="number of sections is a 0-D tensor"):
+        aten_tensor_split_tensor(G(), "x", "n", 0, ctx=None)

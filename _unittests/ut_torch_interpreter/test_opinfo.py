@@ -21,12 +21,8 @@ N_SAMPLES = 1
 XFAIL: dict[str, str] = {
     '_segment_reduce.lengths': 'segment_reduce not converted',
     '_segment_reduce.offsets': 'segment_reduce not converted',
-    '_upsample_bilinear2d_aa': 'antialiased bilinear upsampling not converted',
     'chalf': 'complex32 has no ONNX type',
     'geqrf': 'Householder QR (geqrf/ormqr/householder_product) not composed',
-    'grid_sampler_3d': '3-D GridSample needs opset 20, the default opset is 18',
-    'histogram': 'histogram with bin edges (histogram.bin_ct, histogramdd) not converted',
-    'histogramdd': 'histogram with bin edges (histogram.bin_ct, histogramdd) not converted',
     'igamma': 'incomplete gamma function not composed (iterative algorithm)',
     'igammac': 'incomplete gamma function not composed (iterative algorithm)',
     'linalg.eig': 'general (complex) eigenvalues not composed',
@@ -55,7 +51,6 @@ XFAIL: dict[str, str] = {
     'special.scaled_modified_bessel_k0': 'Bessel functions J/Y/K not composed yet',
     'special.scaled_modified_bessel_k1': 'Bessel functions J/Y/K not composed yet',
     'svd': 'SVD vectors not composed (signs are not unique); svdvals is',
-    'tensor_split': 'tensor indices produce aten.sym_storage_offset, no converter',
     'to_sparse': 'sparse tensors have no ONNX representation',
 }
 

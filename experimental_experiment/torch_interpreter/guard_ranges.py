@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass
 
@@ -105,6 +106,7 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
             continue
         seen.add(code)
         try:
+            # sizes scaled by a float print as math.trunc(0.4*torch.sym_float(s0))
             function = eval(header + code, dict(_NAMESPACE))  # noqa: S307
         except SyntaxError:
             logger.info("guard not evaluated (not plain Python): %s", code[:200])
@@ -115,7 +117,7 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
 
 
 #: what the printed guards call (torch.sym_float, math.floor, ...)
-_NAMESPACE = {"max": max, "min": min, "abs": abs, "torch": torch, "math": __import__("math")}
+_NAMESPACE = {"max": max, "min": min, "abs": abs, "torch": torch, "math": math}
 
 
 def _difference(expr):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import operator
+
+import torch
+
 from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
+from ..errors import UnsupportedOpError
 from ..node_context import NodeContext
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of, shape_tensor
@@ -111,6 +116,84 @@ def aten_tensor_split(g: GraphBuilder, x, sections, dim=0, *, ctx: NodeContext):
         return [g.op.Div(g.op.Add(d, ints([n - 1 - i])), ints([n])) for i in range(n)]
 
     return _split(g, x, dim, runtime, ctx=ctx)
+
+
+def _index_at(g: GraphBuilder, indices: str, i: int) -> str:
+    """``indices[i]`` as a 1-D int64 tensor of one element."""
+    return g.op.Slice(cast_to(g, indices, INT64), ints([i]), ints([i + 1]))
+
+
+@converter(aten.tensor_split.tensor_indices_or_sections)
+def aten_tensor_split_tensor(g: GraphBuilder, x, tensor_indices_or_sections, dim=0, *,
+                             ctx: NodeContext):
+    """tensor_split.tensor_indices_or_sections(Tensor(a -> *) self,
+    Tensor tensor_indices_or_sections, int dim=0) -> Tensor(a)[]
+
+    A 1-D tensor of k indices gives k + 1 slices ``x[i_(j-1):i_j]`` along ``dim`` whose
+    sizes depend on the indices' values (clamped and wrapped as Python slices)."""
+    indices = tensor_indices_or_sections
+    if rank_of(g, indices) != 1:
+        raise UnsupportedOpError(
+            "tensor_split: the number of sections is a 0-D tensor, so the number of "
+            "outputs would depend on its value; pass the number of sections as a Python "
+            "int, or the split indices as a 1-D tensor")
+    n = len(ctx.val)
+    dim %= rank_of(g, x)
+    pieces = []
+    for i in range(n):
+        start = ints([0]) if i == 0 else _index_at(g, indices, i - 1)
+        end = ints([I64_MAX]) if i == n - 1 else _index_at(g, indices, i)
+        pieces.append(g.op.Slice(x, start, end, ints([dim])))
+    return tuple(pieces)
+
+
+def _split_piece_offset(g: GraphBuilder, piece: torch.fx.Node, ctx: NodeContext):
+    """Storage offset of ``piece = tensor_split(base, indices, dim)[i]`` (a contiguous
+    base): the start of the slice, wrapped and clamped, times the stride of ``dim``;
+    None for any other producer."""
+    if piece.target is not operator.getitem:
+        return None
+    split, i = piece.args
+    if getattr(split, "target", None) is not aten.tensor_split.tensor_indices_or_sections:
+        return None
+    base_node, indices_node = split.args[:2]
+    base_val = base_node.meta.get("val")
+    if not (isinstance(base_val, torch.Tensor) and base_val.is_contiguous()
+            and isinstance(base_val.storage_offset(), int) and base_val.storage_offset() == 0):
+        return None
+    if i == 0:
+        return g.make_constant(i64(0))
+    env = ctx.interpreter.env
+    base, indices = env[base_node.name], env[indices_node.name]
+    rank = rank_of(g, base)
+    dim = (split.args[2] if len(split.args) > 2 else split.kwargs.get("dim", 0)) % rank
+    size = g.op.Shape(base, start=dim, end=dim + 1)
+    start = _index_at(g, indices, i - 1)
+    start = g.op.Where(g.op.Less(start, ints([0])), g.op.Add(start, size), start)
+    start = g.op.Min(g.op.Max(start, ints([0])), size)
+    stride = (g.op.ReduceProd(g.op.Shape(base, start=dim + 1), keepdims=1)
+              if dim + 1 < rank else ints([1]))
+    return g.op.Squeeze(g.op.Mul(start, stride), ints([0]))
+
+
+@converter(aten.sym_storage_offset.default)
+def aten_sym_storage_offset(g: GraphBuilder, x, *, ctx: NodeContext):
+    """sym_storage_offset(Tensor self) -> SymInt: an int64 scalar. ONNX tensors have no
+    storage; the offset torch would see is known when static, or computed for the
+    pieces of tensor_split with tensor indices (torch checks it is >= 0)."""
+    source = ctx.node.args[0]
+    val = source.meta.get("val")
+    offset = val.storage_offset() if isinstance(val, torch.Tensor) else None
+    if isinstance(offset, int):
+        return g.make_constant(i64(offset))
+    found = _split_piece_offset(g, source, ctx)
+    if found is None:
+        raise UnsupportedOpError(
+            f"sym_storage_offset: the storage offset of {source.name!r} is symbolic "
+            f"({offset}) and it is not a piece of tensor_split with tensor indices; ONNX "
+            "tensors have no storage, remove the use of storage_offset() from the model "
+            "or make the view's start static")
+    return found
 
 
 @converter(aten.unbind.int, aten.unbind_copy.int)
