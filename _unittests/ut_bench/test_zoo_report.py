@@ -12,7 +12,6 @@ from experimental_experiment.bench.zoo_report import (  # noqa: E402
     load,
     render_causes,
     render_failures,
-    render_stages,
     render_table,
     render_totals,
 )

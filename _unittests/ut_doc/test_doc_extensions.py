@@ -60,7 +60,8 @@ def test_short_refs(tmp_path):
     assert html.count('class="reference internal" href="#pkg.export.to_onnx"') == 2, html
     assert 'href="#pkg.builder.GraphBuilder.to_onnx"' in html
     # no link for an ambiguous or an unknown name
-    assert '<code class="xref py py-func docutils literal notranslate"><span class="pre">run()' in html
+    code = '<code class="xref py py-func docutils literal notranslate">'
+    assert code + '<span class="pre">run()' in html
     assert '<span class="pre">nothing()</span></code>' in html
 
 

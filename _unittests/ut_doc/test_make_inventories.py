@@ -22,7 +22,8 @@ def load(path):
 def test_inventory_format(tmp_path):
     names = tmp_path / "names.txt"
     names.write_text("# comment\ntorch torch.export.export func export/api_reference.html\n"
-                     "torch torch.cond func\nonnx onnx.ModelProto class api/classes.html#modelproto\n")
+                     "torch torch.cond func\n"
+                     "onnx onnx.ModelProto class api/classes.html#modelproto\n")
     assert make_inventories.main(["--output", str(tmp_path), "--names", str(names)]) == 0
     torch_inv = load(tmp_path / "torch.inv")
     assert torch_inv["py:function"]["torch.export.export"].uri == (

@@ -32,11 +32,11 @@ from . import aten  # noqa: F401  registers the converters
 from .dispatcher import Dispatcher
 from .export_options import ExportOptions
 from .export_report import PhaseClock, record_conversion, record_optimization, reported
+from .guard_ranges import ranges_metadata
 from .input_checks import check_target_opset
 from .interpreter import Interpreter
 from .large_model import make_container, pin_weights, weight_free_inputs
 from .prepare import check_arguments, mutations_last, prepare
-from .guard_ranges import ranges_metadata
 from .shape_guards import warn_constrained
 
 
