@@ -38,6 +38,14 @@ class FillReport:
     :param ambiguous: initializer -> the checkpoint tensors it could take (none taken)
     :param mismatches: shape or dtype disagreements (an error, nothing written)
     :param written_bytes: bytes written from the checkpoints
+
+    .. code-block:: python
+
+        from experimental_experiment.large import fill_weights
+
+        report = fill_weights("model.onnx", "model.safetensors")
+        print(report.rules())  # number of initializers matched by each rule
+        assert not report.unfilled, report.unfilled
     """
 
     matched: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -128,6 +136,13 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
     A data location leaving the model's folder, a checkpoint shard leaving its folder
     or an unusable ``output`` raise before any byte is read or written
     (:mod:`experimental_experiment.xbuilder.safe_paths`).
+
+    :param model_path: the ONNX model whose weights are stored as external data
+    :param checkpoints: one or several checkpoint files (``.safetensors``, a
+        ``.safetensors.index.json`` index or a file saved by :func:`torch.save`) or
+        folders holding them
+    :param output: where to write the filled model, the model is replaced if None
+    :return: a :class:`FillReport` (matched, ambiguous, unused, unfilled names)
 
     .. code-block:: python
 

@@ -26,6 +26,18 @@ def match_names(initializers: dict[str, str | list[str] | None], checkpoint: lis
     (or None, or the list of the names of a tied weight). Rules, in order: ``source``,
     ``exact``, ``underscore``, ``suffix``. A checkpoint tensor fills at most one
     initializer.
+
+    :param initializers: ``{initializer name: source weight name, None or list of names}``
+    :param checkpoint: the names of the tensors the checkpoints hold
+    :return: the matched names with the rule which matched them, and the ambiguous ones
+
+    .. code-block:: python
+
+        from experimental_experiment.large import match_names
+
+        matched, ambiguous = match_names(
+            {"model.layer.weight": None}, ["model.layer.weight", "lm_head.weight"])
+        # matched == {"model.layer.weight": ("model.layer.weight", "exact")}
     """
     names = set(checkpoint)
     by_norm: dict[str, list[str]] = {}

@@ -50,6 +50,15 @@ class ExportResult:
     :param optimization: what every optimization pass and pattern did
     :param report: the export report
         (:class:`ExportReport <experimental_experiment.report.ExportReport>`)
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_interpreter import export_program
+
+        result = export_program(torch.nn.Linear(4, 2), (torch.randn(3, 4),))
+        onx = result.model  # an onnx.ModelProto
+        print(result.optimization)
     """
 
     model: Any

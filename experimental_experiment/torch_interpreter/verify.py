@@ -54,7 +54,19 @@ class Trial:
 
 @dataclass
 class VerifyReport:
-    """What :func:`verify_dynamic_shapes` found; ``str(report)`` is readable."""
+    """What :func:`verify_dynamic_shapes` found; ``str(report)`` is readable.
+
+    :param static_but_declared_dynamic: the ONNX inputs or outputs with a static
+        dimension where the user declared a dynamic one
+    :param trials: one :class:`Trial` for every set of sizes tried
+    :param baked_in: the dimensions whose change breaks the ONNX model
+
+    .. code-block:: python
+
+        report = verify_dynamic_shapes(model, onx, (x,), dynamic_shapes=({0: "batch"},))
+        if not report.ok:
+            print(report)
+    """
 
     static_but_declared_dynamic: list[str] = field(default_factory=list)
     trials: list[Trial] = field(default_factory=list)
@@ -105,6 +117,20 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
     :return: a :class:`VerifyReport`, ``str(report)`` tells the shapes tried, the max
         absolute error, which dims seem baked in and the ONNX inputs or outputs static
         where the user declared a dynamic dimension
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_interpreter import to_onnx
+        from experimental_experiment.torch_interpreter.verify import verify_dynamic_shapes
+
+        model = torch.nn.Linear(4, 2)
+        x = torch.randn(3, 4)
+        ds = ({0: torch.export.Dim("batch")},)
+        onx = to_onnx(model, (x,), dynamic_shapes=ds)
+        report = verify_dynamic_shapes(model, onx, (x,), dynamic_shapes=ds)
+        print(report)
+        assert report.ok
     """
     kwargs = kwargs or {}
     report = VerifyReport()

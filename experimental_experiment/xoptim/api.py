@@ -18,6 +18,14 @@ def optimize(model: onnx.ModelProto | str, *, patterns: str | None = "default",
     the report, the rewrites applied); the parameters are those of
     :func:`optimize_model`.
 
+    :param model: a ModelProto or a filename
+    :param patterns: pattern sets, see :func:`get_pattern_list`, or a list of
+        :class:`Pattern` instances
+    :param verbose: verbosity (logging)
+    :param options: passes to run (``options.patterns`` is replaced by ``patterns``)
+    :param max_rewrites: stops after that many rewrites (see :func:`bisect_patterns`)
+    :return: an :class:`OptimizationResult` (the input model is not modified)
+
     .. code-block:: python
 
         import onnx

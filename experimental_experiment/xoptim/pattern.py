@@ -113,6 +113,21 @@ class Pattern:
     """Base class of the patterns, see the module docstring for both forms.
 
     :param verbose: verbosity of this pattern (logging)
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim import Pattern, optimize
+
+        class NegNegToIdentity(Pattern):
+            "Neg(Neg(x)) -> x."
+
+            def pattern(self, op, x):
+                return op.Neg(op.Neg(x))
+
+            def rewrite(self, op, x):
+                return op.Identity(x)
+
+        res = optimize(model, patterns=[NegNegToIdentity()])
     """
 
     #: op type(s) of the last node of a match (imperative form); derived from the

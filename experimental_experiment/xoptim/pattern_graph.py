@@ -79,6 +79,21 @@ class Match:
     :param outputs: names the rewrite produces (default: the outputs of the node
         given to ``match``, the anchor)
     :param bound: values given to ``rewrite`` (declarative) or read by ``apply``
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim import Match, Pattern
+
+        class ConcatOfOneToIdentity(Pattern):
+            anchor = "Concat"
+
+            def match(self, g, node):
+                if len(node.input) != 1:
+                    return None
+                return Match(self, [node], bound={"x": node.input[0]})
+
+            def apply(self, op, match):
+                return op.Identity(match.bound["x"])
     """
 
     pattern: "Pattern"
