@@ -22,7 +22,29 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DebugOptions:
-    """Options of :class:`OnnxDebugBackend`, the keywords of :func:`onnx_debug_backend`."""
+    """Options of :class:`OnnxDebugBackend`, the keywords of :func:`onnx_debug_backend`.
+
+    :param target_opset: opset of the ONNX models (None: the default opset)
+    :param options: optimization options of the exporter
+    :param dump_intermediate: a folder; every call saves the inputs and every
+        intermediate result in ``<folder>/graph<g>_call<c>.npz``
+    :param verify: compares every call with eager execution of the graph
+    :param verbose: verbosity
+    :param node_by_node: runs every node as a model of one node in onnxruntime
+    :param compare: with ``node_by_node``, compares every node's outputs with
+        ``"reference"`` or ``"eager"`` (None: no comparison)
+    :param atol: absolute tolerance of ``compare``
+    :param rtol: relative tolerance of ``compare``
+    :param reports: with ``node_by_node``, a list receiving one report per call
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_dynamo import DebugOptions, OnnxDebugBackend
+
+        reports = []
+        options = DebugOptions(node_by_node=True, compare="eager", reports=reports)
+        compiler = OnnxDebugBackend(options)
+    """
 
     target_opset: int | None = None
     options: OptimizationOptions | None = None
@@ -41,6 +63,8 @@ class OnnxDebugBackend:
     or onnxruntime one node at a time (``DebugOptions(node_by_node=True)``).
 
     The instance numbers the graphs it compiles (``graph<g>`` in the dumped files).
+
+    :param options: :class:`DebugOptions` (default: all defaults)
 
     .. code-block:: python
 
@@ -166,6 +190,14 @@ def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
     :param reports: with ``node_by_node``, a list receiving one
         :class:`~experimental_experiment.torch_dynamo.node_by_node.NodeByNodeReport`
         per call (``report.first``: the first node which differs)
+    :param graph_module: forward or backward graph given by aot_autograd
+    :param args: its example inputs (fake tensors, SymInts)
+    :param target_opset: opset of the ONNX models
+    :param options: optimization options of the exporter
+    :param atol: absolute tolerance of ``verify`` and ``compare``
+    :param rtol: relative tolerance of ``verify`` and ``compare``
+    :param verbose: verbosity
+    :return: a boxed function (list of inputs -> tuple of outputs)
 
     .. code-block:: python
 

@@ -35,7 +35,28 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BackendOptions:
-    """Options of :class:`OnnxBackend`, the keywords of :func:`onnx_custom_backend`."""
+    """Options of :class:`OnnxBackend`, the keywords of :func:`onnx_custom_backend`.
+
+    :param exporter: ``"custom"`` (our :func:`to_onnx`) or ``"dynamo"``
+        (:func:`torch.onnx.export`), None: the default exporter
+    :param target_opset: opset of the ONNX models
+    :param options: optimization options of the exporter
+    :param providers: onnxruntime providers (default: from the inputs' device)
+    :param session_options: :class:`onnxruntime.SessionOptions`
+    :param dynamic: True exports one model with dynamic dims when the graph has
+        symbolic dims, False one model with static shapes per input signature
+    :param verify: compares every call with eager execution of the graph
+    :param use_cache: reuses the session of an identical graph and signature
+    :param use_dlpack: exchanges tensors through DLPack even on CPU
+    :param verbose: verbosity
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_dynamo import BackendOptions, OnnxBackend
+
+        options = BackendOptions(dynamic=False, providers=("CPUExecutionProvider",))
+        compiler = OnnxBackend(options)
+    """
 
     exporter: str | None = None
     target_opset: int | None = None
@@ -51,7 +72,18 @@ class BackendOptions:
 
 @dataclass
 class BackendStats:
-    """What a backend did: models exported, sessions found in its cache."""
+    """What a backend did: models exported, sessions found in its cache.
+
+    :param exported: number of graphs converted to ONNX
+    :param cache_hits: number of graphs whose session was found in the cache
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_dynamo import default_backend
+
+        stats = default_backend().stats  # the BackendStats of onnx_custom_backend
+        print(stats.exported, stats.cache_hits)
+    """
 
     exported: int = 0
     cache_hits: int = 0
@@ -211,7 +243,14 @@ _DEFAULT = OnnxBackend()
 
 
 def default_backend() -> OnnxBackend:
-    """The instance :func:`onnx_custom_backend` uses (its cache and stats)."""
+    """The instance :func:`onnx_custom_backend` uses (its cache and stats).
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_dynamo import default_backend
+
+        print(default_backend().stats)
+    """
     return _DEFAULT
 
 
