@@ -46,6 +46,19 @@ class NodeRun:
         (None when nothing was expected for them)
     :param ok: within the tolerance (and run without error)
     :param error: onnxruntime's error when the node could not run
+
+    .. code-block:: python
+
+        import numpy as np
+        import onnx
+        from experimental_experiment.torch_dynamo.node_by_node import NodeByNodeRunner
+
+        runner = NodeByNodeRunner(onnx.load("model.onnx"))
+        report = runner.run({"x": np.random.rand(2, 3).astype(np.float32)},
+                            expected="reference")
+        print(report)  # the number of nodes run, the first discrepancy
+        for run in report.nodes:
+            print(run.index, run.op_type, run.max_diff, run.ok)
     """
 
     index: int
@@ -66,7 +79,25 @@ class NodeRun:
 @dataclass
 class NodeByNodeReport:
     """What :meth:`NodeByNodeRunner.run` returns: every node's run, every result
-    (inputs included) and the first node which failed or differs."""
+    (inputs included) and the first node which failed or differs.
+
+    :param nodes: one :class:`NodeRun` per node run, in order
+    :param results: every value computed, by ONNX name (the inputs included)
+    :param first: the first node which failed or differs, None if there is none
+
+    .. code-block:: python
+
+        import numpy as np
+        import onnx
+        from experimental_experiment.torch_dynamo.node_by_node import NodeByNodeRunner
+
+        runner = NodeByNodeRunner(onnx.load("model.onnx"))
+        report = runner.run({"x": np.random.rand(2, 3).astype(np.float32)},
+                            expected="reference")
+        print(report)  # the number of nodes run, the first discrepancy
+        if report.first is not None:
+            print(report.first)  # its op_type, FX origin, max_diff or error
+    """
 
     nodes: list[NodeRun] = field(default_factory=list)
     results: dict[str, Any] = field(default_factory=dict)
@@ -133,6 +164,17 @@ class NodeByNodeRunner:
 
     Sessions are cached by node and input signature: a second call with the same
     shapes creates none.
+
+    .. code-block:: python
+
+        import numpy as np
+        import onnx
+        from experimental_experiment.torch_dynamo.node_by_node import NodeByNodeRunner
+
+        runner = NodeByNodeRunner(onnx.load("model.onnx"))
+        report = runner.run({"x": np.random.rand(2, 3).astype(np.float32)},
+                            expected="reference")
+        print(report)  # the number of nodes run, the first discrepancy
     """
 
     def __init__(self, model: onnx.ModelProto, providers: list | None = None):
