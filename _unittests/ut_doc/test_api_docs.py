@@ -55,7 +55,6 @@ NO_EXAMPLE = {
     "experimental_experiment.torch_models.llm_helper.output_cache",
     "experimental_experiment.helpers.onnx_stats.external_data_statistics",
     "experimental_experiment.torch_interpreter.node_context.NodeContext",
-    "experimental_experiment.torch_models.training_helper.train_loop",
     "experimental_experiment.torch_models.llm_helper.get_tiny_llm",
     "experimental_experiment.torch_models.llm_helper.make_llm_inputs",
     "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",

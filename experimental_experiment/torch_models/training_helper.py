@@ -86,6 +86,15 @@ def train_loop(model: torch.nn.Module, *args, loss_fn: Callable | None = None,
     :param steps: number of steps
     :param lr: learning rate of the default optimizer
     :return: the losses
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_models.training_helper import train_loop
+
+        model = torch.nn.Linear(4, 2)
+        losses = train_loop(model, torch.randn(8, 4), steps=3, lr=0.01)
+        assert len(losses) == 3
     """
     optimizer = optimizer or torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
