@@ -21,7 +21,6 @@ MODULE = re.compile(r"^\.\. (?:automodule|module|py:module)::\s*(\S+)", re.M)
 EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
 
 INCOMPLETE_PARAMETERS = {
-    "experimental_experiment.xoptim.bisect_patterns",
     "experimental_experiment.xoptim.passes.PassManager",
     "experimental_experiment.xoptim.matcher.small_constant",
     "experimental_experiment.xoptim.testing.check_pattern",
@@ -37,10 +36,6 @@ INCOMPLETE_PARAMETERS = {
     "experimental_experiment.report.ExportReport",
     "experimental_experiment.report.DimensionRecord",
     "experimental_experiment.report.SourceLocation",
-    "experimental_experiment.investigate.compare_intermediates",
-    "experimental_experiment.investigate.find_bad_rewrite",
-    "experimental_experiment.investigate.DiscrepancyReport",
-    "experimental_experiment.investigate.Comparison",
     "experimental_experiment.investigate.PieceByPieceReport",
     "experimental_experiment.investigate.PieceResult",
 }
@@ -62,10 +57,6 @@ NO_EXAMPLE = {
     "experimental_experiment.helpers.model_statistics",
     "experimental_experiment.report.DimensionRecord",
     "experimental_experiment.report.SourceLocation",
-    "experimental_experiment.investigate.compare_intermediates",
-    "experimental_experiment.investigate.find_bad_rewrite",
-    "experimental_experiment.investigate.DiscrepancyReport",
-    "experimental_experiment.investigate.Comparison",
     "experimental_experiment.investigate.PieceByPieceReport",
     "experimental_experiment.investigate.PieceResult",
 }

@@ -46,7 +46,24 @@ class ValueStats:
 
 @dataclass
 class Comparison:
-    """One FX node compared with the ONNX value computing it."""
+    """One FX node compared with the ONNX value computing it.
+
+    :param fx_node: name of the FX node
+    :param aten_op: its target (the aten operator)
+    :param onnx_value: name of the ONNX value computing it
+    :param onnx_nodes: the ONNX nodes tagged with that FX node
+    :param source: the user's line the FX node comes from
+    :param max_abs_diff: largest absolute difference between both values
+    :param ok: within the tolerance
+    :param torch_stats: statistics of the torch value
+    :param onnx_stats: statistics of the ONNX value
+
+    .. code-block:: python
+
+        report = find_discrepancies(model, (x,))
+        for c in report.comparisons:
+            print(c.fx_node, c.aten_op, c.onnx_value, c.max_abs_diff, c.ok)
+    """
 
     fx_node: str
     aten_op: str
@@ -61,7 +78,21 @@ class Comparison:
 
 @dataclass
 class DiscrepancyReport:
-    """Every comparison in FX order; ``first`` is the first one out of tolerance."""
+    """Every comparison in FX order; ``first`` is the first one out of tolerance.
+
+    :param comparisons: one :class:`Comparison` per FX node compared, in FX order
+    :param first: the first comparison out of tolerance, None if there is none
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.investigate import find_discrepancies
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        report = find_discrepancies(model, (torch.randn(2, 4),))
+        if report.first is not None:
+            print(report.first.source, report.first.max_abs_diff)
+    """
 
     comparisons: list[Comparison] = field(default_factory=list)
     first: Comparison | None = None
@@ -188,7 +219,29 @@ def compare_intermediates(ep: torch.export.ExportedProgram, model: onnx.ModelPro
                           args: tuple, kwargs: dict | None = None, *, atol: float = 1e-4,
                           rtol: float = 1e-3, runtime: str = "onnxruntime",
                           ) -> DiscrepancyReport:
-    """Compares every FX node of ``ep`` with the ONNX value tagged with its name."""
+    """Compares every FX node of ``ep`` with the ONNX value tagged with its name.
+
+    :param ep: the exported program ``model`` was converted from
+    :param model: the ONNX model (exported without optimization keeps every value)
+    :param args: positional inputs
+    :param kwargs: keyword inputs
+    :param atol: absolute tolerance
+    :param rtol: relative tolerance
+    :param runtime: ``"onnxruntime"`` or ``"reference"`` (onnx's evaluator)
+    :return: a :class:`DiscrepancyReport`
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.investigate import compare_intermediates
+        from experimental_experiment.torch_interpreter import to_onnx
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        args = (torch.randn(2, 4),)
+        ep = torch.export.export(model, args)
+        report = compare_intermediates(ep, to_onnx(ep, optimize=False), args)
+        print(report)
+    """
     expected = torch_intermediates(ep, args, kwargs)
     tagged = _tagged_values(model)
     got = onnx_intermediates(model, _feeds(model, _flat_user_inputs(ep, args, kwargs)),
@@ -254,7 +307,28 @@ def find_bad_rewrite(onx: onnx.ModelProto, feeds: dict[str, np.ndarray], *,
                      patterns: str = "default", atol: float = 1e-4) -> dict | None:
     """When the unoptimized model is right and the optimized one is not: the first
     rewrite of ``patterns`` changing the results (:func:`bisect_patterns
-    <experimental_experiment.xoptim.bisect_patterns>`), None if none does."""
+    <experimental_experiment.xoptim.bisect_patterns>`), None if none does.
+
+    :param onx: the unoptimized model
+    :param feeds: its inputs, ``{name: array}``
+    :param patterns: pattern sets, see :func:`get_pattern_list
+        <experimental_experiment.xoptim.get_pattern_list>`, or a list of patterns
+    :param atol: absolute tolerance
+    :return: None or a dict with ``index``, ``pattern``, ``nodes``, ``max_diff`` and
+        ``model`` (see :func:`bisect_patterns
+        <experimental_experiment.xoptim.bisect_patterns>`)
+
+    .. code-block:: python
+
+        import numpy as np
+        import onnx
+        from experimental_experiment.investigate import find_bad_rewrite
+
+        onx = onnx.load("model_unoptimized.onnx")
+        culprit = find_bad_rewrite(onx, {"x": np.random.rand(2, 4).astype(np.float32)})
+        if culprit:
+            print(culprit["pattern"], culprit["nodes"], culprit["max_diff"])
+    """
     from ..xoptim.bisect import bisect_patterns
 
     return bisect_patterns(onx, feeds, patterns=patterns, atol=atol)

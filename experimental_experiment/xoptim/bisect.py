@@ -45,6 +45,7 @@ def bisect_patterns(model: onnx.ModelProto | str, inputs, *, patterns="default",
     :param inputs: a dict ``{name: array}`` or a list of arrays (graph input order)
     :param patterns: pattern sets, see :func:`get_pattern_list`, or a list of patterns
     :param atol: absolute tolerance
+    :param verbose: logs the maximum difference after every attempt
     :return: None when every rewrite keeps the results, else a dict with ``index``
         (1-based number of rewrites applied), ``pattern``, ``nodes`` (the nodes it
         replaced), ``max_diff`` and ``model`` (the model after that rewrite);
