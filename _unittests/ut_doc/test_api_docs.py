@@ -33,11 +33,6 @@ INCOMPLETE_PARAMETERS = {
     "experimental_experiment.torch_models.llm_helper.make_llm_inputs",
     "experimental_experiment.torch_models.llm_helper.make_seq2seq_inputs",
     "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
-    "experimental_experiment.report.ExportReport",
-    "experimental_experiment.report.DimensionRecord",
-    "experimental_experiment.report.SourceLocation",
-    "experimental_experiment.investigate.PieceByPieceReport",
-    "experimental_experiment.investigate.PieceResult",
 }
 NO_EXAMPLE = {
     "experimental_experiment.xoptim.report.ReportEntry",
@@ -55,10 +50,6 @@ NO_EXAMPLE = {
     "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
     "experimental_experiment.helpers.pretty_onnx",
     "experimental_experiment.helpers.model_statistics",
-    "experimental_experiment.report.DimensionRecord",
-    "experimental_experiment.report.SourceLocation",
-    "experimental_experiment.investigate.PieceByPieceReport",
-    "experimental_experiment.investigate.PieceResult",
 }
 
 

@@ -23,7 +23,31 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class PieceResult:
-    """What happened to one submodule (``path`` is empty for the model itself)."""
+    """What happened to one submodule (``path`` is empty for the model itself).
+
+    :param path: the submodule's name in the model (``""``: the model itself)
+    :param cls: its class name
+    :param status: ``"ok"``, ``"failed"`` or ``"not called"``
+    :param strict: ``torch.export.export(strict=True)`` worked (None: not tried)
+    :param non_strict: ``torch.export.export(strict=False)`` worked (None: not tried)
+    :param onnx: :func:`to_onnx` worked (None: not tried)
+    :param error: the first error met
+    :param time_s: time spent on this submodule, in seconds
+    :param max_abs_diff: largest absolute difference between onnxruntime and eager,
+        over every call (None: not compared)
+    :param dynamic_shapes: the dynamic shapes inferred from its calls
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.investigate import export_piece_by_piece
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        report = export_piece_by_piece(model, [((torch.randn(2, 4),), {}),
+                                               ((torch.randn(3, 4),), {})])
+        piece = report["0"]  # the Linear layer
+        print(piece.status, piece.cls, piece.max_abs_diff, piece.dynamic_shapes)
+    """
 
     path: str
     cls: str
@@ -39,7 +63,21 @@ class PieceResult:
 
 @dataclass
 class PieceByPieceReport:
-    """One :class:`PieceResult` per submodule, leaves first."""
+    """One :class:`PieceResult` per submodule, leaves first.
+
+    :param pieces: the results, leaves first, the model itself last
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.investigate import export_piece_by_piece
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        report = export_piece_by_piece(model, [((torch.randn(2, 4),), {}),
+                                               ((torch.randn(3, 4),), {})])
+        print(report.to_markdown())
+        failed = [p.path for p in report.pieces if p.status == "failed"]
+    """
 
     pieces: list[PieceResult] = field(default_factory=list)
 

@@ -16,7 +16,20 @@ from typing import Any
 
 @dataclass
 class SourceLocation:
-    """A line of the user's code."""
+    """A line of the user's code.
+
+    :param file: the file name
+    :param line: the line number
+    :param function: the function the line is in
+    :param code: the text of the line
+
+    .. code-block:: python
+
+        from experimental_experiment.report import SourceLocation
+
+        loc = SourceLocation("model.py", 12, "forward", "return x[:, :4]")
+        print(loc)  # model.py:12 in forward: return x[:, :4]
+    """
 
     file: str
     line: int
@@ -72,6 +85,30 @@ class DimensionRecord:
 
     ``dimension`` is torch's name of the input size (``L['x'].size()[0]``) rewritten with
     the input names when they are known (``x.shape[0]``).
+
+    :param dimension: the input size, ``x.shape[0]``
+    :param kind: ``"specialized"`` (a constant) or ``"constrained"`` (a range)
+    :param symbol: torch's symbol for the dimension (``s0``)
+    :param value: the constant of a specialized dimension
+    :param min: the lower bound of a constrained dimension (None: none)
+    :param max: the upper bound of a constrained dimension (None: none)
+    :param guard: the guard(s) which specialized or bounded the dimension
+    :param location: the user's line which set it
+    :param branch: True when a branch of the model's code (a guard on a derived size),
+        not the dimension's plain range, sets the bounds: the model is wrong outside them
+    :param step: valid sizes are ``min``, ``min + step``, ... (None: every size)
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.report import ExportReport
+        from experimental_experiment.torch_interpreter import to_onnx
+
+        report = ExportReport()
+        onx = to_onnx(torch.nn.Linear(4, 2), (torch.randn(3, 4),),
+                      dynamic_shapes=({0: "batch"},), report=report)
+        for d in report.dimensions:
+            print(d.dimension, d.kind, d.value, d.min, d.max, d.location)
     """
 
     dimension: str
@@ -101,6 +138,26 @@ class Diagnostic:
 @dataclass
 class ExportReport:
     """Everything one export recorded.
+
+    :param model: the name of the exported model's class
+    :param status: ``"not started"``, ``"running"``, ``"success"`` or ``"failed"``
+    :param error_type: the class name of the error which stopped the export
+    :param error: its message
+    :param error_location: the user's line the error comes from
+    :param capture_attempts: every call to :func:`torch.export.export`
+        (:class:`CaptureAttempt`)
+    :param patches: the patches active during the capture
+    :param decompositions: the operators torch decomposed, and why
+        (:class:`Decomposition`)
+    :param converters: the converters used and how many nodes each translated
+        (:class:`ConverterUse`)
+    :param timings: seconds spent in every step, by step name
+    :param nodes_before_optimization: number of nodes before the optimization
+    :param nodes_after_optimization: number of nodes after the optimization
+    :param rewrites: the passes and patterns which changed the graph (:class:`Rewrite`)
+    :param dimensions: the dynamic dimensions specialized or constrained by the capture
+        (:class:`DimensionRecord`)
+    :param diagnostics: messages for the user (:class:`Diagnostic`)
 
     .. code-block:: python
 
