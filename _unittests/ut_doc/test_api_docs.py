@@ -21,7 +21,6 @@ MODULE = re.compile(r"^\.\. (?:automodule|module|py:module)::\s*(\S+)", re.M)
 EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
 
 INCOMPLETE_PARAMETERS = {
-    "experimental_experiment.xoptim.passes.PassManager",
     "experimental_experiment.xoptim.matcher.small_constant",
     "experimental_experiment.xoptim.testing.check_pattern",
     "experimental_experiment.xoptim.fold_numpy.evaluate_numpy",
@@ -35,10 +34,6 @@ INCOMPLETE_PARAMETERS = {
     "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
 }
 NO_EXAMPLE = {
-    "experimental_experiment.xoptim.report.ReportEntry",
-    "experimental_experiment.xoptim.passes.PassResult",
-    "experimental_experiment.xoptim.OptimizationResult",
-    "experimental_experiment.xoptim.passes.PassManager",
     "experimental_experiment.xoptim.matcher.small_constant",
     "experimental_experiment.xoptim.testing.check_pattern",
     "experimental_experiment.xoptim.fold_numpy.evaluate_numpy",

@@ -222,6 +222,16 @@ class PassResult:
     :param name: name of the pass
     :param changes: nodes or initializers the pass changed (0: nothing changed)
     :param time_s: time the run took, in seconds
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim.passes import (
+            PassManager, RemoveIdentity, RemoveUnused)
+
+        # g: a GraphBuilder
+        results = PassManager([RemoveIdentity(), RemoveUnused()])(g)
+        changed = [r.name for r in results if r.modified]
+        total = sum(r.changes for r in results)
     """
 
     name: str
@@ -314,7 +324,20 @@ class MergeInitializers(GraphPass):
 class PassManager:
     """Runs passes in order, again while one of them changes something (at most
     ``max_rounds`` rounds); a pass raising an exception raises :class:`PassError`
-    naming it."""
+    naming it.
+
+    :param passes: the passes (:class:`GraphPass`), in the order they run
+    :param max_rounds: the maximum number of rounds
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim.passes import (
+            PassManager, RemoveIdentity, RemoveUnused)
+
+        # g: a GraphBuilder
+        results = PassManager([RemoveIdentity(), RemoveUnused()], max_rounds=2)(g)
+        print([(r.name, r.changes) for r in results])  # one PassResult per pass and round
+    """
 
     def __init__(self, passes: list[GraphPass], max_rounds: int = 5):
         self.passes = list(passes)

@@ -18,6 +18,16 @@ class ReportEntry:
     :param refused: matches refused (by the pattern or the engine)
     :param time_s: time spent
     :param refusals: a few reasons, ``"op_type(node name): reason"``
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.xoptim import optimize
+
+        res = optimize(onnx.load("model.onnx"))
+        for entry in res.report:  # one ReportEntry per pass or pattern
+            if entry.applied or entry.refused:
+                print(entry.name, entry.kind, entry.applied, entry.refusals)
     """
 
     name: str
@@ -78,6 +88,15 @@ class OptimizationResult:
     :param model: the optimized ``onnx.ModelProto``
     :param report: what every pass and pattern did
     :param rewrites: the rewrites applied, in order ``(pattern, removed node names)``
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.xoptim import optimize
+
+        res = optimize(onnx.load("model.onnx"))
+        onnx.save(res.model, "model.opt.onnx")
+        print(res.report.applied("remove_unused"), len(res.rewrites))
     """
 
     model: Any
