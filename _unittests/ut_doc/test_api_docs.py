@@ -21,9 +21,6 @@ MODULE = re.compile(r"^\.\. (?:automodule|module|py:module)::\s*(\S+)", re.M)
 EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
 
 INCOMPLETE_PARAMETERS = {
-    "experimental_experiment.xoptim.matcher.small_constant",
-    "experimental_experiment.xoptim.testing.check_pattern",
-    "experimental_experiment.xoptim.fold_numpy.evaluate_numpy",
     "experimental_experiment.torch_models.llm_helper.cache_argument_name",
     "experimental_experiment.torch_models.llm_helper.output_cache",
     "experimental_experiment.helpers.onnx_stats.external_data_statistics",
@@ -34,9 +31,6 @@ INCOMPLETE_PARAMETERS = {
     "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
 }
 NO_EXAMPLE = {
-    "experimental_experiment.xoptim.matcher.small_constant",
-    "experimental_experiment.xoptim.testing.check_pattern",
-    "experimental_experiment.xoptim.fold_numpy.evaluate_numpy",
     "experimental_experiment.torch_models.llm_helper.output_cache",
     "experimental_experiment.helpers.onnx_stats.external_data_statistics",
     "experimental_experiment.torch_interpreter.node_context.NodeContext",

@@ -114,7 +114,23 @@ _KERNELS = {
 
 def evaluate_numpy(node: NodeProto, feeds: dict[str, np.ndarray], opset: int):
     """The outputs of ``node`` (a one-element list) or None when it is not one of the
-    operators computed here (the caller falls back to the reference evaluator)."""
+    operators computed here (the caller falls back to the reference evaluator).
+
+    :param node: the node to evaluate (default domain)
+    :param feeds: its inputs, ``{name: array}``
+    :param opset: the opset of the default domain
+    :return: a list with the single output, or None
+
+    .. code-block:: python
+
+        import numpy as np
+        from onnx import helper
+        from experimental_experiment.xoptim.fold_numpy import evaluate_numpy
+
+        node = helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0])
+        (y,) = evaluate_numpy(node, {"x": np.zeros((2, 3), dtype=np.float32)}, 18)
+        assert y.shape == (3, 2)
+    """
     kernel = _KERNELS.get(node.op_type) if node.domain == "" else None
     if kernel is None or opset < kernel[1] or len(node.output) != 1:
         return None

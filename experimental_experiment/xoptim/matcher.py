@@ -62,7 +62,23 @@ def graph_index(g) -> GraphIndex:
 
 def small_constant(g, name: str, max_size: int = 1024) -> np.ndarray | None:
     """The value of a constant with at most ``max_size`` elements (large weights are
-    never converted), None otherwise."""
+    never converted), None otherwise.
+
+    :param g: the :class:`GraphBuilder` being optimized
+    :param name: the name of the result
+    :param max_size: the maximum number of elements
+    :return: a numpy array or None
+
+    .. code-block:: python
+
+        from experimental_experiment.xoptim.matcher import small_constant
+
+        def match(self, g, node):  # a method of a pattern anchored on Unsqueeze
+            axes = small_constant(g, node.input[1])
+            if axes is None:
+                return self.refuse("the axes are not a small constant")
+            ...
+    """
     return constant_value(g, name, max_size)
 
 

@@ -54,7 +54,29 @@ def check_pattern(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]]
     """Optimizes ``model``, checks it, compares its results with the original model's
     on every set of ``feeds``; returns ``(optimized model, report)``.
     The checker is skipped when the optimized model uses a contrib operator onnxruntime
-    registers in the default domain."""
+    registers in the default domain.
+
+    :param model: the model to optimize
+    :param feeds: sets of inputs, ``[{name: array}]``, the results are compared on each
+    :param patterns: pattern sets, see :func:`get_pattern_list
+        <experimental_experiment.xoptim.get_pattern_list>`, or a list of patterns
+    :param atol: absolute tolerance
+    :param rtol: relative tolerance
+    :param run: ``run(model, feeds) -> list of arrays``, onnxruntime on CPU by default
+    :param full_check: given to :func:`onnx.checker.check_model`
+    :return: ``(optimized model, report)``, an assertion fails if the results differ
+
+    .. code-block:: python
+
+        import numpy as np
+        import onnx
+        from experimental_experiment.xoptim.testing import applied, check_pattern
+
+        model = onnx.load("model.onnx")
+        x = np.random.rand(2, 3).astype(np.float32)
+        opt, report = check_pattern(model, [{"x": x}], patterns="default")
+        print(applied(report, "TransposeTransposeToTranspose"))
+    """
     opt, report = optimize_model(model, patterns=patterns, return_report=True)
     if not any(n.op_type in ORT_DEFAULT_DOMAIN_OPS and n.domain == "" for n in opt.graph.node):
         onnx.checker.check_model(opt, full_check=full_check)
