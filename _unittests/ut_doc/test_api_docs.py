@@ -21,24 +21,9 @@ MODULE = re.compile(r"^\.\. (?:automodule|module|py:module)::\s*(\S+)", re.M)
 EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
 
 INCOMPLETE_PARAMETERS = {
-    "experimental_experiment.torch_models.llm_helper.cache_argument_name",
-    "experimental_experiment.torch_models.llm_helper.output_cache",
-    "experimental_experiment.helpers.onnx_stats.external_data_statistics",
-    "experimental_experiment.xbuilder.function_opsets.align_function_opset",
-    "experimental_experiment.torch_models.llm_helper.get_tiny_llm",
-    "experimental_experiment.torch_models.llm_helper.make_llm_inputs",
-    "experimental_experiment.torch_models.llm_helper.make_seq2seq_inputs",
-    "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
 }
 NO_EXAMPLE = {
-    "experimental_experiment.torch_models.llm_helper.output_cache",
-    "experimental_experiment.helpers.onnx_stats.external_data_statistics",
     "experimental_experiment.torch_interpreter.node_context.NodeContext",
-    "experimental_experiment.torch_models.llm_helper.get_tiny_llm",
-    "experimental_experiment.torch_models.llm_helper.make_llm_inputs",
-    "experimental_experiment.torch_models.decoding_check.check_greedy_decoding",
-    "experimental_experiment.helpers.pretty_onnx",
-    "experimental_experiment.helpers.model_statistics",
 }
 
 

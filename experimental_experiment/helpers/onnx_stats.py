@@ -33,7 +33,23 @@ def external_data_statistics(model: onnx.ModelProto, folder: str | None = None) 
     """Sizes of the external data: ``{location: {"tensors", "bytes", "on_disk",
     "unfilled"}}`` (``on_disk`` the file size when ``folder`` has it, else None).
     :class:`UnsafeLocationError <experimental_experiment.xbuilder.safe_paths.UnsafeLocationError>`
-    when a location leaves ``folder``."""
+    when a location leaves ``folder``.
+
+    :param model: the model (its external data is not loaded)
+    :param folder: the folder of the model's file, where the data files are looked for
+        (None: not looked for, ``on_disk`` stays None)
+    :return: ``{location: {"tensors", "bytes", "on_disk", "unfilled"}}``, sorted by
+        location
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.helpers.onnx_stats import external_data_statistics
+
+        model = onnx.load("dump/model.onnx", load_external_data=False)
+        for location, row in external_data_statistics(model, "dump").items():
+            print(location, row["tensors"], row["bytes"], row["on_disk"], row["unfilled"])
+    """
     from ..xbuilder.model_container import get_weights_metadata
 
     unfilled = set(get_weights_metadata(model).get("unfilled", []))
@@ -62,6 +78,14 @@ def model_statistics(model: onnx.ModelProto, folder: str | None = None) -> dict:
 
     Nodes of subgraphs (``If``, ``Loop``, ``Scan``) are counted, nodes of local
     functions are counted apart (``function_nodes``).
+
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.helpers import model_statistics
+
+        stats = model_statistics(onnx.load("model.onnx"))
+        print(stats["n_nodes"], stats["op_types"], stats["initializer_bytes"])
 
     Args:
         model: the model (its external data is not loaded)

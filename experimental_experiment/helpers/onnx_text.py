@@ -125,6 +125,13 @@ def pretty_onnx(model: onnx.ModelProto | onnx.GraphProto | onnx.FunctionProto,
                 max_values: int = 4) -> str:
     """Returns a readable text dump of a model, a graph or a function.
 
+    .. code-block:: python
+
+        import onnx
+        from experimental_experiment.helpers import pretty_onnx
+
+        print(pretty_onnx(onnx.load("model.onnx"), max_values=2))
+
     Args:
         model: what to print
         max_values: number of values shown for every initializer

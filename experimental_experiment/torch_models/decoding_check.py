@@ -100,10 +100,29 @@ def check_greedy_decoding(model, onx, input_ids: torch.Tensor, steps: int = 8, *
     """Runs greedy generation for ``steps`` steps with the ONNX model ``onx`` feeding its
     own present key/values back, and with ``model.generate`` in eager mode.
 
+    :param model: the transformers causal LM ``onx`` was exported from
+    :param onx: the ONNX model exported with a cache (a ModelProto or its bytes):
+        inputs ``input_ids``, ``attention_mask``, optionally ``position_ids``, then the
+        cache (``*_key_<i>``, ``*_value_<i>``); outputs the logits then the present
+        keys and values in the same order
+    :param input_ids: the prompt, ``(batch, length)``
+    :param steps: number of generated tokens
+    :param atol: tolerance on the logits
     :return: a report, ``dict(steps, same_tokens, max_abs_diff, diffs (one per step),
         eager_tokens, onnx_tokens, first_token_mismatch (step or None), ok)``;
         ``ok`` is True when the tokens are equal and every logits difference is
         below ``atol``
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_models.decoding_check import (
+            check_greedy_decoding)
+
+        # model: a causal LM, onx: its export with a cache
+        input_ids = torch.randint(0, model.config.vocab_size, (2, 4))
+        report = check_greedy_decoding(model, onx, input_ids, steps=8)
+        assert report["ok"], report["first_token_mismatch"]
     """
     eager_tokens, eager_logits = eager_greedy_decoding(model, input_ids, steps)
     onnx_tokens, onnx_logits = onnx_greedy_decoding(onx, input_ids, steps)

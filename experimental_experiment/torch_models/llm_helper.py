@@ -99,6 +99,9 @@ def cache_argument_name(model) -> str:
     the cache: ``cache`` (transformers >= 5.24) or ``past_key_values`` (older releases).
     Read from the signature, not from version numbers.
 
+    :param model: a transformers model, or its class
+    :return: ``"cache"`` or ``"past_key_values"``, ValueError if ``forward`` takes none
+
     .. code-block:: python
 
         name = cache_argument_name(model)
@@ -117,7 +120,19 @@ def cache_argument_name(model) -> str:
 
 def output_cache(outputs):
     """The cache a transformers model returned (``outputs.cache`` since transformers 5.24,
-    ``outputs.past_key_values`` before), None when there is none."""
+    ``outputs.past_key_values`` before), None when there is none.
+
+    :param outputs: what the model returned
+    :return: the cache or None
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_models.llm_helper import get_tiny_llm, output_cache
+
+        data = get_tiny_llm("llama")
+        outputs = data["model"](**data["inputs"])
+        cache = output_cache(outputs)  # a DynamicCache
+    """
     for name in CACHE_ARGUMENT_NAMES:
         value = getattr(outputs, name, None)
         if value is not None:
@@ -205,6 +220,30 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     causal LM class of ``config`` is looked at when ``model`` is None).
     Dimensions are named ``batch``, ``seq``, ``past`` and ``total`` (= past + seq).
     Sizes of 1 are avoided by the caller: torch.export specializes them.
+
+    :param config: the transformers configuration of the decoder
+    :param batch: batch size
+    :param seq: number of new tokens
+    :param past: cache length (0 when ``with_cache`` is False)
+    :param with_cache: adds a DynamicCache
+    :param model: the model the inputs are for (None: the causal LM class of ``config``)
+    :param generator: a :class:`torch.Generator` for the random tokens and cache
+    :return: ``(inputs, dynamic_shapes)``
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_interpreter import to_onnx
+        from experimental_experiment.torch_interpreter.onnx_export_errors import (
+            bypass_export_some_errors)
+        from experimental_experiment.torch_models.llm_helper import (
+            build_causal_lm, get_tiny_config, make_llm_inputs)
+
+        config = get_tiny_config("llama")
+        model = build_causal_lm(config)
+        inputs, ds = make_llm_inputs(config, batch=2, seq=3, past=5, model=model)
+        # the dimensions are named with strings, which to_onnx takes
+        with bypass_export_some_errors(patch_transformers=True) as modificator:
+            onx = to_onnx(model, (), modificator(inputs), dynamic_shapes=ds)
     """
     past = past if with_cache else 0
     params = _forward_parameters(model) if model is not None else None
@@ -247,10 +286,20 @@ def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     tokens, ``seq`` decoder tokens and, with a cache, an EncoderDecoderCache (``past``
     self-attention positions) under the name ``model``'s forward takes.
 
+    :param config: the transformers configuration of the model
+    :param batch: batch size
+    :param seq: number of decoder tokens
+    :param past: length of the self-attention cache
+    :param with_cache: adds an EncoderDecoderCache
+    :param model: the model the inputs are for
+    :param generator: a :class:`torch.Generator` for the random tokens and cache
+    :return: ``(inputs, dynamic_shapes)``
+
     .. code-block:: python
 
         inputs, ds = make_seq2seq_inputs(model.config, 2, 3, 5, model=model)
-        ep = torch.export.export(model, (), inputs, dynamic_shapes=ds)
+        with bypass_export_some_errors(patch_transformers=True) as modificator:
+            onx = to_onnx(model, (), modificator(inputs), dynamic_shapes=ds)
     """
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
@@ -289,11 +338,28 @@ def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
     """A tiny model of architecture ``arch`` with random weights and its inputs.
 
     :param arch: one of :data:`TINY_ARCHITECTURES`
-    :param batch, seq, past: batch size, number of new tokens, cache length
+    :param batch: batch size
+    :param seq: number of new tokens
+    :param past: cache length
     :param with_cache: gives a cache (decoders, encoder-decoders) under the name the
         model's forward takes (:func:`cache_argument_name`)
+    :param seed: seed of the random weights and inputs
+    :param config_kwargs: values replacing those of the tiny configuration
+        (see :func:`get_tiny_config`)
     :return: ``dict(model=..., inputs=..., dynamic_shapes=..., config=...)``, the model in
         eval mode; ``with_cache`` is ignored for encoders and vision models
+
+    .. code-block:: python
+
+        from experimental_experiment.torch_interpreter import to_onnx
+        from experimental_experiment.torch_interpreter.onnx_export_errors import (
+            bypass_export_some_errors)
+        from experimental_experiment.torch_models.llm_helper import get_tiny_llm
+
+        data = get_tiny_llm("llama", batch=2, seq=3, past=5)
+        with bypass_export_some_errors(patch_transformers=True) as modificator:
+            onx = to_onnx(data["model"], (), modificator(data["inputs"]),
+                          dynamic_shapes=data["dynamic_shapes"])
     """
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)

@@ -70,6 +70,12 @@ def changed_operators(function: FunctionProto, old: int, new: int) -> list[str]:
 def align_function_opset(function: FunctionProto, version: int) -> FunctionProto:
     """``function`` importing ``version`` of the main domain (a copy when it changes).
 
+    :param function: the local function
+    :param version: the opset of the main domain the model imports
+    :return: ``function`` itself when it already imports ``version``, else a copy
+        importing it; :class:`GraphBuilderError` when one of its operators differs
+        between both versions
+
     .. code-block:: python
 
         f = helper.make_function("custom", "F", ["x"], ["y"],
