@@ -23,7 +23,6 @@ EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
 INCOMPLETE_PARAMETERS = {
 }
 NO_EXAMPLE = {
-    "experimental_experiment.torch_interpreter.node_context.NodeContext",
 }
 
 

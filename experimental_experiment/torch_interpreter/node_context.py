@@ -27,6 +27,21 @@ class NodeContext:
     :param namer: renders symbolic dimensions
     :param interpreter: the running Interpreter (converters of higher-order ops call
         back into it)
+
+    A converter receives it when it declares the keyword-only parameter ``ctx``:
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_interpreter import Dispatcher, to_onnx
+
+        def my_relu(g, x, *, ctx):
+            # ctx.node: the FX node, ctx.dtype(): the ONNX type of its first output,
+            # ctx.shape(): its shape (strings for the dynamic dimensions)
+            return g.op.Max(x, g.op.Cast(0.0, to=ctx.dtype()))
+
+        dispatcher = Dispatcher({torch.ops.aten.relu.default: my_relu})
+        onx = to_onnx(torch.nn.ReLU(), (torch.randn(3),), dispatcher=dispatcher)
     """
 
     def __init__(self, node: torch.fx.Node, namer: DimNamer, interpreter=None):
