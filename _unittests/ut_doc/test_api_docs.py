@@ -20,10 +20,8 @@ ENTRY = re.compile(r"^\.\. auto(?:function|class|exception)::\s*(\S+)", re.M)
 MODULE = re.compile(r"^\.\. (?:automodule|module|py:module)::\s*(\S+)", re.M)
 EXAMPLE = re.compile(r"(\.\. code-block::|>>>|\.\. runpython::|::\s*$)", re.M)
 
-INCOMPLETE_PARAMETERS = {
-}
-NO_EXAMPLE = {
-}
+INCOMPLETE_PARAMETERS: set[str] = set()
+NO_EXAMPLE: set[str] = set()
 
 
 def _read(pattern: re.Pattern) -> list[str]:
