@@ -124,7 +124,7 @@ def read_checkpoints(paths: list[str]) -> dict[str, CheckpointTensor]:
     """Every tensor of the checkpoints, by name (nothing loaded yet).
 
     :param paths: checkpoint files (``.safetensors``, a ``.safetensors.index.json``
-        index naming its shards, or a file saved by :func:`torch.save`) or folders
+        index naming its shards, or a file saved by ``torch.save``) or folders
         holding them
     :return: ``{tensor name: CheckpointTensor}``, each loaded by its ``load()`` method
 

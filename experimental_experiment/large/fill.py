@@ -139,7 +139,7 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
 
     :param model_path: the ONNX model whose weights are stored as external data
     :param checkpoints: one or several checkpoint files (``.safetensors``, a
-        ``.safetensors.index.json`` index or a file saved by :func:`torch.save`) or
+        ``.safetensors.index.json`` index or a file saved by ``torch.save``) or
         folders holding them
     :param output: where to write the filled model, the model is replaced if None
     :return: a :class:`FillReport` (matched, ambiguous, unused, unfilled names)

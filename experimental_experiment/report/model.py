@@ -145,19 +145,19 @@ class ExportReport:
     :param error: its message
     :param error_location: the user's line the error comes from
     :param capture_attempts: every call to :func:`torch.export.export`
-        (:class:`CaptureAttempt`)
+        (``CaptureAttempt``)
     :param patches: the patches active during the capture
     :param decompositions: the operators torch decomposed, and why
-        (:class:`Decomposition`)
+        (``Decomposition``)
     :param converters: the converters used and how many nodes each translated
-        (:class:`ConverterUse`)
+        (``ConverterUse``)
     :param timings: seconds spent in every step, by step name
     :param nodes_before_optimization: number of nodes before the optimization
     :param nodes_after_optimization: number of nodes after the optimization
-    :param rewrites: the passes and patterns which changed the graph (:class:`Rewrite`)
+    :param rewrites: the passes and patterns which changed the graph (``Rewrite``)
     :param dimensions: the dynamic dimensions specialized or constrained by the capture
         (:class:`DimensionRecord`)
-    :param diagnostics: messages for the user (:class:`Diagnostic`)
+    :param diagnostics: messages for the user (``Diagnostic``)
 
     .. code-block:: python
 

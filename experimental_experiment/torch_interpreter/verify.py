@@ -58,7 +58,7 @@ class VerifyReport:
 
     :param static_but_declared_dynamic: the ONNX inputs or outputs with a static
         dimension where the user declared a dynamic one
-    :param trials: one :class:`Trial` for every set of sizes tried
+    :param trials: one ``Trial`` for every set of sizes tried
     :param baked_in: the dimensions whose change breaks the ONNX model
 
     .. code-block:: python

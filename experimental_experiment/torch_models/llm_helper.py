@@ -227,7 +227,7 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     :param past: cache length (0 when ``with_cache`` is False)
     :param with_cache: adds a DynamicCache
     :param model: the model the inputs are for (None: the causal LM class of ``config``)
-    :param generator: a :class:`torch.Generator` for the random tokens and cache
+    :param generator: a ``torch.Generator`` for the random tokens and cache
     :return: ``(inputs, dynamic_shapes)``
 
     .. code-block:: python
@@ -292,7 +292,7 @@ def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     :param past: length of the self-attention cache
     :param with_cache: adds an EncoderDecoderCache
     :param model: the model the inputs are for
-    :param generator: a :class:`torch.Generator` for the random tokens and cache
+    :param generator: a ``torch.Generator`` for the random tokens and cache
     :return: ``(inputs, dynamic_shapes)``
 
     .. code-block:: python
@@ -345,7 +345,7 @@ def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
         model's forward takes (:func:`cache_argument_name`)
     :param seed: seed of the random weights and inputs
     :param config_kwargs: values replacing those of the tiny configuration
-        (see :func:`get_tiny_config`)
+        (see ``get_tiny_config``)
     :return: ``dict(model=..., inputs=..., dynamic_shapes=..., config=...)``, the model in
         eval mode; ``with_cache`` is ignored for encoders and vision models
 

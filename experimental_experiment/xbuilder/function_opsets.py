@@ -73,7 +73,7 @@ def align_function_opset(function: FunctionProto, version: int) -> FunctionProto
     :param function: the local function
     :param version: the opset of the main domain the model imports
     :return: ``function`` itself when it already imports ``version``, else a copy
-        importing it; :class:`GraphBuilderError` when one of its operators differs
+        importing it; ``GraphBuilderError`` when one of its operators differs
         between both versions
 
     .. code-block:: python

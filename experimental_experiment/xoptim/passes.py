@@ -326,7 +326,7 @@ class PassManager:
     ``max_rounds`` rounds); a pass raising an exception raises :class:`PassError`
     naming it.
 
-    :param passes: the passes (:class:`GraphPass`), in the order they run
+    :param passes: the passes (``GraphPass``), in the order they run
     :param max_rounds: the maximum number of rounds
 
     .. code-block:: python

@@ -63,7 +63,7 @@ def check_pattern(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]]
     :param atol: absolute tolerance
     :param rtol: relative tolerance
     :param run: ``run(model, feeds) -> list of arrays``, onnxruntime on CPU by default
-    :param full_check: given to :func:`onnx.checker.check_model`
+    :param full_check: given to ``onnx.checker.check_model``
     :return: ``(optimized model, report)``, an assertion fails if the results differ
 
     .. code-block:: python

@@ -1,7 +1,7 @@
 """Temporary patches applied by :func:`bypass_export_some_errors
 <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`.
 
-Every patch is a :class:`Patch`: the object owning the attribute, the attribute name and
+Every patch is a ``Patch``: the object owning the attribute, the attribute name and
 a function ``factory(original) -> replacement``. Each one documents the error it fixes
 and says when it is needed (a feature check on the installed packages, not a version).
 """

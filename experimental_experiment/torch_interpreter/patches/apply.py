@@ -1,4 +1,4 @@
-"""A temporary patch (:class:`Patch`) and :func:`apply_patches`, which applies a list
+"""A temporary patch (``Patch``) and ``apply_patches``, which applies a list
 of them and restores the originals; :mod:`.shared` shares them between threads."""
 
 from __future__ import annotations

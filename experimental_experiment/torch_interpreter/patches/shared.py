@@ -5,7 +5,7 @@ and leave.
 A patch replaces a module or class attribute: it is global to the process, so two
 threads (or two nested ``with`` blocks) sharing it cannot each save and restore the
 attribute on their own (the second one would save the first one's replacement and put it
-back for good). Here every *layer* (a list of :class:`Patch`, or a context such as
+back for good). Here every *layer* (a list of ``Patch``, or a context such as
 the cache registration) is entered once, counted, and kept on one stack:
 
 * a user entering takes a reference on the layers already holding what it needs and
