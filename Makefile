@@ -132,8 +132,10 @@ zoo-quick: install
 	$(PY) -m experimental_experiment.bench.zoo --quick --exporters to_onnx --strict \
 		--output $$(mktemp -d)/zoo_quick.csv
 
+# ruff on the whole tree, pyright (basic, pyproject.toml) with a per-file ratchet
 lint: install
 	$(PY) -m ruff check .
+	$(PY) tools/pyright_check.py
 
 clean:
 	rm -rf _doc/_build _doc/_build_quick _doc/_backrefs _doc/auto_examples _doc/auto_recipes _doc/sg_execution_times.rst

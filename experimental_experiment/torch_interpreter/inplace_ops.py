@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from typing import cast
 
 import torch
+import torch._guards
+import torch.fx.node
 
 aten = torch.ops.aten
 
@@ -46,7 +49,7 @@ class InPlaceRewrite:
 @dataclasses.dataclass
 class _Change:
     node: torch.fx.Node  # the in-place node
-    functional: object  # its functional operator
+    functional: torch._ops.OpOverload  # its functional operator
     chain: list  # [(alias node, its parent)] from the changed tensor up to the root
     root: torch.fx.Node
 
@@ -98,9 +101,14 @@ def _is_alias(node: torch.fx.Node) -> bool:
     """The node's value shares memory with its first argument (a view, an in-place op,
     an element of split/unbind)."""
     if node.op == "call_function" and node.target is operator.getitem:
-        return _is_alias(node.args[0])
+        return _is_alias(_first(node))
     schema = _schema(node)
     return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
+def _first(node: torch.fx.Node) -> torch.fx.Node:
+    """The first argument of a view or an in-place node: the node it aliases."""
+    return cast(torch.fx.Node, node.args[0])
 
 
 def _functional(op):
@@ -115,7 +123,7 @@ def _functional(op):
 
 
 def _plan(node: torch.fx.Node, can_convert, checked: dict) -> _Change | str:
-    schema = node.target._schema
+    schema = cast(torch._ops.OpOverload, node.target)._schema
     written = [a.name for a in schema.arguments if a.alias_info is not None
                and a.alias_info.is_write]
     if written != [schema.arguments[0].name] or not isinstance(node.args[0], torch.fx.Node):
@@ -131,14 +139,14 @@ def _plan(node: torch.fx.Node, can_convert, checked: dict) -> _Change | str:
     reason = checked[key]
     if reason is not None:
         return reason
-    chain, current = [], node.args[0]
+    chain, current = [], _first(node)
     while _is_alias(current):
         if not (_is_mutation(current) or (current.target in _WRITE_BACK
                                           and not current.kwargs)):
             return (f"it changes {current.name}, a view made by {current.target}, "
                     "which is not written back here")
         chain.append(current)
-        current = current.args[0]
+        current = _first(current)
     if current.op != "call_function":
         return f"it changes {current.name}, an input, a buffer or a parameter"
     return _Change(node, functional, chain, current)
@@ -210,8 +218,8 @@ def _whole_slice(view: torch.fx.Node) -> bool:
         return False
     defaults = (None, 0, None, None, 1)  # self, dim, start, end, step
     _, _, start, end, step = tuple(view.args) + defaults[len(view.args):]
-    return start in (0, None) and step == 1 and (
-        end is None or (isinstance(end, int) and end >= 2**63 - 1))
+    return bool(start in (0, None) and step == 1 and (
+        end is None or (isinstance(end, int) and end >= 2**63 - 1)))
 
 
 def _rewrite(graph: torch.fx.Graph, change: _Change, order: dict, latest: dict) -> int:

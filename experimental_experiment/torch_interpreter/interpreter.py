@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import operator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
+import torch.fx.node
 
 from ..xbuilder import GraphBuilder
 from ._dims import DimNamer
@@ -88,11 +89,11 @@ class Interpreter:
         raise ConversionError(f"placeholder {name!r} has an unsupported value {type(val)}")
 
     def get_attr(self, node: torch.fx.Node):
-        value = self.gm
-        for part in node.target.split("."):
+        value, target = self.gm, str(node.target)
+        for part in target.split("."):
             value = getattr(value, part)
         if isinstance(value, torch.Tensor):
-            return self._initializer(node.target, value)
+            return self._initializer(target, value)
         return value  # a submodule: a control-flow branch
 
     def _initializer(self, name: str, tensor: torch.Tensor) -> str:
@@ -104,7 +105,7 @@ class Interpreter:
 
     def call_function(self, node: torch.fx.Node):
         if node.target is operator.getitem:
-            seq = self.env[node.args[0].name]
+            seq = self.env[cast(torch.fx.Node, node.args[0]).name]
             result = seq[node.args[1]]
             self._stamp(node, result)
             return result

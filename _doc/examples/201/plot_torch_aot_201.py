@@ -19,7 +19,6 @@ import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-
 graphs = {}
 
 

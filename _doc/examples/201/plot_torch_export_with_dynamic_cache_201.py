@@ -7,8 +7,9 @@ torch.export.export with a DynamicCache as input
 Large language models from :epkg:`transformers` keep the keys and values of the
 attention layers computed at the previous steps in a cache,
 ``transformers.cache_utils.DynamicCache``, given to the model as an input
-(``past_key_values``, renamed ``cache`` in transformers 5.24). :func:`torch.export.export` only accepts inputs it can
-flatten into tensors: the class must be registered with :mod:`torch.utils._pytree`.
+(``past_key_values``, renamed ``cache`` in transformers 5.24).
+:func:`torch.export.export` only accepts inputs it can flatten into tensors:
+the class must be registered with :mod:`torch.utils._pytree`.
 :func:`bypass_export_some_errors
 <experimental_experiment.torch_interpreter.onnx_export_errors.bypass_export_some_errors>`
 registers it while the export runs and removes the registration on exit.
