@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from onnx import NodeProto, TensorProto
 
 from ...xbuilder.graph_utils import constant_value
@@ -19,8 +21,9 @@ def scalar_value(g, name: str) -> float | None:
     return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
 
 
-def is_op(node: NodeProto | None, op_type: str | tuple[str, ...], domain: str = "") -> bool:
-    """Tells if ``node`` is one of ``op_type`` in ``domain``."""
+def is_op(node: NodeProto | None, op_type: str | tuple[str, ...],
+          domain: str = "") -> TypeGuard[NodeProto]:
+    """Tells if ``node`` is one of ``op_type`` in ``domain`` (None is none of them)."""
     types = (op_type,) if isinstance(op_type, str) else op_type
     return node is not None and node.op_type in types and node.domain == domain
 
