@@ -10,6 +10,7 @@ import torch
 from .capture_dims import size_oblivious_capture
 from .errors import CaptureError
 from .export_options import ExportOptions
+from .fresh_stack import run_on_fresh_stack
 from .inplace_ops import functionalize_in_place
 from .signature import explicit_keywords
 
@@ -63,10 +64,13 @@ def _capture_once(model, args, kwargs, dynamic_shapes, strict: bool, table,
                   ) -> torch.export.ExportedProgram:
     """torch.export.export (once per value of ``strict``, kept in ``captured``), then
     the decompositions of ``table``."""
-    if strict not in captured:
-        captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict, oblivious,
-                                   record)
-    return decompose(captured[strict], table, owned=True)
+    def capture_and_decompose():
+        if strict not in captured:
+            captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict,
+                                       oblivious, record)
+        return decompose(captured[strict], table, owned=True)
+
+    return run_on_fresh_stack(capture_and_decompose)
 
 
 def _attempts(options: ExportOptions) -> list[tuple[bool, object]]:

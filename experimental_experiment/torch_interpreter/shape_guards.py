@@ -21,6 +21,7 @@ import threading
 import torch
 
 from ..report import DimensionRecord, SourceLocation
+from .fresh_stack import caller_frame
 
 _LOCK = threading.RLock()  # re-entrant: an export inside an export (same thread)
 
@@ -61,11 +62,13 @@ def user_location(excluded: tuple[str, ...] | None = None) -> SourceLocation | N
     for fr in reversed(list(stack or [])):
         if _is_user(fr.filename, excluded):
             return _location(fr.filename, fr.lineno, fr.name)
-    frame = sys._getframe(1)
-    while frame is not None:
-        if _is_user(frame.f_code.co_filename, excluded):
-            return _location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-        frame = frame.f_back
+    # the capture runs on a thread of its own (fresh_stack.py): its caller's stack next
+    for frame in (sys._getframe(1), caller_frame()):
+        while frame is not None:
+            if _is_user(frame.f_code.co_filename, excluded):
+                return _location(frame.f_code.co_filename, frame.f_lineno,
+                                 frame.f_code.co_name)
+            frame = frame.f_back
     return None
 
 
