@@ -18,7 +18,8 @@ from .errors import (
     UnsupportedPrecisionError,
 )
 from .graph import find_lm_head, node_type_counts
-from .quantizer import PRECISIONS, gather_block_quantized_available, quantize_model
+from .kernels import cpu_float16_fallbacks, gather_block_quantized_available
+from .quantizer import PRECISIONS, quantize_model
 
 __all__ = [
     "PRECISIONS",
@@ -28,6 +29,7 @@ __all__ = [
     "QuantizeError",
     "QuantizeOptionError",
     "UnsupportedPrecisionError",
+    "cpu_float16_fallbacks",
     "find_lm_head",
     "gather_block_quantized_available",
     "node_type_counts",

@@ -64,8 +64,9 @@ def quantized_nodes(model: onnx.ModelProto) -> list[str]:
 
 
 def missing_weights(model: onnx.ModelProto) -> list[str]:
-    """Initializers of the main graph whose data is not in the proto (external data
-    not loaded, or declared but never written by a weight-free export).
+    """Initializers of the main graph whose data is not in the proto: external data not
+    loaded, or weights a weight-free export declared and no checkpoint filled yet (the
+    ``unfilled`` list of the model's metadata, whose data file holds zeros).
 
     :param model: an ONNX model
 
@@ -74,8 +75,11 @@ def missing_weights(model: onnx.ModelProto) -> list[str]:
         onx = onnx.load("model.onnx", load_external_data=False)
         print(missing_weights(onx))  # every external initializer
     """
+    from ..xbuilder.model_container import get_weights_metadata
+
+    unfilled = set(get_weights_metadata(model).get("unfilled", []))
     return [i.name for i in model.graph.initializer
-            if i.data_location == onnx.TensorProto.EXTERNAL]
+            if i.data_location == onnx.TensorProto.EXTERNAL or i.name in unfilled]
 
 
 def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
@@ -84,8 +88,9 @@ def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
 
 def weight_of(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]
               ) -> onnx.TensorProto | None:
-    """The float initializer a ``MatMul`` (or a ``Gemm``) multiplies by on the right, of rank 2 or of rank above 2 with leading ones (the
-    weights onnxruntime's quantizers rewrite), None otherwise.
+    """The float initializer a ``MatMul`` (or a ``Gemm``) multiplies by on the right,
+    of rank 2 or of rank above 2 with leading ones (the weights onnxruntime's
+    quantizers rewrite), None otherwise.
 
     :param node: a node
     :param inits: initializers by name
@@ -180,3 +185,65 @@ def name_nodes(model: onnx.ModelProto) -> None:
             name = f"q_{node.op_type}_{i}_{k}"
         node.name = name
         used.add(name)
+
+
+def gemm_to_matmul(model: onnx.ModelProto) -> list[str]:
+    """Rewrites, in place, every ``Gemm`` of the main graph multiplying by a float
+    initializer (``alpha=1``, ``beta=1``, ``transA=0``) as ``MatMul`` (+ ``Add`` of the
+    bias): onnxruntime's quantizers only rewrite ``MatMul``. A weight used with
+    ``transB=1`` is stored transposed. Returns the names of the rewritten nodes (the
+    ``MatMul`` keeps the ``Gemm``'s name).
+
+    :param model: an ONNX model, modified
+
+    .. code-block:: python
+
+        gemm_to_matmul(onx)  # to_onnx exports a Linear on a 2D input as Gemm
+    """
+    from onnx import numpy_helper
+
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    used = collections.Counter(i for n in graph.node for i in n.input)
+    names = ({o for n in graph.node for o in n.output} | set(inits)
+             | {i.name for i in graph.input} | {n.name for n in graph.node})
+
+    def fresh(base: str) -> str:
+        name, k = base, 0
+        while name in names:
+            k += 1
+            name = f"{base}_{k}"
+        names.add(name)
+        return name
+
+    def value(node, name, default):
+        return next((onnx.helper.get_attribute_value(a) for a in node.attribute
+                     if a.name == name), default)
+
+    new_nodes, done = [], []
+    for node in graph.node:
+        if (node.op_type != "Gemm" or node.domain not in ("", "ai.onnx")
+                or weight_of(node, inits) is None or value(node, "alpha", 1.0) != 1.0
+                or value(node, "beta", 1.0) != 1.0 or value(node, "transA", 0)):
+            new_nodes.append(node)
+            continue
+        weight = node.input[1]
+        if value(node, "transB", 0):
+            transposed = numpy_helper.to_array(inits[weight]).T.copy()
+            if used[weight] > 1:  # shared: the other users keep the original
+                weight = fresh(weight + "_T")
+                graph.initializer.append(numpy_helper.from_array(transposed, weight))
+            else:
+                inits[weight].CopyFrom(numpy_helper.from_array(transposed, weight))
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        out = node.output[0] if bias is None else fresh(node.output[0] + "_mm")
+        new_nodes.append(onnx.helper.make_node("MatMul", [node.input[0], weight], [out],
+                                               name=node.name))
+        if bias is not None:
+            new_nodes.append(onnx.helper.make_node("Add", [out, bias], [node.output[0]],
+                                                   name=fresh(f"{node.name}_bias")))
+        done.append(node.name)
+    if done:
+        del graph.node[:]
+        graph.node.extend(new_nodes)
+    return done

@@ -35,11 +35,13 @@ from .errors import (
 from .graph import (
     embedding_gathers,
     find_lm_head,
+    gemm_to_matmul,
     missing_weights,
     name_nodes,
     quantized_nodes,
     weight_of,
 )
+from .kernels import gather_block_quantized_available
 
 logger = logging.getLogger(__name__)
 
@@ -76,24 +78,6 @@ def _check_options(precision: str, block_size: int, accuracy_level: int | None,
             f"to quantize embeddings: upgrade onnxruntime or leave quantize_embeddings off")
 
 
-def gather_block_quantized_available() -> bool:
-    """Whether the installed onnxruntime has a CPU kernel for ``GatherBlockQuantized``
-    with int4 data (the quantized embeddings).
-
-    .. code-block:: python
-
-        if gather_block_quantized_available():
-            q = quantize_model(onx, "int4", quantize_embeddings=True)
-    """
-    try:
-        from onnxruntime.capi.onnxruntime_pybind11_state import get_all_opkernel_def
-    except ImportError:  # pragma: no cover
-        return False
-    return any(d.op_name == "GatherBlockQuantized" and d.provider == "CPUExecutionProvider"
-               and "tensor(int4)" in d.type_constraints.get("T1", [])
-               for d in get_all_opkernel_def())
-
-
 def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
                  ) -> list[str]:
     """Raises before any work; returns the heads kept in float."""
@@ -107,9 +91,10 @@ def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
     missing = missing_weights(model)
     if missing:
         raise MissingWeightsError(
-            f"{len(missing)} initializer(s) have no data in the proto (external data not "
-            f"loaded), first {missing[:3]}: load the model with its data "
-            f"(onnx.load(path)) or fill a weight-free export first")
+            f"{len(missing)} initializer(s) have no data (external data not loaded, or "
+            f"weights of a weight-free export not filled), first {missing[:3]}: load the "
+            f"model with its data (onnx.load(path)), fill a weight-free export first "
+            f"(python -m experimental_experiment fill-weights)")
     if precision == "fp16":
         return []
     done = quantized_nodes(model)
@@ -119,13 +104,13 @@ def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
             f"model to {precision}")
     heads = [] if quantize_lm_head else find_lm_head(model)
     inits = {i.name: i for i in model.graph.initializer}
-    targets = [n for n in model.graph.node if n.op_type == "MatMul"
-               and weight_of(n, inits) is not None and n.name not in heads]
+    targets = [n for n in model.graph.node if weight_of(n, inits) is not None
+               and n.name not in heads]  # Gemm: rewritten as MatMul
     if not targets:
         reason = (f" besides the head {heads} kept in float (quantize_lm_head=True "
                   f"quantizes it)" if heads else "")
         raise NothingToQuantizeError(
-            f"no MatMul multiplies by a constant weight{reason}: nothing to quantize "
+            f"no MatMul or Gemm multiplies by a constant weight{reason}: nothing to quantize "
             f"to {precision}")
     return heads
 
@@ -133,8 +118,7 @@ def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
 def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 32,
                    accuracy_level: int | None = None, quantize_lm_head: bool = False,
                    quantize_embeddings: bool = False, symmetric: bool = True,
-                   keep_io_types: bool = False,
-                   fp16_op_block_list: list[str] | None = None) -> onnx.ModelProto:
+                   keep_io_types: bool = False) -> onnx.ModelProto:
     """Quantizes the weights of a float model with onnxruntime's quantization tools,
     returns a new model (``model`` is left unchanged).
 
@@ -151,8 +135,9 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
     :param symmetric: symmetric quantization (no zero point); False adds zero points
         (int4) or quantizes weights to uint8 (int8)
     :param keep_io_types: fp16: inputs and outputs stay float32, casts are inserted
-    :param fp16_op_block_list: fp16: operator types left in float32 (casts around
-        them), onnxruntime's converter's default list if None
+        (on CPU, onnxruntime runs the operators without a float16 kernel in float32,
+        see :func:`cpu_float16_fallbacks
+        <experimental_experiment.quantize.kernels.cpu_float16_fallbacks>`)
     :return: the quantized model
     :raises UnsupportedPrecisionError: precision not supported
     :raises QuantizeOptionError: a block size or accuracy level without kernel
@@ -174,6 +159,8 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     name_nodes(copy)
+    if precision != "fp16":
+        gemm_to_matmul(copy)
     with _quiet_onnxruntime():
         if precision == "int4":
             result = _int4(copy, heads, block_size, accuracy_level, symmetric,
@@ -181,7 +168,7 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
         elif precision == "int8":
             result = _int8(copy, heads, symmetric)
         else:
-            result = _fp16(copy, keep_io_types, fp16_op_block_list)
+            result = _fp16(copy, keep_io_types)
     logger.info("[quantize_model] %s: %d -> %d nodes, heads kept in float %s", precision,
                 len(model.graph.node), len(result.graph.node), heads)
     return result
@@ -243,10 +230,9 @@ def _int8(model: onnx.ModelProto, heads: list[str], symmetric: bool) -> onnx.Mod
         return onnx.load(output)
 
 
-def _fp16(model: onnx.ModelProto, keep_io_types: bool,
-          op_block_list: list[str] | None) -> onnx.ModelProto:
+def _fp16(model: onnx.ModelProto, keep_io_types: bool) -> onnx.ModelProto:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
     return convert_float_to_float16(
-        model, keep_io_types=keep_io_types, op_block_list=op_block_list,
+        model, keep_io_types=keep_io_types,
         disable_shape_infer=model.ByteSize() >= _PROTO_LIMIT)
