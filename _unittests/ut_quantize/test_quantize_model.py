@@ -379,3 +379,19 @@ def test_cli_already_quantized_and_missing_file(mlp, tmp_path, capsys):
     assert main(["quantize", str(tmp_path / "none.onnx"), out, "--precision", "int4"]) == 2
     assert "no file" in capsys.readouterr().err
     assert not os.path.exists(out)
+
+
+def test_cli_does_not_import_torch(mlp, tmp_path):
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "mlp.onnx")
+    onnx.save(mlp, path)
+    code = ("import sys; from experimental_experiment._command_lines import main; "
+            f"rc = main(['quantize', {path!r}, {str(tmp_path / 'q.onnx')!r}, "
+            "'--precision', 'int4']); assert rc == 0, rc; "
+            "assert 'torch' not in sys.modules, 'torch'")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, timeout=300)
+    assert res.returncode == 0, res.stderr
