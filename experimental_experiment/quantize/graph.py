@@ -82,10 +82,6 @@ def missing_weights(model: onnx.ModelProto) -> list[str]:
             if i.data_location == onnx.TensorProto.EXTERNAL or i.name in unfilled]
 
 
-def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
-    return {o: n for n in graph.node for o in n.output if o}
-
-
 def weight_of(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]
               ) -> onnx.TensorProto | None:
     """The float initializer a ``MatMul`` (or a ``Gemm``) multiplies by on the right,
@@ -121,17 +117,31 @@ def find_lm_head(model: onnx.ModelProto) -> list[str]:
 
         heads = find_lm_head(onx)  # kept in float unless quantize_lm_head=True
     """
+    return [model.graph.node[i].name for i in lm_head_indices(model)]
+
+
+def lm_head_indices(model: onnx.ModelProto) -> list[int]:
+    """Positions in ``model.graph.node`` of the nodes :func:`find_lm_head` names (nodes
+    may have no name).
+
+    :param model: an ONNX model
+
+    .. code-block:: python
+
+        heads = [onx.graph.node[i] for i in lm_head_indices(onx)]
+    """
     graph = model.graph
-    producers = _producers(graph)
+    producers = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
     inits = {i.name: i for i in graph.initializer}
-    heads = []
+    heads: list[int] = []
     for out in graph.output:
         name, seen = out.name, 0
         while name in producers and seen < 16:
-            node, seen = producers[name], seen + 1
+            index, seen = producers[name], seen + 1
+            node = graph.node[index]
             if node.op_type in ("MatMul", "Gemm"):
-                if weight_of(node, inits) is not None and node.name not in heads:
-                    heads.append(node.name)
+                if weight_of(node, inits) is not None and index not in heads:
+                    heads.append(index)
                 break
             if node.op_type not in _PASS_THROUGH:
                 break

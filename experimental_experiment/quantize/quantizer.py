@@ -34,8 +34,8 @@ from .errors import (
 )
 from .graph import (
     embedding_gathers,
-    find_lm_head,
     gemm_to_matmul,
+    lm_head_indices,
     missing_weights,
     name_nodes,
     quantized_nodes,
@@ -79,8 +79,8 @@ def _check_options(precision: str, block_size: int, accuracy_level: int | None,
 
 
 def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
-                 ) -> list[str]:
-    """Raises before any work; returns the heads kept in float."""
+                 ) -> list[int]:
+    """Raises before any work; returns the positions of the heads kept in float."""
     if not isinstance(model, onnx.ModelProto):
         proto = getattr(model, "model_proto", None)  # a ModelContainer
         if isinstance(proto, onnx.ModelProto):
@@ -102,12 +102,13 @@ def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
         raise AlreadyQuantizedError(
             f"the model is quantized already (it has {', '.join(done)}); quantize the float "
             f"model to {precision}")
-    heads = [] if quantize_lm_head else find_lm_head(model)
+    heads = [] if quantize_lm_head else lm_head_indices(model)
     inits = {i.name: i for i in model.graph.initializer}
-    targets = [n for n in model.graph.node if weight_of(n, inits) is not None
-               and n.name not in heads]  # Gemm: rewritten as MatMul
+    targets = [i for i, n in enumerate(model.graph.node) if weight_of(n, inits) is not None
+               and i not in heads]  # Gemm: rewritten as MatMul
     if not targets:
-        reason = (f" besides the head {heads} kept in float (quantize_lm_head=True "
+        names = [model.graph.node[i].name or model.graph.node[i].output[0] for i in heads]
+        reason = (f" besides the head {names} kept in float (quantize_lm_head=True "
                   f"quantizes it)" if heads else "")
         raise NothingToQuantizeError(
             f"no MatMul or Gemm multiplies by a constant weight{reason}: nothing to quantize "
@@ -155,10 +156,11 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
                                             providers=["CPUExecutionProvider"])
     """
     _check_options(precision, block_size, accuracy_level, quantize_embeddings)
-    heads = _check_model(model, precision, quantize_lm_head)
+    head_indices = _check_model(model, precision, quantize_lm_head)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    name_nodes(copy)
+    name_nodes(copy)  # onnxruntime's quantizers exclude nodes by name
+    heads = [copy.graph.node[i].name for i in head_indices]
     if precision != "fp16":
         gemm_to_matmul(copy)
     with _quiet_onnxruntime():
