@@ -273,6 +273,49 @@ def test_unnamed_nodes_are_named_and_head_excluded():
         assert q.graph.node[-1].op_type == "MatMul" and q.graph.node[-1].input[1] == "w2"
 
 
+def _transposed_weights(tied: bool = False) -> onnx.ModelProto:
+    """Gather (tied: on w2), MatMul(x, Transpose(w1)), Relu, MatMul(., Transpose(w2)):
+    the exporter leaves such transposes of large weights unfolded."""
+    from onnx import TensorProto
+    from onnx import helper as oh
+    from onnx import numpy_helper as onh
+
+    rng = np.random.default_rng(1)
+    nodes = [oh.make_node("Transpose", ["w1"], ["w1t"], perm=[1, 0], name="t1"),
+             oh.make_node("Transpose", ["w2"], ["w2t"], perm=[1, 0], name="t2"),
+             oh.make_node("MatMul", ["x", "w1t"], ["h"], name="mm1"),
+             oh.make_node("Relu", ["h"], ["r"], name="relu"),
+             oh.make_node("MatMul", ["r", "w2t"], ["y"], name="head")]
+    outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])]
+    if tied:
+        nodes.append(oh.make_node("Gather", ["w2", "ids"], ["emb"], name="gather"))
+        outputs.append(oh.make_tensor_value_info("emb", TensorProto.FLOAT, [2, 64]))
+    graph = oh.make_graph(
+        nodes, "tr", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])], outputs,
+        [onh.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w1"),
+         onh.from_array(rng.standard_normal((16, 64)).astype(np.float32), "w2"),
+         onh.from_array(np.array([0, 3], dtype=np.int64), "ids")])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_transposed_weights(tied):
+    model = _transposed_weights(tied)
+    assert find_lm_head(model) == ["head"]
+    x = np.random.default_rng(2).standard_normal((5, 64)).astype(np.float32)
+    expected = _run(model, {"x": x})
+    q = quantize_model(model, "int4")
+    counts = node_type_counts(q)
+    assert counts["com.microsoft.MatMulNBits"] == 1 and counts["Transpose"] == 0
+    assert ({i.name for i in q.graph.initializer} & {"w1", "w2"}) == ({"w2"} if tied else set())
+    got = _run(q, {"x": x})
+    assert _relative(got[0], expected[0]) < 0.2
+    if tied:
+        np.testing.assert_array_equal(got[1], expected[1])  # the embeddings untouched
+    q = quantize_model(model, "int4", quantize_lm_head=True)
+    assert node_type_counts(q)["com.microsoft.MatMulNBits"] == 2
+
+
 # errors, raised before any work
 
 

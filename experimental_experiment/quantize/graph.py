@@ -82,28 +82,97 @@ def missing_weights(model: onnx.ModelProto) -> list[str]:
             if i.data_location == onnx.TensorProto.EXTERNAL or i.name in unfilled]
 
 
-def weight_of(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]
+def weight_of(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto],
+              transposed: dict[str, onnx.TensorProto] | None = None
               ) -> onnx.TensorProto | None:
     """The float initializer a ``MatMul`` (or a ``Gemm``) multiplies by on the right,
     of rank 2 or of rank above 2 with leading ones (the weights onnxruntime's
-    quantizers rewrite), None otherwise.
+    quantizers rewrite), directly or through a ``Transpose`` (``transposed``), None
+    otherwise.
 
     :param node: a node
     :param inits: initializers by name
+    :param transposed: outputs of ``Transpose(initializer)``, see
+        :func:`transposed_weights`
 
     .. code-block:: python
 
         inits = {i.name: i for i in onx.graph.initializer}
-        weights = [weight_of(n, inits) for n in onx.graph.node]
+        weights = [weight_of(n, inits, transposed_weights(onx)) for n in onx.graph.node]
     """
     if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
         return None
     init = inits.get(node.input[1])
+    if init is None and transposed:
+        init = transposed.get(node.input[1])
     if init is None or init.data_type not in _FLOATS or len(init.dims) < 2:
         return None
     if any(d != 1 for d in init.dims[:-2]):
         return None
     return init
+
+
+def transposed_weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Outputs of the ``Transpose`` nodes of the main graph swapping the two
+    dimensions of a float initializer, with that initializer: the exporter leaves
+    ``Transpose(weight)`` unfolded for large weights (onnxruntime folds it when the
+    session loads), the quantizers need the weight itself.
+
+    :param model: an ONNX model
+
+    .. code-block:: python
+
+        print(transposed_weights(onx))  # {'_transpose_48': <lm_head.weight>}
+    """
+    inits = {i.name: i for i in model.graph.initializer}
+    out = {}
+    for node in model.graph.node:
+        if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
+            continue
+        init = inits.get(node.input[0])
+        perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [1, 0])
+        if (init is not None and init.data_type in _FLOATS and len(init.dims) == 2
+                and perm == [1, 0]):
+            out[node.output[0]] = init
+    return out
+
+
+def fold_weight_transposes(model: onnx.ModelProto) -> list[str]:
+    """Replaces, in place, every ``Transpose(weight)`` of :func:`transposed_weights`
+    feeding a ``MatMul`` or a ``Gemm`` by the transposed initializer (the original one
+    is removed when nothing else uses it); returns the names of the new initializers.
+
+    :param model: an ONNX model, modified
+
+    .. code-block:: python
+
+        fold_weight_transposes(onx)  # the head's weight becomes an initializer
+    """
+    from onnx import numpy_helper
+
+    graph = model.graph
+    candidates = transposed_weights(model)
+    consumers = collections.defaultdict(list)
+    for node in graph.node:
+        for i in node.input:
+            consumers[i].append(node)
+    outputs = {o.name for o in graph.output}
+    folded = [name for name in candidates if name not in outputs and all(
+        n.op_type in ("MatMul", "Gemm") and list(n.input).index(name) == 1
+        for n in consumers[name])]
+    if not folded:
+        return []
+    for name in folded:
+        value = numpy_helper.to_array(candidates[name]).T.copy()
+        graph.initializer.append(numpy_helper.from_array(value, name))
+    keep = [n for n in graph.node if not (n.op_type == "Transpose" and n.output[0] in folded)]
+    del graph.node[:]
+    graph.node.extend(keep)
+    used = {i for n in graph.node for i in n.input} | outputs
+    unused = [i for i in graph.initializer if i.name not in used]
+    for init in unused:
+        graph.initializer.remove(init)
+    return folded
 
 
 def find_lm_head(model: onnx.ModelProto) -> list[str]:
@@ -133,6 +202,7 @@ def lm_head_indices(model: onnx.ModelProto) -> list[int]:
     graph = model.graph
     producers = {o: i for i, n in enumerate(graph.node) for o in n.output if o}
     inits = {i.name: i for i in graph.initializer}
+    transposed = transposed_weights(model)
     heads: list[int] = []
     for out in graph.output:
         name, seen = out.name, 0
@@ -140,7 +210,7 @@ def lm_head_indices(model: onnx.ModelProto) -> list[int]:
             index, seen = producers[name], seen + 1
             node = graph.node[index]
             if node.op_type in ("MatMul", "Gemm"):
-                if weight_of(node, inits) is not None and index not in heads:
+                if weight_of(node, inits, transposed) is not None and index not in heads:
                     heads.append(index)
                 break
             if node.op_type not in _PASS_THROUGH:

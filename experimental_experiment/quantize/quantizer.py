@@ -35,11 +35,13 @@ from .errors import (
 )
 from .graph import (
     embedding_gathers,
+    fold_weight_transposes,
     gemm_to_matmul,
     lm_head_indices,
     missing_weights,
     name_nodes,
     quantized_nodes,
+    transposed_weights,
     weight_of,
 )
 from .kernels import gather_block_quantized_available
@@ -105,7 +107,9 @@ def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
             f"model to {precision}")
     heads = [] if quantize_lm_head else lm_head_indices(model)
     inits = {i.name: i for i in model.graph.initializer}
-    targets = [i for i, n in enumerate(model.graph.node) if weight_of(n, inits) is not None
+    transposed = transposed_weights(model)  # folded before quantizing
+    targets = [i for i, n in enumerate(model.graph.node)
+               if weight_of(n, inits, transposed) is not None
                and i not in heads]  # Gemm: rewritten as MatMul
     if not targets:
         names = [model.graph.node[i].name or model.graph.node[i].output[0] for i in heads]
@@ -165,6 +169,7 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
     name_nodes(copy)  # onnxruntime's quantizers exclude nodes by name
     heads = [copy.graph.node[i].name for i in head_indices]
     if precision != "fp16":
+        fold_weight_transposes(copy)  # Transpose(weight) left for large weights
         gemm_to_matmul(copy)
     with _quiet_onnxruntime():
         if precision == "int4":
