@@ -194,6 +194,32 @@ def test_llama_fp16(llama, keep_io_types):
     assert _relative(got, _run(model, feeds)[0]) < 1e-2
 
 
+def _with_cos_output(model):
+    "The model with the output of its first Cos as an extra output (its own type)."
+    model = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}
+    cos = next(n for n in model.graph.node if n.op_type == "Cos").output[0]
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        cos, types.get(cos, onnx.TensorProto.FLOAT), None))
+    return model
+
+
+def test_llama_fp16_positions_stay_float32(llama):
+    """A position above 2048 is rounded in float16 (5001 -> 5000): the rotary angles
+    (position times frequency, up to 1 radian per position) would be off by radians.
+    The positions, the angles and their cosine stay float32 (then cast)."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    config, model, _ = llama
+    feeds = _llama_feeds(config, model, 1, 1, 5000)
+    expected = _run(_with_cos_output(model), feeds)[-1]
+    q = quantize_model(model, "fp16", keep_io_types=True)
+    assert _relative(_run(_with_cos_output(q), feeds)[-1], expected) < 1e-6
+    # the converter alone computes the angles in float16
+    plain = convert_float_to_float16(onnx.load(llama[2]), keep_io_types=True)
+    assert _relative(_run(_with_cos_output(plain), feeds)[-1], expected) > 1e-2
+
+
 def test_model_left_unchanged(llama):
     _, model, _ = llama
     serialized = model.SerializeToString()

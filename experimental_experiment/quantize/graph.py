@@ -327,3 +327,31 @@ def gemm_to_matmul(model: onnx.ModelProto) -> list[str]:
         del graph.node[:]
         graph.node.extend(new_nodes)
     return done
+
+
+def position_nodes(model: onnx.ModelProto) -> list[str]:
+    """Names of the nodes of the main graph which do not depend on the model's float
+    activations: the ones computing from integer inputs and constants only (positions
+    times the rotary frequencies, their cosine and sine, shapes). In float16 a position
+    above 2048 is rounded (to a multiple of 2, 4...), the angles of the rotary
+    embedding with it: :func:`quantize_model
+    <experimental_experiment.quantize.quantize_model>` keeps these nodes in float32.
+
+    :param model: an ONNX model with named nodes
+
+    .. code-block:: python
+
+        print(position_nodes(onx))  # ['n_Cast_1', 'n_Mul', ..., 'n_Cos_1', 'n_Sin_1']
+    """
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    active = {i.name for i in graph.input if i.type.tensor_type.elem_type in _FLOATS}
+    names = []
+    for node in graph.node:  # topological order
+        embedding = (node.op_type == "Gather" and node.input[0] in inits
+                     and inits[node.input[0]].data_type in _FLOATS)
+        if embedding or any(i in active for i in node.input):
+            active.update(node.output)
+        elif node.name:
+            names.append(node.name)
+    return names

@@ -40,6 +40,7 @@ from .graph import (
     lm_head_indices,
     missing_weights,
     name_nodes,
+    position_nodes,
     quantized_nodes,
     transposed_weights,
     weight_of,
@@ -142,7 +143,9 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
         ``GatherBlockQuantized`` (its weight is quantized along the hidden axis)
     :param symmetric: symmetric quantization (no zero point); False adds zero points
         (int4) or quantizes weights to uint8 (int8)
-    :param keep_io_types: fp16: inputs and outputs stay float32, casts are inserted
+    :param keep_io_types: fp16: inputs and outputs stay float32, casts are inserted;
+        the nodes computing from positions and constants only stay in float32
+        (:func:`position_nodes <experimental_experiment.quantize.graph.position_nodes>`)
         (on CPU, onnxruntime runs the operators without a float16 kernel in float32,
         see :func:`cpu_float16_fallbacks
         <experimental_experiment.quantize.kernels.cpu_float16_fallbacks>`)
@@ -243,8 +246,76 @@ def _int8(model: onnx.ModelProto, heads: list[str], symmetric: bool) -> onnx.Mod
 
 
 def _fp16(model: onnx.ModelProto, keep_io_types: bool) -> onnx.ModelProto:
+    """onnxruntime's converter on the model without its position nodes, which come back
+    in float32 in front of it: the converter casts the output of every node it leaves
+    in float32 to float16, a region in float32 needs to be out of its sight."""
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    return convert_float_to_float16(
-        model, keep_io_types=keep_io_types,
+    graph = model.graph
+    io = [i.name for i in graph.input] + [o.name for o in graph.output]
+    keep = io if keep_io_types else []
+    fixed = set(position_nodes(model))
+    front = [_copy_node(n) for n in graph.node if n.name in fixed]
+    rest = [_copy_node(n) for n in graph.node if n.name not in fixed]
+    made = {o for n in front for o in n.output}
+    needed = {i for n in rest for i in n.input} | {o.name for o in graph.output}
+    boundary = sorted(made & needed)
+    types = _float_types(model, boundary) if boundary else {}
+    if boundary and types is None:
+        logger.warning("[quantize_model] no types for %s (shape inference failed): the "
+                       "positions are converted to float16 too", boundary[:3])
+        boundary, front, rest = [], [], list(graph.node)
+    front_inputs = {i for n in front for i in n.input}
+    rest_inputs = {i for n in rest for i in n.input} | {o.name for o in graph.output}
+    saved_inits = [i for i in graph.initializer
+                   if i.name in front_inputs and i.name not in rest_inputs]
+    shared = [i for i in graph.initializer if i.name in front_inputs and i.name in rest_inputs
+              and i.data_type == onnx.TensorProto.FLOAT]
+    for init in shared:  # the front keeps a float32 copy, the converter takes the other
+        dup = onnx.TensorProto()
+        dup.CopyFrom(init)
+        dup.name = f"{init.name}_fp32"
+        saved_inits.append(dup)
+        for node in front:
+            node.input[:] = [dup.name if i == init.name else i for i in node.input]
+    if front:
+        del graph.node[:]
+        graph.node.extend(rest)
+        moved = {i.name for i in saved_inits}
+        kept = [i for i in graph.initializer if i.name not in moved]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+        for name in boundary:  # produced by the front, inputs of what is converted
+            graph.input.append(onnx.helper.make_tensor_value_info(name, types[name], None))
+    converted = convert_float_to_float16(
+        model, keep_io_types=keep + boundary,
         disable_shape_infer=model.ByteSize() >= _PROTO_LIMIT)
+    if front:
+        cgraph = converted.graph
+        inputs = [i for i in cgraph.input if i.name not in boundary]
+        del cgraph.input[:]
+        cgraph.input.extend(inputs)
+        nodes = list(front) + list(cgraph.node)
+        del cgraph.node[:]
+        cgraph.node.extend(nodes)
+        cgraph.initializer.extend(saved_inits)
+    return converted
+
+
+def _copy_node(node: onnx.NodeProto) -> onnx.NodeProto:
+    copied = onnx.NodeProto()
+    copied.CopyFrom(node)
+    return copied
+
+
+def _float_types(model: onnx.ModelProto, names: list[str]) -> dict[str, int] | None:
+    """Element types of ``names`` from onnx's shape inference, None if it fails."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a model over 2 GB, an operator onnx does not know
+        return None
+    types = {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
+    types.update({v.name: v.type.tensor_type.elem_type for v in inferred.graph.output})
+    if any(not types.get(n) for n in names):
+        return None
+    return {n: types[n] for n in names}
