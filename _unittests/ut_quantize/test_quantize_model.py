@@ -225,6 +225,7 @@ def test_model_left_unchanged(llama):
     serialized = model.SerializeToString()
     quantize_model(model, "int4")
     quantize_model(model, "int8")
+    quantize_model(model, "fp16")
     assert model.SerializeToString() == serialized
 
 
