@@ -41,8 +41,9 @@ DELEGATED = {
 }
 
 # subcommand -> its arguments naming a file it writes, checked before it works
-OUTPUTS = {"optimize": ("output",), "fill-weights": ("output",), "export": ("output", "report"),
-           "report": ("output",), "lighten": ("output", "weights"), "unlighten": ("output",)}
+OUTPUTS = {"optimize": ("output",), "fill-weights": ("output",), "quantize": ("output",),
+           "export": ("output", "report"), "report": ("output",),
+           "lighten": ("output", "weights"), "unlighten": ("output",)}
 
 
 def _cmd_print(ns: argparse.Namespace) -> int:
@@ -92,6 +93,27 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
     except (ExportError, ExternalDataError) as e:
         raise CommandLineError(str(e)) from e
     print(report)
+    return 0
+
+
+def _cmd_quantize(ns: argparse.Namespace) -> int:
+    from .quantize import QuantizeError, node_type_counts, quantize_model
+
+    model = _load(ns.input)
+    try:
+        quantized = quantize_model(
+            model, ns.precision, block_size=ns.block_size, accuracy_level=ns.accuracy_level,
+            quantize_lm_head=ns.lm_head, quantize_embeddings=ns.embeddings,
+            symmetric=not ns.asymmetric, keep_io_types=ns.keep_io_types)
+    except QuantizeError as e:
+        raise CommandLineError(str(e)) from e
+    save_model(quantized, ns.output)  # atomic, external data above 2 GB
+    counts = node_type_counts(quantized)
+    kinds = ("com.microsoft.MatMulNBits", "MatMulInteger", "com.microsoft.GatherBlockQuantized",
+             "MatMul")
+    print(f"quantize: {ns.precision}, " + ", ".join(f"{k.split('.')[-1]}: {counts[k]}"
+                                                    for k in kinds if counts[k])
+          + f", {os.path.getsize(ns.output)} bytes, saved {ns.output!r}")
     return 0
 
 
@@ -147,6 +169,7 @@ def _add_model_subcommands(sub) -> None:
     p.set_defaults(func=_cmd_stats)
     _add_optimize(sub)
     _add_fill_weights(sub)
+    _add_quantize(sub)
 
 
 def _add_optimize(sub) -> None:
@@ -176,6 +199,35 @@ def _add_fill_weights(sub) -> None:
                    "index file (*.safetensors.index.json) or a folder")
     p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
     p.set_defaults(func=_cmd_fill_weights)
+
+
+def _add_quantize(sub) -> None:
+    p = sub.add_parser("quantize", help="quantizes the weights of an ONNX model to int4, "
+                       "int8 or float16 with onnxruntime's quantization tools",
+                       description="Quantizes an ONNX model with "
+                       "experimental_experiment.quantize.quantize_model: int4 "
+                       "(MatMulNBits, weight-only, per block), int8 (dynamic "
+                       "quantization) or fp16; the language model head stays in float "
+                       "unless --lm-head. The output is written atomically, with "
+                       "external data when it exceeds 2 GB.")
+    p.add_argument("input", help="float ONNX model (its external data next to it)")
+    p.add_argument("output", help="where to save the quantized model")
+    p.add_argument("--precision", required=True,
+                   help="int4, int8 or fp16 (another one: a one-line error)")
+    p.add_argument("--block-size", type=int, default=32,
+                   help="int4: weights sharing one scale, a power of two >= 16")
+    p.add_argument("--accuracy-level", type=int, default=None,
+                   help="int4: MatMulNBits accuracy_level (4: int8 activations, the "
+                   "fastest on CPU)")
+    p.add_argument("--lm-head", action="store_true",
+                   help="quantizes the MatMul producing the logits too")
+    p.add_argument("--embeddings", action="store_true",
+                   help="int4: quantizes the token embeddings (GatherBlockQuantized)")
+    p.add_argument("--asymmetric", action="store_true",
+                   help="zero points (int4) or uint8 weights (int8)")
+    p.add_argument("--keep-io-types", action="store_true",
+                   help="fp16: inputs and outputs stay float32")
+    p.set_defaults(func=_cmd_quantize)
 
 
 @contextlib.contextmanager
