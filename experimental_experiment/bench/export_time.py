@@ -158,6 +158,7 @@ def run_one(name: str, exporter: str) -> dict:
     with torch.no_grad(), warnings.catch_warnings(), bypass_export_some_errors(
             patch_transformers=True):
         warnings.simplefilter("ignore")
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         begin = time.perf_counter()
         try:
             result = _export(exporter, model, args, kwargs, spec)
@@ -165,6 +166,11 @@ def run_one(name: str, exporter: str) -> dict:
             row.update(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}")
             return row
         row["seconds"] = time.perf_counter() - begin
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        # CPU time (every thread) depends less than wall time on a shared machine's load
+        row["cpu_seconds"] = (after.ru_utime + after.ru_stime
+                              - usage.ru_utime - usage.ru_stime)
+        row["page_faults"] = after.ru_minflt - usage.ru_minflt
         if not exporter.startswith("capture"):
             row["n_nodes"] = len(result.graph.node)
             try:
@@ -246,8 +252,8 @@ def main(argv=None) -> int:
         with open(ns.csv, newline="", encoding="utf-8") as f:
             rows = merge_rows(list(csv.DictReader(f)), rows)
     if ns.csv:
-        keys = ["model", "exporter", "n_params", "seconds", "n_nodes", "max_abs_diff",
-                "peak_rss_mb", "runs", "error"]
+        keys = ["model", "exporter", "n_params", "seconds", "cpu_seconds", "page_faults",
+                "n_nodes", "max_abs_diff", "peak_rss_mb", "runs", "error"]
         from ..xbuilder.model_container import AtomicFiles
 
         text = io.StringIO(newline="")
