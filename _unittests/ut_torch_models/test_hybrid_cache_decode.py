@@ -1,0 +1,109 @@
+"""Hybrid decoders (attention layers mixed with Mamba, short-convolution or gated
+delta-net layers) export their decode step: the cache, whose layers hold keys and
+values, convolution states, recurrent states or both, is an input and an output;
+onnxruntime matches eager on two sizes, and a prefill then decode steps feeding the
+cache back give eager's greedy tokens."""
+
+import copy
+
+import pytest
+import torch
+from torch.utils import _pytree
+
+from experimental_experiment.bench.zoo_configs import tiny_config
+from experimental_experiment.torch_interpreter.patches.cache_layers import (
+    UnknownCacheError,
+    leaf_kind,
+)
+from experimental_experiment.torch_interpreter.patches.cache_registration import (
+    cache_leaf_names,
+    register_cache_classes,
+)
+from experimental_experiment.torch_models.decoding_check import check_prefill_decode
+from experimental_experiment.torch_models.hybrid_cache import is_hybrid_config
+from experimental_experiment.torch_models.llm_helper import (
+    build_causal_lm,
+    cache_argument_name,
+    make_llm_inputs,
+)
+from experimental_experiment.torch_models.llm_models import check_onnx, export_model
+
+pytestmark = pytest.mark.usefixtures("quiet_transformers")
+
+#: one type per kind of layer: Mamba + attention (jamba), short convolution + attention
+#: (lfm2), layers holding both (falcon_h1), gated delta-net + attention (qwen3_next)
+TYPES = ("jamba", "lfm2", "falcon_h1", "qwen3_next")
+
+
+def _model(model_type):
+    config = tiny_config(model_type)
+    return config, build_causal_lm(config)
+
+
+def test_jamba_cache_leaves_are_named_after_their_layer():
+    config, model = _model("jamba")
+    assert is_hybrid_config(config)
+    inputs, ds = make_llm_inputs(config, 2, 1, 5, model=model)
+    cache = inputs[cache_argument_name(model)]
+    names = cache_leaf_names(cache)
+    # layer 0 is a Mamba layer, layer 1 an attention layer
+    assert names == ["key_1", "value_1", "conv_state_0", "recurrent_state_0"]
+    assert [leaf_kind(n) for n in names] == ["key", "value", "conv_state", "recurrent_state"]
+    assert ds[cache_argument_name(model)] == [{0: "batch", 2: "past"}] * 2 + [{0: "batch"}] * 2
+    # a decode step: the sequence dimension is not dynamic
+    assert ds["input_ids"] == {0: "batch"}
+    assert cache.layers[1].keys.shape[:3] == (2, config.num_key_value_heads, 5)
+
+
+def test_hybrid_cache_flattens_and_rebuilds_every_layer():
+    config, model = _model("falcon_h1")
+    cache = make_llm_inputs(config, 3, 1, 4, model=model)[0][cache_argument_name(model)]
+    with register_cache_classes():
+        leaves, spec = _pytree.tree_flatten(cache)
+        rebuilt = _pytree.tree_unflatten(leaves, spec)
+    assert len(leaves) == 8  # 2 hybrid layers: key, value, conv and recurrent states
+    assert [type(la) for la in rebuilt.layers] == [type(la) for la in cache.layers]
+    for old, new in zip(cache.layers, rebuilt.layers):
+        assert new.keys is old.keys and new.values is old.values
+        assert new.conv_states[0] is old.conv_states[0]
+        assert new.recurrent_states[0] is old.recurrent_states[0]
+        assert new.has_previous_state == old.has_previous_state == {0: True}
+        assert new.conv_kernel_size == old.conv_kernel_size
+    assert rebuilt.get_seq_length(0) == 4
+
+
+def test_unknown_layer_attribute_is_reported():
+    config, model = _model("lfm2")
+    cache = make_llm_inputs(config, 2, 1, 3, model=model)[0][cache_argument_name(model)]
+    cache.layers[0].extra = object()
+    with pytest.raises(UnknownCacheError, match=r"LinearAttentionLayer.*'extra'"):
+        cache_leaf_names(cache)
+
+
+def _decode_inputs(config, model, batch, past, seed):
+    return make_llm_inputs(config, batch, 1, past, model=model,
+                           generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_decode_step_matches_eager_on_two_sizes(model_type):
+    config, model = _model(model_type)
+    inputs, ds = _decode_inputs(config, model, 2, 5, 0)
+    onx = export_model(model, copy.deepcopy(inputs), ds, "to_onnx")
+    names = [i.name for i in onx.graph.input]
+    assert any(n.startswith("past_key_values_conv_state_") for n in names), names
+    for batch, past, seed in ((2, 5, 1), (3, 7, 2)):
+        check, _ = _decode_inputs(config, model, batch, past, seed)
+        assert check_onnx(model, onx, check, atol=1e-3) <= 1e-3
+
+
+def test_lfm2_prefill_then_decode_gives_eager_tokens():
+    config, model = _model("lfm2")
+    prefill_inputs, prefill_ds = make_llm_inputs(config, 2, 4, with_cache=False, model=model)
+    prefill = export_model(model, copy.deepcopy(prefill_inputs), prefill_ds, "to_onnx")
+    inputs, ds = _decode_inputs(config, model, 2, 5, 0)
+    decode = export_model(model, copy.deepcopy(inputs), ds, "to_onnx")
+    prompt = torch.randint(0, config.vocab_size, (2, 5),
+                           generator=torch.Generator().manual_seed(3))
+    report = check_prefill_decode(model, prefill, decode, prompt, steps=6)
+    assert report["ok"], report
