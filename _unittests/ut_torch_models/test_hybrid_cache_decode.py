@@ -72,6 +72,21 @@ def test_hybrid_cache_flattens_and_rebuilds_every_layer():
     assert rebuilt.get_seq_length(0) == 4
 
 
+def test_minimax_linear_cache_is_a_list_of_recurrent_states():
+    from transformers.models.minimax.modeling_minimax import MiniMaxCache
+
+    cache = MiniMaxCache()
+    cache.update(torch.randn(2, 2, 3, 8), torch.randn(2, 2, 3, 8), 0)
+    state = torch.randn(2, 2, 8, 8)
+    cache.set_linear_cache(1, state)
+    assert cache_leaf_names(cache) == ["key_0", "value_0", "recurrent_state_1"]
+    with register_cache_classes():
+        leaves, spec = _pytree.tree_flatten(cache)
+        rebuilt = _pytree.tree_unflatten(leaves, spec)
+    assert type(rebuilt) is MiniMaxCache and rebuilt.linear_cache[0] == []
+    assert rebuilt.get_linear_cache(1) is state and rebuilt.layers[0].keys is cache.layers[0].keys
+
+
 def test_unknown_layer_attribute_is_reported():
     config, model = _model("lfm2")
     cache = make_llm_inputs(config, 2, 1, 3, model=model)[0][cache_argument_name(model)]

@@ -73,14 +73,14 @@ def make_hybrid_cache(config, batch: int, past: int, *, model=None, generator=No
     """A cache of the class and layers ``model`` uses (built from ``config`` with the
     seed 0 when None), as after a prefill of ``past`` tokens: random keys and values of
     ``past`` positions, random convolution and recurrent states."""
-    from ..torch_interpreter.patches.cache_layers import flatten_layers
+    from ..torch_interpreter.patches.cache_layers import flatten_cache
     from ..torch_interpreter.patches.cache_registration import cache_classes
     from .llm_helper import build_causal_lm
 
     if model is None:
         model = build_causal_lm(config)
     probe = prefilled_cache(model)
-    leaves, names, specs = flatten_layers(probe.layers)
+    leaves, names, specs = flatten_cache(probe)
     new = [resized_leaf(n, t, batch, past, generator) for n, t in zip(names, leaves)]
     _, unflatten, _ = cache_classes()[type(probe)]
     return unflatten(new, specs)

@@ -228,3 +228,50 @@ def describe(specs: tuple[LayerSpec, ...]) -> list[dict[str, Any]]:
     """One line per layer for messages: class and what it holds."""
     return [dict(layer=i, cls=s.cls.__name__, kv=s.kv, conv=s.conv, recurrent=s.recurrent)
             for i, s in enumerate(specs)]
+
+
+#: cache attributes besides ``layers`` holding one tensor per layer (``[]`` for a layer
+#: without one), and the kind of leaf they give: MiniMax's lightning-attention states
+STATE_LISTS = {"linear_cache": "recurrent_state"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheSpec:
+    """What is needed to rebuild a cache besides its tensors: the spec of every layer,
+    and for every attribute of :data:`STATE_LISTS` the cache has, ``(name, length,
+    indices of the layers holding a tensor)``."""
+
+    layers: tuple[LayerSpec, ...]
+    lists: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
+
+
+def flatten_cache(cache) -> tuple[list[torch.Tensor], list[str], CacheSpec]:
+    """:func:`flatten_layers` on ``cache.layers``, followed by the tensors of the
+    attributes of :data:`STATE_LISTS` (named ``recurrent_state_<i>``)."""
+    leaves, names, specs = flatten_layers(cache.layers)
+    lists = []
+    for attr, kind in STATE_LISTS.items():
+        values = getattr(cache, attr, None)
+        if values is None:
+            continue
+        present = tuple(i for i, v in enumerate(values) if isinstance(v, torch.Tensor))
+        lists.append((attr, len(values), present))
+        leaves.extend(values[i] for i in present)
+        names.extend(f"{kind}_{i}" for i in present)
+    return leaves, names, CacheSpec(specs, tuple(lists))
+
+
+def unflatten_cache_parts(leaves: list, spec: CacheSpec) -> tuple[list, dict[str, list]]:
+    """The layers and the attributes of :data:`STATE_LISTS` :func:`flatten_cache`
+    flattened, rebuilt around ``leaves``."""
+    n_extra = sum(len(present) for _, _, present in spec.lists)
+    n_layers = len(leaves) - n_extra
+    layers = unflatten_layers(leaves[:n_layers], spec.layers)
+    it = iter(leaves[n_layers:])
+    lists = {}
+    for attr, length, present in spec.lists:
+        values: list = [[] for _ in range(length)]
+        for i in present:
+            values[i] = next(it)
+        lists[attr] = values
+    return layers, lists

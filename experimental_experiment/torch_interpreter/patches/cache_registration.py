@@ -17,7 +17,7 @@ from typing import Any
 
 from torch.utils import _pytree
 
-from .cache_layers import UnknownCacheError, flatten_layers, unflatten_layers
+from .cache_layers import UnknownCacheError, flatten_cache, unflatten_cache_parts
 
 __all__ = ["CACHE_ARGUMENT_NAMES", "CACHE_INPUT_PREFIX", "UnknownCacheError",
            "cache_classes", "cache_leaf_names", "register_cache_classes"]
@@ -62,12 +62,12 @@ def _is_static_layer(cls) -> bool:
 
 
 def _flatten_cache(cache):
-    leaves, _, context = flatten_layers(cache.layers)
+    leaves, _, context = flatten_cache(cache)
     return leaves, context
 
 
 def _flatten_with_keys_cache(cache):
-    leaves, names, context = flatten_layers(cache.layers)
+    leaves, names, context = flatten_cache(cache)
     return [(_pytree.MappingKey(k), v) for k, v in zip(names, leaves)], context
 
 
@@ -75,7 +75,7 @@ def cache_leaf_names(cache) -> list[str]:
     """Names of the tensors of a DynamicCache or StaticCache in the order torch.export
     flattens them (``key_<i>``..., ``value_<i>``..., ``conv_state_<i>``...,
     ``recurrent_state_<i>``...), ``<i>`` the index of the layer."""
-    return flatten_layers(cache.layers)[1]
+    return flatten_cache(cache)[1]
 
 
 def _make_unflatten(cls):
@@ -83,12 +83,13 @@ def _make_unflatten(cls):
         from transformers.cache_utils import Cache, DynamicLayer
 
         cache = cls.__new__(cls)
-        layers = unflatten_layers(list(values), context)
-        if _is_static_layer_list(context):
+        layers, lists = unflatten_cache_parts(list(values), context)
+        if _is_static_layer_list(context.layers):
             Cache.__init__(cache, layers=layers)
         else:
             Cache.__init__(cache, layer_class_to_replicate=DynamicLayer)
             cache.layers = layers
+        cache.__dict__.update(lists)
         return cache
 
     return unflatten
