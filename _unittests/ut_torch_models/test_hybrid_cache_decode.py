@@ -30,9 +30,11 @@ from experimental_experiment.torch_models.llm_models import check_onnx, export_m
 
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
-#: one type per kind of layer: Mamba + attention (jamba), short convolution + attention
-#: (lfm2), layers holding both (falcon_h1), gated delta-net + attention (qwen3_next)
-TYPES = ("jamba", "lfm2", "falcon_h1", "qwen3_next")
+#: one type per kind of layer besides jamba's Mamba + attention (the prefill and decode
+#: test): short convolution + attention (lfm2), layers holding both (falcon_h1), gated
+#: delta-net + attention (qwen3_next); the other hybrid types pass the same check (the
+#: report of issue 27 lists them), they are left out to keep the suite short
+TYPES = ("lfm2", "falcon_h1", "qwen3_next")
 
 
 def _model(model_type):
@@ -100,11 +102,7 @@ def _decode_inputs(config, model, batch, past, seed):
                            generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("model_type", TYPES)
-def test_decode_step_matches_eager_on_two_sizes(model_type):
-    config, model = _model(model_type)
-    inputs, ds = _decode_inputs(config, model, 2, 5, 0)
-    onx = export_model(model, copy.deepcopy(inputs), ds, "to_onnx")
+def _check_decode(config, model, onx):
     names = [i.name for i in onx.graph.input]
     assert any(n.startswith("past_key_values_conv_state_") for n in names), names
     for batch, past, seed in ((2, 5, 1), (3, 7, 2)):
@@ -112,13 +110,27 @@ def test_decode_step_matches_eager_on_two_sizes(model_type):
         assert check_onnx(model, onx, check, atol=1e-3) <= 1e-3
 
 
-def test_lfm2_prefill_then_decode_gives_eager_tokens():
-    config, model = _model("lfm2")
+@pytest.mark.parametrize("model_type", TYPES)
+def test_decode_step_matches_eager_on_two_sizes(model_type):
+    config, model = _model(model_type)
+    inputs, ds = _decode_inputs(config, model, 2, 5, 0)
+    _check_decode(config, model, export_model(model, copy.deepcopy(inputs), ds, "to_onnx"))
+
+
+def test_jamba_prefill_then_decode_gives_eager_tokens():
+    config, model = _model("jamba")
     prefill_inputs, prefill_ds = make_llm_inputs(config, 2, 4, with_cache=False, model=model)
     prefill = export_model(model, copy.deepcopy(prefill_inputs), prefill_ds, "to_onnx")
+    for batch, seq, seed in ((2, 4, 1), (3, 6, 2)):  # the prefill returns the cache
+        check, _ = make_llm_inputs(config, batch, seq, with_cache=False, model=model,
+                                   generator=torch.Generator().manual_seed(seed))
+        assert check_onnx(model, prefill, check, atol=1e-3) <= 1e-3
     inputs, ds = _decode_inputs(config, model, 2, 5, 0)
     decode = export_model(model, copy.deepcopy(inputs), ds, "to_onnx")
+    _check_decode(config, model, decode)
+    # the decode step takes back the cache the prefill (then itself) returned
     prompt = torch.randint(0, config.vocab_size, (2, 5),
                            generator=torch.Generator().manual_seed(3))
     report = check_prefill_decode(model, prefill, decode, prompt, steps=6)
     assert report["ok"], report
+    assert len(report["eager_tokens"][0]) == 6

@@ -57,15 +57,19 @@ def prefilled_cache(model, batch: int = 1, seq: int = 2):
 def resized_leaf(name: str, like: torch.Tensor, batch: int, past: int,
                  generator=None) -> torch.Tensor:
     """A random tensor replacing the cache leaf ``name`` shaped like ``like``: batch
-    ``batch``, and ``past`` positions for keys and values."""
+    ``batch``, and ``past`` positions for keys, values and indexer keys."""
     from ..torch_interpreter.patches.cache_layers import leaf_kind
 
     kind = leaf_kind(name)
     if kind == "cumulative_length":
         return torch.tensor(past, dtype=like.dtype)
+    if kind == "indexer_position_ids":  # (position dims, batch, past)
+        return torch.arange(past, dtype=like.dtype).expand(like.shape[0], batch, past).clone()
     shape = [batch, *like.shape[1:]]
     if kind in ("key", "value"):
         shape[2] = past
+    elif kind == "indexer_key":
+        shape[1] = past
     return torch.randn(*shape, dtype=like.dtype, generator=generator)
 
 

@@ -210,21 +210,31 @@ def cache_dynamic_shapes(n_layers: int, batch="batch", past="past") -> list[dict
     return [{0: batch, 2: past} for _ in range(2 * n_layers)]
 
 
+#: dynamic axes of every kind of cache leaf (``cache_layers.LEAF_KINDS``), the others
+#: have a dynamic batch only
+_LEAF_DYNAMIC_AXES = {
+    "key": {0: "batch", 2: "past"},
+    "value": {0: "batch", 2: "past"},
+    "cumulative_length": {},
+    "indexer_key": {0: "batch", 1: "past"},
+    "indexer_position_ids": {1: "batch", 2: "past"},
+}
+
+
 def dynamic_shapes_of_cache(cache, batch="batch", past="past") -> list[dict]:
     """dynamic_shapes of any DynamicCache, one entry per tensor in the order torch.export
     flattens it (:func:`cache_leaf_names
     <experimental_experiment.torch_interpreter.patches.cache_registration.cache_leaf_names>`):
     keys and values ``{0: batch, 2: past}``, convolution and recurrent states
-    ``{0: batch}`` (their other dimensions are fixed by the model)."""
+    ``{0: batch}`` (their other dimensions are fixed by the model), indexer keys
+    ``{0: batch, 1: past}``."""
     from ..torch_interpreter.patches.cache_layers import leaf_kind
     from ..torch_interpreter.patches.cache_registration import cache_leaf_names
 
-    out = []
-    for name in cache_leaf_names(cache):
-        kind = leaf_kind(name)
-        out.append({0: batch, 2: past} if kind in ("key", "value") else
-                   {} if kind == "cumulative_length" else {0: batch})
-    return out
+    names = {"batch": batch, "past": past}
+    return [{axis: names[dim] for axis, dim in
+             _LEAF_DYNAMIC_AXES.get(leaf_kind(leaf), {0: "batch"}).items()}
+            for leaf in cache_leaf_names(cache)]
 
 
 def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,

@@ -9,13 +9,16 @@ A layer may hold, depending on its class:
 * convolution and recurrent states, ``number_of_states`` of each
   (``LinearAttentionLayer``: Mamba, gated delta-net, short convolutions);
 * both (``LinearAttentionAndFullAttentionLayer``... hybrid layers of Falcon-H1);
+* keys and values plus the keys of a token indexer and optionally their positions
+  (``DynamicIndexedLayer``: sparse attention of Qwen4-Exp, GLM-MoE-DSA...);
 * nothing (``DummyLayer``, a layer sharing another layer's cache, or a layer not
   filled yet): it is kept in the spec so that the rebuilt cache has every layer at its
   index.
 
 Leaves are named after the layer's index in ``cache.layers``: ``key_<i>``,
 ``value_<i>``, ``cumulative_length_<i>``, ``conv_state_<i>``, ``recurrent_state_<i>``
-(``conv_state_<i>_<j>`` when a layer holds several states).
+(``conv_state_<i>_<j>`` when a layer holds several states), ``indexer_key_<i>``,
+``indexer_position_ids_<i>``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,16 @@ LINEAR_DERIVED = frozenset({
     "is_recurrent_states_initialized", "dtype", "device",
 })
 
+#: attributes of an indexed layer (sparse attention's token indexer) recomputed from
+#: its indexer keys
+INDEXER_DERIVED = frozenset({
+    "indexer_keys", "indexer_position_ids", "indexer_dtype", "indexer_device",
+    "is_indexer_initialized",
+})
+
 #: the kinds of leaves, in the order they appear in a flattened cache
-LEAF_KINDS = ("key", "value", "cumulative_length", "conv_state", "recurrent_state")
+LEAF_KINDS = ("key", "value", "cumulative_length", "conv_state", "recurrent_state",
+              "indexer_key", "indexer_position_ids")
 
 _SIMPLE = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
@@ -75,6 +86,8 @@ class LayerSpec:
     :param conv: indices of the convolution states it holds
     :param recurrent: indices of the recurrent states it holds
     :param state: the other attributes, ``(name, value)`` sorted by name
+    :param indexer: the layer holds indexer keys
+    :param indexer_positions: the layer holds indexer position ids
     """
 
     cls: type
@@ -83,6 +96,8 @@ class LayerSpec:
     conv: tuple[int, ...]
     recurrent: tuple[int, ...]
     state: tuple
+    indexer: bool = False
+    indexer_positions: bool = False
 
 
 def _linear_mixin():
@@ -125,13 +140,15 @@ def layer_spec(layer) -> LayerSpec:
     kv = getattr(layer, "keys", None) is not None
     length = kv and isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)
     linear = is_linear_layer(layer)
+    indexer = isinstance(getattr(layer, "indexer_keys", None), torch.Tensor)
     skip = (KV_DERIVED if kv else {"_sliding_window_tensor"}) | (
-        LINEAR_DERIVED if linear else frozenset())
+        LINEAR_DERIVED if linear else frozenset()) | (INDEXER_DERIVED if indexer else set())
     state = tuple((name, _freeze(layer, name, value))
                   for name, value in sorted(vars(layer).items()) if name not in skip)
     conv = _present(layer.conv_states) if linear else ()
     recurrent = _present(layer.recurrent_states) if linear else ()
-    return LayerSpec(type(layer), kv, length, conv, recurrent, state)
+    positions = indexer and isinstance(layer.indexer_position_ids, torch.Tensor)
+    return LayerSpec(type(layer), kv, length, conv, recurrent, state, indexer, positions)
 
 
 def _suffix(i: int, j: int, spec: LayerSpec) -> str:
@@ -157,6 +174,11 @@ def flatten_layers(layers) -> tuple[list[torch.Tensor], list[str], tuple[LayerSp
         for j in spec.recurrent:
             groups["recurrent_state"].append((f"recurrent_state_{_suffix(i, j, spec)}",
                                               layer.recurrent_states[j]))
+        if spec.indexer:
+            groups["indexer_key"].append((f"indexer_key_{i}", layer.indexer_keys))
+        if spec.indexer_positions:
+            groups["indexer_position_ids"].append((f"indexer_position_ids_{i}",
+                                                   layer.indexer_position_ids))
     pairs = [p for k in LEAF_KINDS for p in groups[k]]
     return [t for _, t in pairs], [n for n, _ in pairs], specs
 
@@ -194,6 +216,12 @@ def _set_linear(layer, spec: LayerSpec, conv: dict, recurrent: dict) -> None:
         layer.device = None if first is None else first.device
 
 
+def _set_indexer(layer, keys, positions) -> None:
+    layer.indexer_keys, layer.indexer_position_ids = keys, positions
+    layer.indexer_dtype, layer.indexer_device = keys.dtype, keys.device
+    layer.is_indexer_initialized = True
+
+
 def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
     """The layers :func:`flatten_layers` flattened, rebuilt around ``leaves``."""
     it = iter(leaves)
@@ -203,6 +231,8 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
     lengths = {i: next(it) for i, s in enumerate(specs) if s.length}
     conv = {(i, j): next(it) for i, s in enumerate(specs) for j in s.conv}
     recurrent = {(i, j): next(it) for i, s in enumerate(specs) for j in s.recurrent}
+    indexer = {i: next(it) for i, s in enumerate(specs) if s.indexer}
+    positions = {i: next(it) for i, s in enumerate(specs) if s.indexer_positions}
     layers = []
     for i, spec in enumerate(specs):
         layer = _new_layer(spec)
@@ -211,6 +241,8 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
         if is_linear_layer(spec.cls):
             _set_linear(layer, spec, {j: conv[i, j] for j in spec.conv},
                         {j: recurrent[i, j] for j in spec.recurrent})
+        if spec.indexer:
+            _set_indexer(layer, indexer[i], positions.get(i))
         layers.append(layer)
     return layers
 
