@@ -64,8 +64,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "lfm2": dict(layer_types=["conv", "full_attention"]),
     # the gated delta-net's sizes are not shrunk with the hidden size (a 8192 wide
     # convolution otherwise)
-    "qwen3_next": dict(linear_num_key_heads=2, linear_num_value_heads=4,
-                       linear_key_head_dim=8, linear_value_head_dim=8),
+    **{t: dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+               linear_value_head_dim=8)
+       for t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
     "dots3_note": dict(text_config=dict(head_dim=32)),
     "dots3_note_text": dict(head_dim=32),
     "hrm_text": dict(num_layers_per_stack=1),
