@@ -124,8 +124,7 @@ def _check(case_data: dict, onx, atol: float) -> float:
     import onnxruntime
 
     from ..torch_interpreter.patches.cache_registration import register_cache_classes
-    from ..torch_models.llm_models import (
-        compare_outputs, eager_outputs, ort_feeds, user_outputs)
+    from ..torch_models.llm_models import compare_outputs, eager_outputs, ort_feeds, user_outputs
 
     model, inputs = case_data["model"], case_data["check_inputs"]
     opts = onnxruntime.SessionOptions()
