@@ -124,7 +124,7 @@ def _check(case_data: dict, onx, atol: float) -> float:
     import onnxruntime
 
     from ..torch_interpreter.patches.cache_registration import register_cache_classes
-    from ..torch_models.llm_models import compare_outputs, eager_outputs, ort_feeds
+    from ..torch_models.llm_models import compare_outputs, eager_outputs, ort_feeds, user_outputs
 
     model, inputs = case_data["model"], case_data["check_inputs"]
     opts = onnxruntime.SessionOptions()
@@ -134,7 +134,7 @@ def _check(case_data: dict, onx, atol: float) -> float:
                                             providers=["CPUExecutionProvider"])
         with register_cache_classes():
             feeds = ort_feeds(sess, inputs)
-        got = sess.run(None, feeds)
+        got = user_outputs(sess, sess.run(None, feeds))
     except Exception as e:
         raise RuntimeError(first_line(e)) from e
     diff = compare_outputs(eager_outputs(model, inputs), got)

@@ -60,6 +60,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "bamba": dict(attn_layer_indices=[1]),
     "granitemoehybrid": dict(layer_types=["linear_attention", "full_attention"]),
     "lfm2_moe": dict(layer_types=["conv", "full_attention"], num_dense_layers=1),
+    # the default's first layers are all convolutions: keep one of each kind
+    "lfm2": dict(layer_types=["conv", "full_attention"]),
+    # the gated delta-net's sizes are not shrunk with the hidden size (a 8192 wide
+    # convolution otherwise)
+    **{t: dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+               linear_value_head_dim=8)
+       for t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
     "dots3_note": dict(text_config=dict(head_dim=32)),
     "dots3_note_text": dict(head_dim=32),
     "hrm_text": dict(num_layers_per_stack=1),

@@ -95,10 +95,14 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
         a model called with (or returning) a cache. The flattened inputs of :func:`to_onnx
         <experimental_experiment.torch_interpreter.to_onnx>` are named
         ``past_key_values_key_<i>`` and ``past_key_values_value_<i>`` (keys of every
-        layer, then values) whether the model's argument is ``past_key_values``
-        (transformers < 5.24) or ``cache`` (transformers >= 5.24), so the code feeding
-        onnxruntime does not change with transformers; the ``dynamic_shapes`` of a
-        cache is a list of one entry per tensor, keyed by the argument's name;
+        layer, then values, then for hybrid decoders ``..._conv_state_<i>`` and
+        ``..._recurrent_state_<i>``, ``<i>`` the index of the layer,
+        :mod:`experimental_experiment.torch_interpreter.patches.cache_layers`)
+        whether the model's argument is ``past_key_values``
+        (transformers < 5.24), ``cache`` (transformers >= 5.24) or ``cache_params``
+        (Mamba), so the code feeding onnxruntime does not change with transformers;
+        the ``dynamic_shapes`` of a cache is a list of one entry per tensor, keyed by
+        the argument's name;
       - applies the export patches transformers ships
         (``transformers.exporters.utils.apply_patches("dynamo")``: sliding-window
         layers traced as full layers, SDPA through its math kernel...),

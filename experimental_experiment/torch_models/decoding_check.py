@@ -140,3 +140,74 @@ def check_greedy_decoding(model, onx, input_ids: torch.Tensor, steps: int = 8, *
     )
     report["ok"] = report["same_tokens"] and report["max_abs_diff"] <= atol
     return report
+
+
+def _session(onx):
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(
+        onx.SerializeToString() if hasattr(onx, "SerializeToString") else onx,
+        providers=["CPUExecutionProvider"],
+    )
+
+
+def onnx_prefill_decode(prefill, decode, input_ids: torch.Tensor,
+                        steps: int) -> tuple[np.ndarray, list]:
+    """Greedy generation with two ONNX models, for decoders whose cache holds more than
+    keys and values (hybrid decoders: convolution and recurrent states).
+
+    ``prefill`` takes the prompt without a cache and returns the logits then the cache;
+    ``decode`` takes one token and that cache (the same tensors in the same order,
+    :func:`cache_leaf_names
+    <experimental_experiment.torch_interpreter.patches.cache_registration.cache_leaf_names>`)
+    and returns the logits then the new cache. Outputs named ``*_updated`` (inputs
+    changed in place) are ignored. Returns ``(tokens (batch, steps), logits of the last
+    position at every step)``.
+    """
+    from .llm_models import user_outputs
+
+    first, step = _session(prefill), _session(decode)
+    names = [i.name for i in step.get_inputs()]
+    cache_names = [n for n in names if n not in ("input_ids", "attention_mask", "position_ids")]
+    ids = input_ids.numpy().astype(np.int64)
+    batch, past = ids.shape[0], 0
+    prefill_names = [i.name for i in first.get_inputs()]
+    outputs = user_outputs(first, first.run(None, _token_feeds(prefill_names, ids, 0)))
+    tokens, logits = [], []
+    for i in range(steps):
+        if len(outputs) != 1 + len(cache_names):
+            raise ValueError(f"step {i}: {len(outputs) - 1} cache outputs for "
+                             f"{len(cache_names)} cache inputs {cache_names}")
+        last = outputs[0][:, -1, :]
+        logits.append(last)
+        next_token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens.append(next_token)
+        past += ids.shape[1]
+        ids = next_token
+        if i + 1 < steps:
+            feeds = {**dict(zip(cache_names, outputs[1:])), **_token_feeds(names, ids, past)}
+            outputs = user_outputs(step, step.run(None, feeds))
+    return np.concatenate(tokens, axis=1), logits
+
+
+def check_prefill_decode(model, prefill, decode, input_ids: torch.Tensor, steps: int = 8,
+                         *, atol: float = 1e-3) -> dict[str, Any]:
+    """:func:`check_greedy_decoding` for a pair of ONNX models (:func:`onnx_prefill_decode`):
+    the prefill, then ``steps - 1`` decode steps feeding the cache back, against
+    ``model.generate``. Returns the same report.
+
+    .. code-block:: python
+
+        report = check_prefill_decode(model, prefill_onx, decode_onx, input_ids, steps=6)
+        assert report["ok"], report
+    """
+    eager_tokens, eager_logits = eager_greedy_decoding(model, input_ids, steps)
+    onnx_tokens, onnx_logits = onnx_prefill_decode(prefill, decode, input_ids, steps)
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
+    mismatch = np.nonzero((eager_tokens != onnx_tokens).any(axis=0))[0]
+    first = int(mismatch[0]) if len(mismatch) else None
+    report = dict(steps=steps, same_tokens=first is None, first_token_mismatch=first,
+                  max_abs_diff=max(diffs) if diffs else 0.0, diffs=diffs,
+                  eager_tokens=eager_tokens.tolist(), onnx_tokens=onnx_tokens.tolist())
+    report["ok"] = report["same_tokens"] and report["max_abs_diff"] <= atol
+    return report

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..torch_interpreter.patches.cache_registration import CACHE_ARGUMENT_NAMES
+from .hybrid_cache import is_hybrid_config, make_hybrid_cache
 
 #: architectures :func:`get_tiny_llm` knows, and the kind of model each one is
 TINY_ARCHITECTURES = {
@@ -209,6 +210,33 @@ def cache_dynamic_shapes(n_layers: int, batch="batch", past="past") -> list[dict
     return [{0: batch, 2: past} for _ in range(2 * n_layers)]
 
 
+#: dynamic axes of every kind of cache leaf (``cache_layers.LEAF_KINDS``), the others
+#: have a dynamic batch only
+_LEAF_DYNAMIC_AXES = {
+    "key": {0: "batch", 2: "past"},
+    "value": {0: "batch", 2: "past"},
+    "cumulative_length": {},
+    "indexer_key": {0: "batch", 1: "past"},
+    "indexer_position_ids": {1: "batch", 2: "past"},
+}
+
+
+def dynamic_shapes_of_cache(cache, batch="batch", past="past") -> list[dict]:
+    """dynamic_shapes of any DynamicCache, one entry per tensor in the order torch.export
+    flattens it (:func:`cache_leaf_names
+    <experimental_experiment.torch_interpreter.patches.cache_registration.cache_leaf_names>`):
+    keys and values ``{0: batch, 2: past}``, convolution and recurrent states
+    ``{0: batch}`` (their other dimensions are fixed by the model), indexer keys
+    ``{0: batch, 1: past}``."""
+    from ..torch_interpreter.patches.cache_layers import leaf_kind
+    from ..torch_interpreter.patches.cache_registration import cache_leaf_names
+
+    names = {"batch": batch, "past": past}
+    return [{axis: names[dim] for axis, dim in
+             _LEAF_DYNAMIC_AXES.get(leaf_kind(leaf), {0: "batch"}).items()}
+            for leaf in cache_leaf_names(cache)]
+
+
 def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
                     with_cache: bool = True, model=None, generator=None) -> tuple[dict, dict]:
     """Inputs and dynamic shapes for a decoder described by ``config``.
@@ -219,13 +247,16 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     forward takes (:func:`cache_argument_name`: ``cache`` or ``past_key_values``; the
     causal LM class of ``config`` is looked at when ``model`` is None).
     Dimensions are named ``batch``, ``seq``, ``past`` and ``total`` (= past + seq).
-    Sizes of 1 are avoided by the caller: torch.export specializes them.
+    ``seq=1`` gives a decode step: the sequence dimension is left static (torch.export
+    specializes a dynamic dimension of size 1; hybrid decoders take another path for one
+    token). Other sizes of 1 are avoided by the caller.
 
     :param config: the transformers configuration of the decoder
     :param batch: batch size
     :param seq: number of new tokens
     :param past: cache length (0 when ``with_cache`` is False)
-    :param with_cache: adds a DynamicCache
+    :param with_cache: adds a DynamicCache, with the layers the model needs for a
+        hybrid decoder (:func:`make_hybrid_cache`)
     :param model: the model the inputs are for (None: the causal LM class of ``config``)
     :param generator: a ``torch.Generator`` for the random tokens and cache
     :return: ``(inputs, dynamic_shapes)``
@@ -260,10 +291,19 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
         inputs["position_ids"] = torch.arange(past, past + seq, dtype=torch.int64).expand(
             batch, -1).contiguous()
         ds["position_ids"] = {0: "batch", 1: "seq"}
+    if seq == 1:  # a decode step: a dynamic dimension of size 1 would be specialized
+        ds["input_ids"] = {0: "batch"}
+        if "position_ids" in ds:
+            ds["position_ids"] = {0: "batch"}
     if with_cache:
         name = cache_argument_name(model if model is not None else _causal_lm_class(config))
-        inputs[name] = make_dynamic_cache(config, batch, past, generator=generator)
-        ds[name] = cache_dynamic_shapes(_cache_geometry(config)[0])
+        if is_hybrid_config(config):
+            cache = make_hybrid_cache(config, batch, past, model=model, generator=generator)
+            inputs[name] = cache
+            ds[name] = dynamic_shapes_of_cache(cache)
+        else:
+            inputs[name] = make_dynamic_cache(config, batch, past, generator=generator)
+            ds[name] = cache_dynamic_shapes(_cache_geometry(config)[0])
     return inputs, ds
 
 

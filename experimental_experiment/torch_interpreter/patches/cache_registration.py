@@ -5,8 +5,9 @@ fails with *"... DynamicCache ... is not a pytree node"* (or *"Unsupported input
 transformers ships ``register_cache_pytrees_for_model`` but it registers for good (no
 way back), and names the leaves by position (``past_key_values_0``...). The
 registration here is removed on exit, restores any registration made before (by
-transformers itself for example), and names the leaves ``key_<i>`` / ``value_<i>`` so
-the ONNX inputs read ``past_key_values_key_0``.
+transformers itself for example), and names the leaves after the layer index
+(``key_<i>``, ``value_<i>``, ``conv_state_<i>``, ``recurrent_state_<i>``, see
+:mod:`.cache_layers`) so the ONNX inputs read ``past_key_values_key_0``.
 """
 
 from __future__ import annotations
@@ -14,23 +15,21 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import torch
 from torch.utils import _pytree
 
+from .cache_layers import UnknownCacheError, flatten_cache, unflatten_cache_parts
+
+__all__ = ["CACHE_ARGUMENT_NAMES", "CACHE_INPUT_PREFIX", "UnknownCacheError",
+           "cache_classes", "cache_leaf_names", "register_cache_classes"]
+
 #: names of the forward argument holding the cache, newest first: transformers 5.24
-#: renamed ``past_key_values`` into ``cache`` (forward arguments and output fields)
-CACHE_ARGUMENT_NAMES = ("cache", "past_key_values")
+#: renamed ``past_key_values`` into ``cache`` (forward arguments and output fields);
+#: ``cache_params`` is the name Mamba, Mamba2 and FalconMamba use
+CACHE_ARGUMENT_NAMES = ("cache", "past_key_values", "cache_params")
 
 #: prefix of the ONNX inputs of a cache, whatever the argument is called: a user's
 #: onnxruntime feeding code does not change with the transformers release
 CACHE_INPUT_PREFIX = "past_key_values"
-
-#: layer attributes recomputed from the key tensor when a layer is rebuilt
-_DERIVED = {
-    "keys", "values", "dtype", "device", "is_initialized", "cumulative_length",
-    "_sliding_window_tensor", "batch_size", "num_heads", "k_head_dim", "v_head_dim",
-}
-
 
 def is_transformers_cache(value) -> bool:
     """True for an instance of transformers' ``Cache`` (transformers is not imported
@@ -52,103 +51,31 @@ def cache_input_renames(arg_names: list[str], values: list) -> dict[str, str]:
     }
 
 
-class UnknownCacheError(TypeError):
-    """A cache class (or layer class) the registration does not know how to flatten.
-
-    Cause: ``bypass_export_some_errors`` registers transformers' cache classes as
-    pytree nodes; a cache layer holding an attribute it cannot rebuild (a tensor
-    outside the keys and values, an object) cannot be flattened safely.
-
-    Fix: use a cache class of transformers that the registration knows (DynamicCache,
-    StaticCache, encoder-decoder caches), or register your class yourself with
-    ``torch.utils._pytree.register_pytree_node``
-    (:ref:`l-plot-torch-export-with-dynamic-cache-201`)."""
-
-
-def _layer_context(layer) -> tuple:
-    """(layer class, constructor-like state) of one cache layer, without the tensors."""
-    state = []
-    for name, value in sorted(vars(layer).items()):
-        if name in _DERIVED:
-            continue
-        if isinstance(value, (torch.Tensor, torch.SymInt)) or not isinstance(
-            value, (int, float, bool, str, type(None))
-        ):
-            raise UnknownCacheError(
-                f"cache layer {type(layer).__name__} has attribute {name!r} of type "
-                f"{type(value).__name__}: bypass_export_some_errors does not know how to "
-                f"flatten it, the layer class is not supported yet"
-            )
-        state.append((name, value))
-    return type(layer), tuple(state)
-
-
-def _static_length(layer) -> bool:
-    """Static layers keep ``cumulative_length`` as a tensor: it is an input too."""
-    return isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)
-
-
-def _flatten_layers(layers) -> tuple[list, list, tuple]:
-    """Leaves of the layers: keys of every layer, values of every layer, then the
-    static lengths; their names; the context."""
-    layers = [layer for layer in layers if getattr(layer, "keys", None) is not None]
-    context = tuple(_layer_context(layer) for layer in layers)
-    leaves = [layer.keys for layer in layers] + [layer.values for layer in layers]
-    names = [f"key_{i}" for i in range(len(layers))] + [
-        f"value_{i}" for i in range(len(layers))
-    ]
-    for i, layer in enumerate(layers):
-        if _static_length(layer):
-            leaves.append(layer.cumulative_length)
-            names.append(f"cumulative_length_{i}")
-    return leaves, names, context
-
-
-def _build_layer(layer_context: tuple, keys, values, length=None):
-    cls, state = layer_context
-    layer = cls.__new__(cls)
-    layer.__dict__.update(dict(state))
-    layer.keys, layer.values = keys, values
-    layer.dtype, layer.device = keys.dtype, keys.device
-    layer.is_initialized = True
-    if length is not None:
-        layer.cumulative_length = length
-        layer.batch_size, layer.num_heads = keys.shape[:2]
-        layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
-    elif hasattr(layer, "sliding_window"):
-        layer.cumulative_length = keys.shape[-2]
-        layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long)
-    return layer
-
-
-def _unflatten_layers(values: list, context: tuple) -> list:
-    n = len(context)
-    lengths = values[2 * n:]
-    static = [i for i, (cls, _) in enumerate(context) if _is_static_layer(cls)]
-    length_of = dict(zip(static, lengths))
-    return [
-        _build_layer(ctx, values[i], values[n + i], length_of.get(i))
-        for i, ctx in enumerate(context)
-    ]
-
-
 def _is_static_layer(cls) -> bool:
     from transformers.cache_utils import StaticLayer
 
     return issubclass(cls, StaticLayer)
 
 
-# DynamicCache, StaticCache and their subclasses
+# DynamicCache, StaticCache and their subclasses (one function per layer kind in
+# :mod:`.cache_layers`: attention, linear attention, hybrid, dummy)
 
 
 def _flatten_cache(cache):
-    leaves, _, context = _flatten_layers(cache.layers)
+    leaves, _, context = flatten_cache(cache)
     return leaves, context
 
 
 def _flatten_with_keys_cache(cache):
-    leaves, names, context = _flatten_layers(cache.layers)
+    leaves, names, context = flatten_cache(cache)
     return [(_pytree.MappingKey(k), v) for k, v in zip(names, leaves)], context
+
+
+def cache_leaf_names(cache) -> list[str]:
+    """Names of the tensors of a DynamicCache or StaticCache in the order torch.export
+    flattens them (``key_<i>``..., ``value_<i>``..., ``conv_state_<i>``...,
+    ``recurrent_state_<i>``...), ``<i>`` the index of the layer."""
+    return flatten_cache(cache)[1]
 
 
 def _make_unflatten(cls):
@@ -156,19 +83,20 @@ def _make_unflatten(cls):
         from transformers.cache_utils import Cache, DynamicLayer
 
         cache = cls.__new__(cls)
-        layers = _unflatten_layers(list(values), context)
-        if _is_static_layer_list(context):
+        layers, lists = unflatten_cache_parts(list(values), context)
+        if _is_static_layer_list(context.layers):
             Cache.__init__(cache, layers=layers)
         else:
             Cache.__init__(cache, layer_class_to_replicate=DynamicLayer)
             cache.layers = layers
+        cache.__dict__.update(lists)
         return cache
 
     return unflatten
 
 
 def _is_static_layer_list(context) -> bool:
-    return bool(context) and all(_is_static_layer(cls) for cls, _ in context)
+    return bool(context) and all(_is_static_layer(spec.cls) for spec in context)
 
 
 # EncoderDecoderCache: two caches
