@@ -1,0 +1,146 @@
+"""Builds an onnxruntime-genai package (a folder ``onnxruntime_genai.Model`` loads) from a
+transformers causal language model: the ONNX decoder with its weights in one external
+data file, ``genai_config.json`` and the tokenizer files.
+
+.. code-block:: python
+
+    from experimental_experiment.genai import package_model
+
+    package_model(model, "out/llama-genai", precision="fp32", tokenizer=tok)
+
+    import onnxruntime_genai as og
+    m = og.Model("out/llama-genai")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .config import GENAI_DECODER_TYPES, decoder_geometry, genai_config, write_genai_config
+from .errors import UnsupportedModelTypeError, UnsupportedPrecisionError
+from .export import check_decoder, export_decoder, load_decoder
+from .io_names import rename_to_genai
+from .output import check_out_dir, staged_folder
+from .progress import StepBar, progress_enabled
+from .tokenizer import resolve_tokenizer, write_tokenizer
+
+logger = logging.getLogger("experimental_experiment.genai")
+
+#: precisions :func:`package_model` writes
+PRECISIONS = ("fp32", "int4")
+MODEL_FILE, DATA_FILE = "model.onnx", "model.onnx.data"
+
+
+@dataclass
+class PackageReport:
+    """What :func:`package_model` wrote."""
+
+    out_dir: str
+    model_type: str
+    precision: str
+    files: list[str] = field(default_factory=list)
+    op_types: dict[str, int] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        fused = {k: v for k, v in self.op_types.items() if k.startswith("com.microsoft.")}
+        return (f"{self.out_dir}: {self.model_type} {self.precision}, files "
+                f"{', '.join(self.files)}; contrib ops {fused or 'none'}; "
+                + ", ".join(f"{k} {v:.1f}s" for k, v in self.durations.items()))
+
+
+def _check_model_type(config, model_type: str | None) -> str:
+    model_type = model_type or config.get_text_config(decoder=True).model_type
+    if model_type not in GENAI_DECODER_TYPES:
+        raise UnsupportedModelTypeError(
+            f"onnxruntime-genai does not run model type {model_type!r} (it knows "
+            f"{sorted(GENAI_DECODER_TYPES)}); pass model_type= one of them with the same "
+            "decoding loop, such as 'llama'")
+    return model_type
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise UnsupportedPrecisionError(
+            f"precision {precision!r} is not supported, expected one of {list(PRECISIONS)}")
+
+
+def _quantize(onx, precision: str, block_size: int, accuracy_level):
+    """int4 weights through :mod:`experimental_experiment.quantize` (MatMulNBits)."""
+    from ..quantize import quantize_model
+
+    return quantize_model(onx, precision, block_size=block_size,
+                          accuracy_level=accuracy_level)
+
+
+def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, *,
+                  model_type: str | None = None, require_tokenizer: bool = False,
+                  overwrite: bool = False, progress: bool = True,
+                  patterns: str = "default+onnxruntime", block_size: int = 32,
+                  accuracy_level: int | None = None, search: dict | None = None
+                  ) -> PackageReport:
+    """Writes an onnxruntime-genai package of ``model`` into ``out_dir``.
+
+    Every argument is checked before any work; the folder is written beside
+    ``out_dir`` and renamed at the end, so ``out_dir`` is whole or untouched.
+
+    :param model: a transformers causal LM, or the folder ``save_pretrained`` wrote
+    :param out_dir: the package folder (missing or empty unless ``overwrite``)
+    :param precision: ``"fp32"`` or ``"int4"`` (MatMulNBits weights, see
+        :mod:`experimental_experiment.quantize`)
+    :param tokenizer: a tokenizer object or its folder; None takes the files of the
+        model's folder when it has some
+    :param model_type: genai's ``model.type`` (default: the configuration's
+        ``model_type``)
+    :param require_tokenizer: raises :class:`MissingTokenizerError` when no tokenizer
+        is found
+    :param overwrite: replaces a non-empty ``out_dir``
+    :param progress: a progress bar over the steps, on a terminal only
+    :param patterns: the optimization patterns (the onnxruntime set fuses the attention
+        into GroupQueryAttention where it can)
+    :param block_size: int4 block size
+    :param accuracy_level: int4 accuracy level of MatMulNBits (None: the default)
+    :param search: search options replacing genai_config.json's defaults
+    :return: a :class:`PackageReport`
+    """
+    _check_precision(precision)
+    full = check_out_dir(out_dir, overwrite)
+    tok = resolve_tokenizer(tokenizer, model, required=require_tokenizer)
+    decoder = load_decoder(model)
+    check_decoder(decoder)
+    model_type = _check_model_type(decoder.config, model_type)
+    n_layers = decoder_geometry(decoder.config)["num_hidden_layers"]
+    steps = ["export and optimize", "rename"] + (["quantize"] if precision != "fp32" else []) \
+        + ["save", "config", "tokenizer"]
+    report = PackageReport(full, model_type, precision)
+    with StepBar(steps, progress_enabled(progress)) as bar, staged_folder(full) as tmp:
+        with bar.step("export and optimize"):
+            onx = export_decoder(decoder, patterns=patterns)
+        with bar.step("rename"):
+            rename_to_genai(onx, n_layers)
+        if precision != "fp32":
+            with bar.step("quantize"):
+                onx = _quantize(onx, precision, block_size, accuracy_level)
+        with bar.step("save"):
+            from ..xbuilder.model_container import save_model
+
+            save_model(onx, os.path.join(tmp, MODEL_FILE), external_data=True,
+                       location=DATA_FILE)
+        with bar.step("config"):
+            content = genai_config(decoder.config, [i.name for i in onx.graph.input],
+                                   model_type=model_type, filename=MODEL_FILE, search=search)
+            write_genai_config(content, tmp)
+        with bar.step("tokenizer"):
+            write_tokenizer(tok, tmp)
+        report.files = sorted(os.listdir(tmp))
+    report.op_types = dict(Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type
+                                   for n in onx.graph.node))
+    report.durations = bar.durations
+    logger.info("%s", report)
+    return report
+
+
+__all__ = ["PRECISIONS", "PackageReport", "package_model"]
