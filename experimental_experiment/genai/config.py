@@ -15,6 +15,10 @@ GENAI_DECODER_TYPES = frozenset({
     "chatglm", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gpt2", "granite", "llama",
     "mistral", "nemotron", "olmo", "phi", "phi3", "qwen2", "qwen3", "smollm3",
 })
+#: types genai runs with another cache layout than one key and one value per layer
+GENAI_OTHER_LAYOUT = {
+    "gpt2": "genai's gpt2 type reads one combined key/value input per layer",
+}
 
 
 def decoder_geometry(config) -> dict[str, int]:
@@ -101,4 +105,5 @@ def write_genai_config(content: dict, folder: str) -> str:
     return path
 
 
-__all__ = ["GENAI_DECODER_TYPES", "decoder_geometry", "genai_config", "write_genai_config"]
+__all__ = ["GENAI_DECODER_TYPES", "GENAI_OTHER_LAYOUT", "decoder_geometry", "genai_config",
+           "write_genai_config"]

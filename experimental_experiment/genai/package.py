@@ -19,7 +19,13 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .config import GENAI_DECODER_TYPES, decoder_geometry, genai_config, write_genai_config
+from .config import (
+    GENAI_DECODER_TYPES,
+    GENAI_OTHER_LAYOUT,
+    decoder_geometry,
+    genai_config,
+    write_genai_config,
+)
 from .errors import UnsupportedModelTypeError, UnsupportedPrecisionError
 from .export import check_decoder, export_decoder, load_decoder
 from .io_names import rename_to_genai
@@ -53,13 +59,23 @@ class PackageReport:
 
 
 def _check_model_type(config, model_type: str | None) -> str:
-    model_type = model_type or config.get_text_config(decoder=True).model_type
-    if model_type not in GENAI_DECODER_TYPES:
-        raise UnsupportedModelTypeError(
-            f"onnxruntime-genai does not run model type {model_type!r} (it knows "
-            f"{sorted(GENAI_DECODER_TYPES)}); pass model_type= one of them with the same "
-            "decoding loop, such as 'llama'")
-    return model_type
+    """genai's ``model.type``: ``model_type`` when given (it must be one genai knows),
+    else the configuration's type when genai runs it with one cache input per layer,
+    else ``llama`` (the ONNX model holds the architecture, genai's type only selects the
+    decoding loop, the same for every decoder with per-layer keys and values)."""
+    if model_type is not None:
+        if model_type not in GENAI_DECODER_TYPES:
+            raise UnsupportedModelTypeError(
+                f"onnxruntime-genai does not run model type {model_type!r} (it knows "
+                f"{sorted(GENAI_DECODER_TYPES)}); pass one of them, 'llama' runs every "
+                "decoder with one key and one value input per layer")
+        return model_type
+    own = config.get_text_config(decoder=True).model_type
+    if own in GENAI_DECODER_TYPES and own not in GENAI_OTHER_LAYOUT:
+        return own
+    logger.info("model type %r: genai_config.json says 'llama' (%s)", own,
+                GENAI_OTHER_LAYOUT.get(own, "a type genai does not list"))
+    return "llama"
 
 
 def _check_precision(precision: str) -> None:

@@ -31,10 +31,11 @@ def resolve_tokenizer(tokenizer, model, *, required: bool):
     if tokenizer is not None:
         folder = os.fspath(tokenizer)
         if not os.path.isdir(folder) or not has_tokenizer(folder):
+            what = ("holds no " + " or ".join(_REQUIRED) if os.path.isdir(folder)
+                    else "does not exist")
             raise MissingTokenizerError(
-                f"tokenizer folder {folder!r} "
-                f"{'holds no ' + ' or '.join(_REQUIRED) if os.path.isdir(folder) else 'does not exist'}"
-                "; give the folder tokenizer.save_pretrained wrote")
+                f"tokenizer folder {folder!r} {what}; give the folder "
+                "tokenizer.save_pretrained wrote")
         return folder
     if isinstance(model, (str, os.PathLike)) and has_tokenizer(os.fspath(model)):
         return os.fspath(model)
