@@ -97,6 +97,7 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
 
 def _cmd_package(ns: argparse.Namespace) -> int:
     from .genai import GenAIPackageError, package_model
+    from .quantize import QuantizeError
 
     try:
         report = package_model(ns.model, ns.output, precision=ns.precision,
@@ -104,7 +105,7 @@ def _cmd_package(ns: argparse.Namespace) -> int:
                                require_tokenizer=ns.require_tokenizer,
                                overwrite=ns.overwrite, progress=not ns.quiet,
                                block_size=ns.block_size)
-    except GenAIPackageError as e:
+    except (GenAIPackageError, QuantizeError) as e:
         raise CommandLineError(str(e)) from e
     print(f"package: {report}")
     return 0

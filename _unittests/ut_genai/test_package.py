@@ -281,3 +281,24 @@ def test_progress_bar(monkeypatch):
     text = tty.getvalue()
     assert "genai package: export" in text and "2/2" in text, text
     assert set(bar.durations) == {"export", "save"}
+
+
+def test_int4_package_generates(llama, tmp_path, quiet_transformers):
+    out = str(tmp_path / "pkg")
+    report = package_model(llama, out, precision="int4", progress=False)
+    assert report.op_types.get("com.microsoft.MatMulNBits", 0) > 0, report.op_types
+    assert "quantize" in report.durations
+    ids = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(5))
+    expected, got = eager_tokens(llama, ids), genai_tokens(out, ids)
+    assert len(got) == len(expected)
+    # int4 weights: the first generated tokens only are expected to agree
+    assert got[:6] == expected[:6], (got, expected)
+
+
+def test_int4_bad_block_size_before_work(llama, tmp_path):
+    from experimental_experiment.quantize import QuantizeOptionError
+
+    out = str(tmp_path / "pkg")
+    with pytest.raises(QuantizeOptionError, match="block_size=12"):
+        package_model(llama, out, precision="int4", block_size=12)
+    _assert_untouched(tmp_path, out)

@@ -78,10 +78,17 @@ def _check_model_type(config, model_type: str | None) -> str:
     return "llama"
 
 
-def _check_precision(precision: str) -> None:
+def _check_precision(precision: str, block_size: int, accuracy_level) -> None:
+    """The precision, and for int4 the quantizer's own checks of its options
+    (:class:`QuantizeOptionError <experimental_experiment.quantize.QuantizeOptionError>`),
+    before any work."""
     if precision not in PRECISIONS:
         raise UnsupportedPrecisionError(
             f"precision {precision!r} is not supported, expected one of {list(PRECISIONS)}")
+    if precision != "fp32":
+        from ..quantize.quantizer import _check_options
+
+        _check_options(precision, block_size, accuracy_level, False)
 
 
 def _quantize(onx, precision: str, block_size: int, accuracy_level):
@@ -122,7 +129,7 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
     :param search: search options replacing genai_config.json's defaults
     :return: a :class:`PackageReport`
     """
-    _check_precision(precision)
+    _check_precision(precision, block_size, accuracy_level)
     full = check_out_dir(out_dir, overwrite)
     tok = resolve_tokenizer(tokenizer, model, required=require_tokenizer)
     decoder = load_decoder(model)
