@@ -42,7 +42,21 @@ MODEL_FILE, DATA_FILE = "model.onnx", "model.onnx.data"
 
 @dataclass
 class PackageReport:
-    """What :func:`package_model` wrote."""
+    """What :func:`package_model` wrote.
+
+    :param out_dir: the package folder
+    :param model_type: genai's ``model.type`` written in genai_config.json
+    :param precision: ``fp32`` or ``int4``
+    :param files: the files of the package
+    :param op_types: number of nodes per operator type (``com.microsoft.<op>`` for the
+        contrib operators such as GroupQueryAttention or MatMulNBits)
+    :param durations: seconds spent in every step
+
+    .. code-block:: python
+
+        report = package_model(model, "pkg")
+        print(report.op_types.get("com.microsoft.GroupQueryAttention"))
+    """
 
     out_dir: str
     model_type: str
@@ -128,6 +142,22 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
     :param accuracy_level: int4 accuracy level of MatMulNBits (None: the default)
     :param search: search options replacing genai_config.json's defaults
     :return: a :class:`PackageReport`
+
+    .. code-block:: python
+
+        import numpy as np
+        import onnxruntime_genai as og
+        from experimental_experiment.genai import package_model
+
+        package_model(model, "pkg", precision="int4")
+        m = og.Model("pkg")
+        params = og.GeneratorParams(m)
+        params.set_search_options(max_length=32)
+        generator = og.Generator(m, params)
+        generator.append_tokens(np.array([1, 2, 3], dtype=np.int32))
+        while not generator.is_done():
+            generator.generate_next_token()
+        print(generator.get_sequence(0))
     """
     _check_precision(precision, block_size, accuracy_level)
     full = check_out_dir(out_dir, overwrite)
