@@ -37,8 +37,11 @@ class StepBar:
 
     def __enter__(self):
         if self.enabled:
-            from tqdm import tqdm
-
+            try:
+                from tqdm import tqdm
+            except ImportError:  # the steps are still logged
+                logger.info("tqdm is not installed, no progress bar")
+                return self
             self.bar = tqdm(total=len(self.steps), desc="genai package", unit="step",
                             file=sys.stderr, leave=True)
         return self
