@@ -207,7 +207,8 @@ def test_out_dir_not_empty(llama, tmp_path):
 
 def test_overwrite_replaces_the_folder(llama, tmp_path, quiet_transformers):
     out = tmp_path / "pkg"
-    out.mkdir()
+    out.mkdir()  # an empty folder is fine without overwrite
+    package_model(llama, str(out), progress=False)
     (out / "old.txt").write_text("old")
     package_model(llama, str(out), overwrite=True, progress=False)
     assert "old.txt" not in os.listdir(out)
