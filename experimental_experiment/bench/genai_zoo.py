@@ -189,6 +189,28 @@ def run(types: list[str], output: str, timeout: float = 300) -> list[dict]:
     return rows
 
 
+def render_table(csv_path: str) -> str:
+    """The table of a run as reStructuredText: the counts per status, then one line per
+    model type (status, genai's type, tokens equal, the reason of a failure)."""
+    from .report_format import list_table
+
+    if not os.path.exists(csv_path):
+        return "*No result yet.*"
+    with open(csv_path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    body = [[r["model_type"], r["status"], r["genai_type"], r["new_tokens"],
+             f"{r['stage']}: {r['reason'][:160]}" if r["reason"] else r["stage"]]
+            for r in rows]
+    return "\n".join([f"{len(rows)} model types: {total}.", "",
+                      list_table(["model type", "status", "genai type", "new tokens",
+                                  "stage: reason"], body, widths=[14, 8, 8, 8, 62],
+                                 escape=True)])
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line, see the module's documentation."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
