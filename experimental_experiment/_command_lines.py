@@ -96,8 +96,8 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
 
 
 def _cmd_package(ns: argparse.Namespace) -> int:
-    from .genai import GenAIPackageError, package_model
-    from .quantize import QuantizeError
+    from .errors import ExportError
+    from .genai import package_model
 
     try:
         report = package_model(ns.model, ns.output, precision=ns.precision,
@@ -105,7 +105,7 @@ def _cmd_package(ns: argparse.Namespace) -> int:
                                require_tokenizer=ns.require_tokenizer,
                                overwrite=ns.overwrite, progress=not ns.quiet,
                                block_size=ns.block_size)
-    except (GenAIPackageError, QuantizeError) as e:
+    except ExportError as e:  # typed errors, quantizer's and exporter's included
         raise CommandLineError(str(e)) from e
     print(f"package: {report}")
     return 0

@@ -161,6 +161,10 @@ def test_unsupported_precision(llama, tmp_path):
     with pytest.raises(UnsupportedPrecisionError, match="'int3'.*fp32"):
         package_model(llama, out, precision="int3")
     _assert_untouched(tmp_path, out)
+    deep = tmp_path / "a" / "b" / "pkg"
+    with pytest.raises(UnsupportedPrecisionError):
+        package_model(llama, str(deep), precision="int3")
+    assert not (tmp_path / "a").exists()  # no parent folder created either
 
 
 def test_not_a_decoder(tmp_path, quiet_transformers):

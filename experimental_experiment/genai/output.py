@@ -23,10 +23,11 @@ def check_out_dir(out_dir: str, overwrite: bool) -> str:
             f"output folder {str(out_dir)!r} is not empty ({len(os.listdir(full))} "
             "entries); choose another folder or pass overwrite=True (--overwrite)")
     parent = os.path.dirname(full)
-    os.makedirs(parent, exist_ok=True)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputFolderError(f"cannot create a folder in {parent!r} (no permission); "
-                                "choose another output folder")
+    while not os.path.exists(parent):  # created by staged_folder, not here
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputFolderError(f"cannot create a folder in {parent!r} (not a folder or "
+                                "no permission); choose another output folder")
     return full
 
 
@@ -35,6 +36,7 @@ def staged_folder(out_dir: str):
     """Yields a temporary folder next to ``out_dir``; renamed ``out_dir`` when the block
     ends without error (an existing ``out_dir`` is replaced), removed otherwise."""
     parent, base = os.path.split(out_dir)
+    os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{base}.tmp-", dir=parent)
     try:
         yield tmp
