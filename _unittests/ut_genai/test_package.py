@@ -18,8 +18,8 @@ from experimental_experiment.genai import (
     MissingTokenizerError,
     NotADecoderError,
     OutputFolderError,
-    UnsupportedModelTypeError,
-    UnsupportedPrecisionError,
+    PackageModelTypeError,
+    PackagePrecisionError,
     package_model,
 )
 from experimental_experiment.genai.io_names import rename_to_genai
@@ -158,11 +158,11 @@ def _assert_untouched(tmp_path, out):
 
 def test_unsupported_precision(llama, tmp_path):
     out = str(tmp_path / "pkg")
-    with pytest.raises(UnsupportedPrecisionError, match="'int3'.*fp32"):
+    with pytest.raises(PackagePrecisionError, match="'int3'.*fp32"):
         package_model(llama, out, precision="int3")
     _assert_untouched(tmp_path, out)
     deep = tmp_path / "a" / "b" / "pkg"
-    with pytest.raises(UnsupportedPrecisionError):
+    with pytest.raises(PackagePrecisionError):
         package_model(llama, str(deep), precision="int3")
     assert not (tmp_path / "a").exists()  # no parent folder created either
 
@@ -222,7 +222,7 @@ def test_overwrite_replaces_the_folder(llama, tmp_path, quiet_transformers):
 
 def test_unknown_model_type(llama, tmp_path):
     out = str(tmp_path / "pkg")
-    with pytest.raises(UnsupportedModelTypeError, match="'bloom'"):
+    with pytest.raises(PackageModelTypeError, match="'bloom'"):
         package_model(llama, out, model_type="bloom")
     _assert_untouched(tmp_path, out)
 
@@ -257,7 +257,7 @@ def test_errors_share_a_base():
     from experimental_experiment.errors import ExportError
 
     for cls in (MissingTokenizerError, NotADecoderError, OutputFolderError,
-                UnsupportedModelTypeError, UnsupportedPrecisionError):
+                PackageModelTypeError, PackagePrecisionError):
         assert issubclass(cls, GenAIPackageError) and issubclass(cls, ExportError)
 
 

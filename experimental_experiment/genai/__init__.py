@@ -15,11 +15,11 @@ from .errors import (
     MissingTokenizerError,
     NotADecoderError,
     OutputFolderError,
-    UnsupportedModelTypeError,
-    UnsupportedPrecisionError,
+    PackageModelTypeError,
+    PackagePrecisionError,
 )
 from .package import PRECISIONS, PackageReport, package_model
 
 __all__ = ["PRECISIONS", "GenAIPackageError", "MissingTokenizerError", "NotADecoderError",
-           "OutputFolderError", "PackageReport", "UnsupportedModelTypeError",
-           "UnsupportedPrecisionError", "package_model"]
+           "OutputFolderError", "PackageReport", "PackageModelTypeError",
+           "PackagePrecisionError", "package_model"]

@@ -14,7 +14,7 @@ class GenAIPackageError(ExportError):
     Fix: ``except GenAIPackageError`` catches every one of them."""
 
 
-class UnsupportedPrecisionError(GenAIPackageError, ValueError):
+class PackagePrecisionError(GenAIPackageError, ValueError):
     """The precision is not one the packager writes.
 
     Cause: ``precision`` is not in :data:`experimental_experiment.genai.PRECISIONS`.
@@ -32,7 +32,7 @@ class NotADecoderError(GenAIPackageError, TypeError):
     Fix: give a ``*ForCausalLM`` model (or its ``save_pretrained`` folder)."""
 
 
-class UnsupportedModelTypeError(GenAIPackageError, ValueError):
+class PackageModelTypeError(GenAIPackageError, ValueError):
     """The ``model_type`` of the configuration is not a type onnxruntime-genai knows.
 
     Cause: genai_config.json's ``model.type`` selects the runtime's implementation and
@@ -62,4 +62,4 @@ class OutputFolderError(GenAIPackageError, FileExistsError):
 
 
 __all__ = ["GenAIPackageError", "MissingTokenizerError", "NotADecoderError",
-           "OutputFolderError", "UnsupportedModelTypeError", "UnsupportedPrecisionError"]
+           "OutputFolderError", "PackageModelTypeError", "PackagePrecisionError"]

@@ -26,7 +26,7 @@ from .config import (
     genai_config,
     write_genai_config,
 )
-from .errors import UnsupportedModelTypeError, UnsupportedPrecisionError
+from .errors import PackageModelTypeError, PackagePrecisionError
 from .export import check_decoder, export_decoder, load_decoder
 from .io_names import rename_to_genai
 from .output import check_out_dir, staged_folder
@@ -79,7 +79,7 @@ def _check_model_type(config, model_type: str | None) -> str:
     decoding loop, the same for every decoder with per-layer keys and values)."""
     if model_type is not None:
         if model_type not in GENAI_DECODER_TYPES:
-            raise UnsupportedModelTypeError(
+            raise PackageModelTypeError(
                 f"onnxruntime-genai does not run model type {model_type!r} (it knows "
                 f"{sorted(GENAI_DECODER_TYPES)}); pass one of them, 'llama' runs every "
                 "decoder with one key and one value input per layer")
@@ -97,7 +97,7 @@ def _check_precision(precision: str, block_size: int, accuracy_level) -> None:
     (:class:`QuantizeOptionError <experimental_experiment.quantize.QuantizeOptionError>`),
     before any work."""
     if precision not in PRECISIONS:
-        raise UnsupportedPrecisionError(
+        raise PackagePrecisionError(
             f"precision {precision!r} is not supported, expected one of {list(PRECISIONS)}")
     if precision != "fp32":
         from ..quantize.quantizer import _check_options
