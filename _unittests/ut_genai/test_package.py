@@ -311,3 +311,56 @@ def test_int4_bad_block_size_before_work(llama, tmp_path):
     with pytest.raises(QuantizeOptionError, match="block_size=12"):
         package_model(llama, out, precision="int4", block_size=12)
     _assert_untouched(tmp_path, out)
+
+
+class _FakeLM(torch.nn.Module):
+    """Returns a cache whose layers hold what ``layers`` says."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = layers
+
+    def forward(self, input_ids, attention_mask=None, use_cache=True):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(past_key_values=SimpleNamespace(layers=self.layers))
+
+
+def test_probe_cache_refuses_other_caches():
+    from types import SimpleNamespace
+
+    from experimental_experiment.genai.export import probe_cache
+
+    hybrid = _FakeLM([SimpleNamespace(conv_states=torch.zeros(1, 2, 3))])
+    with pytest.raises(NotADecoderError, match="layer 0 .* state space or hybrid"):
+        probe_cache(hybrid)
+    latent = _FakeLM([SimpleNamespace(keys=torch.zeros(1, 2, 2, 8),
+                                      values=torch.zeros(1, 2, 2, 4))])
+    with pytest.raises(NotADecoderError, match="differ in heads or size"):
+        probe_cache(latent)
+    mixed = _FakeLM([SimpleNamespace(keys=torch.zeros(1, 2, 2, 8),
+                                     values=torch.zeros(1, 2, 2, 8)),
+                     SimpleNamespace(keys=torch.zeros(1, 1, 2, 8),
+                                     values=torch.zeros(1, 1, 2, 8))])
+    with pytest.raises(NotADecoderError, match="differ in cache geometry"):
+        probe_cache(mixed)
+    good = _FakeLM([SimpleNamespace(keys=torch.zeros(1, 2, 2, 8),
+                                    values=torch.zeros(1, 2, 2, 8))] * 3)
+    assert probe_cache(good) == [(2, 8)] * 3
+
+
+def test_falcon_multi_query(tmp_path, quiet_transformers):
+    """One key/value head read from the cache the model returns, not the config."""
+    import transformers
+
+    config = transformers.FalconConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
+        multi_query=True, new_decoder_architecture=False, max_position_embeddings=128)
+    model = transformers.FalconForCausalLM(config).eval()
+    out = str(tmp_path / "pkg")
+    report = package_model(model, out, progress=False)
+    assert report.model_type == "llama"
+    with open(os.path.join(out, "genai_config.json")) as f:
+        assert json.load(f)["model"]["decoder"]["num_key_value_heads"] == 1
+    ids = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(5))
+    assert genai_tokens(out, ids) == eager_tokens(model, ids)

@@ -50,7 +50,7 @@ def _token_ids(config) -> tuple[Any, Any, Any]:
 
 def genai_config(config, input_names: list[str], *, model_type: str,
                  filename: str = "model.onnx", context_length: int | None = None,
-                 search: dict | None = None) -> dict:
+                 search: dict | None = None, geometry: dict | None = None) -> dict:
     """The content of genai_config.json.
 
     :param config: the transformers configuration of the decoder
@@ -60,9 +60,11 @@ def genai_config(config, input_names: list[str], *, model_type: str,
     :param filename: the model file, relative to the package folder
     :param context_length: the longest sequence (default ``max_position_embeddings``)
     :param search: search options replacing the defaults (greedy, no shared buffer)
+    :param geometry: values replacing those of :func:`decoder_geometry` (the cache
+        the model returns says how many layers, key/value heads and head size it has)
     :return: a dictionary ready for :func:`json.dump`
     """
-    geo = decoder_geometry(config)
+    geo = {**decoder_geometry(config), **(geometry or {})}
     text = config.get_text_config(decoder=True)
     if context_length is None:
         context_length = getattr(text, "max_position_embeddings", None) or getattr(

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from .config import (
     GENAI_DECODER_TYPES,
     GENAI_OTHER_LAYOUT,
-    decoder_geometry,
     genai_config,
     write_genai_config,
 )
 from .errors import PackageModelTypeError, PackagePrecisionError
-from .export import check_decoder, export_decoder, load_decoder
+from .export import check_decoder, export_decoder, load_decoder, probe_cache
 from .io_names import rename_to_genai
 from .output import check_out_dir, staged_folder
 from .progress import StepBar, progress_enabled
@@ -165,15 +164,17 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
     decoder = load_decoder(model)
     check_decoder(decoder)
     model_type = _check_model_type(decoder.config, model_type)
-    n_layers = decoder_geometry(decoder.config)["num_hidden_layers"]
+    shapes = probe_cache(decoder)
+    geometry = dict(num_hidden_layers=len(shapes), num_key_value_heads=shapes[0][0],
+                    head_size=shapes[0][1])
     steps = ["export and optimize", "rename"] + (["quantize"] if precision != "fp32" else []) \
         + ["save", "config", "tokenizer"]
     report = PackageReport(full, model_type, precision)
     with StepBar(steps, progress_enabled(progress)) as bar, staged_folder(full) as tmp:
         with bar.step("export and optimize"):
-            onx = export_decoder(decoder, patterns=patterns)
+            onx = export_decoder(decoder, shapes, patterns=patterns)
         with bar.step("rename"):
-            rename_to_genai(onx, n_layers)
+            rename_to_genai(onx, len(shapes))
         if precision != "fp32":
             with bar.step("quantize"):
                 onx = _quantize(onx, precision, block_size, accuracy_level)
@@ -184,7 +185,8 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
                        location=DATA_FILE)
         with bar.step("config"):
             content = genai_config(decoder.config, [i.name for i in onx.graph.input],
-                                   model_type=model_type, filename=MODEL_FILE, search=search)
+                                   model_type=model_type, filename=MODEL_FILE, search=search,
+                                   geometry=geometry)
             write_genai_config(content, tmp)
         with bar.step("tokenizer"):
             write_tokenizer(tok, tmp)
