@@ -13,7 +13,7 @@ One row per model type: ``model_type, status, stage, reason, genai_type,
 tokens_equal, new_tokens, seconds``. ``status`` is ``ok`` when the package generates the
 eager tokens on two prompt lengths, ``mismatch`` when it generates other tokens,
 ``failed`` otherwise (``stage``: ``config`` (the tiny model), ``package``, ``load``,
-``generate``, ``timeout``, ``crash``). Every type runs in a forked process.
+``generate``, ``timeout``, ``crash``). Every type runs in its own process.
 """
 
 from __future__ import annotations
@@ -137,8 +137,9 @@ def _worker(model_type: str, conn) -> None:
 
 
 def run_type(model_type: str, timeout: float) -> dict:
-    """:func:`check_type` in a forked process: a crash or a hang is a row too."""
-    ctx = multiprocessing.get_context("fork")
+    """:func:`check_type` in a new process: a crash or a hang is a row too."""
+    # spawn: a fork of a process whose torch started its threads may hang
+    ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker, args=(model_type, child))
     begin = time.perf_counter()
