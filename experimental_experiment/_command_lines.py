@@ -114,6 +114,21 @@ def _cmd_quantize(ns: argparse.Namespace) -> int:
     print(f"quantize: {ns.precision}, " + ", ".join(f"{k.split('.')[-1]}: {counts[k]}"
                                                     for k in kinds if counts[k])
           + f", {os.path.getsize(ns.output)} bytes, saved {ns.output!r}")
+
+
+def _cmd_package(ns: argparse.Namespace) -> int:
+    from .errors import ExportError
+    from .genai import package_model
+
+    try:
+        report = package_model(ns.model, ns.output, precision=ns.precision,
+                               tokenizer=ns.tokenizer, model_type=ns.model_type,
+                               require_tokenizer=ns.require_tokenizer,
+                               overwrite=ns.overwrite, progress=not ns.quiet,
+                               block_size=ns.block_size)
+    except ExportError as e:  # typed errors, quantizer's and exporter's included
+        raise CommandLineError(str(e)) from e
+    print(f"package: {report}")
     return 0
 
 
@@ -170,6 +185,7 @@ def _add_model_subcommands(sub) -> None:
     _add_optimize(sub)
     _add_fill_weights(sub)
     _add_quantize(sub)
+    _add_package(sub)
 
 
 def _add_optimize(sub) -> None:
@@ -228,6 +244,30 @@ def _add_quantize(sub) -> None:
     p.add_argument("--keep-io-types", action="store_true",
                    help="fp16: inputs and outputs stay float32")
     p.set_defaults(func=_cmd_quantize)
+
+
+def _add_package(sub) -> None:
+    p = sub.add_parser("package", help="writes an onnxruntime-genai package of a causal "
+                       "language model (model.onnx, genai_config.json, tokenizer)",
+                       description="Exports the causal language model saved in MODEL_DIR "
+                       "(save_pretrained) with to_onnx and the onnxruntime patterns, and "
+                       "writes a folder onnxruntime_genai.Model loads: model.onnx and its "
+                       "data, genai_config.json, the tokenizer files. The folder appears "
+                       "whole at the end or not at all.")
+    p.add_argument("model", help="folder written by save_pretrained")
+    p.add_argument("output", help="package folder (missing or empty)")
+    p.add_argument("--precision", default="fp32",
+                   help="fp32, or int4 (weights in int4 blocks, MatMulNBits)")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer folder (default: the tokenizer files of MODEL_DIR)")
+    p.add_argument("--require-tokenizer", action="store_true",
+                   help="fails when no tokenizer is found")
+    p.add_argument("--model-type", default=None,
+                   help="genai's model type (default: the configuration's, or llama)")
+    p.add_argument("--block-size", type=int, default=32, help="int4 block size")
+    p.add_argument("--overwrite", action="store_true", help="replaces a non-empty OUTPUT")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_package)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,48 @@
+"""The genai zoo: one row per model type, a package generating the eager tokens is
+``ok``, a type failing anywhere is a row with its stage and reason."""
+
+import csv
+
+import pytest
+
+pytest.importorskip("onnxruntime_genai")
+
+from experimental_experiment.bench.genai_zoo import causal_lm_types, run  # noqa: E402
+
+
+def test_causal_lm_types():
+    types = causal_lm_types()
+    assert "llama" in types and "bert" not in types
+
+
+def test_run_writes_rows(tmp_path):
+    output = str(tmp_path / "genai.csv")
+    rows = run(["llama", "no_such_type"], output, timeout=600)
+    by_type = {r["model_type"]: r for r in rows}
+    assert by_type["llama"]["status"] == "ok", by_type["llama"]
+    assert by_type["llama"]["tokens_equal"] == 1
+    assert by_type["no_such_type"]["status"] == "failed"
+    assert by_type["no_such_type"]["stage"] == "config"
+    with open(output) as f:
+        assert [r["model_type"] for r in csv.DictReader(f)] == ["llama", "no_such_type"]
+    # resumed: nothing runs again
+    assert len(run(["llama"], output)) == 2
+
+
+def test_render_table(tmp_path):
+    from experimental_experiment.bench.genai_zoo import COLUMNS, render_table
+
+    assert render_table(str(tmp_path / "none.csv")) == "*No result yet.*"
+    path = tmp_path / "g.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerow(dict(model_type="llama", status="ok", stage="", reason="",
+                             genai_type="llama", tokens_equal=1, new_tokens="16/16",
+                             seconds=1))
+        writer.writerow(dict(model_type="mamba", status="failed", stage="package",
+                             reason="NotADecoderError: no cache", genai_type="",
+                             tokens_equal="", new_tokens="", seconds=1))
+    text = render_table(str(path))
+    assert text.startswith("2 model types: 1 failed, 1 ok.")
+    assert "package: NotADecoderError: no cache" in text

@@ -1,0 +1,236 @@
+"""onnxruntime-genai packages of the zoo's decoders: every model type with a causal LM
+head (:func:`list_cases <experimental_experiment.bench.zoo_cases.list_cases>`), tiny and
+with random weights, packaged by :func:`package_model
+<experimental_experiment.genai.package_model>`, loaded by ``onnxruntime_genai.Model``,
+and its greedy generation compared with transformers' eager ``generate``.
+
+.. code-block:: bash
+
+    python -m experimental_experiment.bench.genai_zoo --output genai_zoo.csv \\
+        [--types llama,qwen2] [--limit 20] [--timeout 300]
+
+One row per model type: ``model_type, status, stage, reason, genai_type,
+tokens_equal, new_tokens, seconds``. ``status`` is ``ok`` when the package generates the
+eager tokens on two prompt lengths, ``mismatch`` when it generates other tokens,
+``failed`` otherwise (``stage``: ``config`` (the tiny model), ``package``, ``load``,
+``generate``, ``timeout``, ``crash``). Every type runs in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import multiprocessing
+import os
+import tempfile
+import time
+import warnings
+
+logger = logging.getLogger("experimental_experiment.bench.genai_zoo")
+
+COLUMNS = ("model_type", "status", "stage", "reason", "genai_type", "tokens_equal",
+           "new_tokens", "seconds")
+NEW_TOKENS = 16
+PROMPTS = (5, 11)
+
+
+def causal_lm_types() -> list[str]:
+    """The zoo's model types exported with a causal LM head."""
+    from .zoo_cases import list_cases
+
+    return sorted(c.model_type for c in list_cases() if c.head == "causal-lm")
+
+
+def _tiny_decoder(model_type: str, seed: int = 0):
+    """The zoo's tiny causal LM of ``model_type``, normalization weights perturbed (no
+    near-ties in the logits)."""
+    import torch
+
+    from .zoo_cases import ZooCase, build_case
+
+    model = build_case(ZooCase(model_type, "causal-lm"), seed=seed)["model"]
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    return model
+
+
+def _eos(model) -> set[int]:
+    eos = model.generation_config.eos_token_id
+    return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+
+
+def _eager(model, ids) -> list[int]:
+    import torch
+
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=NEW_TOKENS, pad_token_id=0)
+    tokens = out[0].tolist()
+    if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in _eos(model):
+        tokens = tokens[:-1]  # genai stops before the end of sequence token
+    return tokens
+
+
+def _genai(folder: str, ids) -> list[int]:
+    import numpy as np
+    import onnxruntime_genai as og
+
+    model = og.Model(folder)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=ids.shape[1] + NEW_TOKENS, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids[0].numpy().astype(np.int32))
+    while not generator.is_done():
+        generator.generate_next_token()
+    return [int(t) for t in generator.get_sequence(0)]
+
+
+def _reason(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:300]}"
+
+
+def check_type(model_type: str, folder: str) -> dict:
+    """Packages the tiny ``model_type`` into ``folder`` and compares the generations;
+    returns the row of the table."""
+    import torch
+
+    from ..genai import package_model
+
+    row = dict(model_type=model_type, status="failed", stage="config", reason="",
+               genai_type="", tokens_equal="", new_tokens="")
+    begin = time.perf_counter()
+    try:
+        model = _tiny_decoder(model_type)
+        row["stage"] = "package"
+        report = package_model(model, os.path.join(folder, "pkg"), progress=False)
+        row["genai_type"] = report.model_type
+        vocab = model.config.get_text_config(decoder=True).vocab_size
+        equal, new = [], []
+        for length in PROMPTS:
+            ids = torch.randint(3, vocab, (1, length),
+                                generator=torch.Generator().manual_seed(length))
+            expected = _eager(model, ids)
+            row["stage"] = "generate"
+            got = _genai(os.path.join(folder, "pkg"), ids)
+            equal.append(got == expected)
+            new.append(len(got) - length)
+        row.update(stage="", tokens_equal=int(all(equal)),
+                   new_tokens="/".join(map(str, new)),
+                   status="ok" if all(equal) else "mismatch")
+    except Exception as e:  # one row per type, whatever fails
+        row["reason"] = _reason(e)
+    row["seconds"] = round(time.perf_counter() - begin, 1)
+    return row
+
+
+def _worker(model_type: str, conn) -> None:
+    warnings.simplefilter("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    logging.getLogger("experimental_experiment.genai").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory() as folder:
+        conn.send(check_type(model_type, folder))
+
+
+def run_type(model_type: str, timeout: float) -> dict:
+    """:func:`check_type` in a new process: a crash or a hang is a row too."""
+    # spawn: a fork of a process whose torch started its threads may hang
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_worker, args=(model_type, child))
+    begin = time.perf_counter()
+    proc.start()
+    child.close()
+    row = None
+    if parent.poll(timeout):
+        try:
+            row = parent.recv()
+        except EOFError:
+            row = None
+    proc.join(5)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+    if row is None:
+        stage = "timeout" if time.perf_counter() - begin >= timeout else "crash"
+        row = dict(model_type=model_type, status="failed", stage=stage,
+                   reason=f"exit code {proc.exitcode}", genai_type="", tokens_equal="",
+                   new_tokens="", seconds=round(time.perf_counter() - begin, 1))
+    return row
+
+
+def _write(rows: list[dict], path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(sorted(rows, key=lambda r: r["model_type"]))
+    os.replace(tmp, path)
+
+
+def run(types: list[str], output: str, timeout: float = 300) -> list[dict]:
+    """Runs :func:`run_type` on every type, rewriting ``output`` after each one;
+    types already in ``output`` are skipped (the run resumes)."""
+    rows = []
+    if os.path.exists(output):
+        with open(output, encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    done = {r["model_type"] for r in rows}
+    for model_type in types:
+        if model_type in done:
+            continue
+        row = run_type(model_type, timeout)
+        logger.info("%s: %s %s %s", model_type, row["status"], row["stage"], row["reason"])
+        rows.append(row)
+        _write(rows, output)
+    return rows
+
+
+def render_table(csv_path: str) -> str:
+    """The table of a run as reStructuredText: the counts per status, then one line per
+    model type (status, genai's type, tokens equal, the reason of a failure)."""
+    from .report_format import list_table
+
+    if not os.path.exists(csv_path):
+        return "*No result yet.*"
+    with open(csv_path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    body = [[r["model_type"], r["status"], r["genai_type"], r["new_tokens"],
+             f"{r['stage']}: {r['reason'][:160]}" if r["reason"] else r["stage"]]
+            for r in rows]
+    return "\n".join([f"{len(rows)} model types: {total}.", "",
+                      list_table(["model type", "status", "genai type", "new tokens",
+                                  "stage: reason"], body, widths=[14, 8, 8, 8, 62],
+                                 escape=True)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line, see the module's documentation."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default="genai_zoo.csv")
+    parser.add_argument("--types", default="", help="comma separated model types")
+    parser.add_argument("--limit", type=int, default=0, help="at most this many types")
+    parser.add_argument("--timeout", type=float, default=300)
+    ns = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    types = [t for t in ns.types.split(",") if t] or causal_lm_types()
+    if ns.limit:
+        types = types[:ns.limit]
+    rows = run(types, ns.output, ns.timeout)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print(f"genai_zoo: {len(rows)} types, {counts}, table {ns.output!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
