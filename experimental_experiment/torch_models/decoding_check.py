@@ -164,7 +164,7 @@ def onnx_prefill_decode(prefill, decode, input_ids: torch.Tensor,
     changed in place) are ignored. Returns ``(tokens (batch, steps), logits of the last
     position at every step)``.
     """
-    from .llm_models import user_outputs
+    from .onnx_outputs import user_outputs
 
     first, step = _session(prefill), _session(decode)
     names = [i.name for i in step.get_inputs()]

@@ -43,7 +43,7 @@ def is_hybrid_config(config) -> bool:
 
 def prefilled_cache(model, batch: int = 1, seq: int = 2):
     """The cache ``model`` returns after a prefill of ``seq`` zero tokens."""
-    from .llm_helper import output_cache
+    from .causal_lm import output_cache
 
     with torch.no_grad():
         outputs = model(input_ids=torch.zeros((batch, seq), dtype=torch.int64),
@@ -79,7 +79,7 @@ def make_hybrid_cache(config, batch: int, past: int, *, model=None, generator=No
     ``past`` positions, random convolution and recurrent states."""
     from ..torch_interpreter.patches.cache_layers import flatten_cache
     from ..torch_interpreter.patches.cache_registration import cache_classes
-    from .llm_helper import build_causal_lm
+    from .causal_lm import build_causal_lm
 
     if model is None:
         model = build_causal_lm(config)

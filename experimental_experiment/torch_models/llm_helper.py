@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..torch_interpreter.patches.cache_registration import CACHE_ARGUMENT_NAMES
+from .causal_lm import _causal_lm_class, build_causal_lm, output_cache  # noqa: F401 (re-exported)
 from .hybrid_cache import is_hybrid_config, make_hybrid_cache
 
 #: architectures :func:`get_tiny_llm` knows, and the kind of model each one is
@@ -117,59 +118,6 @@ def cache_argument_name(model) -> str:
         f"{cls.__name__}.forward takes no cache argument (looked for "
         f"{list(CACHE_ARGUMENT_NAMES)}), its arguments are {sorted(params - {'self'})}"
     )
-
-
-def output_cache(outputs):
-    """The cache a transformers model returned (``outputs.cache`` since transformers 5.24,
-    ``outputs.past_key_values`` before), None when there is none.
-
-    :param outputs: what the model returned
-    :return: the cache or None
-
-    .. code-block:: python
-
-        from experimental_experiment.torch_models.llm_helper import get_tiny_llm, output_cache
-
-        data = get_tiny_llm("llama")
-        outputs = data["model"](**data["inputs"])
-        cache = output_cache(outputs)  # a DynamicCache
-    """
-    for name in CACHE_ARGUMENT_NAMES:
-        value = getattr(outputs, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def build_causal_lm(config, *, meta: bool = False, seed: int = 0):
-    """The causal LM transformers maps ``config`` to, in eval mode: random weights drawn
-    after ``torch.manual_seed(seed)``, or, with ``meta=True``, on the ``meta`` device
-    without weights (to export without weights, then fill them from a checkpoint).
-    Non-persistent buffers (the rotary embedding's ``inv_freq``) are in no checkpoint:
-    on ``meta`` the rotary embeddings are created again with data.
-
-    .. code-block:: python
-
-        model = build_causal_lm(get_tiny_config("llama"), meta=True)
-    """
-    cls = _causal_lm_class(config)
-    if not meta:
-        torch.manual_seed(seed)
-        return cls(config).eval()
-    with torch.device("meta"):
-        model = cls(config)
-    for name, module in list(model.named_modules()):
-        if name and type(module).__name__.endswith("RotaryEmbedding"):
-            parent, _, attr = name.rpartition(".")
-            setattr(model.get_submodule(parent), attr, type(module)(config))
-    return model.eval()
-
-
-def _causal_lm_class(config):
-    """The causal LM class transformers maps ``config`` to."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
-
-    return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
 
 
 def _cache_geometry(config) -> tuple[int, int, int]:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .llm_helper import TINY_ARCHITECTURES, get_tiny_llm
+from .onnx_outputs import user_outputs
 
 #: sizes used for the export and for the check (the check uses other sizes)
 EXPORT_SIZES = dict(batch=2, seq=3, past=5)
@@ -87,20 +88,6 @@ def compare_outputs(expected: list[torch.Tensor], got: list[np.ndarray]) -> floa
             raise AssertionError(f"output {i}: shape {g.shape} != eager {e.shape}")
         diff = max(diff, float(np.abs(e.astype(np.float64) - g).max()) if e.size else 0.0)
     return diff
-
-
-#: suffix of the outputs :func:`to_onnx` appends for inputs the model changes in place
-MUTATION_SUFFIX = "_updated"
-
-
-def user_outputs(sess, got: list) -> list:
-    """The outputs of ``sess`` (onnxruntime) the model returns, without the new values
-    of the inputs it changed in place (``<input>_updated``, appended last by
-    :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>`): hybrid
-    decoders update their convolution and recurrent states in place and also return
-    them in the cache."""
-    names = [o.name for o in sess.get_outputs()]
-    return [g for n, g in zip(names, got) if not n.endswith(MUTATION_SUFFIX)]
 
 
 def check_onnx(model, onx, inputs: dict, *, atol: float = 1e-4) -> float:
