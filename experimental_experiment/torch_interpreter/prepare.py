@@ -168,6 +168,11 @@ def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
 
 
 def _has_meta(gm: torch.fx.GraphModule) -> bool:
+    """Tells if ``gm`` can be interpreted as it is: every node carries its fake value and
+    none calls a submodule or a method (a graph prepared by torchao's ``prepare_pt2e``
+    calls its observers as modules: it is captured again)."""
+    if any(n.op in ("call_module", "call_method") for n in gm.graph.nodes):
+        return False
     return all("val" in n.meta or n.op in ("output", "get_attr") for n in gm.graph.nodes
                if n.op in ("placeholder", "call_function"))
 
