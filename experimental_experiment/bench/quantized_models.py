@@ -260,6 +260,10 @@ def one_step(model: torch.fx.GraphModule) -> float:
         if node.target in (qd.quantize_per_tensor.default,) and isinstance(
                 node.args[1], float):
             scale = node.args[1]
+        if node.op == "call_module":  # a fake quantizer (QAT) of an activation
+            fq_scale = getattr(model.get_submodule(node.target), "scale", None)
+            if isinstance(fq_scale, torch.Tensor) and fq_scale.numel() == 1:
+                scale = float(fq_scale)
         if node.target in (torch.ops.aten.linear.default, torch.ops.aten.addmm.default):
             w = node.args[1] if node.target == torch.ops.aten.linear.default else None
             weight = w
@@ -275,7 +279,12 @@ def _value(model, node):
     """The float weight behind ``node`` (dequantized when it is), or None."""
     qd = torch.ops.quantized_decomposed
     if node.op == "get_attr":
-        return getattr(model, node.target).float()
+        value = model
+        for part in node.target.split("."):
+            value = getattr(value, part)
+        return value.detach().float()
+    if node.op == "call_module":  # the fake quantizer of a weight: a bound is enough
+        return _value(model, node.args[0])
     if node.target in (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default):
         try:
             args = [_value(model, a) if isinstance(a, torch.fx.Node) else a

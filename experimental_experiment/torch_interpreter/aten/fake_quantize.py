@@ -120,15 +120,23 @@ def fake_quantize_per_tensor_affine_cachemask(g: GraphBuilder, x, scale, zero_po
             _mask(g, x, scale, zero_point, quant_min, quant_max))
 
 
-def _enabled(g: GraphBuilder, flag, name: str, op) -> bool:
-    """The value of a 0/1 switch tensor (a buffer), which must be known at export."""
+def _known(g: GraphBuilder, flag) -> bool | None:
+    """The value of a 0/1 switch tensor (a buffer), None when the graph computes it."""
     if not isinstance(flag, str):
         return bool(flag)
     if not g.is_constant(flag):
+        return None
+    return bool(np.asarray(g.get_constant(flag)).reshape(-1)[0])
+
+
+def _enabled(g: GraphBuilder, flag, name: str, op) -> bool:
+    """The value of a 0/1 switch tensor, which must be known at export."""
+    value = _known(g, flag)
+    if value is None:
         raise UnsupportedOpError(
             f"{name} is computed by the graph, its value must be a constant buffer known "
             "when exporting", op=op, argument=name)
-    return bool(np.asarray(g.get_constant(flag)).reshape(-1)[0])
+    return value
 
 
 @converter(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default)
@@ -140,10 +148,15 @@ def fake_quantize_per_tensor_cachemask_tensor_qparams(g: GraphBuilder, x, scale,
     Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min,
     int quant_max) -> (Tensor output, Tensor mask)"""
     op = ctx.node.target
-    if not _enabled(g, fake_quant_enabled, "fake_quant_enabled", op):
+    enabled = _known(g, fake_quant_enabled)
+    if enabled is False:
         return g.op.Identity(x), g.op.Expand(_scalar(g, True, BOOL), g.op.Shape(x))
-    return (fake_qdq(g, x, scale, zero_point, quant_min, quant_max, op),
-            _mask(g, x, scale, zero_point, quant_min, quant_max))
+    y = fake_qdq(g, x, scale, zero_point, quant_min, quant_max, op)
+    mask = _mask(g, x, scale, zero_point, quant_min, quant_max)
+    if enabled is None:  # decided when the model runs
+        on = g.op.Cast(g.op.Reshape(fake_quant_enabled, i64([])), to=BOOL)
+        return g.op.Where(on, y, x), g.op.Or(g.op.And(on, mask), g.op.Not(on))
+    return y, mask
 
 
 @converter(aten.fake_quantize_per_channel_affine.default)
