@@ -380,8 +380,17 @@ def _fmt(v: float) -> str:
 
 
 def _first_line(e: Exception) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return text[0][:300] if text else type(e).__name__
+    """The error's first line, followed by the first line of its root cause (the
+    exporters wrap the reason in a generic error)."""
+    from .report_format import head_line
+
+    root = e
+    while root.__cause__ is not None:
+        root = root.__cause__
+    text = f"{type(e).__name__}: {head_line(str(e))}"
+    if root is not e:
+        text += f" <- {type(root).__name__}: {head_line(str(root))}"
+    return text.replace("\x1b[96m", "").replace("\x1b[0m", "")[:400]
 
 
 def main(argv=None) -> int:
