@@ -142,26 +142,30 @@ class _FakeQuantLinear(torch.nn.Module):
         super().__init__()
         torch.manual_seed(1)
         self.linear = torch.nn.Linear(4, 6)
+        self.register_buffer("scale", self.linear.weight.detach().abs().amax(dim=1) / 127)
+        self.register_buffer("zero_point", torch.zeros(6, dtype=torch.int32))
 
     def forward(self, x):
+        # symmetric: the largest element of each row sits on level 127 exactly
         w = torch.fake_quantize_per_channel_affine(
-            self.linear.weight, torch.full((6,), 0.01), torch.zeros(6, dtype=torch.int32),
-            0, -127, 127)
+            self.linear.weight, self.scale, self.zero_point, 0, -127, 127)
         x = torch.fake_quantize_per_tensor_affine(x, 0.05, 128, 0, 255)
         return torch.nn.functional.linear(x, w, self.linear.bias)
 
 
 def test_constant_weight_keeps_qdq(tmp_path):
-    """The optimizer folds no QuantizeLinear / DequantizeLinear of a constant weight into
-    a float initializer: onnxruntime still sees the QDQ form and fuses it."""
+    """A fake-quantized weight becomes int8 levels (rounded as torch does, exact) behind
+    a DequantizeLinear the optimizer does not fold into a float initializer: onnxruntime
+    still sees the QDQ form and fuses it."""
     import onnxruntime
 
     onx = check_export(_FakeQuantLinear(), [(torch.randn(3, 5, 4),), (torch.randn(2, 5, 4),)],
-                       dynamic_shapes=DS, atol=1e-5, rtol=0)
-    inits = {i.name for i in onx.graph.initializer}
-    q_of_constant = [n for n in onx.graph.node
-                     if n.op_type == "QuantizeLinear" and n.input[0] in inits]
-    assert len(q_of_constant) == 1, [n.op_type for n in onx.graph.node]
+                       dynamic_shapes=DS, atol=1e-6, rtol=0)
+    int8 = {i.name for i in onx.graph.initializer if i.data_type == onnx.TensorProto.INT8}
+    dq_of_weight = [n for n in onx.graph.node
+                    if n.op_type == "DequantizeLinear" and n.input[0] in int8]
+    assert len(dq_of_weight) == 1, [n.op_type for n in onx.graph.node]
+    assert [n.op_type for n in onx.graph.node].count("QuantizeLinear") == 1
     so = onnxruntime.SessionOptions()
     so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     onnxruntime.InferenceSession(onx.SerializeToString(), so,
@@ -169,3 +173,45 @@ def test_constant_weight_keeps_qdq(tmp_path):
     fused = {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node}
     assert fused & {"QLinearMatMul", "MatMulIntegerToFloat", "QGemm"}, fused
     np.testing.assert_equal(len(onx.graph.input), 1)
+
+
+class _FakeQuantModules(torch.nn.Module):
+    """torch.ao's FakeQuantize modules around a linear layer (per tensor, per channel)."""
+
+    def __init__(self):
+        super().__init__()
+        from torch.ao.quantization import default_fake_quant, default_per_channel_weight_fake_quant
+
+        torch.manual_seed(2)
+        self.act = default_fake_quant()
+        self.weight = default_per_channel_weight_fake_quant()
+        self.linear = torch.nn.Linear(4, 6)
+
+    def forward(self, x):
+        return torch.nn.functional.linear(self.act(x), self.weight(self.linear.weight),
+                                          self.linear.bias)
+
+
+@pytest.mark.parametrize("fake_quant", [True, False])
+def test_fake_quantize_modules(fake_quant):
+    """torch.export cannot branch on the switch buffers: to_onnx reads them first."""
+    from torch.ao.quantization import disable_fake_quant, disable_observer
+
+    model = _FakeQuantModules()
+    for (x,) in _inputs():
+        model(x.reshape(-1, 4))
+    model.apply(disable_observer)
+    if not fake_quant:
+        model.apply(disable_fake_quant)
+    model.eval()
+    onx = check_export(model, [(torch.randn(3, 4),), (torch.randn(5, 4),)],
+                       dynamic_shapes=DS, atol=1e-6, rtol=0)
+    assert ("DequantizeLinear" in {n.op_type for n in onx.graph.node}) == fake_quant
+    assert "forward" not in vars(model.act)  # the module is restored
+
+
+def test_fake_quantize_module_observing_is_typed():
+    model = _FakeQuantModules().eval()
+    with pytest.raises(UnsupportedOpError, match="disable_observer"):
+        to_onnx(model, (torch.randn(3, 4),), dynamic_shapes=DS)
+    assert "forward" not in vars(model.act)

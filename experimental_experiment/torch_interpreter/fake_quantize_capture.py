@@ -12,13 +12,22 @@ quantizer) declares that it updates four buffers, which neither the in-place rew
 the capture nor ``run_decompositions`` always handles. Once its observer is off (the
 model is trained, the deployment case) it changes nothing:
 :func:`freeze_disabled_observers` replaces it by the plain fake quantization it computes.
+
+``FakeQuantize`` modules (torch.ao's and torchao's) test their switches
+(``if self.observer_enabled[0] == 1``), a branch on a buffer torch.export cannot take:
+:func:`fixed_fake_quantizers` gives each one a forward without the switches, read before
+the capture, for the time of the capture.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import types
 
 import torch
+
+from .errors import UnsupportedOpError
 
 logger = logging.getLogger(__name__)
 
@@ -111,3 +120,67 @@ def freeze_disabled_observers(ep: torch.export.ExportedProgram) -> int:
         logger.info("fused_moving_avg_obs_fake_quant with the observer off replaced by a "
                     "fake quantization: %d", replaced)
     return replaced
+
+
+def _fake_quantize_classes() -> tuple:
+    """The ``FakeQuantize`` classes whose ``forward`` branches on its switches."""
+    from torch.ao.quantization.fake_quantize import FakeQuantize
+
+    classes = [FakeQuantize]
+    try:
+        from torchao.quantization.pt2e.fake_quantize import FakeQuantize as AoFakeQuantize
+    except ImportError:  # torchao is optional
+        AoFakeQuantize = None
+    if AoFakeQuantize is not None:
+        classes.append(AoFakeQuantize)
+    return tuple(classes)
+
+
+def _fake_quantize_only(self, x):
+    """FakeQuantize.forward once its observer is off and its fake quantization on."""
+    observer = self.activation_post_process
+    if self.is_per_channel:
+        return torch.fake_quantize_per_channel_affine(
+            x, self.scale, self.zero_point, self.ch_axis, observer.quant_min,
+            observer.quant_max)
+    return torch.fake_quantize_per_tensor_affine(
+        x, self.scale, self.zero_point, observer.quant_min, observer.quant_max)
+
+
+def _unchanged(self, x):
+    return x
+
+
+@contextlib.contextmanager
+def fixed_fake_quantizers(model):
+    """For the time of the capture, every ``FakeQuantize`` submodule of ``model`` (exactly
+    that class, its ``forward`` not overridden) computes what its switches select; yields
+    the number of modules changed. A module observing raises
+    :class:`UnsupportedOpError <experimental_experiment.torch_interpreter.errors.UnsupportedOpError>`.
+
+    .. code-block:: python
+
+        with fixed_fake_quantizers(model):
+            ep = torch.export.export(model, args)
+    """
+    changed = []
+    if isinstance(model, torch.nn.Module) and not isinstance(model, torch.fx.GraphModule):
+        classes = _fake_quantize_classes()
+        for name, module in model.named_modules():
+            if type(module) not in classes or "forward" in vars(module):
+                continue
+            if bool(module.observer_enabled.reshape(-1)[0]):
+                raise UnsupportedOpError(
+                    f"the FakeQuantize module {name!r} has its observer on: each call "
+                    "would update its statistics, which an ONNX graph cannot do; call "
+                    "model.apply(torch.ao.quantization.disable_observer) before exporting",
+                    op=type(module).__name__, argument="observer_enabled")
+            on = bool(module.fake_quant_enabled.reshape(-1)[0])
+            module.forward = types.MethodType(_fake_quantize_only if on else _unchanged,
+                                              module)
+            changed.append(module)
+    try:
+        yield len(changed)
+    finally:
+        for module in changed:
+            del module.forward

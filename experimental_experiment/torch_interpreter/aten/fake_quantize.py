@@ -65,12 +65,52 @@ def _zero_point(g: GraphBuilder, zero_point, qtype: int, quant_min: int, quant_m
     return _per_tensor(g, zero_point, qtype) if per_tensor else cast_to(g, zero_point, qtype)
 
 
+def _value(g: GraphBuilder, v):
+    """The value of a python number or a constant, None for a computed tensor."""
+    if not isinstance(v, str):
+        return np.asarray(v)
+    return np.asarray(g.get_constant(v)) if g.is_constant(v) else None
+
+
+def _quantize_constant(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype,
+                       axis):
+    """``(levels, scale, zero point)`` as constants when ``x`` (a weight), ``scale`` and
+    ``zero_point`` are known: the levels follow torch's rounding of ``x * (1 / scale)``,
+    which QuantizeLinear's division misses on ties (the extreme element of a symmetric
+    per-channel weight sits on one), None otherwise."""
+    values = [_value(g, v) for v in (x, scale, zero_point)]
+    if any(v is None for v in values) or values[0].dtype.kind != "f":
+        return None
+    w, s, z = values
+    s = s.astype(np.float32).reshape(-1)
+    z = np.clip(np.rint(z.astype(np.float32)), quant_min, quant_max).reshape(-1)
+    if axis is None:
+        s, z = s[:1].reshape(()), z[:1].reshape(())
+        bs, bz = s, z
+    else:
+        shape = [1] * w.ndim
+        shape[axis % w.ndim] = -1
+        bs, bz = s.reshape(shape), z.reshape(shape)
+    inv = np.float32(1) / bs
+    levels = np.clip(np.rint(w.astype(np.float32) * inv) + bz, quant_min, quant_max)
+    np_dtype = {torch.uint8: np.uint8, torch.int8: np.int8, torch.uint16: np.uint16,
+                torch.int16: np.int16}[dtype]
+    return (g.make_initializer("fake_quantized_weight", levels.astype(np_dtype)),
+            g.make_constant(s), g.make_constant(z.astype(np_dtype)))
+
+
 def fake_qdq(g: GraphBuilder, x, scale, zero_point, quant_min: int, quant_max: int, op,
              axis: int | None = None) -> str:
     """QuantizeLinear + DequantizeLinear of ``x`` (cast back to its type)."""
     dtype = _storage_dtype(quant_min, quant_max, op)
     qtype = _qtype(g, dtype, op)
     elem_type = g.get_type(x)
+    folded = _quantize_constant(g, x, scale, zero_point, quant_min, quant_max, dtype, axis)
+    if folded is not None:  # a weight: int8 levels computed as torch does, DQ kept
+        q, scale, zp = folded
+        y = (g.op.DequantizeLinear(q, scale, zp) if axis is None
+             else g.op.DequantizeLinear(q, scale, zp, axis=axis % g.get_rank(x)))
+        return cast_to(g, y, elem_type)
     xf = cast_to(g, x, FLOAT)
     zp = _zero_point(g, zero_point, qtype, quant_min, quant_max, axis is None)
     if axis is None:
