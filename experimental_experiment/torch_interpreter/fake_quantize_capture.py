@@ -1,8 +1,8 @@
 """Fake-quantize operators at capture time.
 
-Shape functions: torch 2.13 gives no meta kernel to ``fake_quantize_per_tensor_affine_cachemask`` and
-its siblings: torch.export runs them on real tensors, which fails as soon as a
-dimension is dynamic (``UnsupportedOperatorException``). Each output has the shape of
+Shape functions: torch 2.13 gives no meta kernel to
+``fake_quantize_per_tensor_affine_cachemask`` and its siblings: torch.export runs them
+on real tensors, which fails as soon as a dimension is dynamic (``UnsupportedOperatorException``). Each output has the shape of
 the input (a float tensor, and a boolean mask for the ``cachemask`` variants).
 :func:`register_fake_quantize_kernels` registers the missing ones once; an operator
 torch already covers is left alone.
@@ -156,7 +156,7 @@ def fixed_fake_quantizers(model):
     """For the time of the capture, every ``FakeQuantize`` submodule of ``model`` (exactly
     that class, its ``forward`` not overridden) computes what its switches select; yields
     the number of modules changed. A module observing raises
-    :class:`UnsupportedOpError <experimental_experiment.torch_interpreter.errors.UnsupportedOpError>`.
+    :class:`~experimental_experiment.torch_interpreter.errors.UnsupportedOpError`.
 
     .. code-block:: python
 
