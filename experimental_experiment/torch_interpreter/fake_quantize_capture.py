@@ -3,7 +3,8 @@
 Shape functions: torch 2.13 gives no meta kernel to
 ``fake_quantize_per_tensor_affine_cachemask`` and its siblings: torch.export runs them
 on real tensors, which fails as soon as a dimension is dynamic
-(``UnsupportedOperatorException``). Each output has the shape of the input (a float tensor, and a boolean mask for the ``cachemask`` variants).
+(``UnsupportedOperatorException``). Each output has the shape of the input (a float
+tensor, and a boolean mask for the ``cachemask`` variants).
 :func:`register_fake_quantize_kernels` registers the missing ones once; an operator
 torch already covers is left alone.
 
