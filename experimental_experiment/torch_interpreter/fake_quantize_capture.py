@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import types
 
 import torch
@@ -124,16 +125,14 @@ def freeze_disabled_observers(ep: torch.export.ExportedProgram) -> int:
 
 
 def _fake_quantize_classes() -> tuple:
-    """The ``FakeQuantize`` classes whose ``forward`` branches on its switches."""
-    from torch.ao.quantization.fake_quantize import FakeQuantize
-
-    classes = [FakeQuantize]
-    try:
-        from torchao.quantization.pt2e.fake_quantize import FakeQuantize as AoFakeQuantize
-    except ImportError:  # torchao is optional
-        AoFakeQuantize = None
-    if AoFakeQuantize is not None:
-        classes.append(AoFakeQuantize)
+    """The ``FakeQuantize`` classes whose ``forward`` branches on its switches, among the
+    modules already imported (a model holding one has imported its module)."""
+    classes = []
+    for name in ("torch.ao.quantization.fake_quantize",
+                 "torchao.quantization.pt2e.fake_quantize"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "FakeQuantize"):
+            classes.append(module.FakeQuantize)
     return tuple(classes)
 
 
