@@ -393,6 +393,36 @@ def _first_line(e: Exception) -> str:
     return text.replace("\x1b[96m", "").replace("\x1b[0m", "")[:400]
 
 
+def write_meta(csv_path: str, argv: list[str]) -> str:
+    """The JSON next to the CSV (read by the report pages): date, commit, versions of
+    the packages (torchao included), the command line."""
+    import datetime
+    import importlib.metadata
+    import json
+    import subprocess
+
+    versions = {}
+    for name in ("torch", "torchao", "transformers", "onnx", "onnxruntime", "onnxscript"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                                text=True, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+                commit=commit, versions=versions, cpu_count=os.cpu_count(),
+                command="python -m experimental_experiment.bench.quantized_models "
+                        + " ".join(argv))
+    path = os.path.splitext(csv_path)[0] + ".json"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=2)
+    return path
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="folder of the CSV")
@@ -418,6 +448,7 @@ def main(argv=None) -> int:
         for name in args.models.split(","):
             run_case(name, args.size, args.flows.split(","), args.exporters.split(","),
                      tmp, args.repeat, writer)
+    write_meta(path, sys.argv[1:] if argv is None else list(argv))
     sys.stdout.write(f"written {path}\n")
     return 0
 
