@@ -8,9 +8,12 @@ The ``*_cachemask`` variants also return the mask of the values inside the range
 ``fused_moving_avg_obs_fake_quant`` (torchao's QAT observers) is converted when its
 observer is off, the deployment case: the statistics are not updated any more.
 
-torch multiplies by ``1 / scale`` where QuantizeLinear divides by ``scale``: a value
-falling within one float rounding of a tie may land on the neighbouring level, so the
-outputs match torch exactly except for such rare elements, off by one step ``scale``.
+torch multiplies by ``1 / scale`` where QuantizeLinear divides by ``scale``. A constant
+(a weight, its scale and zero point known) is quantized when exporting, with torch's
+rounding: its int8 levels go behind a DequantizeLinear, exact even on ties (the extreme
+element of a symmetric weight sits on one). A computed tensor goes through
+QuantizeLinear: a value within one float rounding of a tie may land on the neighbouring
+level, the output then differs from torch by one step ``scale`` on such rare elements.
 """
 
 from __future__ import annotations
