@@ -10,6 +10,7 @@ import torch
 from .capture_dims import size_oblivious_capture
 from .errors import CaptureError
 from .export_options import ExportOptions
+from .fake_quantize_capture import freeze_disabled_observers
 from .fresh_stack import run_on_fresh_stack
 from .inplace_ops import functionalize_in_place
 from .signature import explicit_keywords
@@ -163,6 +164,8 @@ def decompose(ep: torch.export.ExportedProgram, table, owned: bool = False,
     A graph calling ``torch.vmap`` goes through the same retracing: the batching rules
     then rewrite the batched operators into plain aten operators on the batched tensors.
     """
+    if owned:  # QAT observers turned off update nothing: plain fake quantization
+        freeze_disabled_observers(ep)
     if table is None:
         if has_mutations(ep):
             if owned:

@@ -18,6 +18,7 @@ from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shape
 from .errors import CaptureError, InvalidArgumentError, UnsupportedOutputError
 from .export_options import ExportOptions
 from .export_report import record_capture, record_decompositions, record_guard_ranges
+from .fake_quantize_capture import fixed_fake_quantizers
 from .input_checks import (
     check_dynamic_shapes_axes,
     check_signature,
@@ -100,7 +101,8 @@ def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_conv
     ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
     attempts, guards = [], None
     try:
-        with size_oblivious_capture(bool(small)), record_shape_guards() as guards:
+        with size_oblivious_capture(bool(small)), record_shape_guards() as guards, \
+                fixed_fake_quantizers(model):
             ep = capture(model, args, kwargs, ds, export_options, attempts)
             if export_options.decomposition_fallback:  # custom ops with no converter
                 inlined = []
@@ -168,6 +170,11 @@ def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
 
 
 def _has_meta(gm: torch.fx.GraphModule) -> bool:
+    """Tells if ``gm`` can be interpreted as it is: every node carries its fake value and
+    none calls a submodule or a method (a graph prepared by torchao's ``prepare_pt2e``
+    calls its observers as modules: it is captured again)."""
+    if any(n.op in ("call_module", "call_method") for n in gm.graph.nodes):
+        return False
     return all("val" in n.meta or n.op in ("output", "get_attr") for n in gm.graph.nodes
                if n.op in ("placeholder", "call_function"))
 
