@@ -151,6 +151,13 @@ def _unchanged(self, x):
     return x
 
 
+def _switch(module: torch.nn.Module, name: str) -> bool:
+    """The value of a FakeQuantize switch held in a one-element buffer."""
+    buffer = getattr(module, name)
+    assert isinstance(buffer, torch.Tensor), f"{name} of {type(module).__name__} is {buffer!r}"
+    return bool(buffer.reshape(-1)[0])
+
+
 @contextlib.contextmanager
 def fixed_fake_quantizers(model):
     """For the time of the capture, every ``FakeQuantize`` submodule of ``model`` (exactly
@@ -169,13 +176,13 @@ def fixed_fake_quantizers(model):
         for name, module in model.named_modules():
             if type(module) not in classes or "forward" in vars(module):
                 continue
-            if bool(module.observer_enabled.reshape(-1)[0]):
+            if _switch(module, "observer_enabled"):
                 raise UnsupportedOpError(
                     f"the FakeQuantize module {name!r} has its observer on: each call "
                     "would update its statistics, which an ONNX graph cannot do; call "
                     "model.apply(torch.ao.quantization.disable_observer) before exporting",
                     op=type(module).__name__, argument="observer_enabled")
-            on = bool(module.fake_quant_enabled.reshape(-1)[0])
+            on = _switch(module, "fake_quant_enabled")
             module.forward = types.MethodType(_fake_quantize_only if on else _unchanged,
                                               module)
             changed.append(module)
