@@ -12,7 +12,10 @@ float32, quantized by :func:`quantize_model <experimental_experiment.quantize.qu
 (int4 blocks of 32 with accuracy level 4 or the default, lm_head kept float or quantized,
 int8), and onnxruntime-genai's builder packages (fp32, int4) generated with
 ``onnxruntime_genai``. One row per variant: the share of the generated tokens equal to
-eager's (all prompts), the first step where a prompt diverges, the size on disk and the
+eager's (all prompts), the first step where a prompt diverges, the largest difference of
+the logits with eager over the steps before any divergence (ours only; eager's row holds
+the smallest margin between its two best logits, how far a token is from changing),
+the size on disk and the
 median latency of one decoding step with a cache of ``--past`` positions in a plain
 ``onnxruntime.InferenceSession`` (1 thread, the variants timed in turns).
 """
@@ -47,7 +50,7 @@ OURS = {
 #: variant -> precision of the builder
 BUILDER = {"builder fp32": "fp32", "builder int4": "int4"}
 COLUMNS = ("variant", "tokens", "agreement", "first_divergence", "prompts_equal",
-           "bytes", "latency_ms", "past", "build_s")
+           "max_abs_diff", "min_margin", "bytes", "latency_ms", "past", "build_s")
 
 
 def agreement(eager: np.ndarray, other: np.ndarray) -> tuple[float, int | None, int]:
@@ -140,12 +143,24 @@ def genai_greedy(folder: str, prompts: torch.Tensor, steps: int) -> np.ndarray:
     return np.array(rows, dtype=np.int64)
 
 
-def onnx_greedy(path: str, prompts: torch.Tensor, steps: int) -> np.ndarray:
+def onnx_greedy(path: str, prompts: torch.Tensor, steps: int, *, logits: bool = False):
     """Greedy generation with a model exported by :func:`to_onnx` feeding its own cache
-    back (one prompt at a time, as the builder's models run)."""
+    back (one prompt at a time, as the builder's models run): the tokens
+    ``(prompts, steps)``, and with ``logits=True`` the logits ``(steps, prompts, vocab)``
+    too."""
     from ..torch_models.decoding_check import onnx_greedy_decoding
 
-    return np.concatenate([onnx_greedy_decoding(path, p[None], steps)[0] for p in prompts])
+    runs = [onnx_greedy_decoding(path, p[None], steps) for p in prompts]
+    tokens = np.concatenate([r[0] for r in runs])
+    if not logits:
+        return tokens
+    return tokens, np.stack([np.concatenate(step) for step in zip(*(r[1] for r in runs))])
+
+
+def min_margin(logits: np.ndarray) -> float:
+    """Smallest difference between the largest and the second largest logit."""
+    top = np.sort(logits, axis=-1)
+    return float((top[..., -1] - top[..., -2]).min())
 
 
 def time_variants(paths: dict[str, str], config, past: int, repeat: int
@@ -196,23 +211,30 @@ def run(steps: int = 32, n_prompts: int = 4, past: int = 512, repeat: int = 50, 
 
     config, model = trained_tiny_model("llama", steps=train_steps, seed=seed)
     prompts = make_prompts(n_prompts)
-    eager = eager_greedy_decoding(model, prompts, steps)[0]
+    eager, eager_logits = eager_greedy_decoding(model, prompts, steps)
+    eager_logits = np.stack(eager_logits)
     rows = []
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         built = export_ours(model, config, tmp)
-        tokens = {name: onnx_greedy(info["path"], prompts, steps)
-                  for name, info in built.items()}
+        tokens, diffs = {}, {}
+        for name, info in built.items():
+            tokens[name], found = onnx_greedy(info["path"], prompts, steps, logits=True)
+            # the logits are comparable while the tokens are the same
+            same = (tokens[name] == eager).all(axis=0)
+            n = len(same) if same.all() else int(np.argmin(same))
+            diffs[name] = float(np.abs(found[:n] - eager_logits[:n]).max()) if n else None
         if builder:
             for name, precision in BUILDER.items():
                 built[name] = export_builder(model, tmp, precision)
                 tokens[name] = genai_greedy(built[name]["folder"], prompts, steps)
         times = time_variants({k: v["path"] for k, v in built.items()}, config, past, repeat)
         rows.append(dict(variant="eager", tokens=steps * n_prompts, agreement=1.0,
-                         prompts_equal=n_prompts))
+                         prompts_equal=n_prompts, min_margin=min_margin(eager_logits)))
         for name, info in built.items():
             share, first, equal = agreement(eager, tokens[name])
             rows.append(dict(variant=name, tokens=steps * n_prompts, agreement=share,
                              first_divergence=first, prompts_equal=equal,
+                             max_abs_diff=diffs.get(name),
                              bytes=disk_size(info["path"]), latency_ms=times[name] * 1000,
                              past=past, build_s=info["build_s"]))
             logger.info("%s", rows[-1])
