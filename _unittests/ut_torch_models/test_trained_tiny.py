@@ -89,13 +89,13 @@ def test_onnx_greedy_fp32_and_int4(trained, tmp_path):
     bench.quantized_accuracy. The bound catches a broken int4 model (a wrong scale or
     zero point gives chance, about 1/66) without asking this barely trained model for
     more than it measured."""
+    import onnx
+
     from experimental_experiment.bench.llm_exporters import export_to_onnx
     from experimental_experiment.bench.quantized_accuracy import agreement, onnx_greedy
     from experimental_experiment.quantize import quantize_model
     from experimental_experiment.torch_models.decoding_check import eager_greedy_decoding
     from experimental_experiment.xbuilder.model_container import save_model
-
-    import onnx
 
     model, _ = trained
     prompts = make_prompts(2)

@@ -175,7 +175,7 @@ def train(config, steps: int, seed: int = 0, threads: int | None = 2,
     return model, report
 
 
-def _load(folder: str, config_cls=None):
+def _load(folder: str):
     import transformers
 
     from .llm_helper import _causal_lm_class
