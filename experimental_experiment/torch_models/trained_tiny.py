@@ -194,7 +194,8 @@ def trained_tiny_model(arch: str = "llama", steps: int = 300, seed: int = 0,
 
     :param arch: a transformers model type of a decoder (``llama``, ``qwen2``...) or the
         name of its configuration class (``LlamaConfig``)
-    :param steps: training steps (300: about 0.99 of the determined tokens right)
+    :param steps: training steps (300: loss 0.158 for a floor of about 0.142, every
+        held-out determined token right; 154 s on 2 cores shared with another job)
     :param seed: seed of the initial weights and of the data
     :param cache_dir: the folder of the cached model (``config.json``,
         ``model.safetensors``, ``training.json``), :func:`default_cache_dir` if None
