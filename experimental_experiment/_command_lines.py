@@ -114,6 +114,7 @@ def _cmd_quantize(ns: argparse.Namespace) -> int:
     print(f"quantize: {ns.precision}, " + ", ".join(f"{k.split('.')[-1]}: {counts[k]}"
                                                     for k in kinds if counts[k])
           + f", {os.path.getsize(ns.output)} bytes, saved {ns.output!r}")
+    return 0
 
 
 def _cmd_package(ns: argparse.Namespace) -> int:
