@@ -7,7 +7,6 @@ import io
 import json
 import os
 
-import numpy as np
 import onnx
 import pytest
 import torch
@@ -22,6 +21,7 @@ from experimental_experiment.genai import (
     PackagePrecisionError,
     package_model,
 )
+from experimental_experiment.genai.generate import greedy_sequence
 from experimental_experiment.genai.io_names import rename_to_genai
 from experimental_experiment.genai.progress import StepBar, progress_enabled
 from experimental_experiment.torch_models.llm_helper import build_causal_lm, get_tiny_config
@@ -51,14 +51,7 @@ def eager_tokens(model, ids: torch.Tensor) -> list[int]:
 
 
 def genai_tokens(folder: str, ids: torch.Tensor) -> list[int]:
-    model = og.Model(folder)
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=ids.shape[1] + NEW_TOKENS, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(ids[0].numpy().astype(np.int32))
-    while not generator.is_done():
-        generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)]
+    return greedy_sequence(folder, ids[0].tolist(), NEW_TOKENS)
 
 
 @pytest.fixture

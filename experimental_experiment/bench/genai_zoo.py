@@ -76,17 +76,9 @@ def _eager(model, ids) -> list[int]:
 
 
 def _genai(folder: str, ids) -> list[int]:
-    import numpy as np
-    import onnxruntime_genai as og
+    from ..genai.generate import greedy_sequence
 
-    model = og.Model(folder)
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=ids.shape[1] + NEW_TOKENS, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(ids[0].numpy().astype(np.int32))
-    while not generator.is_done():
-        generator.generate_next_token()
-    return [int(t) for t in generator.get_sequence(0)]
+    return greedy_sequence(folder, ids[0].tolist(), NEW_TOKENS)
 
 
 def _reason(e: BaseException) -> str:

@@ -128,17 +128,12 @@ def genai_greedy(folder: str, prompts: torch.Tensor, steps: int) -> np.ndarray:
     (one prompt at a time); ``(prompts, steps)``."""
     import onnxruntime_genai as og
 
+    from ..genai.generate import greedy_sequence
+
     model = og.Model(folder)
     rows = []
     for prompt in prompts.tolist():
-        params = og.GeneratorParams(model)
-        params.set_search_options(do_sample=False, max_length=len(prompt) + steps)
-        gen = og.Generator(model, params)
-        gen.append_tokens(np.array([prompt], dtype=np.int32))
-        tokens = []
-        while len(tokens) < steps and not gen.is_done():
-            gen.generate_next_token()
-            tokens.append(int(gen.get_next_tokens()[0]))
+        tokens = greedy_sequence(model, prompt, steps)[len(prompt):]
         rows.append(tokens + [-1] * (steps - len(tokens)))
     return np.array(rows, dtype=np.int64)
 
