@@ -89,7 +89,8 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
 
     _load(ns.model, load_external_data=False)  # a folder, empty, truncated: one line
     try:
-        report = fill_weights(ns.model, ns.checkpoints, output=ns.output)
+        report = fill_weights(ns.model, ns.checkpoints, output=ns.output,
+                              progress=not ns.quiet)
     except (ExportError, ExternalDataError) as e:
         raise CommandLineError(str(e)) from e
     print(report)
@@ -215,6 +216,8 @@ def _add_fill_weights(sub) -> None:
     p.add_argument("checkpoints", nargs="+", help=".safetensors, .pt, .bin files, an "
                    "index file (*.safetensors.index.json) or a folder")
     p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (there is none when stderr is not a terminal)")
     p.set_defaults(func=_cmd_fill_weights)
 
 

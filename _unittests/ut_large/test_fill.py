@@ -253,3 +253,26 @@ def test_tied_weights_filled_from_the_other_name(tmp_path):
     report = fill_weights(str(tmp_path / "m.onnx"), [str(tmp_path / "ckpt")])
     assert report.unfilled == [] and report.unused == []
     assert report.matched["lm_head.weight"] == ("model.embed_tokens.weight", "source")
+
+
+def test_progress_bar_counts_the_written_bytes(tmp_path, monkeypatch):
+    import io
+
+    from experimental_experiment import progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    path = tmp_path / "m.onnx"
+    _export_meta(path)
+    torch.save(_real().state_dict(), str(tmp_path / "w.bin"))
+    tty = Tty()
+    monkeypatch.setattr(progress.sys, "stderr", tty)
+    report = fill_weights(str(path), [str(tmp_path / "w.bin")])
+    assert report.written_bytes == 4 * (4 * 32 * 32 + 2 * 32)  # float32: 4 weights, 2 biases
+    text = tty.getvalue()
+    assert "fill_weights" in text and "100%" in text
+    tty.truncate(0)
+    fill_weights(str(path), [str(tmp_path / "w.bin")], progress=False)
+    assert tty.getvalue() == ""

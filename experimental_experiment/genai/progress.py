@@ -8,15 +8,9 @@ import logging
 import sys
 import time
 
+from ..progress import progress_enabled
+
 logger = logging.getLogger("experimental_experiment.genai")
-
-
-def progress_enabled(progress: bool) -> bool:
-    """True when ``progress`` is True and stderr is a terminal."""
-    if not progress:
-        return False
-    isatty = getattr(sys.stderr, "isatty", None)
-    return bool(isatty and isatty())
 
 
 class StepBar:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto
 
+from ..progress import progress_bar, progress_enabled
 from ..torch_interpreter.errors import ExportError, InvalidArgumentError, UnfilledWeightsWarning
 from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
 from ..xbuilder.model_container import (
@@ -124,7 +125,7 @@ def match_checkpoints(model: onnx.ModelProto, checkpoints: list[str]
 
 
 def fill_weights(model_path: str, checkpoints: list[str] | str, *,
-                 output: str | None = None) -> FillReport:
+                 output: str | None = None, progress: bool = True) -> FillReport:
     """Writes the checkpoint tensors into the external data of the model.
 
     Names are matched exactly first (the weight each initializer was exported from,
@@ -142,6 +143,7 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
         ``.safetensors.index.json`` index or a file saved by ``torch.save``) or
         folders holding them
     :param output: where to write the filled model, the model is replaced if None
+    :param progress: shows a progress bar (bytes written) when stderr is a terminal
     :return: a :class:`FillReport` (matched, ambiguous, unused, unfilled names)
 
     .. code-block:: python
@@ -163,8 +165,12 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
     if report.mismatches:
         raise WeightsMismatchError(report)
     _check_data_files(model, src_folder)
-    _rewrite(model, src_folder, output, os.path.abspath(output) == os.path.abspath(model_path),
-             report, tensors)
+    total = sum(int(meta.get("length", 0)) for name, (_, meta) in _external(model).items()
+                if name in report.matched)
+    with progress_bar(total, "fill_weights", unit="B",
+                      enabled=progress_enabled(progress)) as bar:
+        _rewrite(model, src_folder, output,
+                 os.path.abspath(output) == os.path.abspath(model_path), report, tensors, bar)
     logger.info("fill_weights: %s", report)
     _warn_unfilled(report, model)
     return report
@@ -201,7 +207,7 @@ def _check_data_files(model, folder) -> None:
         check_external_data(model, folder)
 
 
-def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -> None:
+def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors, bar) -> None:
     """Writes the data files and the model as one (see
     :class:`PairedSave <experimental_experiment.xbuilder.paired_save.PairedSave>`)."""
     external = _external(model)
@@ -219,7 +225,7 @@ def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -
             old = next(e.path for e in entries.values() if e.location == loc)
             src = open(old, "rb") if os.path.isfile(old) else None
             try:
-                end = _write_location(f, src, loc, external, report, tensors, unfilled)
+                end = _write_location(f, src, loc, external, report, tensors, unfilled, bar)
             finally:
                 if src is not None:
                     src.close()
@@ -235,7 +241,7 @@ def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors) -
     report.unfilled = sorted(unfilled)
 
 
-def _write_location(f, src, loc, external, report, tensors, unfilled) -> int:
+def _write_location(f, src, loc, external, report, tensors, unfilled, bar) -> int:
     """Writes every tensor stored in ``loc``: from the checkpoint when matched, copied
     from the old data file when it had data, a hole otherwise. Returns the file size."""
     end = 0
@@ -248,8 +254,10 @@ def _write_location(f, src, loc, external, report, tensors, unfilled) -> int:
         end = max(end, offset + length)
         f.seek(offset)
         if name in report.matched:
+            bar.set_description(f"fill_weights: {name}")
             write_tensor(tensors[report.matched[name][0]].load(), f)
             report.written_bytes += length
+            bar.update(length)
             unfilled.discard(name)
         elif name not in unfilled and src is not None:
             src.seek(offset)
