@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "": 0,  # the package's __init__ (version only)
     "errors": 0,
     "verbosity": 0,
+    "progress": 0,  # progress bars (tqdm)
     "helpers": 0,
     "_tools": 0,
     "xbuilder": 0,
@@ -42,7 +43,7 @@ LAYERS: dict[str, int] = {
 }
 TEST_ONLY = {"ext_test_case"}
 #: parts which never import torch
-TORCH_FREE = {"", "errors", "verbosity", "helpers", "_tools", "xbuilder", "xoptim"}
+TORCH_FREE = {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"}
 
 
 @dataclass(frozen=True)

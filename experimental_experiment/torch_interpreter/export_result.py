@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from ..report import ExportReport
 from ..verbosity import with_verbose_logging
 from ..xbuilder import GraphBuilder, OptimizationOptions
 from ..xbuilder.model_container import save_model
@@ -169,6 +170,7 @@ def export_program(
     ``(*z.shape, 2)``), fed with ``torch.view_as_real(z)``; a complex output is named
     ``<name>_real_imag`` and ``torch.view_as_complex`` gives its values back.
     """
+    report = cast(ExportReport, report)  # @reported made it from None, a path or a report
     if filename:  # before any export work: a folder, a read-only folder fail now
         check_output_path(filename, what="filename")
     args, kwargs = check_arguments(model, args, kwargs, export_options, options, dispatcher)
@@ -181,9 +183,8 @@ def export_program(
         model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
         input_names, output_names, dispatcher, builder.main_opset, report=report)
     clock("capture")
-    if report is not None:
-        warn_constrained(report.dimensions)
-        builder.metadata_props.update(ranges_metadata(report.dimensions))
+    warn_constrained(report.dimensions)
+    builder.metadata_props.update(ranges_metadata(report.dimensions))
     interp = _interpreter(builder, gm, plan, namer, dispatcher, export_modules_as_functions)
     mutations_last(builder, interp.run(out_names), out_names)
     # weights going to external data are pinned: the optimizer does not fold them

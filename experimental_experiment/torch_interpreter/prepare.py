@@ -7,7 +7,8 @@ import logging
 
 import torch
 
-from ..xbuilder import DEFAULT_OPSET, GraphBuilder, OptimizationOptions
+from ..report import ExportReport
+from ..xbuilder import GraphBuilder, OptimizationOptions
 from ._dims import DimNamer
 from .capture import capture, decompose
 from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
@@ -61,9 +62,10 @@ def check_arguments(model, args, kwargs, export_options, options, dispatcher):
 
 
 def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
-            dispatcher=None, opset=DEFAULT_OPSET, report=None):
+            dispatcher, opset: int, report: ExportReport):
     """Captures if needed; returns the graph module, the input plan, the dim namer and
-    the output names (None for outputs to drop)."""
+    the output names (None for outputs to drop). ``report`` receives what the capture
+    found (attempts, guards, dimension ranges, decompositions)."""
     if isinstance(model, torch.fx.GraphModule) and not isinstance(
         model, torch.export.ExportedProgram
     ) and _has_meta(model):
@@ -83,13 +85,12 @@ def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, ou
         try:
             ep = decompose_unsupported(ep, opset, can_convert, decomposed)
         finally:
-            if report is not None:
-                record_decompositions(report, decomposed)
+            record_decompositions(report, decomposed)
     return _prepare_exported_program(ep, names, paths, input_names, output_names)
 
 
 def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_convert, opset,
-                   report):
+                   report: ExportReport):
     """torch.export.export of the model, custom operators without a converter inlined;
     returns the program, the dimension names and the paths of the input leaves."""
     check_signature(model, args, kwargs)
@@ -109,16 +110,14 @@ def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_conv
                 ep = inline_custom_ops(
                     ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
                     can_convert, record=inlined)
-                if report is not None:
-                    record_decompositions(report, inlined)
+                record_decompositions(report, inlined)
     except CaptureError as e:
         _explain_capture_error(e, names, arg_names, small, guards)
         raise
     finally:
-        if report is not None:
-            record_capture(report, attempts, guards, model, args, kwargs)
-    if report is not None:  # the sizes every guard of the capture accepts
-        record_guard_ranges(report, ep, guards, model, args, kwargs)
+        record_capture(report, attempts, guards, model, args, kwargs)
+    # the sizes every guard of the capture accepts
+    record_guard_ranges(report, ep, guards, model, args, kwargs)
     leaves = leaf_paths(model, args, kwargs)
     check_zero_one(ep, [leaf for _, leaf in leaves], small)
     return ep, names, [p for p, _ in leaves]
