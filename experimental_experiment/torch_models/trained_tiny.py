@@ -57,7 +57,13 @@ RECIPE_VERSION = 1
 
 
 class TrainedTinyError(ExportError):
-    """The trained tiny model cannot be built or loaded."""
+    """The trained tiny model cannot be built or loaded.
+
+    Cause: the architecture is neither a transformers model type nor a configuration
+    class name, or ``save_pretrained`` wrote no ``model.safetensors`` in the cache.
+
+    Fix: give a decoder's model type (``llama``, ``qwen2``) or its configuration class
+    (``LlamaConfig``); for a cache problem, delete the cache folder and train again."""
 
 
 def make_sequences(batch: int, length: int, seed: int = 0
