@@ -109,3 +109,17 @@ for name, proto in [("float", onx), ("int4", q4), ("int4 head+embeddings", q4_al
 # --size small --past 512 --threads 1`` measures the size on disk and the latency of one
 # decoding step with 512 cached tokens (float32, int4 with several block sizes and
 # accuracy levels, int8) on a larger model of the same architecture.
+
+# %%
+# Operators before and after
+# ++++++++++++++++++++++++++
+#
+# The matrix multiplications become ``MatMulNBits``; the fused attention and
+# normalization operators are the same in the three models.
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from experimental_experiment.helpers.graph_plot import plot_op_types  # noqa: E402
+
+ax = plot_op_types({"float": onx, "int4": q4, "int4 head+embeddings": q4_all}, top=12)
+plt.tight_layout()

@@ -1,5 +1,5 @@
 """onnxruntime-genai packages of the zoo's decoders: every model type with a causal LM
-head (:func:`list_cases <experimental_experiment.bench.zoo_cases.list_cases>`), tiny and
+head (``list_cases``), tiny and
 with random weights, packaged by :func:`package_model
 <experimental_experiment.genai.package_model>`, loaded by ``onnxruntime_genai.Model``,
 and its greedy generation compared with transformers' eager ``generate``.

@@ -1,6 +1,5 @@
 """Greedy decoding agreement of low precision models with eager on a *trained* tiny
-decoder (:func:`trained_tiny_model
-<experimental_experiment.torch_models.trained_tiny.trained_tiny_model>`, peaked
+decoder (``trained_tiny_model``, peaked
 next-token distributions: a changed token is a quantization error, not a tie).
 
 .. code-block:: bash

@@ -17,7 +17,7 @@ class GenAIPackageError(ExportError):
 class PackagePrecisionError(GenAIPackageError, ValueError):
     """The precision is not one the packager writes.
 
-    Cause: ``precision`` is not in :data:`experimental_experiment.genai.PRECISIONS`.
+    Cause: ``precision`` is not in ``experimental_experiment.genai.PRECISIONS``.
 
     Fix: use ``"fp32"`` or ``"int4"`` (``--precision fp32|int4``)."""
 

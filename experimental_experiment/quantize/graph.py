@@ -38,7 +38,7 @@ def node_type_counts(model: onnx.ModelProto) -> collections.Counter:
     default domain and ``domain.op_type`` otherwise.
 
     :param model: an ONNX model
-    :return: a :class:`collections.Counter`
+    :return: a ``collections.Counter``
 
     .. code-block:: python
 

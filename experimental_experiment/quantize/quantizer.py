@@ -1,7 +1,6 @@
 """Quantizes the weights of an exported model with onnxruntime's tools:
-``int4`` with :class:`MatMulNBitsQuantizer
-<onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer>`
-(weight-only, blocks), ``int8`` with :func:`onnxruntime.quantization.quantize_dynamic`
+``int4`` with ``MatMulNBitsQuantizer``
+(weight-only, blocks), ``int8`` with ``onnxruntime.quantization.quantize_dynamic``
 (weights per output channel, activations per tensor at run time:
 ``DynamicQuantizeLinear`` + ``MatMulInteger``, which onnxruntime fuses), ``fp16`` with
 onnxruntime's float16 converter (``onnxruntime.transformers.float16``).
@@ -145,10 +144,9 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
         (int4) or quantizes weights to uint8 (int8)
     :param keep_io_types: fp16: inputs and outputs stay float32, casts are inserted;
         the nodes computing from positions and constants only stay in float32
-        (:func:`position_nodes <experimental_experiment.quantize.graph.position_nodes>`)
+        (``position_nodes``)
         (on CPU, onnxruntime runs the operators without a float16 kernel in float32,
-        see :func:`cpu_float16_fallbacks
-        <experimental_experiment.quantize.kernels.cpu_float16_fallbacks>`)
+        see ``cpu_float16_fallbacks``)
     :return: the quantized model
     :raises UnsupportedPrecisionError: precision not supported
     :raises QuantizeOptionError: a block size or accuracy level without kernel

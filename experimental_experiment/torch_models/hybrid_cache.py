@@ -3,7 +3,7 @@ delta-net or short-convolution layers (Jamba, Falcon-H1, LFM2, Qwen3-Next, Bamba
 
 transformers gives them a ``DynamicCache`` built from the configuration, whose layers
 hold keys and values, convolution and recurrent states, or both. The shapes of the
-states depend on the mixer of each model, so :func:`make_hybrid_cache` reads them from a
+states depend on the mixer of each model, so ``make_hybrid_cache`` reads them from a
 one-token run of the model (a prefill), then fills a cache of the requested batch size
 and length with random values, as after a prefill: the next call is a decode step.
 

@@ -204,7 +204,7 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     :param seq: number of new tokens
     :param past: cache length (0 when ``with_cache`` is False)
     :param with_cache: adds a DynamicCache, with the layers the model needs for a
-        hybrid decoder (:func:`make_hybrid_cache`)
+        hybrid decoder (``make_hybrid_cache``)
     :param model: the model the inputs are for (None: the causal LM class of ``config``)
     :param generator: a ``torch.Generator`` for the random tokens and cache
     :return: ``(inputs, dynamic_shapes)``
