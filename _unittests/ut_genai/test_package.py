@@ -24,6 +24,7 @@ from experimental_experiment.genai import (
 from experimental_experiment.genai.generate import greedy_sequence
 from experimental_experiment.genai.io_names import rename_to_genai
 from experimental_experiment.genai.progress import StepBar, progress_enabled
+from experimental_experiment.torch_models.causal_lm import perturb_norm_weights
 from experimental_experiment.torch_models.llm_helper import build_causal_lm, get_tiny_config
 
 og = pytest.importorskip("onnxruntime_genai")
@@ -35,12 +36,7 @@ def tiny_decoder(arch: str, seed: int = 0):
     """A tiny causal LM, normalization weights perturbed (no near-ties in the logits)."""
     config = get_tiny_config(arch)
     model = build_causal_lm(config, seed=seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
-    return model
+    return perturb_norm_weights(model, seed + 1)
 
 
 def eager_tokens(model, ids: torch.Tensor) -> list[int]:

@@ -45,17 +45,12 @@ def causal_lm_types() -> list[str]:
 def _tiny_decoder(model_type: str, seed: int = 0):
     """The zoo's tiny causal LM of ``model_type``, normalization weights perturbed (no
     near-ties in the logits)."""
-    import torch
 
+    from ..torch_models.causal_lm import perturb_norm_weights
     from .zoo_cases import ZooCase, build_case
 
     model = build_case(ZooCase(model_type, "causal-lm"), seed=seed)["model"]
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name and name.endswith("weight"):
-                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
-    return model
+    return perturb_norm_weights(model, seed + 1)
 
 
 def _eos(model) -> set[int]:

@@ -62,4 +62,25 @@ def _causal_lm_class(config):
     return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
 
 
-__all__ = ["build_causal_lm", "output_cache"]
+def perturb_norm_weights(model, seed: int = 0):
+    """Adds ``N(0, 0.1)`` noise to every normalization weight of ``model`` (in place):
+    with random weights and normalization weights all equal to one, greedy decoding
+    meets near-ties; returns the model.
+
+    :param model: a torch module
+    :param seed: seed of the noise
+    :return: the same model
+
+    .. code-block:: python
+
+        model = perturb_norm_weights(build_causal_lm(config), seed=1)
+    """
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.1)
+    return model
+
+
+__all__ = ["build_causal_lm", "output_cache", "perturb_norm_weights"]
