@@ -15,6 +15,26 @@ def test_no_upward_import():
     assert arch.upward_imports(arch.import_graph()) == []
 
 
+def test_exporter_stages_import_one_way():
+    """capture -> convert -> result: capture only asks the registry whether an operator
+    has a converter, convert imports neither capture nor result."""
+    assert arch.stage_imports(arch.import_graph()) == []
+
+
+def test_stage_check_can_fail(tmp_path):
+    root = tmp_path / arch.PACKAGE / "torch_interpreter"
+    for folder in ("capture", "convert", "result"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root.parent / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "convert" / "interpreter.py").write_text("from ..capture import prepare\n")
+    (root / "capture" / "prepare.py").write_text("from ..convert import registry\n")
+    (root / "convert" / "registry.py").write_text("")
+    bad = arch.stage_imports(arch.import_graph(str(tmp_path / arch.PACKAGE)))
+    assert len(bad) == 1 and "(convert -> capture)" in bad[0], bad
+
+
 def test_the_checks_can_fail(tmp_path):
     """A small fake package with a cycle, an upward import and a test-helper import."""
     root = tmp_path / arch.PACKAGE

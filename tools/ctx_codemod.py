@@ -1,5 +1,5 @@
 """Codemod: converters written with ``g.current`` / ``out_dtype(g, i)`` get their node
-context as the keyword-only parameter ``ctx`` (see ``torch_interpreter/node_context.py``).
+context as the keyword-only parameter ``ctx`` (see ``torch_interpreter/convert/node_context.py``).
 
 For a branch whose converters were written before the change (merge helper):
 every function of ``aten/`` reading ``g.current``, calling ``out_dtype(g, ...)`` or
@@ -12,7 +12,7 @@ reader (the report lists them).
 
 .. code-block:: bash
 
-    python tools/ctx_codemod.py experimental_experiment/torch_interpreter/aten --apply
+    python tools/ctx_codemod.py experimental_experiment/torch_interpreter/convert/aten --apply
 """
 
 from __future__ import annotations

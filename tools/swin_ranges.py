@@ -27,7 +27,7 @@ def main() -> None:
     import torchvision
 
     from experimental_experiment.torch_interpreter import to_onnx
-    from experimental_experiment.torch_interpreter.guard_ranges import METADATA_KEY
+    from experimental_experiment.torch_interpreter.capture.guard_ranges import METADATA_KEY
 
     torch.manual_seed(0)
     model = torchvision.models.swin_t().eval()

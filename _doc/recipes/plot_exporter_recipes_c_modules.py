@@ -99,7 +99,7 @@ for batch in [1, 4, 7]:
 # which have the same structure, share one function. ``True`` selects every child
 # module of the model.
 
-from experimental_experiment.torch_interpreter.module_functions import (  # noqa: E402
+from experimental_experiment.torch_interpreter.convert.module_functions import (  # noqa: E402
     inline_functions,
 )
 

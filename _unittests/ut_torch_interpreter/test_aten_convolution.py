@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from experimental_experiment.ext_test_case import OpModule, check_export
 from experimental_experiment.torch_interpreter import ExportOptions, to_onnx
-from experimental_experiment.torch_interpreter.registry import find_converter
+from experimental_experiment.torch_interpreter.convert.registry import find_converter
 
 DS1 = ({0: "batch", 2: "n"},)
 DS2 = ({0: "batch", 2: "h", 3: "w"},)
@@ -437,7 +437,7 @@ def test_upsample_bilinear_antialias(name, hw):
 def test_upsample_bilinear_antialias_weights():
     """Downsampling by 2 averages pairs with weights 1/4, 3/4, 3/4, 1/4 (a triangle twice
     as wide as bilinear's), normalized at the borders."""
-    from experimental_experiment.torch_interpreter.aten.upsample_aa import aa_weights
+    from experimental_experiment.torch_interpreter.convert.aten.upsample_aa import aa_weights
 
     w = aa_weights(8, 4, False)
     assert w.shape == (4, 8)
@@ -496,7 +496,9 @@ def test_grid_sample_3d_single_voxel_reflection():
 
 def test_grid_sample_3d_bicubic_unsupported():
     from experimental_experiment.torch_interpreter import UnsupportedOpError
-    from experimental_experiment.torch_interpreter.aten.grid_sample import aten_grid_sampler_3d
+    from experimental_experiment.torch_interpreter.convert.aten.grid_sample import (
+        aten_grid_sampler_3d,
+    )
 
     with pytest.raises(UnsupportedOpError, match="bilinear .0. and nearest .1."):
         aten_grid_sampler_3d(None, "x", "grid", 2, 0, False)

@@ -305,7 +305,9 @@ def test_histogram_dynamic_bin_count_unsupported():
     """The converter refuses a bin count that is not a Python int (the output size would
     depend on the data); torch.export never produces one today, so call it directly."""
     from experimental_experiment.torch_interpreter import UnsupportedOpError
-    from experimental_experiment.torch_interpreter.aten.histogram import aten_histogram_bin_ct
+    from experimental_experiment.torch_interpreter.convert.aten.histogram import (
+        aten_histogram_bin_ct,
+    )
 
     with pytest.raises(UnsupportedOpError, match="number of bins is dynamic"):
         aten_histogram_bin_ct(None, "x", "n")

@@ -300,7 +300,9 @@ def test_tensor_split_storage_offset():
 
 def test_tensor_split_tensor_sections_unsupported():
     from experimental_experiment.torch_interpreter import UnsupportedOpError
-    from experimental_experiment.torch_interpreter.aten.split_cat import aten_tensor_split_tensor
+    from experimental_experiment.torch_interpreter.convert.aten.split_cat import (
+        aten_tensor_split_tensor,
+    )
 
     class G:
         def get_rank(self, name):

@@ -13,7 +13,10 @@ from onnx import TensorProto
 
 from experimental_experiment.ext_test_case import OpModule, check_export, run_onnx
 from experimental_experiment.torch_interpreter import Dispatcher, to_onnx
-from experimental_experiment.torch_interpreter.registry import call_converter, find_converter
+from experimental_experiment.torch_interpreter.convert.registry import (
+    call_converter,
+    find_converter,
+)
 from experimental_experiment.xbuilder import GraphBuilder
 
 DS2 = ({0: "batch", 1: "n"},)

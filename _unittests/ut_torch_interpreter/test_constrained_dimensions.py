@@ -60,7 +60,7 @@ def test_unbounded_dimension_does_not_warn():
 def test_torch_guard_locations_point_at_the_user_line():
     """While the recorder wraps torch's location function, torch's own guard locations
     (its logs) still name the user's line, not the wrapper."""
-    from experimental_experiment.torch_interpreter.shape_guards import record_shape_guards
+    from experimental_experiment.torch_interpreter.capture.shape_guards import record_shape_guards
 
     dyn = torch.export.Dim.DYNAMIC
     with record_shape_guards() as recorder:

@@ -5,13 +5,13 @@ import torch
 
 from experimental_experiment.ext_test_case import OpModule, check_export
 from experimental_experiment.torch_interpreter import Dispatcher, ExportOptions, to_onnx
-from experimental_experiment.torch_interpreter.decomposition_fallback import (
+from experimental_experiment.torch_interpreter.capture.decomposition_fallback import (
     decompose_unsupported,
     find_decomposition,
     missing_ops,
 )
+from experimental_experiment.torch_interpreter.convert.registry import find_converter
 from experimental_experiment.torch_interpreter.errors import UnsupportedOpError
-from experimental_experiment.torch_interpreter.registry import find_converter
 
 aten = torch.ops.aten
 

@@ -6,13 +6,13 @@ import torch
 
 from experimental_experiment.errors import ExportError
 from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.convert.registry import lookup_converter
 from experimental_experiment.torch_interpreter.errors import (
     CaptureError,
     ConversionError,
     InvalidArgumentError,
     UnsupportedOpError,
 )
-from experimental_experiment.torch_interpreter.registry import lookup_converter
 from experimental_experiment.xbuilder import GraphBuilderError
 from experimental_experiment.xoptim.passes import PassError
 

@@ -145,10 +145,10 @@ def test_warning_recorded():
 
 
 def test_decomposition_and_patches_recorded():
+    from experimental_experiment.torch_interpreter.convert.registry import find_converter
     from experimental_experiment.torch_interpreter.onnx_export_errors import (
         bypass_export_some_errors,
     )
-    from experimental_experiment.torch_interpreter.registry import find_converter
 
     class Logit(torch.nn.Module):
         def forward(self, x):

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from experimental_experiment.errors import ConstrainedDimensionWarning
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.guard_ranges import METADATA_KEY
+from experimental_experiment.torch_interpreter.capture.guard_ranges import METADATA_KEY
 
 
 class ShiftedWindow(torch.nn.Module):
@@ -170,7 +170,7 @@ def test_metadata_is_machine_independent():
 def test_verify_dynamic_shapes_checks_the_reported_bounds():
     """One call: the bounds of the reported range pass, the sizes just outside are
     reported as outside (expected), nothing fails silently."""
-    from experimental_experiment.torch_interpreter.verify import verify_dynamic_shapes
+    from experimental_experiment.torch_interpreter.result.verify import verify_dynamic_shapes
 
     model, x, ds = SwinStage(), torch.randn(2, 3, 48), ({2: "length"},)
     onx, ranges, _ = _export(model, x, ds)

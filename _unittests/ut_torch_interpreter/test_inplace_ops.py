@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from experimental_experiment.ext_test_case import check_export
-from experimental_experiment.torch_interpreter.capture import has_mutations
-from experimental_experiment.torch_interpreter.inplace_ops import functionalize_in_place
+from experimental_experiment.torch_interpreter.capture.capture import has_mutations
+from experimental_experiment.torch_interpreter.capture.inplace_ops import functionalize_in_place
 
 DYN = torch.export.Dim.DYNAMIC
 

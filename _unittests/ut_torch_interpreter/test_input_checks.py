@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.errors import CaptureError, InvalidArgumentError
-from experimental_experiment.torch_interpreter.input_checks import (
+from experimental_experiment.torch_interpreter.capture.input_checks import (
     MIN_OPSET,
     describe_dimension_sources,
     onnx_max_opset,
     onnxruntime_max_opset,
 )
+from experimental_experiment.torch_interpreter.errors import CaptureError, InvalidArgumentError
 
 
 class Add(torch.nn.Module):

@@ -114,7 +114,7 @@ def test_filename_small_model_single_file(tmp_path):
 def test_filename_switches_to_external_data(tmp_path, monkeypatch):
     """Past the protobuf limit (lowered here, 2 GB in the bench), filename= writes the
     weights to external data by itself."""
-    import experimental_experiment.torch_interpreter.large_model as lm
+    import experimental_experiment.torch_interpreter.result.large_model as lm
 
     monkeypatch.setattr(lm, "PROTOBUF_LIMIT", 4096)
     model = _real_model()

@@ -238,7 +238,7 @@ def _no_capture(*args, **kwargs):
     ],
 )
 def test_invalid_arguments(monkeypatch, args, dynamic_shapes, match):
-    import experimental_experiment.torch_interpreter.prepare as prepare
+    import experimental_experiment.torch_interpreter.capture.prepare as prepare
 
     monkeypatch.setattr(prepare, "capture", _no_capture)
     monkeypatch.setattr(torch.export, "export", _no_capture)

@@ -6,7 +6,7 @@ import torch
 
 from experimental_experiment.ext_test_case import assert_close, run_onnx
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.module_functions import inline_functions
+from experimental_experiment.torch_interpreter.convert.module_functions import inline_functions
 
 
 class Block(torch.nn.Module):

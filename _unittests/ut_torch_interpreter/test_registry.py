@@ -5,7 +5,7 @@ import functools
 
 import torch
 
-from experimental_experiment.torch_interpreter.registry import (
+from experimental_experiment.torch_interpreter.convert.registry import (
     call_converter,
     find_converter,
     takes_context,

@@ -6,7 +6,7 @@ import torch
 
 from experimental_experiment.runtime import flatten_tensors, run_onnx
 from experimental_experiment.torch_interpreter import InvalidArgumentError, to_onnx
-from experimental_experiment.torch_interpreter.dynamic_shapes import grouped_dynamic_shapes
+from experimental_experiment.torch_interpreter.capture.dynamic_shapes import grouped_dynamic_shapes
 
 
 class Star(torch.nn.Module):

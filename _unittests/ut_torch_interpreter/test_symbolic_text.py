@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.errors import CaptureError
-from experimental_experiment.torch_interpreter.export_options import ExportOptions
-from experimental_experiment.torch_interpreter.symbolic_text import (
+from experimental_experiment.torch_interpreter.capture.symbolic_text import (
     failing_line,
     shorten_symbolic,
 )
+from experimental_experiment.torch_interpreter.errors import CaptureError
+from experimental_experiment.torch_interpreter.export_options import ExportOptions
 
 
 def test_long_expression_becomes_its_dimensions():

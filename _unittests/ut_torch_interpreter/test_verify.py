@@ -6,7 +6,7 @@ import torch
 
 from experimental_experiment.ext_test_case import assert_close, run_onnx
 from experimental_experiment.torch_interpreter import CaptureError, ExportOptions, to_onnx
-from experimental_experiment.torch_interpreter.verify import (
+from experimental_experiment.torch_interpreter.result.verify import (
     _eval_dim,
     verify_dynamic_shapes,
 )

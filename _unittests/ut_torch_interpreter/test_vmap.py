@@ -6,7 +6,7 @@ import torch
 
 from experimental_experiment.runtime import run_onnx
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.capture import has_batching
+from experimental_experiment.torch_interpreter.capture.capture import has_batching
 
 
 class Closure(torch.nn.Module):

@@ -223,6 +223,38 @@ def upward_imports(graph: ImportGraph) -> list[str]:
     return sorted(bad)
 
 
+#: stages of the exporter (subpackages of ``torch_interpreter``) and the modules of the
+#: other stages each one may import; the modules outside the three stages are shared
+STAGE_IMPORTS: dict[str, tuple[str, ...]] = {
+    "capture": ("convert.registry", "convert.dispatcher"),  # is there a converter for it?
+    "convert": (),
+    "result": ("capture", "convert"),
+}
+
+
+def _stage(module: str) -> str:
+    """``capture`` for ``experimental_experiment.torch_interpreter.capture.prepare``, else ``""``."""
+    names = module.split(".")
+    if len(names) > 2 and names[1] == "torch_interpreter" and names[2] in STAGE_IMPORTS:
+        return names[2]
+    return ""
+
+
+def stage_imports(graph: ImportGraph) -> list[str]:
+    """Imports between the stages of ``torch_interpreter`` that :data:`STAGE_IMPORTS` does
+    not allow (capture, then convert, then result)."""
+    bad = []
+    prefix = f"{PACKAGE}.torch_interpreter."
+    for imp in graph.imports:
+        src, tgt = _stage(imp.source), _stage(imp.target)
+        if not src or not tgt or src == tgt:
+            continue
+        rel = imp.target[len(prefix):]
+        if not any(rel == a or rel.startswith(a + ".") for a in STAGE_IMPORTS[src]):
+            bad.append(f"{imp.source}:{imp.lineno} imports {imp.target} ({src} -> {tgt})")
+    return sorted(bad)
+
+
 def _private(module: str) -> bool:
     return any(n.startswith("_") and not n.startswith("__") for n in module.split(".")[2:])
 

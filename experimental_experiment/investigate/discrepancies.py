@@ -1,7 +1,7 @@
 """Finds the first intermediate value where an ONNX export and the torch model differ.
 
 The exporter writes, in every ONNX node's ``metadata_props``, the FX node it comes
-from and the user's line (:mod:`experimental_experiment.torch_interpreter.node_metadata`).
+from and the user's line (:mod:`experimental_experiment.torch_interpreter.convert.node_metadata`).
 :func:`find_discrepancies` runs the captured FX graph (every intermediate value kept)
 and the ONNX model (every tagged value made an output, or the reference evaluator's
 intermediate results), then walks the FX nodes in order and stops at the first value
@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 import torch
 
-from ..torch_interpreter.node_metadata import FX_NODE, node_origin
+from ..torch_interpreter.convert.node_metadata import FX_NODE, node_origin
 
 logger = logging.getLogger(__name__)
 

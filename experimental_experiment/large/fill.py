@@ -12,7 +12,7 @@ from onnx import TensorProto
 
 from ..progress import progress_bar, progress_enabled
 from ..torch_interpreter.errors import ExportError, InvalidArgumentError, UnfilledWeightsWarning
-from ..torch_interpreter.large_model import onnx_dtype_to_torch, write_tensor
+from ..torch_interpreter.result.large_model import onnx_dtype_to_torch, write_tensor
 from ..xbuilder.model_container import (
     ExternalDataError,
     check_external_data,

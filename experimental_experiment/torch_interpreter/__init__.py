@@ -7,7 +7,7 @@ bottom modules; never ``torch_dynamo``, ``torch_models``, ``bench``, the CLI nor
 helpers of ``ext_test_case`` (``_unittests/test_layers.py`` checks it).
 """
 
-from .dispatcher import Dispatcher
+from .convert.dispatcher import Dispatcher
 from .errors import (
     CaptureError,
     ConversionError,
@@ -21,8 +21,8 @@ from .errors import (
     UnsupportedOutputError,
 )
 from .export_options import ExportOptions
-from .export_result import ExportResult, export_program
 from .onnx_export import to_onnx
+from .result.export_result import ExportResult, export_program
 
 __all__ = [
     "CaptureError",

@@ -20,7 +20,7 @@ class ExportOptions:
         decomposition table; the final error lists every attempt and why it failed
     :param decomposition_fallback: an operator with no converter is decomposed by
         torch's decomposition table for that operator only, then converted (see
-        :mod:`experimental_experiment.torch_interpreter.decomposition_fallback`). On by
+        :mod:`experimental_experiment.torch_interpreter.capture.decomposition_fallback`). On by
         default: it changes nothing for a graph whose operators all have a converter
         and turns an export failure into a working model otherwise.
     :param size_oblivious: captures with ``backed_size_oblivious=True`` (as

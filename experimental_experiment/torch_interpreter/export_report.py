@@ -23,9 +23,9 @@ from ..report import (
 )
 from ..report.render import format_of
 from ..xbuilder.safe_paths import check_output_path
+from .capture.guard_ranges import guard_ranges, merge_into_records
+from .capture.shape_guards import _excluded_dirs, _is_user, _location, dimension_records
 from .errors import InvalidArgumentError
-from .guard_ranges import guard_ranges, merge_into_records
-from .shape_guards import _excluded_dirs, _is_user, _location, dimension_records
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class PhaseClock:
 
 
 def _flat_input_names(model, args, kwargs) -> list[str] | None:
-    from .dynamic_shapes import leaf_paths
+    from .capture.dynamic_shapes import leaf_paths
 
     try:
         paths = [p for p, _ in leaf_paths(model, args, kwargs)]

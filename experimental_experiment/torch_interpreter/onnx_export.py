@@ -8,9 +8,9 @@ from typing import Any
 import torch
 
 from ..xbuilder import OptimizationOptions
-from .dispatcher import Dispatcher
+from .convert.dispatcher import Dispatcher
 from .export_options import ExportOptions
-from .export_result import document_parameters, export_program
+from .result.export_result import document_parameters, export_program
 
 
 @document_parameters

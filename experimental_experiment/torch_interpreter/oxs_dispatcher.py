@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .dispatcher import Dispatcher
+from .convert.dispatcher import Dispatcher
 
 
 class OxsDispatcher(Dispatcher):

@@ -1,0 +1,299 @@
+"""From the user's model to the FX graph the interpreter converts: argument checks,
+capture (or the graph module as given), input plan, dimension names, output names."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from ...report import ExportReport
+from ...xbuilder import GraphBuilder, OptimizationOptions
+from .._dims import DimNamer
+from ..convert.dispatcher import Dispatcher
+from ..errors import CaptureError, InvalidArgumentError, UnsupportedOutputError
+from ..export_options import ExportOptions
+from ..export_report import record_capture, record_decompositions, record_guard_ranges
+from ..stages import InputPlan
+from .capture import capture, decompose
+from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
+from .custom_op_fallback import inline_custom_ops
+from .decomposition_fallback import decompose_unsupported
+from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shapes, symbol_names
+from .fake_quantize_capture import fixed_fake_quantizers
+from .input_checks import (
+    check_dynamic_shapes_axes,
+    check_signature,
+    describe_dimension_sources,
+    warn_training_mode,
+)
+from .shape_guards import record_shape_guards
+from .symbolic_text import failing_line, shorten_symbolic, symbol_descriptions
+
+logger = logging.getLogger(__name__)
+
+
+def check_arguments(model, args, kwargs, export_options, options, dispatcher):
+    if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
+        raise InvalidArgumentError(
+            f"model must be a torch.nn.Module, a torch.fx.GraphModule or an "
+            f"ExportedProgram, not {type(model).__name__}"
+        )
+    if args is None:
+        args = ()
+    if isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple):
+        raise InvalidArgumentError(
+            f"args must be a tuple of inputs, not {type(args).__name__}; "
+            "for a single tensor write (x,)"
+        )
+    kwargs = kwargs or {}
+    if not isinstance(kwargs, dict):
+        raise InvalidArgumentError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+    for value, cls, name in [(export_options, ExportOptions, "export_options"),
+                             (options, OptimizationOptions, "options"),
+                             (dispatcher, Dispatcher, "dispatcher")]:
+        if value is not None and not isinstance(value, cls):
+            raise InvalidArgumentError(
+                f"{name} must be a {cls.__name__}, not {type(value).__name__}"
+            )
+    return args, kwargs
+
+
+def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
+            dispatcher, opset: int, report: ExportReport):
+    """Captures if needed; returns the graph module, the input plan, the dim namer and
+    the output names (None for outputs to drop). ``report`` receives what the capture
+    found (attempts, guards, dimension ranges, decompositions)."""
+    if isinstance(model, torch.fx.GraphModule) and not isinstance(
+        model, torch.export.ExportedProgram
+    ) and _has_meta(model):
+        return _prepare_graph_module(model, args, input_names, output_names)
+    can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
+    if isinstance(model, torch.export.ExportedProgram):
+        # functionalized like a captured model when it has in-place operators
+        ep, names = decompose(model, export_options.decomposition_table), {}
+        paths = None
+    else:
+        ep, names, paths = _capture_model(model, args, kwargs, dynamic_shapes,
+                                          export_options, can_convert, opset, report)
+        if input_names is None:
+            input_names = _default_input_names(ep, model, args, kwargs, paths)
+    if export_options.decomposition_fallback:
+        decomposed = []
+        try:
+            ep = decompose_unsupported(ep, opset, can_convert, decomposed)
+        finally:
+            record_decompositions(report, decomposed)
+    return _prepare_exported_program(ep, names, paths, input_names, output_names)
+
+
+def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_convert, opset,
+                   report: ExportReport):
+    """torch.export.export of the model, custom operators without a converter inlined;
+    returns the program, the dimension names and the paths of the input leaves."""
+    check_signature(model, args, kwargs)
+    warn_training_mode(model)
+    # an example size 0 or 1 on a dynamic dimension: captured as any other size
+    arg_names = _argument_names(model, args, kwargs)
+    check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
+    small = zero_one_axes(model, args, kwargs, dynamic_shapes)
+    ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+    attempts, guards = [], None
+    try:
+        with size_oblivious_capture(bool(small)), record_shape_guards() as guards, \
+                fixed_fake_quantizers(model):
+            ep = capture(model, args, kwargs, ds, export_options, attempts)
+            if export_options.decomposition_fallback:  # custom ops with no converter
+                inlined = []
+                ep = inline_custom_ops(
+                    ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
+                    can_convert, record=inlined)
+                record_decompositions(report, inlined)
+    except CaptureError as e:
+        _explain_capture_error(e, names, arg_names, small, guards)
+        raise
+    finally:
+        record_capture(report, attempts, guards, model, args, kwargs)
+    # the sizes every guard of the capture accepts
+    record_guard_ranges(report, ep, guards, model, args, kwargs)
+    leaves = leaf_paths(model, args, kwargs)
+    check_zero_one(ep, [leaf for _, leaf in leaves], small)
+    return ep, names, [p for p, _ in leaves]
+
+
+def _explain_capture_error(e: CaptureError, names, arg_names, small, recorder=None) -> None:
+    """Rewrites the message: torch's ``L['x'].size()[0]`` becomes dimension 0
+    ('batch') of input 'x', long symbolic expressions the dimensions they are made of,
+    the model's failing line is named; sizes 0 or 1 captured size-oblivious are named."""
+    def describe(text):
+        return describe_dimension_sources(text, names, arg_names)
+
+    text = shorten_symbolic(describe(str(e)), symbol_descriptions(recorder, describe))
+    attempts = getattr(e, "attempts", None) or []
+    line = failing_line(attempts[-1][1]) if attempts else None
+    if line:
+        text += f"\nThe model's line that failed (last attempt): {line}"
+    e.args = (text,) + e.args[1:]
+    if small:  # say what was changed for these sizes
+        e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
+                  "0 or 1: the capture ran with backed_size_oblivious=True to keep "
+                  "it dynamic; an example size >= 2 may capture or explain more.",)
+
+
+def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
+    """Names of the user inputs when a transformers cache is given under another name
+    than ``past_key_values`` (``cache`` since transformers 5.24): the ONNX inputs keep
+    the names ``past_key_values_key_<i>``; None (placeholder names) otherwise."""
+    from torch.export.graph_signature import InputKind
+
+    from ..patches.cache_registration import cache_input_renames
+
+    renames = cache_input_renames(_argument_names(model, args, kwargs),
+                                  list(args) + list(kwargs.values()))
+    user = [s.arg.name for s in ep.graph_signature.input_specs
+            if s.kind == InputKind.USER_INPUT]
+    if not renames or len(user) != len(paths):
+        return None
+    vals = {n.name: n.meta.get("val") for n in ep.graph_module.graph.nodes
+            if n.op == "placeholder"}
+    names = []
+    for name, path in zip(user, paths):
+        if not isinstance(vals.get(name), (torch.Tensor, torch.SymInt)):
+            continue  # a constant input, no ONNX input
+        prefix = renames.get(path[0])
+        names.append(prefix + name[len(path[0]):] if prefix and name.startswith(path[0])
+                     else name)
+    return names
+
+
+def _has_meta(gm: torch.fx.GraphModule) -> bool:
+    """Tells if ``gm`` can be interpreted as it is: every node carries its fake value and
+    none calls a submodule or a method (a graph prepared by torchao's ``prepare_pt2e``
+    calls its observers as modules: it is captured again)."""
+    if any(n.op in ("call_module", "call_method") for n in gm.graph.nodes):
+        return False
+    return all("val" in n.meta or n.op in ("output", "get_attr") for n in gm.graph.nodes
+               if n.op in ("placeholder", "call_function"))
+
+
+def _prepare_graph_module(gm, args, input_names, output_names):
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = list(input_names) if input_names else [p.name for p in placeholders]
+    if len(names) != len(placeholders):
+        raise InvalidArgumentError(
+            f"{len(names)} input names for {len(placeholders)} graph inputs"
+        )
+    plan = InputPlan(inputs={p.name: n for p, n in zip(placeholders, names)})
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    out = out if isinstance(out, (list, tuple)) else [out]
+    # None outputs (gradients of inputs not requiring one) have no ONNX counterpart
+    return gm, plan, DimNamer(), _output_names(output_names, [o is not None for o in out])
+
+
+def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
+    from torch.export.graph_signature import InputKind
+
+    placeholders = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
+    plan, user = _input_plan(ep, placeholders)
+    if input_names is not None:
+        if len(input_names) != len(user):
+            raise InvalidArgumentError(
+                f"{len(input_names)} input names for {len(user)} tensor inputs {user}"
+            )
+        plan.inputs = dict(zip(user, input_names))
+    namer = DimNamer()
+    if dim_names and paths is not None:
+        nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
+                 if s.kind == InputKind.USER_INPUT]
+        namer = DimNamer(symbol_names(nodes, paths, dim_names))
+    check_outputs(ep)
+    keep = _kept_outputs(ep, plan)
+    return ep.graph_module, plan, namer, _output_names(output_names, keep)
+
+
+def check_outputs(ep) -> None:
+    """Raises :class:`UnsupportedOutputError` when an output of the model is a constant
+    an ONNX model cannot return (a string...), naming its position among the outputs."""
+    from torch.export.graph_signature import ConstantArgument, OutputKind
+
+    user = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    for i, spec in enumerate(user):
+        value = getattr(spec.arg, "value", None) if isinstance(spec.arg, ConstantArgument) else 0
+        if value is not None and not isinstance(value, (bool, int, float)):
+            raise UnsupportedOutputError(
+                f"output {i} (of {len(user)}, flattened) of the model is the constant "
+                f"{type(value).__name__} {value!r}: an ONNX model returns tensors only. "
+                "Return tensors from forward (drop this value, or wrap the model in a "
+                "module returning only its tensors).", position=i)
+
+
+def _input_plan(ep, placeholders: dict) -> tuple[InputPlan, list[str]]:
+    """What every input of the program becomes; the names of the tensor user inputs."""
+    from torch.export.graph_signature import InputKind
+
+    plan, user = InputPlan(), []
+    for spec in ep.graph_signature.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.USER_INPUT:
+            val = placeholders[name].meta.get("val")
+            if isinstance(val, torch.Tensor) or isinstance(val, torch.SymInt):
+                user.append(name)
+            else:
+                logger.info("input %r is a constant (%r) baked into the graph", name, val)
+                plan.skipped.add(name)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            tensor = ep.state_dict.get(spec.target)
+            if tensor is None:
+                tensor = ep.constants[spec.target]
+            plan.initializers[name] = (spec.target, tensor)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            plan.initializers[name] = (spec.target, ep.constants[spec.target])
+        else:
+            plan.skipped.add(name)
+    return plan, user
+
+
+def _kept_outputs(ep, plan: InputPlan) -> list:
+    """For every output: True (a user output), the name of the new value of a mutated
+    buffer or input, or False (dropped)."""
+    from torch.export.graph_signature import OutputKind
+
+    keep = []
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind == OutputKind.USER_OUTPUT:
+            keep.append(True)
+        elif spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+            # the new value of a mutated buffer or input: an extra output (a KV cache)
+            base = plan.inputs.get(spec.target, spec.target)
+            logger.info("the new value of %r (%s) is the output %r", spec.target,
+                        spec.kind.name, f"{base}_updated")
+            keep.append(_MutationName(f"{base}_updated"))
+        else:
+            keep.append(False)
+            logger.warning("output %r (%s) of %r is dropped", spec.arg.name,
+                           spec.kind.name, spec.target)
+    return keep
+
+
+class _MutationName(str):
+    """Name of an output holding the new value of a mutated buffer or input."""
+
+
+def _output_names(output_names, keep: list) -> list[str | None]:
+    n_user = sum(k is True for k in keep)
+    if output_names is not None and len(output_names) != n_user:
+        raise InvalidArgumentError(f"{len(output_names)} output names for {n_user} outputs")
+    it = iter(output_names or [f"output_{i}" for i in range(n_user)])
+    return [next(it) if k is True else (k or None) for k in keep]
+
+
+def mutations_last(builder: GraphBuilder, names: list[str], out_names: list) -> None:
+    """Moves the outputs of mutated buffers and inputs after the user's outputs."""
+    kinds = [isinstance(n, _MutationName) for n in out_names if n is not None]
+    if not any(kinds) or len(kinds) != len(names):
+        return
+    moved = {n for n, k in zip(names, kinds) if k}
+    builder.outputs = [o for o in builder.outputs if o not in moved] + [
+        o for o in builder.outputs if o in moved]
