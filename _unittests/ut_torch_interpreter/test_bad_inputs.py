@@ -9,8 +9,8 @@ import torch
 from torch.export import Dim
 
 from experimental_experiment.report import ExportReport
-from experimental_experiment.torch_interpreter.capture import prepare as prepare_module
 from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter.capture import prepare as prepare_module
 from experimental_experiment.torch_interpreter.errors import (
     DynamicShapesError,
     InvalidArgumentError,

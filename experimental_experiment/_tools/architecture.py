@@ -233,7 +233,7 @@ STAGE_IMPORTS: dict[str, tuple[str, ...]] = {
 
 
 def _stage(module: str) -> str:
-    """``capture`` for ``experimental_experiment.torch_interpreter.capture.prepare``, else ``""``."""
+    """The stage of a module of ``torch_interpreter`` (``capture``...), else ``""``."""
     names = module.split(".")
     if len(names) > 2 and names[1] == "torch_interpreter" and names[2] in STAGE_IMPORTS:
         return names[2]

@@ -1,4 +1,6 @@
-"""Kept for compatibility: the dtype helpers live in :mod:`.dtypes`."""
+"""Deprecated (removed in 0.3): the dtype helpers live in :mod:`.dtypes`."""
+
+import warnings
 
 from .dtypes import (  # noqa: F401
     FLOAT_TYPES,
@@ -7,3 +9,7 @@ from .dtypes import (  # noqa: F401
     np_dtype_to_onnx,
     onnx_to_np_dtype,
 )
+
+warnings.warn("experimental_experiment.xbuilder._dtypes is deprecated and will be removed "
+              "in 0.3: use experimental_experiment.xbuilder.dtypes", DeprecationWarning,
+              stacklevel=2)

@@ -3,8 +3,17 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+#: the release removing the dict-like access of the report (deprecated in 0.1)
+_REMOVAL = "0.3"
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated and will be removed in {_REMOVAL}: use {new}",
+                  DeprecationWarning, stacklevel=3)
 
 
 @dataclass
@@ -38,20 +47,24 @@ class ReportEntry:
     time_s: float = 0.0
     refusals: list[str] = field(default_factory=list)
 
-    # dict-like access, kept for the code written when entries were dicts
+    # dict-like access, deprecated: entries were dicts in the first releases
     def __getitem__(self, key: str):
+        _deprecated(f"entry[{key!r}]", f"entry.{key}")
         return getattr(self, key)
 
     def __setitem__(self, key: str, value) -> None:
+        _deprecated(f"entry[{key!r}] = ...", f"entry.{key} = ...")
         setattr(self, key, value)
 
     def __iter__(self):
+        _deprecated("iterating over an entry", "dataclasses.fields(entry)")
         return iter(self.keys())
 
     def keys(self) -> list[str]:
         return [f.name for f in fields(self)]
 
     def get(self, key: str, default=None):
+        _deprecated(f"entry.get({key!r})", f"entry.{key}")
         return getattr(self, key, default)
 
 
@@ -59,11 +72,12 @@ class OptimizationReport(list):
     """A list of :class:`ReportEntry`, one per pass or pattern, in the order they ran.
 
     ``report.applied("remove_unused")`` is the number of changes made by that pass or
-    pattern (``report["remove_unused"]`` too, kept for compatibility).
+    pattern (``report["remove_unused"]`` is deprecated).
     """
 
     def __getitem__(self, key):
         if isinstance(key, str):
+            _deprecated(f"report[{key!r}]", f"report.applied({key!r})")
             return self.applied(key)
         return list.__getitem__(self, key)
 

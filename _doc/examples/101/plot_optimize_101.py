@@ -68,7 +68,7 @@ show(raw)
 opt, report = to_onnx(model, (x,), dynamic_shapes=dynamic_shapes, return_optimize_report=True)
 print(len(opt.graph.node), "nodes")
 for entry in report:
-    if entry["applied"]:
+    if entry.applied:
         print(f"  {entry['kind']:8s} {entry['name']:35s} applied={entry['applied']}")
 show(opt)
 

@@ -24,15 +24,7 @@ import onnx
 import torch
 
 from ...runtime import flatten_tensors, run_onnx
-
-# the capture logic (declared_dynamic_axes, zero_one_axes, size_oblivious_capture,
-# check_zero_one) lives in capture_dims.py; imported here for compatibility
-from ..capture.capture_dims import (  # noqa: F401
-    check_zero_one,
-    declared_dynamic_axes,
-    size_oblivious_capture,
-    zero_one_axes,
-)
+from ..capture.capture_dims import declared_dynamic_axes
 from ..capture.dynamic_shapes import leaf_paths
 from ..errors import InvalidArgumentError
 
@@ -344,6 +336,4 @@ def _replace_leaves(model, args, kwargs, new: dict) -> tuple[tuple, dict]:
     return tuple(new_args), dict(new_kwargs)
 
 
-__all__ = ["Trial", "VerifyReport", "check_zero_one", "size_oblivious_capture",
-           "zero_one_axes", "declared_dynamic_axes", "valid_ranges",
-           "verify_dynamic_shapes"]
+__all__ = ["Trial", "VerifyReport", "valid_ranges", "verify_dynamic_shapes"]
