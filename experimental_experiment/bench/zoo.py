@@ -392,6 +392,9 @@ def _parse(argv):
     parser.add_argument("--jobs", type=int, default=1,
                         help="cases run at once (one process of one thread each)")
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
+    parser.add_argument("--ray", default="", metavar="ADDRESS",
+                        help="run the cases on this Ray cluster ('auto', 'ray://host:10001'),"
+                             " one task of one CPU each; --jobs is then ignored")
     parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
 
@@ -428,8 +431,14 @@ def main(argv: list[str] | None = None) -> int:
     write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
                commit=args.commit)
     bar = tqdm(total=len(todo), desc="zoo")
-    for row in run_cases(todo, jobs=max(args.jobs, 1), timeout=args.timeout,
-                         atol=args.atol, max_memory=args.max_memory):
+    limits = dict(timeout=args.timeout, atol=args.atol, max_memory=args.max_memory)
+    if args.ray:
+        from .zoo_ray import run_cases_ray
+
+        rows_in = run_cases_ray(todo, address=args.ray, **limits)
+    else:
+        rows_in = run_cases(todo, jobs=max(args.jobs, 1), **limits)
+    for row in rows_in:
         key = (row["model_type"], row["exporter"])
         rows = [r for r in rows if (r["model_type"], r["exporter"]) != key]
         rows.append(row)
