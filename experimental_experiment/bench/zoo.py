@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ray:
         from .zoo_ray import run_cases_ray
 
-        rows_in = run_cases_ray(todo, address=args.ray, **limits)
+        rows_in = run_cases_ray(todo, address=args.ray, run_case=run_case, **limits)
     else:
         rows_in = run_cases(todo, jobs=max(args.jobs, 1), **limits)
     for row in rows_in:

@@ -10,11 +10,13 @@ must be installed on every node.
 
 .. code-block:: python
 
+    from experimental_experiment.bench.zoo import run_case
     from experimental_experiment.bench.zoo_cases import list_cases
     from experimental_experiment.bench.zoo_ray import run_cases_ray
 
     todo = [(case, "to_onnx") for case in list_cases(["llama", "bert"])]
-    for row in run_cases_ray(todo, address="ray://head:10001", timeout=120):
+    for row in run_cases_ray(todo, address="ray://head:10001", run_case=run_case,
+                             timeout=120):
         print(row["model_type"], row["status"])
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import ExportError
@@ -34,16 +36,10 @@ class RayUnavailableError(ExportError):
     """``--ray`` was given but Ray cannot be imported or the cluster cannot be reached.
 
     Cause: ray is not installed in this environment, or nothing answers at the address.
+
     Fix: ``pip install ray`` (the version of the cluster), check the address
     (``ray status`` on the head node), or run without ``--ray`` (local processes).
     """
-
-
-def _run_remote(case, exporter: str, limits: dict[str, Any]) -> dict[str, Any]:
-    """Body of the Ray task: the local runner, one isolated child process."""
-    from .zoo import run_case
-
-    return run_case(case, exporter, **limits)
 
 
 def check_reachable(address: str | None, timeout: float = 5.0) -> None:
@@ -97,19 +93,23 @@ def connect(address: str | None):
 
 
 def run_cases_ray(todo: list[tuple[Any, str]], *, address: str | None,
-                  **limits: Any) -> Iterator[dict[str, Any]]:
+                  run_case: Callable[..., dict[str, Any]], **limits: Any
+                  ) -> Iterator[dict[str, Any]]:
     """Runs the cases ``(case, exporter)`` of ``todo`` as Ray tasks, one CPU each, and
     yields their rows in the order they end.
 
     :param todo: the cases and exporters to run
     :param address: the cluster (see :func:`connect`)
+    :param run_case: runs one case in an isolated process and returns its row, called
+        as ``run_case(case, exporter, **limits)`` inside each task (the zoo's own
+        ``run_case``)
     :param limits: the limits of each case (``timeout``, ``atol``, ``max_memory``...),
         as for the local runner
     :return: an iterator over the rows
     """
     ray = connect(address)
-    task = ray.remote(num_cpus=1, max_retries=0)(_run_remote)
-    pending = [task.remote(case, exporter, limits) for case, exporter in todo]
+    task = ray.remote(num_cpus=1, max_retries=0)(run_case)
+    pending = [task.remote(case, exporter, **limits) for case, exporter in todo]
     logger.info("%d cases submitted to Ray (%s CPUs)", len(pending),
                 ray.cluster_resources().get("CPU"))
     while pending:
