@@ -134,17 +134,17 @@ def _cmd_package(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _format_report(report: list[dict], everything: bool = False) -> str:
+def _format_report(report: list, everything: bool = False) -> str:
     "One line per pass or pattern which matched something (every one if everything)."
     keys = ["matched", "applied", "refused"]
-    rows = [r for r in report if everything or any(r.get(k) for k in keys)]
-    width = max([len(str(r.get("name", ""))) for r in rows] + [4])
+    rows = [r for r in report if everything or any(getattr(r, k) for k in keys)]
+    width = max([len(r.name) for r in rows] + [4])
     lines = [f"  {'name':<{width}} {'kind':<8} " + " ".join(f"{k:>8}" for k in keys)]
     for r in rows:
-        lines.append(f"  {str(r.get('name', '')):<{width}} {str(r.get('kind', '')):<8} "
-                     + " ".join(f"{r.get(k, ''):>8}" for k in keys))
+        lines.append(f"  {r.name:<{width}} {r.kind:<8} "
+                     + " ".join(f"{getattr(r, k):>8}" for k in keys))
         if everything:
-            lines.extend(f"      refused: {reason}" for reason in r.get("refusals") or [])
+            lines.extend(f"      refused: {reason}" for reason in r.refusals)
     return "\n".join(lines)
 
 

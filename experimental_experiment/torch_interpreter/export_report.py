@@ -252,10 +252,8 @@ def record_conversion(report: ExportReport, used: dict) -> None:
 def record_optimization(report: ExportReport, before: int, after: int, steps) -> None:
     report.nodes_before_optimization = before
     report.nodes_after_optimization = after
-    report.rewrites = [
-        Rewrite(s.get("name", "?"), s.get("kind", ""), int(s.get("applied", 0) or 0),
-                float(s.get("time_s", 0.0) or 0.0))
-        for s in (steps or []) if hasattr(s, "get") and s.get("applied")]  # dict or entry
+    report.rewrites = [Rewrite(s.name, s.kind, s.applied, s.time_s)
+                       for s in (steps or []) if s.applied]  # xoptim's ReportEntry
 
 
 def record_patches(report: ExportReport) -> None:

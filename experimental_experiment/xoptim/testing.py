@@ -94,7 +94,7 @@ def check_pattern(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]]
 
 def applied(report, name: str) -> int:
     """Number of rewrites done by ``name``."""
-    return sum(e["applied"] for e in report if e["name"] == name)
+    return report.applied(name)
 
 
 def refused(report, name: str) -> list[str]:
