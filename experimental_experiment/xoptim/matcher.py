@@ -12,7 +12,8 @@ from ..xbuilder.graph_utils import (  # noqa: F401  (attribute_value: pattern AP
     constant_value,
     used_names,
 )
-from .pattern_graph import COMMUTATIVE, Match, PatternNode, PatternValue, Var
+from .match import Match
+from .pattern_graph import COMMUTATIVE, PatternNode, PatternValue, Var
 
 
 class GraphIndex:

@@ -11,10 +11,10 @@ from onnx import NodeProto, helper
 from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
 from .functions import optimize_functions
+from .match import Match, Refusal
 from .matcher import GraphIndex, IndexedGraph
 from .passes import passes_of, run_passes
-from .pattern import Match, Pattern, RewriteOp
-from .pattern_graph import Refusal
+from .pattern import Pattern, RewriteOp
 from .report import OptimizationReport, ReportEntry
 from .subgraphs import ambiguous_names, optimize_subgraphs
 
