@@ -77,30 +77,27 @@ def optimize_once(representation: str, path: str) -> dict:
     model = onnx.load(path, load_external_data=False)
     n_before = len(model.graph.node)
     if representation == "xoptim":
-        from ..xbuilder import OptimizationOptions
-        from ..xoptim.ir.compare import XOPTIM_PATTERNS
+        from ..xoptim.ir.compare import XOPTIM_PATTERNS, patterns_only
         from ..xoptim.loader import model_to_builder
         from ..xoptim.optimizer import optimize_builder
 
         g = model_to_builder(model)
         t0 = time.perf_counter()
-        report = optimize_builder(g, OptimizationOptions(passes=()),
+        report = optimize_builder(g, patterns_only(),
                                   patterns=[p() for p in XOPTIM_PATTERNS])
         optim = time.perf_counter() - t0
         rewrites = sum(e.applied for e in report)
         out = g.to_onnx(optimize=False)
     else:
-        import onnx_ir as ir
+        from ..xoptim.ir import default_passes, load, save
 
-        from ..xoptim.ir import default_passes
-
-        irm = ir.serde.deserialize_model(model)
+        irm = load(model)  # with onnx's shape inference: the patterns read shapes
         del model
         t0 = time.perf_counter()
         result = default_passes()(irm)
         optim = time.perf_counter() - t0
         rewrites = result.rewrites
-        out = ir.serde.serialize_model(result.model)
+        out = save(result.model)
     n_after = len(out.graph.node)
     return {"n_nodes_before": n_before, "n_nodes_after": n_after, "rewrites": rewrites,
             "optim_s": round(optim, 4),

@@ -1,0 +1,43 @@
+"""The three patterns of the prototype in both representations, in the same order:
+the IR ones and their xoptim counterparts (used by the tests and
+``experimental_experiment.bench.optim_ir``)."""
+
+from __future__ import annotations
+
+from ..patterns.matmul import MatMulAddToGemm
+from ..patterns.transpose import TransposeTransposeToTranspose
+from ..patterns_ort.normalization import RMSNormToSimplifiedLayerNorm
+from .gemm import MatMulAddToGemmIR
+from .rmsnorm import RMSNormIR
+from .transpose import TransposeTransposeIR
+
+IR_PATTERNS = [TransposeTransposeIR, MatMulAddToGemmIR, RMSNormIR]
+XOPTIM_PATTERNS = [TransposeTransposeToTranspose, MatMulAddToGemm,
+                   RMSNormToSimplifiedLayerNorm]
+
+
+def patterns_only():
+    """Optimization options running the patterns and no pass (both sides compare the
+    patterns alone)."""
+    from ...xbuilder.optimization_options import OptimizationOptions
+
+    return OptimizationOptions(remove_unused=False, remove_identity=False,
+                               constant_folding=False, cse=False, merge_initializers=False)
+
+
+def run_xoptim(model):
+    """The three xoptim patterns on a ModelProto; returns ``(ModelProto, rewrites)``."""
+    from ..api import optimize_model
+
+    out, report = optimize_model(model, patterns=[p() for p in XOPTIM_PATTERNS],
+                                 options=patterns_only(), return_report=True)
+    return out, sum(e.applied for e in report)
+
+
+def run_ir(model):
+    """The three IR patterns on a ModelProto; returns ``(ModelProto, rewrites)``."""
+    from .model import load, save
+    from .passes import default_passes
+
+    result = default_passes()(load(model))
+    return save(result.model), result.rewrites
