@@ -11,8 +11,10 @@ large unoptimized graphs:
   optimization.
 
 Each (graph, representation) runs in a fresh process: the time of the optimizer alone,
-the time to load the model and convert it back, and the child's peak RSS
-(``resource.getrusage`` of the child, read by ``os.wait4``).
+the time to load the model and convert it back (the IR side includes onnx's shape
+inference, its patterns read shapes), and the child's peak RSS
+(``resource.getrusage(RUSAGE_SELF)`` in the child). ``ops_digest`` hashes the operator
+counts of the result (Identity aside): equal digests, same graphs.
 
 ``python -m experimental_experiment.bench.optim_ir --graphs llama-8b,zoo:nemo_speechlm
 --folder /tmp/optir --out _doc/bench/optim_ir.csv``
@@ -21,8 +23,10 @@ the time to load the model and convert it back, and the child's peak RSS
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import datetime
+import hashlib
 import json
 import logging
 import os
@@ -36,7 +40,8 @@ ZOO = {"nemo_speechlm": "seq2seq-lm", "deformable_detr": "vision-encoder",
 DEFAULT_GRAPHS = ["llama-8b", "llama-70b"] + [f"zoo:{k}" for k in ZOO]
 REPRESENTATIONS = ["xoptim", "ir"]
 COLUMNS = ["graph", "representation", "n_nodes_before", "n_nodes_after", "rewrites",
-           "optim_s", "load_save_s", "peak_rss_mb", "date"]
+           "ops_digest", "optim_s", "optim_cpu_s", "load_save_s", "process_cpu_s",
+           "peak_rss_mb", "date"]
 logger = logging.getLogger(__name__)
 
 
@@ -64,8 +69,8 @@ def export_graph(graph: str, folder: str) -> str:
     data = build_case(ZooCase(name, ZOO.get(name, "causal-lm")))
     onx = export_model(data["model"], data["inputs"], data["dynamic_shapes"], "to_onnx",
                        optimize=False)
-    proto = onx.model_proto if hasattr(onx, "model_proto") else onx
-    onnx.save(proto, path)
+    proto = getattr(onx, "model_proto", onx)
+    onnx.save(proto, path)  # type: ignore[arg-type]
     return path
 
 
@@ -82,10 +87,10 @@ def optimize_once(representation: str, path: str) -> dict:
         from ..xoptim.optimizer import optimize_builder
 
         g = model_to_builder(model)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         report = optimize_builder(g, patterns_only(),
                                   patterns=[p() for p in XOPTIM_PATTERNS])
-        optim = time.perf_counter() - t0
+        optim, cpu = time.perf_counter() - t0, time.process_time() - c0
         rewrites = sum(e.applied for e in report)
         out = g.to_onnx(optimize=False)
     else:
@@ -93,14 +98,17 @@ def optimize_once(representation: str, path: str) -> dict:
 
         irm = load(model)  # with onnx's shape inference: the patterns read shapes
         del model
-        t0 = time.perf_counter()
-        result = default_passes()(irm)
-        optim = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = default_passes().call(irm)
+        optim, cpu = time.perf_counter() - t0, time.process_time() - c0
         rewrites = result.rewrites
         out = save(result.model)
     n_after = len(out.graph.node)
+    ops = collections.Counter(n.op_type for n in out.graph.node if n.op_type != "Identity")
+    digest = hashlib.sha1(repr(sorted(ops.items())).encode()).hexdigest()[:10]
     return {"n_nodes_before": n_before, "n_nodes_after": n_after, "rewrites": rewrites,
-            "optim_s": round(optim, 4),
+            "ops_digest": digest,
+            "optim_s": round(optim, 4), "optim_cpu_s": round(cpu, 4),
             "load_save_s": round(time.perf_counter() - begin - optim, 4)}
 
 
@@ -109,8 +117,6 @@ def run_child(representation: str, path: str) -> dict:
     proc = subprocess.Popen([sys.executable, "-m", MODULE, "--child", representation, path],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate()
-    # communicate() reaped the child: its rusage is in RUSAGE_CHILDREN only as a maximum
-    # over all children, so the child reports its own ru_maxrss as well
     lines = [x for x in out.splitlines() if x.startswith("RESULT ")]
     if not lines:
         return {"error": (err.strip().splitlines() or ["?"])[-1][:200]}
@@ -121,13 +127,15 @@ def _child(representation: str, path: str) -> int:
     import resource
 
     res = optimize_once(representation, path)
-    res["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    res["peak_rss_mb"] = round(usage.ru_maxrss / 1024, 1)  # kB on Linux
+    res["process_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)  # the machine is shared
     print("RESULT " + json.dumps(res), flush=True)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--graphs", default=",".join(DEFAULT_GRAPHS),
                         help="comma-separated: llama-8b, llama-70b, zoo:<model_type>")
     parser.add_argument("--folder", default="_bench_optim_ir", help="where the graphs are")

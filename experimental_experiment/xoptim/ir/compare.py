@@ -27,11 +27,11 @@ def patterns_only():
 
 def run_xoptim(model):
     """The three xoptim patterns on a ModelProto; returns ``(ModelProto, rewrites)``."""
-    from ..api import optimize_model
+    from ..api import optimize
 
-    out, report = optimize_model(model, patterns=[p() for p in XOPTIM_PATTERNS],
-                                 options=patterns_only(), return_report=True)
-    return out, sum(e.applied for e in report)
+    res = optimize(model, patterns=[p() for p in XOPTIM_PATTERNS],  # type: ignore[arg-type]
+                   options=patterns_only())
+    return res.model, sum(e.applied for e in res.report)
 
 
 def run_ir(model):
@@ -39,5 +39,5 @@ def run_ir(model):
     from .model import load, save
     from .passes import default_passes
 
-    result = default_passes()(load(model))
+    result = default_passes().call(load(model))
     return save(result.model), result.rewrites

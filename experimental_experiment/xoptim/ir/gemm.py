@@ -36,7 +36,7 @@ class MatMulAddToGemmIR(IRPattern):
             da, db, dc = static_dims(a), static_dims(b), static_dims(c)
             if da is None or db is None or len(da) != 2 or len(db) != 2:
                 return None
-            if a.dtype not in FLOATS or dc is None:
+            if a is None or a.dtype not in FLOATS or dc is None:
                 return None
             out = static_dims(mm.outputs[0]) or [da[0], db[1]]
             if not _broadcasts_without_change(dc, out):

@@ -78,7 +78,7 @@ class FixedPointPasses(ir.passes.InPlacePass):
         for _ in range(self.max_rounds):
             changed = 0
             for p in self.passes:
-                res = p(model)
+                res = p.call(model)  # an IRResult (__call__ types it as a PassResult)
                 for k, v in res.per_pattern.items():
                     total.per_pattern[k] = total.per_pattern.get(k, 0) + v
                 changed += res.rewrites

@@ -63,12 +63,13 @@ class RMSNormIR(IRPattern):
         chain.append(sqrt)
         for m, e in ((0, 1), (1, 0)):
             mean = producer(add.inputs[m], "ReduceMean")
-            if mean is None or not _is_square_of(producer(mean.inputs[0], ("Mul", "Pow")), x):
+            square = None if mean is None else producer(mean.inputs[0], ("Mul", "Pow"))
+            if square is None or not _is_square_of(square, x):
                 continue
             eps = scalar(add.inputs[e])
             if eps is None:
                 return None
-            return [mean.inputs[0].producer(), mean, add, *chain[::-1]], mean, eps
+            return [square, mean, add, *chain[::-1]], mean, eps
         return None
 
     def _check(self, node, x, chain, mean, eps) -> IRMatch | None:

@@ -43,8 +43,8 @@ def scalar(value: ir.Value | None) -> float | None:
     return None if v is None or v.size != 1 else float(v.reshape(-1)[0])
 
 
-def static_dims(value: ir.Value) -> list | None:
+def static_dims(value: ir.Value | None) -> list | None:
     """The dimensions of ``value`` (ints, or dim names), None when the rank is unknown."""
-    if value.shape is None:
+    if value is None or value.shape is None:
         return None
     return [d if isinstance(d, int) else d.value for d in value.shape]
