@@ -113,7 +113,7 @@ def optimize_once(representation: str, path: str) -> dict:
 
 
 def run_child(representation: str, path: str) -> dict:
-    """Runs :func:`optimize_once` in a fresh process; adds the child's peak RSS."""
+    """Runs ``optimize_once`` in a fresh process; adds the child's peak RSS."""
     proc = subprocess.Popen([sys.executable, "-m", MODULE, "--child", representation, path],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate()

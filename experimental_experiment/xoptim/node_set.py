@@ -1,8 +1,8 @@
 """Containers of graph nodes keyed by object identity.
 
 A ``NodeProto`` is not hashable (protobuf messages compare by value), so the optimizer
-cannot put nodes in a ``set`` nor use them as ``dict`` keys. :class:`NodeMap` and
-:class:`NodeSet` key them by identity and keep a reference to every member: the key of
+cannot put nodes in a ``set`` nor use them as ``dict`` keys. ``NodeMap`` and
+``NodeSet`` key them by identity and keep a reference to every member: the key of
 a member can never be reused by another object while the member is in the container
 (a bare ``id()`` in a set can, once the node is freed)."""
 

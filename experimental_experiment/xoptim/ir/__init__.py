@@ -1,9 +1,9 @@
 """A prototype of the pattern optimizer on ``onnx_ir`` (use-def chains instead of
 NodeProtos linked by names): the model is loaded into an ``ir.Model``
 (:mod:`.model`), a pattern finds its match by walking producers and uses
-(:mod:`.rewrite`), a :class:`PatternPass <experimental_experiment.xoptim.ir.passes.PatternPass>`
+(:mod:`.rewrite`), a ``PatternPass``
 runs one pattern over the graph and a
-:class:`FixedPointPasses <experimental_experiment.xoptim.ir.passes.FixedPointPasses>`
+``FixedPointPasses``
 repeats the passes until none changes anything.
 
 Three patterns are written on the IR, equivalent to xoptim's:

@@ -1,5 +1,5 @@
-"""The passes: one pattern over a graph (:class:`PatternPass`) and the fixed point of
-several (:class:`FixedPointPasses`), in the style of ``onnx_ir.passes``."""
+"""The passes: one pattern over a graph (``PatternPass``) and the fixed point of
+several (``FixedPointPasses``), in the style of ``onnx_ir.passes``."""
 
 from __future__ import annotations
 

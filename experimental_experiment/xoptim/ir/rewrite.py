@@ -24,7 +24,7 @@ class IRMatch:
 
 class IRPattern:
     """Base class of the IR patterns: ``anchor`` names the op type(s) of the last node of
-    a match, ``match`` returns an :class:`IRMatch` or None, ``rewrite`` returns the new
+    a match, ``match`` returns an ``IRMatch`` or None, ``rewrite`` returns the new
     nodes and the values replacing the anchor's outputs (an existing value is allowed:
     the anchor's outputs are then replaced by it).
 
