@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+from .patterns import IR_PATTERNS
 from .rewrite import IRPattern, apply_match
 
 
@@ -101,6 +102,4 @@ def default_passes(max_rounds: int = 10) -> FixedPointPasses:
 
         passes = default_passes()
     """
-    from .compare import IR_PATTERNS
-
     return FixedPointPasses([PatternPass(p()) for p in IR_PATTERNS], max_rounds)
