@@ -10,37 +10,16 @@ from onnx import NodeProto
 from ..xbuilder.graph_utils import (  # noqa: F401  (attribute_value: pattern API)
     attribute_value,
     constant_value,
-    used_names,
 )
-from .pattern_graph import COMMUTATIVE, Match, PatternNode, PatternValue, Var
-
-
-class GraphIndex:
-    """Producers and consumers of every result of a builder's main graph."""
-
-    def __init__(self, g):
-        self.producer: dict[str, tuple[NodeProto, int]] = {}
-        self.consumers: dict[str, list[NodeProto]] = {}
-        for node in g.nodes:
-            for i, o in enumerate(node.output):
-                if o:
-                    self.producer[o] = (node, i)
-            for name in used_names(node):
-                self.consumers.setdefault(name, []).append(node)
-        self.outputs = set(g.outputs)
-
-    def node_of(self, name: str) -> NodeProto | None:
-        p = self.producer.get(name)
-        return None if p is None else p[0]
-
-    def n_consumers(self, name: str) -> int:
-        return len(self.consumers.get(name, ()))
+from .graph_index import GraphIndex  # noqa: F401  (re-exported)
+from .match import Match
+from .pattern_graph import COMMUTATIVE, PatternNode, PatternValue, Var
 
 
 class IndexedGraph:
     """The builder as a pattern sees it in ``match``: every attribute of the builder
-    ``builder``, and ``index``, the :class:`GraphIndex` the optimizer computed for the
-    round (``Pattern.producer`` / ``Pattern.n_consumers`` read it).
+    ``builder``, and ``index``, the ``GraphIndex`` the optimizer keeps up to date
+    (``Pattern.producer`` / ``Pattern.n_consumers`` read it).
 
     :param builder: the GraphBuilder being optimized
     :param index: its index (computed when not given)
@@ -108,16 +87,16 @@ class _Matcher:
     def node(self, pn: PatternNode, gn: NodeProto, b: dict) -> dict | None:
         if pn.op_type != gn.op_type or pn.domain != gn.domain:
             return None
-        if id(pn) in b["nodes"]:
-            return b if b["nodes"][id(pn)] is gn else None
-        if id(gn) in b["used"]:
+        if pn in b["nodes"]:  # PatternNode: hashed by identity (eq=False)
+            return b if b["nodes"][pn] is gn else None
+        if any(u is gn for u in b["used"]):  # a few nodes: the pattern's size
             return None
         inputs = list(gn.input)
         while inputs and not inputs[-1]:
             inputs.pop()
         if len(inputs) != len(pn.inputs) or len(gn.output) != pn.n_outputs:
             return None
-        b = {"nodes": {**b["nodes"], id(pn): gn}, "used": b["used"] | {id(gn)},
+        b = {"nodes": {**b["nodes"], pn: gn}, "used": (*b["used"], gn),
              "vars": dict(b["vars"])}
         names = {a.name for a in gn.attribute}
         if names - set(pn.attributes):
@@ -166,12 +145,12 @@ def match_declarative(pattern, g, node: NodeProto, index: GraphIndex | None = No
     """Matches the declarative ``pattern`` on the subgraph ending at ``node``."""
     index = index or graph_index(g)
     _, outs, variables = pattern.pattern_graph()
-    b = _Matcher(g, index).node(outs[0].node, node, {"nodes": {}, "used": set(), "vars": {}})
+    b = _Matcher(g, index).node(outs[0].node, node, {"nodes": {}, "used": (), "vars": {}})
     if b is None:
         return None
     outputs = []
     for out in outs:
-        gn = b["nodes"].get(id(out.node))
+        gn = b["nodes"].get(out.node)
         if gn is None:
             raise NotImplementedError(
                 f"{pattern.name}: every output of a pattern must come from a node "

@@ -11,10 +11,12 @@ from onnx import NodeProto, helper
 from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
 from .functions import optimize_functions
-from .matcher import GraphIndex, IndexedGraph
+from .graph_index import GraphIndex
+from .match import Match, Refusal
+from .matcher import IndexedGraph
+from .node_set import NodeMap, NodeSet
 from .passes import passes_of, run_passes
-from .pattern import Match, Pattern, RewriteOp
-from .pattern_graph import Refusal
+from .pattern import Pattern, RewriteOp
 from .report import OptimizationReport, ReportEntry
 from .subgraphs import ambiguous_names, optimize_subgraphs
 
@@ -39,7 +41,7 @@ def _record_refusal(entry: ReportEntry, reason: str, node: NodeProto, verbose: i
 
 def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
     """Why the engine refuses a match: an intermediate result escapes it."""
-    ids = {id(n) for n in m.nodes}
+    inside = NodeSet(m.nodes)
     keep = set(m.outputs)
     for n in m.nodes:
         for o in n.output:
@@ -47,7 +49,7 @@ def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
                 continue
             if o in index.outputs:
                 return f"intermediate {o!r} is a graph output"
-            if any(id(c) not in ids for c in index.consumers.get(o, ())):
+            if any(c not in inside for c in index.consumers.get(o, ())):
                 return f"intermediate {o!r} is used outside the match"
     return None
 
@@ -55,22 +57,22 @@ def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
 def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
                   report: OptimizationReport, verbose: int) -> list[Match]:
     """Non-overlapping matches, nodes in graph order, patterns in list order."""
-    by_anchor: dict[tuple[str, str], list[Pattern]] = {}
-    generic: list[Pattern] = []
-    for p in patterns:
+    # (rank in the list, pattern): candidates sorted back into the list order
+    by_anchor: dict[tuple[str, str], list[tuple[int, Pattern]]] = {}
+    generic: list[tuple[int, Pattern]] = []
+    for rank, p in enumerate(patterns):
         anchors = p.anchors()
         if anchors is None:
-            generic.append(p)
+            generic.append((rank, p))
         for a in anchors or ():
-            by_anchor.setdefault(a, []).append(p)
-    order = {id(p): i for i, p in enumerate(patterns)}
-    view = IndexedGraph(g, index)  # what patterns see: the builder and the round's index
-    claimed: set[int] = set()
+            by_anchor.setdefault(a, []).append((rank, p))
+    view = IndexedGraph(g, index)  # what patterns see: the builder and the index
+    claimed = NodeSet()
     matches = []
     for node in g.nodes:
         cands = by_anchor.get((node.domain, node.op_type), []) + generic
-        for p in sorted(cands, key=lambda p: order[id(p)]) if generic else cands:
-            if id(node) in claimed:
+        for _, p in sorted(cands, key=lambda c: c[0]) if generic else cands:
+            if node in claimed:
                 break
             entry = report.entry(p.name, "pattern")
             begin = time.perf_counter()
@@ -80,7 +82,7 @@ def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
             if m is not None and m.outputs is None:
                 m.outputs = [o for o in node.output]
             if m is not None:
-                if any(id(n) in claimed for n in m.nodes):
+                if any(n in claimed for n in m.nodes):
                     m = None
                 else:
                     reason = _engine_refusal(m, index)
@@ -91,7 +93,7 @@ def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
                     _record_refusal(entry, reason, node, verbose)
                 continue
             entry.matched += 1
-            claimed.update(id(n) for n in m.nodes)
+            claimed.update(m.nodes)
             matches.append(m)
             break
     return matches
@@ -146,26 +148,33 @@ def _apply(g, m: Match) -> list[NodeProto] | str:
 
 def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationReport, *,
                         verbose: int = 0, log: RewriteLog | None = None,
-                        max_rewrites: int | None = None) -> int:
-    """One round: finds non-overlapping matches, applies them; returns how many."""
-    matches = _find_matches(g, patterns, GraphIndex(g), report, verbose)
+                        max_rewrites: int | None = None,
+                        index: GraphIndex | None = None) -> int:
+    """One round: finds non-overlapping matches, applies them; returns how many.
+
+    ``index`` is the graph's index kept by the caller across rounds, updated here for
+    every rewrite applied (a new one is built when None)."""
+    if index is None:
+        index = GraphIndex(g)
+    else:
+        index.reset_positions()  # node positions are recomputed once per round
+    matches = _find_matches(g, patterns, index, report, verbose)
     if max_rewrites is not None:
         matches = matches[:max(max_rewrites, 0)]
-    position = {id(n): i for i, n in enumerate(g.nodes)}
-    replace: dict[int, list[NodeProto]] = {}
-    removed: set[int] = set()
+    replace: NodeMap[list[NodeProto]] = NodeMap()  # root -> its replacement
+    removed = NodeSet()
     for m in matches:
         entry = report.entry(m.pattern.name, "pattern")
         begin = time.perf_counter()
         new = _apply(g, m)
         entry.time_s += time.perf_counter() - begin
-        root = max(m.nodes, key=lambda n: position[id(n)])
+        root = max(m.nodes, key=index.position)
         if isinstance(new, str):
             _record_refusal(entry, new, root, verbose)
             continue
         entry.applied += 1
-        replace[id(root)] = new
-        removed.update(id(n) for n in m.nodes)
+        replace[root] = new
+        removed.update(m.nodes)
         if log is not None:
             log.append((m.pattern.name, [n.name for n in m.nodes]))
         if verbose:
@@ -175,11 +184,13 @@ def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationRepo
         return 0
     nodes = []
     for n in g.nodes:
-        if id(n) in replace:
-            nodes.extend(replace[id(n)])
-        elif id(n) not in removed:
+        if n in replace:
+            nodes.extend(replace[n])
+        elif n not in removed:
             nodes.append(n)
     g.nodes[:] = nodes
+    # the index follows the rewrites: removed nodes out, replacements in
+    index.replace(removed, (n for new in replace.values() for n in new))
     return len(replace)
 
 
@@ -199,18 +210,24 @@ def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> No
     subgraph (see :mod:`experimental_experiment.xoptim.subgraphs`)."""
     options, subgraph = run.options, ambiguous is not None
     run_passes(g, options, run.report, subgraph=subgraph)
+    index = None  # built once, updated by the rewrites, rebuilt after a pass changed g
     for it in range(options.max_iterations):
         if run.left is not None and run.left <= 0:
             break
+        if index is None:
+            index = GraphIndex(g)
         n = apply_patterns_once(g, run.patterns, run.report, verbose=run.verbose,
-                                log=run.log, max_rewrites=run.left)
+                                log=run.log, max_rewrites=run.left, index=index)
         if run.verbose:
             logger.info("[xoptim] iteration %d: %d rewrites", it, n)
         if n == 0:
             break
         if run.left is not None:
             run.left -= n
+        before = _pass_changes(run.report)
         run_passes(g, options, run.report, subgraph=subgraph)
+        if _pass_changes(run.report) != before:
+            index = None
     if not options.subgraphs or not subgraph_users(g):
         return
     if ambiguous is None:
@@ -222,6 +239,11 @@ def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> No
         run_passes(g, options, run.report, subgraph=subgraph)
         if not subgraph:
             _count(run.report, "optimize_subgraphs", removed)
+
+
+def _pass_changes(report: OptimizationReport) -> int:
+    """The changes the passes made so far (the index is stale when it grows)."""
+    return sum(e.applied for e in report if e.kind == "pass")
 
 
 def _count(report: OptimizationReport, name: str, removed: int) -> None:

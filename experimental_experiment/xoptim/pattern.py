@@ -85,14 +85,13 @@ import inspect
 
 from onnx import NodeProto
 
+from .match import Match, Refusal
 from .matcher import graph_index, match_declarative
 from .pattern_graph import (  # noqa: F401  (part of the pattern API)
     COMMUTATIVE,
-    Match,
     PatternNode,
     PatternOp,
     PatternValue,
-    Refusal,
     Var,
 )
 

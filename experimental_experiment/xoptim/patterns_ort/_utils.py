@@ -43,12 +43,8 @@ def used_before(g, name: str, anchor: NodeProto, inside: list[NodeProto]) -> boo
     engine inserts the replacement where ``anchor`` is, such a consumer would come
     before the new producer of ``name``."""
     index = graph_index(g)
-    pos = getattr(index, "_positions", None)
-    if pos is None:
-        pos = index._positions = {id(n): i for i, n in enumerate(g.nodes)}
-    ids = {id(n) for n in inside}
-    limit = pos[id(anchor)]
-    return any(id(c) not in ids and pos[id(c)] < limit
+    limit = index.position(anchor)
+    return any(index.position(c) < limit and not any(c is n for n in inside)
                for c in index.consumers.get(name, ()))
 
 
