@@ -191,7 +191,7 @@ def test_options_select_patterns():
     g = _builder(1)
     g.op.Cast("x", to=F)
     report = optimize_builder(g, OptimizationOptions(patterns=None))
-    assert all(e["kind"] == "pass" for e in report)
+    assert all(e.kind == "pass" for e in report)
 
 
 def test_report_format_and_verbose_logs(caplog):
@@ -201,7 +201,7 @@ def test_report_format_and_verbose_logs(caplog):
     with caplog.at_level(logging.INFO, logger="experimental_experiment"):
         _, report = optimize_model(model, verbose=2, return_report=True)
     assert "CastCastToCast refused" in caplog.text and "loses information" in caplog.text
-    names = [e["name"] for e in report]
+    names = [e.name for e in report]
     assert {"remove_unused", "remove_identity", "constant_folding", "cse",
             "merge_initializers", "CastCastToCast"} <= set(names)
     for e in report:

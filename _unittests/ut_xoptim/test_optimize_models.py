@@ -65,10 +65,10 @@ def test_tiny_llama_with_and_without_patterns(llama_exports):
 def test_to_onnx_report_has_patterns(llama_exports):
     _, res = llama_exports
     report = res["default"][1]
-    kinds = {e["kind"] for e in report}
+    kinds = {e.kind for e in report}
     assert kinds == {"pass", "pattern"}
-    assert any(e["kind"] == "pattern" and e["applied"] for e in report)
-    assert all(e["kind"] == "pass" for e in res[None][1])
+    assert any(e.kind == "pattern" and e.applied for e in report)
+    assert all(e.kind == "pass" for e in res[None][1])
 
 
 def test_optimize_model_on_exported_llama_is_deterministic(llama_exports):

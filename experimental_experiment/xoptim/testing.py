@@ -99,4 +99,4 @@ def applied(report, name: str) -> int:
 
 def refused(report, name: str) -> list[str]:
     """Reasons ``name`` gave for its refusals."""
-    return [r for e in report if e["name"] == name for r in e["refusals"]]
+    return [r for e in report if e.name == name for r in e.refusals]
