@@ -165,7 +165,7 @@ a,causal-lm,A,torch.onnx,1,pass,,,,4.0,120,1e-06,5
 a,causal-lm,A,transformers,1,pass,,,,6.0,130,1e-06,7
 b,masked-lm,B,to_onnx,0,pass,,,,2.0,50,0,3
 b,masked-lm,B,torch.onnx,0,fail,mismatch,numerical mismatch,AssertionError: max,3.0,60,,4
-b,masked-lm,B,transformers,0,skip,refused,refused by the exporter,TransformersExportRefusedError: labels,,,,1
+b,masked-lm,B,transformers,0,skip,refused,refused by the exporter,Refused: labels,,,,1
 c,masked-lm,C,to_onnx,0,pass,,,,3.0,70,0,3
 c,masked-lm,C,torch.onnx,0,fail,capture,data-dependent expression,UserError: x,,,,2
 c,masked-lm,C,transformers,0,fail,capture,data-dependent expression,UserError: x,,,,2
