@@ -203,7 +203,7 @@ def _passed(s: dict) -> str:
 
 
 def zoo_headline(rows: list[dict], run: str = "") -> list[list[str]]:
-    """The zoo rows of the headline, one cell per exporter of :data:`ZOO_EXPORTERS`
+    """The zoo rows of the headline, one cell per exporter of ``ZOO_EXPORTERS``
     (then the reference and the run): pass counts over the cases each exporter ran
     (the model built, not refused), the same on the model types every exporter ran
     when they differ, the median export time and node count over the cases each

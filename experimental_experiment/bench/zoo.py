@@ -133,7 +133,7 @@ def _check(case_data: dict, onx, atol: float, by_name: bool = False) -> float:
     """Max absolute difference between onnxruntime and eager on the check inputs;
     raises ``RuntimeError`` (runtime stage) or ``AssertionError`` (mismatch).
     ``by_name``: inputs and outputs matched by the path of each tensor (transformers'
-    exporter, :func:`named_feeds <experimental_experiment.bench.zoo_transformers.named_feeds>`),
+    exporter, ``zoo_transformers.named_feeds``),
     otherwise by position."""
     import onnxruntime
 

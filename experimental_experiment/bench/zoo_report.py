@@ -47,7 +47,7 @@ def _median(values: list[float]) -> float | None:
 
 def exporter_summary(rows: list[dict], exporters: list[str] | None = None,
                      types: set[str] | None = None) -> dict[str, dict]:
-    """Per exporter, over the cases it ran (:func:`ran`), restricted to the model types
+    """Per exporter, over the cases it ran (``ran``), restricted to the model types
     of ``types`` when given: ``passed``, ``ran``, ``refused`` (skip rows), the median
     export time (s) and node count over the cases it exported (``exported`` of them,
     whether the check passed or not).
@@ -72,7 +72,7 @@ def exporter_summary(rows: list[dict], exporters: list[str] | None = None,
 
 
 def common_types(rows: list[dict], exporters: list[str]) -> set[str]:
-    """The model types every exporter of ``exporters`` ran (:func:`ran`)."""
+    """The model types every exporter of ``exporters`` ran (``ran``)."""
     sets = [{r["model_type"] for r in rows if r["exporter"] == e and ran(r)} for e in exporters]
     return set.intersection(*sets) if sets else set()
 

@@ -7,8 +7,8 @@ exporters get), its ``onnx_ir`` model turned into a ``ModelProto``.
 Its ONNX inputs and outputs are named after the path of each tensor in the inputs and
 in what the model returns (``past_key_values.layers.0.keys``, an ``input.`` or
 ``output.`` prefix on a name both sides have), and it drops the inputs the graph does
-not read: the zoo's check feeds and compares it by name (:func:`named_feeds`,
-:func:`named_expected`), not by position.
+not read: the zoo's check feeds and compares it by name (``named_feeds``,
+``named_expected``), not by position.
 
 .. code-block:: python
 
@@ -71,7 +71,7 @@ def _dims(spec) -> Any:
 
 def _our_leaves(value) -> list[torch.Tensor]:
     """The tensors of ``value`` in the order the zoo's dynamic shapes list them (this
-    package's cache flattening, the one :func:`to_onnx` uses)."""
+    package's cache flattening, the one ``to_onnx`` uses)."""
     from ..torch_interpreter.patches.cache_registration import register_cache_classes
 
     with register_cache_classes():
@@ -114,7 +114,7 @@ def transformers_dynamic_shapes(model, inputs: dict, dynamic_shapes: dict) -> di
 def export_transformers(model, inputs: dict, dynamic_shapes: dict):
     """Exports ``model`` with ``OnnxExporter().export(model, inputs, OnnxConfig(dynamic=True,
     dynamic_shapes=...))`` and returns the ``ModelProto``. Raises
-    :class:`TransformersExportRefusedError` when the exporter refuses the case before
+    ``TransformersExportRefusedError`` when the exporter refuses the case before
     tracing it, and lets any other error through.
 
     :param model: the model (a ``PreTrainedModel`` or a module)
