@@ -204,3 +204,16 @@ def test_headline_without_transformers_rows_keeps_two_exporters(bench):
     assert "- 4 / 4\n      - 2 / 4\n      -\n      - " in rows[0]  # then reference, run
     assert not any(r.startswith("the same on") for r in rows)  # both ran a, b, c, e
     assert "- 2.50 s (4 cases)\n      - 4.00 s (3 cases)\n      -\n" in rows[1]
+
+
+def test_headline_says_when_zoo_runs_differ(bench):
+    import json
+
+    _write(bench / "zoo.csv", ZOO_CSV)
+    runs = {"to_onnx": {"date": "2026-11-26 05:48 UTC"},
+            "transformers": {"date": "2026-11-28 00:46 UTC"}}
+    (bench / "zoo.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    assert "wall time of separate runs" in dashboard.headline()
+    runs["transformers"] = runs["to_onnx"]
+    (bench / "zoo.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    assert "wall time of separate runs" not in dashboard.headline()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import json
 import os
 import statistics
 from typing import Callable
@@ -202,12 +203,14 @@ def _passed(s: dict) -> str:
     return f"{s['passed']} / {s['ran']}" + (f" ({s['refused']} refused)" if s["refused"] else "")
 
 
-def zoo_headline(rows: list[dict], run: str = "") -> list[list[str]]:
+def zoo_headline(rows: list[dict], run: str = "", separate_runs: bool = False
+                 ) -> list[list[str]]:
     """The zoo rows of the headline, one cell per exporter of ``ZOO_EXPORTERS``
     (then the reference and the run): pass counts over the cases each exporter ran
     (the model built, not refused), the same on the model types every exporter ran
     when they differ, the median export time and node count over the cases each
-    exporter exported (how many in parentheses)."""
+    exporter exported (how many in parentheses). ``separate_runs``: the exporters ran
+    at different times (``runs`` in ``zoo.json``), their wall times may not compare."""
     from .zoo_report import common_types, exporter_summary
 
     if not rows:
@@ -221,8 +224,10 @@ def zoo_headline(rows: list[dict], run: str = "") -> list[list[str]]:
         same = exporter_summary(rows, present, types=common)
         out.append([f"the same on the {len(common)} model types {', '.join(present)} all ran "
                     "(higher is better)", *_zoo_cells(same, _passed), "", run])
+    caveat = ("; wall time of separate runs, on machines loaded differently: see the zoo "
+              "page" if separate_runs else "")
     out.append(["median export time of a zoo model type (s, over the cases each exporter "
-                "exported; lower is better)", *_zoo_cells(
+                f"exported; lower is better{caveat})", *_zoo_cells(
                     summary, lambda s: f"{fmt(s['median_time'])} s ({s['exported']} cases)"),
                 "", run])
     out.append(["median node count of a zoo model type (over the cases each exporter "
@@ -234,7 +239,15 @@ def zoo_headline(rows: list[dict], run: str = "") -> list[list[str]]:
 
 def _zoo() -> list[list[str]]:
     rows = read_rows("zoo.csv")
-    return zoo_headline(rows, run_short("zoo.csv")) if rows else []
+    if not rows:
+        return []
+    meta_path = os.path.join(bench_dir(), "zoo.json")
+    runs = {}
+    if os.path.exists(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            runs = json.load(f).get("runs", {})
+    separate = len({r.get("date") for r in runs.values()}) > 1
+    return zoo_headline(rows, run_short("zoo.csv"), separate_runs=separate)
 
 
 def _constructs() -> list[str] | None:
