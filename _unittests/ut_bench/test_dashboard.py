@@ -156,3 +156,64 @@ def test_run_line_cites_date_commit_versions(bench):
     # nothing in the file: versions of README.rst's tested set, and the page says so
     line = dashboard.run_line("export_time.csv")
     assert "onnxruntime" in line and "tested set in README.rst" in line
+
+
+ZOO_CSV = """
+model_type,head,model_class,exporter,cache,status,stage,cause,error,export_time,nodes,max_diff,wall_time
+a,causal-lm,A,to_onnx,1,pass,,,,1.0,100,1e-06,2
+a,causal-lm,A,torch.onnx,1,pass,,,,4.0,120,1e-06,5
+a,causal-lm,A,transformers,1,pass,,,,6.0,130,1e-06,7
+b,masked-lm,B,to_onnx,0,pass,,,,2.0,50,0,3
+b,masked-lm,B,torch.onnx,0,fail,mismatch,numerical mismatch,AssertionError: max,3.0,60,,4
+b,masked-lm,B,transformers,0,skip,refused,refused by the exporter,Refused: labels,,,,1
+c,masked-lm,C,to_onnx,0,pass,,,,3.0,70,0,3
+c,masked-lm,C,torch.onnx,0,fail,capture,data-dependent expression,UserError: x,,,,2
+c,masked-lm,C,transformers,0,fail,capture,data-dependent expression,UserError: x,,,,2
+d,masked-lm,D,to_onnx,0,fail,config,unknown model type,ValueError: d,,,,1
+d,masked-lm,D,torch.onnx,0,fail,config,unknown model type,ValueError: d,,,,1
+e,masked-lm,E,to_onnx,0,pass,,,,5.0,90,0,6
+e,masked-lm,E,torch.onnx,0,pass,,,,5.5,95,0,6
+"""
+
+
+def test_headline_compares_three_exporters_on_the_zoo(bench):
+    _write(bench / "zoo.csv", ZOO_CSV)
+    text = dashboard.headline()
+    assert "      - transformers' OnnxExporter (zoo only)\n" in text
+    rows = text.split("    * - ")[2:]
+    passed, same, seconds, nodes = rows[:4]
+    # the cases each exporter ran: built (d fails at the config stage), not refused (b)
+    assert "- 4 / 4\n      - 2 / 4\n      - 1 / 2 (1 refused)\n" in passed
+    # on the model types all three ran: a and c
+    assert same.startswith("the same on the 2 model types to_onnx, torch.onnx, transformers")
+    assert "- 2 / 2\n      - 1 / 2\n      - 1 / 2\n" in same
+    # medians over the cases each exporter exported (the check passed or not)
+    assert "- 2.50 s (4 cases)\n      - 4.00 s (3 cases)\n      - 6.00 s (1 cases)\n" in seconds
+    assert "- 80 (4 cases)\n      - 95 (3 cases)\n      - 130 (1 cases)\n" in nodes
+    # the other benchmarks leave the transformers column empty
+    export = next(r for r in rows if "export time at real sizes" in r)
+    assert "- 0.25x\n      - 1x\n      -\n      - torch.onnx.export" in export
+
+
+def test_headline_without_transformers_rows_keeps_two_exporters(bench):
+    _write(bench / "zoo.csv", "\n".join(
+        line for line in ZOO_CSV.strip().splitlines() if ",transformers," not in line))
+    text = dashboard.headline()
+    assert "OnnxExporter" not in text
+    rows = text.split("    * - ")[2:]
+    assert "- 4 / 4\n      - 2 / 4\n      -\n      - " in rows[0]  # then reference, run
+    assert not any(r.startswith("the same on") for r in rows)  # both ran a, b, c, e
+    assert "- 2.50 s (4 cases)\n      - 4.00 s (3 cases)\n      -\n" in rows[1]
+
+
+def test_headline_says_when_zoo_runs_differ(bench):
+    import json
+
+    _write(bench / "zoo.csv", ZOO_CSV)
+    runs = {"to_onnx": {"date": "2026-11-26 05:48 UTC"},
+            "transformers": {"date": "2026-11-28 00:46 UTC"}}
+    (bench / "zoo.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    assert "wall time of separate runs" in dashboard.headline()
+    runs["transformers"] = runs["to_onnx"]
+    (bench / "zoo.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
+    assert "wall time of separate runs" not in dashboard.headline()

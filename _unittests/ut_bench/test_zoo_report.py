@@ -84,3 +84,38 @@ def test_failures_keep_digits_and_full_error():
     assert "LayoutLMvN" not in render_causes(rows)
     table = render_table(rows)
     assert "      - 3.92\n      - 238\n" in table and "1.24e-06" in table
+
+
+def test_transformers_rows_skip_and_runs(tmp_path):
+    from experimental_experiment.bench.zoo import write_meta
+
+    rows = [*ROWS,
+            dict(model_type="llama", head="causal-lm", model_class="LlamaForCausalLM",
+                 exporter="transformers", cache=1, status="pass", export_time=6.0,
+                 nodes=189, max_diff="2e-07", wall_time=8.0),
+            dict(model_type="my_bert", head="masked-lm", model_class="",
+                 exporter="transformers", status="skip", stage="refused",
+                 cause="refused by the exporter",
+                 error="TransformersExportRefusedError: ValueError: Found 'labels'")]
+    path = tmp_path / "zoo.csv"
+    write_rows(str(path), rows)
+    meta_path = str(tmp_path / "zoo.json")
+    (tmp_path / "zoo.json").write_text(json.dumps(dict(
+        date="2026-01-01 00:00 UTC", commit="a" * 40, listed=345, versions={})))
+    # a run of transformers' exporter alone dates its rows, keeps the others' date
+    write_meta(meta_path, 345, ["transformers"], ["to_onnx", "torch.onnx"], commit="b" * 40)
+    rows, meta = load(str(path))
+    assert meta["runs"]["to_onnx"] == dict(date="2026-01-01 00:00 UTC", commit="a" * 40)
+    assert meta["runs"]["transformers"]["commit"] == "b" * 40
+    totals = render_totals(rows, meta)
+    _check_rst(totals)
+    assert "``to_onnx`` 2026-01-01 00:00 UTC (commit ``aaaaaaaaaa``)" in totals
+    assert "Refused before tracing (status ``skip``, not counted): ``transformers`` 1." in totals
+    # the skip row is in neither the tried cases nor the failures
+    assert "      - 1 / 1 (1 / 1 built)\n" in totals  # transformers, all heads
+    assert "refused" not in render_causes(rows)
+    only = [r for r in rows if r["exporter"] == "transformers"]
+    assert render_failures(only) == "No failure."
+    table = render_table(rows)
+    _check_rst(table)
+    assert "transformers (s)" in table and "      - 6.00\n      - 189\n" in table

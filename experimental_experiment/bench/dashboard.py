@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import json
 import os
 import statistics
 from typing import Callable
@@ -184,11 +185,69 @@ def _coverage() -> list[str] | None:
                           percent=True), "", run_short("op_coverage.csv")] if rows else None
 
 
-def _zoo() -> list[str] | None:
+#: the exporters the zoo rows of the headline compare, in their columns
+ZOO_EXPORTERS = ("to_onnx", "torch.onnx", "transformers")
+
+
+def _zoo_cells(summary: dict, key) -> list[str]:
+    return [key(summary[e]) if e in summary and summary[e]["ran"] else ""
+            for e in ZOO_EXPORTERS]
+
+
+def _count(value) -> str:
+    """A median of counts: an integer when it is one (``95``), else ``fmt``."""
+    return fmt(int(value) if value is not None and value == int(value) else value)
+
+
+def _passed(s: dict) -> str:
+    return f"{s['passed']} / {s['ran']}" + (f" ({s['refused']} refused)" if s["refused"] else "")
+
+
+def zoo_headline(rows: list[dict], run: str = "", separate_runs: bool = False
+                 ) -> list[list[str]]:
+    """The zoo rows of the headline, one cell per exporter of ``ZOO_EXPORTERS``
+    (then the reference and the run): pass counts over the cases each exporter ran
+    (the model built, not refused), the same on the model types every exporter ran
+    when they differ, the median export time and node count over the cases each
+    exporter exported (how many in parentheses). ``separate_runs``: the exporters ran
+    at different times (``runs`` in ``zoo.json``), their wall times may not compare."""
+    from .zoo_report import common_types, exporter_summary
+
+    if not rows:
+        return []
+    summary = exporter_summary(rows, list(ZOO_EXPORTERS))
+    present = [e for e in ZOO_EXPORTERS if summary[e]["ran"]]
+    out = [["model types exported and checked (transformers, diffusers; tiny configs; "
+            "passed / ran; higher is better)", *_zoo_cells(summary, _passed), "", run]]
+    common = common_types(rows, present)
+    if len(present) > 1 and any(summary[e]["ran"] != len(common) for e in present):
+        same = exporter_summary(rows, present, types=common)
+        out.append([f"the same on the {len(common)} model types {', '.join(present)} all ran "
+                    "(higher is better)", *_zoo_cells(same, _passed), "", run])
+    caveat = ("; wall time of separate runs, on machines loaded differently: see the zoo "
+              "page" if separate_runs else "")
+    out.append(["median export time of a zoo model type (s, over the cases each exporter "
+                f"exported; lower is better{caveat})", *_zoo_cells(
+                    summary, lambda s: f"{fmt(s['median_time'])} s ({s['exported']} cases)"),
+                "", run])
+    out.append(["median node count of a zoo model type (over the cases each exporter "
+                "exported; lower is better)", *_zoo_cells(
+                    summary, lambda s: f"{_count(s['median_nodes'])} ({s['exported']} cases)"),
+                "", run])
+    return out
+
+
+def _zoo() -> list[list[str]]:
     rows = read_rows("zoo.csv")
-    return ["model types exported and checked (transformers, diffusers; tiny configs; "
-            "higher is better)", *_pass_counts(rows, lambda r: r["stage"] != "config"),
-            "", run_short("zoo.csv")] if rows else None
+    if not rows:
+        return []
+    meta_path = os.path.join(bench_dir(), "zoo.json")
+    runs = {}
+    if os.path.exists(meta_path):
+        with open(meta_path, encoding="utf-8") as f:
+            runs = json.load(f).get("runs", {})
+    separate = len({r.get("date") for r in runs.values()}) > 1
+    return zoo_headline(rows, run_short("zoo.csv"), separate_runs=separate)
 
 
 def _constructs() -> list[str] | None:
@@ -239,14 +298,27 @@ def _latency() -> list[str] | None:
 
 def headline() -> str:
     """The comparison of the landing page, from every benchmark result available: each
-    row says which way is better, what a ratio is relative to, and cites its run."""
-    body = [row for row in (_coverage(), _zoo(), _constructs(), _export_time(),
-                            _model_latency(), _latency()) if row is not None]
+    row says which way is better, what a ratio is relative to, and cites its run. A
+    column for transformers' own exporter appears when the zoo has rows of it (the
+    other benchmarks leave it empty)."""
+    zoo = _zoo()
+    third = any(r[3] for r in zoo)
+    if not third:  # no transformers row: the two exporters of every benchmark
+        zoo = [r[:3] + r[4:] for r in zoo]
+    body = [row for row in (_coverage(),) if row is not None] + zoo
+    body += [row for row in (_constructs(), _export_time(), _model_latency(), _latency())
+             if row is not None]
+    if third:
+        body = [r if len(r) == 6 else [*r[:3], "", *r[3:]] for r in body]
+        return list_table(["measured", "to_onnx", "torch.onnx.export (dynamo=True)",
+                           "transformers' OnnxExporter (zoo only)", "ratios relative to",
+                           "run (date, commit, versions)"], body,
+                          widths=[23, 12, 13, 13, 16, 23])
     return list_table(["measured", "to_onnx", "torch.onnx.export (dynamo=True)",
                        "ratios relative to", "run (date, commit, versions)"], body,
                       widths=[25, 13, 15, 21, 26])
 
 
-__all__ = ["export_time_ratios", "failures", "failing_keys", "headline", "list_table",
-           "pivot", "pivot_rst", "pivot_table", "read_rows", "run_line", "sig3",
-           "status_counts"]
+__all__ = ["ZOO_EXPORTERS", "export_time_ratios", "failures", "failing_keys", "headline",
+           "list_table", "pivot", "pivot_rst", "pivot_table", "read_rows", "run_line", "sig3",
+           "status_counts", "zoo_headline"]

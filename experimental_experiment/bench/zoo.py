@@ -1,12 +1,15 @@
 """Model zoo: every transformers model type with a text, vision or speech head
 (:mod:`experimental_experiment.bench.zoo_cases`), tiny and with random weights,
-exported by :func:`to_onnx` and ``torch.onnx.export(dynamo=True)`` with dynamic batch,
-sequence and cache dimensions, checked with onnxruntime against eager on other sizes.
+exported by :func:`to_onnx`, ``torch.onnx.export(dynamo=True)`` and transformers' own
+``OnnxExporter`` (``--exporters transformers``,
+:mod:`experimental_experiment.bench.zoo_transformers`) with dynamic batch, sequence and
+cache dimensions, checked with onnxruntime against eager on other sizes.
 
 .. code-block:: bash
 
     python -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \\
-        [--quick] [--types llama,bert] [--exporters to_onnx,torch.onnx] [--timeout 120]
+        [--quick] [--types llama,bert] [--exporters to_onnx,torch.onnx,transformers]
+        [--timeout 120]
         [--failed] [--rerun] [--jobs 2]
 
 Every case (model type, exporter) runs in a forked process with one thread and a
@@ -19,7 +22,9 @@ A JSON file next to it records the date, the versions and the number of types li
 A failed case has a stage (``config`` for the configuration, the model or the eager
 run, ``capture``, ``conversion``, ``runtime``, ``mismatch``, ``timeout``, ``memory``,
 ``crash``)
-and a cause, a short label normalized from the error.
+and a cause, a short label normalized from the error. A case transformers' exporter
+refuses before tracing it (a check of its own) has the status ``skip``, stage
+``refused`` and the exporter's message.
 """
 
 from __future__ import annotations
@@ -43,11 +48,12 @@ from typing import Any
 from ..errors import ConstrainedDimensionWarning
 from .report_format import head_line
 from .zoo_cases import QUICK_TYPES, ZooCase, build_case, list_cases
+from .zoo_transformers import TransformersExportRefusedError
 
 FIELDS = ["model_type", "head", "model_class", "exporter", "cache", "status", "stage",
           "cause", "error", "export_time", "nodes", "max_diff", "wall_time"]
 EXPORTERS = {"to_onnx": "to_onnx", "torch.onnx": "torch.onnx.export",
-             "torch.onnx.export": "torch.onnx.export"}
+             "torch.onnx.export": "torch.onnx.export", "transformers": "transformers"}
 _CAPTURE_ERRORS = ("CaptureError", "TorchExportError", "UserError", "Unsupported",
                    "GuardOnDataDependentSymNode", "ConstraintViolationError")
 
@@ -114,13 +120,21 @@ def cause_bucket(stage: str, error: str, detail: str = "") -> str:
 def _export(case_data: dict, exporter: str):
     from ..torch_models.llm_models import export_model
 
+    if EXPORTERS[exporter] == "transformers":
+        from .zoo_transformers import export_transformers
+
+        return export_transformers(case_data["model"], case_data["inputs"],
+                                   case_data["dynamic_shapes"])
     return export_model(case_data["model"], copy.deepcopy(case_data["inputs"]),
                         case_data["dynamic_shapes"], EXPORTERS[exporter])
 
 
-def _check(case_data: dict, onx, atol: float) -> float:
+def _check(case_data: dict, onx, atol: float, by_name: bool = False) -> float:
     """Max absolute difference between onnxruntime and eager on the check inputs;
-    raises ``RuntimeError`` (runtime stage) or ``AssertionError`` (mismatch)."""
+    raises ``RuntimeError`` (runtime stage) or ``AssertionError`` (mismatch).
+    ``by_name``: inputs and outputs matched by the path of each tensor (transformers'
+    exporter, ``zoo_transformers.named_feeds``),
+    otherwise by position."""
     import onnxruntime
 
     from ..torch_interpreter.patches.cache_registration import register_cache_classes
@@ -132,12 +146,23 @@ def _check(case_data: dict, onx, atol: float) -> float:
     try:
         sess = onnxruntime.InferenceSession(onx.SerializeToString(), opts,
                                             providers=["CPUExecutionProvider"])
-        with register_cache_classes():
-            feeds = ort_feeds(sess, inputs)
-        got = user_outputs(sess, sess.run(None, feeds))
+        if by_name:
+            from .zoo_transformers import named_feeds
+
+            feeds = named_feeds(sess, inputs)
+        else:
+            with register_cache_classes():
+                feeds = ort_feeds(sess, inputs)
+        got = sess.run(None, feeds) if by_name else user_outputs(sess, sess.run(None, feeds))
     except Exception as e:
         raise RuntimeError(first_line(e)) from e
-    diff = compare_outputs(eager_outputs(model, inputs), got)
+    if by_name:
+        from .zoo_transformers import named_expected
+
+        expected = named_expected(sess, model, inputs)
+    else:
+        expected = eager_outputs(model, inputs)
+    diff = compare_outputs(expected, got)
     if diff > atol:
         raise AssertionError(f"max absolute difference {diff:.3g} > {atol}")
     return diff
@@ -163,9 +188,10 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3) -> dict
             raise
         row["export_time"] = round(time.perf_counter() - begin, 3)
         row["nodes"] = len(onx.graph.node)
+        by_name = EXPORTERS[exporter] == "transformers"
         stage = "runtime"
         try:
-            row["max_diff"] = f"{_check(data, onx, atol):.3g}"
+            row["max_diff"] = f"{_check(data, onx, atol, by_name=by_name):.3g}"
         except AssertionError as e:
             stage = "mismatch"
             bounded = [str(w.message) for w in caught
@@ -174,6 +200,9 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3) -> dict
                 raise AssertionError(f"{e}; {bounded[0]}") from e
             raise
         row.update(status="pass", stage="", cause="", error="")
+    except TransformersExportRefusedError as e:  # refused before tracing: not a failure
+        row.update(status="skip", stage="refused", cause="refused by the exporter",
+                   error=first_line(e))
     except Exception as e:  # the row records the failure
         root = root_cause(e)
         msg = first_line(e)
@@ -361,10 +390,27 @@ def versions() -> dict[str, str]:
     return out
 
 
-def write_meta(path: str, listed: int, **extra) -> None:
-    """The JSON next to the CSV: date, versions, number of types listed."""
-    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                versions=versions(), listed=listed, **extra)
+def write_meta(path: str, listed: int, exporters: list[str] | None = None,
+               previous: list[str] | None = None, **extra) -> None:
+    """The JSON next to the CSV: date, versions, number of types listed (the last run),
+    and under ``runs`` the date and commit of the last run of every exporter in
+    ``exporters``; the exporters of ``previous`` (those with rows already) without an
+    entry get the date and commit the file held (a run of one exporter does not date
+    the rows of the others)."""
+    old: dict = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    runs = dict(old.get("runs", {}))
+    for e in previous or []:
+        if e not in runs and old.get("date"):
+            runs[e] = dict(date=old["date"], commit=old.get("commit", ""))
+    for e in exporters or []:
+        runs[e] = dict(date=date, commit=extra.get("commit", ""))
+    meta = dict(date=date, versions=versions(), listed=listed, **extra)
+    if runs:
+        meta["runs"] = runs
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2, sort_keys=True)
@@ -419,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     rows = read_rows(args.output)
     if args.failed:
-        failed = {r["model_type"] for r in rows if r["status"] != "pass"}
+        failed = {r["model_type"] for r in rows if r["status"] == "fail"}
         cases = [c for c in cases if c.model_type in failed]
     # with --rerun an old row is replaced when the new one is written (interruptible)
     again = {(c.model_type, e) for c in cases for e in exporters} if args.rerun else set()
@@ -428,8 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         todo = todo[: args.limit]
     meta_path = os.path.splitext(args.output)[0] + ".json"
-    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
-               commit=args.commit)
+    previous = sorted({r["exporter"] for r in rows})
+    write_meta(meta_path, len(everything), exporters, previous, timeout=args.timeout,
+               atol=args.atol, commit=args.commit)
     bar = tqdm(total=len(todo), desc="zoo")
     limits = dict(timeout=args.timeout, atol=args.atol, max_memory=args.max_memory)
     if args.ray:
@@ -446,12 +493,12 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix_str(f"{key[0]} {key[1]} {row['status']}")
         bar.update(1)
     bar.close()
-    write_meta(meta_path, len(everything), timeout=args.timeout, atol=args.atol,
-               commit=args.commit)
+    write_meta(meta_path, len(everything), exporters, previous, timeout=args.timeout,
+               atol=args.atol, commit=args.commit)
     selected = {c.model_type for c in cases}
     failed = sorted(f"{r['model_type']} ({r['exporter']}): {r['error']}" for r in rows
                     if r["model_type"] in selected and r["exporter"] in exporters
-                    and r["status"] != "pass")
+                    and r["status"] == "fail")
     if args.strict and failed:
         logging.getLogger(__name__).error("failed cases:\n%s", "\n".join(failed))
         return 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import statistics
 
 from .report_format import cell, fmt
 from .zoo import read_rows
@@ -32,6 +33,48 @@ def load(csv_path: str) -> tuple[list[dict], dict]:
 
 def _exporters(rows: list[dict]) -> list[str]:
     return sorted({r["exporter"] for r in rows}, key=lambda e: (e != "to_onnx", e))
+
+
+def ran(row: dict) -> bool:
+    """Whether the exporter of ``row`` ran on it: the tiny model was built (no failure
+    at the config stage, the zoo's own) and the exporter did not refuse it (``skip``)."""
+    return row["stage"] != "config" and row["status"] != "skip"
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def exporter_summary(rows: list[dict], exporters: list[str] | None = None,
+                     types: set[str] | None = None) -> dict[str, dict]:
+    """Per exporter, over the cases it ran (``ran``), restricted to the model types
+    of ``types`` when given: ``passed``, ``ran``, ``refused`` (skip rows), the median
+    export time (s) and node count over the cases it exported (``exported`` of them,
+    whether the check passed or not).
+
+    .. code-block:: python
+
+        summary = exporter_summary(rows)
+        print(summary["to_onnx"]["passed"], summary["to_onnx"]["median_time"])
+    """
+    out = {}
+    for e in exporters or _exporters(rows):
+        sel = [r for r in rows
+               if r["exporter"] == e and (types is None or r["model_type"] in types)]
+        done = [r for r in sel if ran(r)]
+        exported = [r for r in done if r.get("export_time") not in (None, "")
+                    and r.get("nodes") not in (None, "")]
+        out[e] = dict(passed=sum(r["status"] == "pass" for r in done), ran=len(done),
+                      refused=sum(r["status"] == "skip" for r in sel), exported=len(exported),
+                      median_time=_median([float(r["export_time"]) for r in exported]),
+                      median_nodes=_median([float(r["nodes"]) for r in exported]))
+    return out
+
+
+def common_types(rows: list[dict], exporters: list[str]) -> set[str]:
+    """The model types every exporter of ``exporters`` ran (``ran``)."""
+    sets = [{r["model_type"] for r in rows if r["exporter"] == e and ran(r)} for e in exporters]
+    return set.intersection(*sets) if sets else set()
 
 
 def _list_table(header: list[str], body: list[list[str]], widths: str = "") -> list[str]:
@@ -66,6 +109,12 @@ def render_totals(rows: list[dict], meta: dict) -> str:
                   f"{walls[len(walls) // 2]:.1f} s per case (one process per case, model built "
                   "and run in eager mode included).", ""]
     exporters = _exporters(rows)
+    runs = meta.get("runs", {})
+    if len({(v.get("date"), v.get("commit")) for v in runs.values()}) > 1:
+        lines += ["Runs per exporter: " + ", ".join(
+            f"``{e}`` {runs[e].get('date', '?')}"
+            + (f" (commit ``{runs[e]['commit'][:10]}``)" if runs[e].get("commit") else "")
+            for e in exporters if e in runs) + ".", ""]
     heads = sorted({r["head"] for r in rows})
     counts = collections.Counter((r["head"], r["exporter"], r["status"]) for r in rows)
     config = collections.Counter((r["head"], r["exporter"]) for r in rows
@@ -83,6 +132,10 @@ def render_totals(rows: list[dict], meta: dict) -> str:
     lines += _list_table(["head", *[f"{e} (pass / tried)" for e in exporters]], body)
     lines += ["", "*built*: the cases whose tiny model and inputs ran in eager mode (a "
               "failure at the config stage is the zoo's, not the exporter's)."]
+    refused = collections.Counter(r["exporter"] for r in rows if r["status"] == "skip")
+    if refused:
+        lines += ["", "Refused before tracing (status ``skip``, not counted): " + ", ".join(
+            f"``{e}`` {n}" for e, n in sorted(refused.items())) + "."]
     return "\n".join(lines)
 
 
@@ -90,7 +143,7 @@ def render_causes(rows: list[dict], top: int = 25) -> str:
     """Failures grouped by stage and cause for every exporter, with examples."""
     groups: dict[tuple, list[dict]] = collections.defaultdict(list)
     for r in rows:
-        if r["status"] != "pass":
+        if r["status"] == "fail":
             groups[r["exporter"], r["stage"], r["cause"]].append(r)
     exporters = _exporters(rows)
     body = []
@@ -137,7 +190,7 @@ def render_failures(rows: list[dict]) -> str:
     body = []
     for model_type in sorted(by_type):
         rs = by_type[model_type]
-        if all(r["status"] == "pass" for r in rs.values()):
+        if all(r["status"] in ("pass", "skip") for r in rs.values()):
             continue
         errors = {e: rs[e]["error"] for e in exporters if e in rs and rs[e]["error"]}
         same = len(set(errors.values())) == 1
