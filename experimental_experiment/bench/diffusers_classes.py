@@ -26,6 +26,19 @@ SKIPPED: dict[str, str] = {
 }
 
 
+#: classes run first (the pipelines most used), the others follow in alphabetical order
+PRIORITY = ("UNet2DConditionModel", "AutoencoderKL", "SD3Transformer2DModel",
+            "FluxTransformer2DModel", "ControlNetModel", "WanTransformer3DModel",
+            "AutoencoderKLWan", "AutoencoderTiny", "PixArtTransformer2DModel",
+            "HunyuanVideoTransformer3DModel", "UNet2DModel", "SD3ControlNetModel",
+            "FluxControlNetModel", "CogVideoXTransformer3DModel", "AutoencoderKLCogVideoX",
+            "SanaTransformer2DModel", "UNet3DConditionModel", "T2IAdapter",
+            "PriorTransformer", "DiTTransformer2DModel", "UNet1DModel", "VQModel",
+            "ConsistencyDecoderVAE", "LTXVideoTransformer3DModel", "MochiTransformer3DModel",
+            "QwenImageTransformer2DModel", "UNetSpatioTemporalConditionModel",
+            "AutoencoderKLHunyuanVideo", "Transformer2DModel", "AuraFlowTransformer2DModel")
+
+
 class DiffusersCaseError(ExportError):
     """A diffusers class the zoo cannot build with a tiny configuration or cannot run
     eagerly on the inputs it makes; the row of the class has the status ``skip``.
@@ -85,7 +98,9 @@ def list_diffusers_cases(names: list[str] | None = None):
     from .zoo_cases import ZooCase
 
     cases = []
-    for name in diffusers_model_classes():
+    classes = diffusers_model_classes()
+    order = [n for n in PRIORITY if n in classes] + [n for n in classes if n not in PRIORITY]
+    for name in order:
         if names and name not in names:
             continue
         kind = class_kind(name)

@@ -45,6 +45,8 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "ControlNetModel": dict(
         block_out_channels=(16, 32), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         attention_head_dim=8, conditioning_embedding_out_channels=(8, 8, 8, 8)),
+    "UNetSpatioTemporalConditionModel": dict(addition_time_embed_dim=8,
+                                             projection_class_embeddings_input_dim=24),
     "AutoencoderKL": dict(block_out_channels=(16, 32),
                           down_block_types=("DownEncoderBlock2D",) * 2,
                           up_block_types=("UpDecoderBlock2D",) * 2),

@@ -33,7 +33,7 @@ LAYOUTS = ("4d", "5d", "5d-fc", "packed", "3d")
 KIND_LAYOUTS = {
     "transformer-2d": ("4d", "packed", "3d"),
     "transformer-3d": ("5d", "5d-fc", "packed", "4d"),
-    "unet": ("4d", "5d", "3d"),
+    "unet": ("4d", "5d", "5d-fc", "3d"),
     "controlnet": ("4d", "packed", "5d"),
     "vae-encoder": ("4d", "5d", "3d"),
     "vae-decoder": ("4d", "5d", "3d"),
@@ -54,16 +54,70 @@ TEXT_DIMS = ("joint_attention_dim", "cross_attention_dim", "caption_channels",
              "crossattn_proj_in_channels", "condition_dim")
 POOLED_DIMS = ("pooled_projection_dim", "in_text_dim2", "projection_dim",
                "global_states_input_dim", "text_embed_dim")
-#: per-class extra inputs: name -> function(config, sizes, generator) -> (tensor, axes)
-INPUT_OVERRIDES: dict[str, dict[str, Any]] = {}
+
+
+def _batch(*shape, dtype=torch.float32, high: int = 0):
+    """An input of shape ``(batch, *shape)``, dynamic batch: random normal values, or
+    integers below ``high``."""
+    def make(config, sizes, gen):
+        full = (sizes["batch"], *shape)
+        value = (torch.randint(0, high, full, generator=gen) if high else
+                 torch.randn(full, generator=gen).to(dtype))
+        return value, {0: "batch"}
+    return make
+
+
+def _from_config(key: str, *shape_before: int):
+    """``(batch, *shape_before, config[key])`` random normal, dynamic batch."""
+    def make(config, sizes, gen):
+        return torch.randn(sizes["batch"], *shape_before, config[key], generator=gen), {
+            0: "batch"}
+    return make
+
+
+def _prior_states(config, sizes, gen):
+    return torch.randn(sizes["batch"], config["embedding_dim"], generator=gen), {0: "batch"}
+
+
+def _prior_text(config, sizes, gen):
+    return torch.randn(sizes["batch"], config["num_embeddings"], config["embedding_dim"],
+                       generator=gen), {0: "batch"}
+
+
+def _uvit_ids(config, sizes, gen):
+    h, w = sizes["height"], sizes["width"]
+    return torch.randint(0, config["codebook_size"], (sizes["batch"], h, w), generator=gen), {
+        0: "batch", 1: "height", 2: "width"}
+
+
+def _video_like_sample(config, sizes, gen):
+    return main_tensor("5d", config["in_channels"], "unet", sizes, gen)
+
+
+#: per-class inputs: argument name -> function(config, sizes, generator) returning
+#: ``(tensor, dynamic axes)`` or a constant keyword argument
+INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
+    "UNetSpatioTemporalConditionModel": dict(added_time_ids=_batch(3)),
+    "StableCascadeUNet": dict(
+        clip_text_pooled=_from_config("clip_text_pooled_in_channels", 1),
+        clip_text=_from_config("clip_text_in_channels", 3),
+        clip_img=_from_config("clip_image_in_channels", 1)),
+    "UVit2DModel": dict(input_ids=_uvit_ids, micro_conds=_batch(5)),
+    "I2VGenXLUNet": dict(fps=_batch(), image_latents=_video_like_sample),
+    "PriorTransformer": dict(hidden_states=_prior_states, proj_embedding=_prior_states,
+                             encoder_hidden_states=_prior_text),
+}
+#: sizes of the image as conditions (CogView): ``(batch, 2)``
+SIZE_CONDITIONS = ("original_size", "target_size", "crop_coords")
 
 
 def _scaled(kind: str, sizes: dict) -> tuple[int, int]:
-    """Height and width of the main tensor: pixels for an encoder (x4), latents
-    divided by 4 for a decoder, latents otherwise."""
+    """Height and width of the main tensor: pixels for an encoder (x2: an attention
+    over every pixel of a VAE without downsampling stays small), latents divided by 4
+    for a decoder, latents otherwise."""
     h, w = sizes["height"], sizes["width"]
     if kind == "vae-encoder":
-        return 4 * h, 4 * w
+        return 2 * h, 2 * w
     if kind == "vae-decoder":
         return h // 4, w // 4
     return h, w
@@ -171,6 +225,9 @@ def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kin
                 ds[name] = {0: "batch", 2: "cheight", 3: "cwidth"}
             else:
                 inputs[name], ds[name] = main_tensor(layout, channels, kind, sizes, gen)
+        elif name in SIZE_CONDITIONS:
+            inputs[name] = torch.full((b, 2), 128.0 if name != "crop_coords" else 0.0)
+            ds[name] = {0: "batch"}
         elif name == "conditioning_scale":
             fixed[name] = 1.0
         elif name == "return_dict":
@@ -179,7 +236,7 @@ def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kin
             raise DiffusersCaseError(
                 f"{type(model).__name__}.{method} needs {name!r}, an input the builder "
                 f"does not make; add it to INPUT_OVERRIDES")
-    if main is None:
+    if main is None and not inputs:
         raise DiffusersCaseError(f"{type(model).__name__}.{method} has no main input "
                                  f"among {MAIN}")
     return inputs, ds, fixed
