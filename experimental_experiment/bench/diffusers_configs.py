@@ -47,6 +47,11 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
         attention_head_dim=8, conditioning_embedding_out_channels=(8, 8, 8, 8)),
     "UNetSpatioTemporalConditionModel": dict(addition_time_embed_dim=8,
                                              projection_class_embeddings_input_dim=24),
+    # the tiny autoencoder's blocks keep their width: one width for all
+    "AutoencoderTiny": dict(encoder_block_out_channels=(32,) * 4,
+                            decoder_block_out_channels=(32,) * 4),
+    # sample_size 128 turns on resolution and aspect-ratio conditions (PixArt-alpha 1024)
+    "PixArtTransformer2DModel": dict(use_additional_conditions=False),
     "AutoencoderKL": dict(block_out_channels=(16, 32),
                           down_block_types=("DownEncoderBlock2D",) * 2,
                           up_block_types=("UpDecoderBlock2D",) * 2),
