@@ -50,11 +50,15 @@ def test_skip_row_and_render(tmp_path):
     ok = to_row(dict(model_type="Y", head="unet", status="pass", stage="", nodes=5))
     fail = to_row(dict(model_type="Z", head="unet", status="fail", stage="conversion",
                        cause="conversion of aten.foo"))
+    odd = to_row(dict(model_type="W", head="unet", status="fail", stage="runtime",
+                      cause="a*b `c`"))
     assert summary([skip, ok, fail])["rate"] == 0.5
     path = str(tmp_path / "d.csv")
-    write_rows(path, [skip, ok, fail])
+    write_rows(path, [skip, ok, fail, odd])
     text = render_diffusers(path)
-    assert "**1 / 2**" in text and "``Z``" in text and "conversion of aten.foo" in text
+    assert "**1 / 3**" in text and "a\\*b 'c'" in text and "``Z``" in text
+    assert "conversion of aten.foo" in text
+    assert "needs 'y'" in text
 
 
 @pytest.mark.parametrize("name,kind", [

@@ -80,7 +80,7 @@ def _not_run(rows: list[dict]) -> list[str]:
 def render_diffusers(csv_path: str) -> str:
     """The pass rate (over the classes that run eagerly) and the table of every class,
     as reStructuredText, from the CSV written by ``main``."""
-    from .report_format import list_table
+    from .report_format import cell, list_table
 
     rows = read_rows(csv_path)
     if not rows:
@@ -93,12 +93,12 @@ def render_diffusers(csv_path: str) -> str:
     by_kind = [[k] + [str(sum(r["kind"] == k and r["status"] == st for r in rows))
                       for st in ("pass", "fail", "skip")] for k in kinds]
     body = [[f"``{r['class']}``", r["kind"], r["status"], r["stage"],
-             r["cause"].replace("|", "/"), r["export_time"], r["nodes"], r["max_diff"]]
+             cell(r["cause"]), r["export_time"], r["nodes"], r["max_diff"]]
             for r in rows]
     missing = _not_run(rows)
     if missing:
         head += (f" {len(missing)} cases listed by diffusers are not in the file yet "
-                 f"(the run was stopped before them): {', '.join(missing)}.")
+                 f"(the run was stopped before them): {cell(', '.join(missing))}.")
     return "\n\n".join([
         head,
         list_table(["kind", "pass", "fail", "skip"], by_kind),
