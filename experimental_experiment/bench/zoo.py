@@ -168,12 +168,15 @@ def _check(case_data: dict, onx, atol: float, by_name: bool = False) -> float:
     return diff
 
 
-def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3) -> dict[str, Any]:
-    """Runs one case in this process; never raises, returns a row of :data:`FIELDS`."""
+def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3,
+                    build=None) -> dict[str, Any]:
+    """Runs one case in this process; never raises, returns a row of :data:`FIELDS`.
+    ``build`` makes the case data (default ``build_case``: the diffusers classes have
+    their own)."""
     row: dict[str, Any] = dict(model_type=case.model_type, head=case.head, exporter=exporter)
     stage = "config"
     try:
-        data = build_case(case)
+        data = (build or build_case)(case)
         row.update(model_class=data["model_class"], cache=data["cache"])
         stage = "capture"
         begin = time.perf_counter()
@@ -229,7 +232,7 @@ def _limit_child(cpu_seconds: float) -> None:
 
 
 def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
-           cpu_seconds: float) -> None:
+           cpu_seconds: float, build=None) -> None:
     import torch
 
     _limit_child(cpu_seconds)
@@ -239,7 +242,7 @@ def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
         os.dup2(null, 2)
     torch.set_num_threads(1)
     logging.disable(logging.WARNING)
-    conn.send(run_case_inline(case, exporter, atol=atol))
+    conn.send(run_case_inline(case, exporter, atol=atol, build=build))
     conn.close()
 
 
@@ -248,14 +251,14 @@ class _Job:
 
     def __init__(self, case: ZooCase, exporter: str, *, timeout: float = 120,
                  atol: float = 1e-3, quiet: bool = True, wall_factor: float = 5,
-                 max_memory: float = 3):
+                 max_memory: float = 3, build=None):
         ctx = multiprocessing.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
         self.case, self.exporter, self.timeout = case, exporter, timeout
         self.wall, self.max_memory = timeout * wall_factor, max_memory
         self.begin = time.perf_counter()
         self.proc = ctx.Process(target=_child,
-                                args=(child, case, exporter, atol, quiet, timeout))
+                                args=(child, case, exporter, atol, quiet, timeout, build))
         self.proc.start()
         child.close()
 

@@ -107,3 +107,14 @@ def build_diffusers_case(model_type: str, export_sizes: dict, check_sizes: dict,
         model(**check)
     return dict(model=model, inputs=inputs, check_inputs=check, dynamic_shapes=ds, cache=0,
                 model_class=name)
+
+
+def diffusers_class_cases():
+    """Opt-in: one case per diffusers model class (every class ``diffusers.models``
+    exports, a VAE's encoder and decoder apart), built by
+    ``experimental_experiment.bench.diffusers_cases.build_class_case`` and run by
+    ``python -m experimental_experiment.bench.diffusers_zoo``; the zoo itself keeps the
+    two cases of ``DIFFUSERS_TYPES``."""
+    from .diffusers_classes import list_diffusers_cases
+
+    return list_diffusers_cases()

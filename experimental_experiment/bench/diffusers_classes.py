@@ -1,0 +1,112 @@
+"""Every model class diffusers exports (public names of ``diffusers.models`` that
+subclass ``ModelMixin``), with its kind (``transformer-2d``, ``unet``, ``vae-encoder``,
+``controlnet``...). A variational auto-encoder gives two cases, its encoder and its
+decoder. Containers of other models (``MultiControlNetModel``...) are listed with the
+reason they are skipped.
+
+.. code-block:: python
+
+    from experimental_experiment.bench.diffusers_classes import list_diffusers_cases
+
+    cases = list_diffusers_cases()   # [ZooCase('AutoencoderKL.encode', 'vae-encoder'), ...]
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from ..errors import ExportError
+
+#: classes not exported on their own, with the reason (status ``skip``)
+SKIPPED: dict[str, str] = {
+    "MultiAdapter": "container of T2IAdapter models (covered by T2IAdapter)",
+    "ControlNetXSAdapter": "no forward of its own, runs inside UNetControlNetXSModel",
+    "MotionAdapter": "no forward of its own, runs inside UNetMotionModel",
+}
+
+
+#: classes run first (the pipelines most used), the others follow in alphabetical order
+PRIORITY = ("UNet2DConditionModel", "AutoencoderKL", "SD3Transformer2DModel",
+            "FluxTransformer2DModel", "ControlNetModel", "WanTransformer3DModel",
+            "AutoencoderKLWan", "AutoencoderTiny", "PixArtTransformer2DModel",
+            "HunyuanVideoTransformer3DModel", "UNet2DModel", "SD3ControlNetModel",
+            "FluxControlNetModel", "CogVideoXTransformer3DModel", "AutoencoderKLCogVideoX",
+            "SanaTransformer2DModel", "UNet3DConditionModel", "T2IAdapter",
+            "PriorTransformer", "DiTTransformer2DModel", "UNet1DModel", "VQModel",
+            "ConsistencyDecoderVAE", "LTXVideoTransformer3DModel", "MochiTransformer3DModel",
+            "QwenImageTransformer2DModel", "UNetSpatioTemporalConditionModel",
+            "AutoencoderKLHunyuanVideo", "Transformer2DModel", "AuraFlowTransformer2DModel")
+
+
+class DiffusersCaseError(ExportError):
+    """A diffusers class the zoo cannot build with a tiny configuration or cannot run
+    eagerly on the inputs it makes; the row of the class has the status ``skip``.
+
+    Cause: the generic shrinking of the constructor's defaults broke a constraint of
+    the class (head dimension, rope axes, channel multiples), or its forward needs an
+    input the builder does not know how to make.
+
+    Fix: add the constructor arguments to ``CONFIG_OVERRIDES``
+    (``experimental_experiment.bench.diffusers_configs``) or the inputs to
+    ``INPUT_OVERRIDES`` (``experimental_experiment.bench.diffusers_inputs``)."""
+
+
+def diffusers_model_classes() -> dict[str, type]:
+    """Public names of ``diffusers.models`` that subclass ``ModelMixin``, sorted."""
+    import diffusers.models
+    from diffusers.models.modeling_utils import ModelMixin
+
+    out = {}
+    for name in sorted(dir(diffusers.models)):
+        if name.startswith("_"):
+            continue
+        try:
+            cls = getattr(diffusers.models, name)
+        except Exception:  # an optional dependency missing: not a class we can build
+            continue
+        if inspect.isclass(cls) and issubclass(cls, ModelMixin) and cls is not ModelMixin:
+            out[name] = cls
+    return out
+
+
+def class_kind(name: str) -> str:
+    """The kind of a diffusers class from its name (``vae`` gives two cases)."""
+    if name.startswith("Multi") or re.match(r".*Multi(ControlNet|Adapter)", name):
+        return "container"
+    if re.search(r"Autoencoder|VQModel|VAE$|Vae$|^ConsistencyDecoderVAE", name):
+        return "vae"
+    if "ControlNet" in name:
+        return "controlnet"
+    if "Adapter" in name:
+        return "adapter"
+    if name.startswith("Prior"):
+        return "prior"
+    if "UNet" in name:
+        return "unet"
+    if re.search(r"3D|Video|Latte|Mochi|Wan|Allegro|Temporal", name):
+        return "transformer-3d"
+    if re.search(r"2D|DiT|Image|Transformer$|Flux|PixArt|Sana|Lumina", name):
+        return "transformer-2d"
+    return "other"
+
+
+def list_diffusers_cases(names: list[str] | None = None):
+    """One ``ZooCase`` per class
+    (two for a VAE: ``Class.encode`` and ``Class.decode``), ``names`` restricting the
+    classes; the model type of a case is the class name (``.encode``/``.decode``)."""
+    from .zoo_cases import ZooCase
+
+    cases = []
+    classes = diffusers_model_classes()
+    order = [n for n in PRIORITY if n in classes] + [n for n in classes if n not in PRIORITY]
+    for name in order:
+        if names and name not in names:
+            continue
+        kind = class_kind(name)
+        if kind == "vae":
+            cases.append(ZooCase(f"{name}.encode", "vae-encoder"))
+            cases.append(ZooCase(f"{name}.decode", "vae-decoder"))
+        else:
+            cases.append(ZooCase(name, kind))
+    return cases

@@ -1,0 +1,135 @@
+"""Tiny constructor arguments for a diffusers model class: the defaults of its
+``__init__`` shrunk generically (1-2 layers or blocks, 2 heads of dimension 16, widths
+of 32, channels of 16-32, rope axes rescaled to the new head dimension), then the
+per-class ``CONFIG_OVERRIDES``.
+
+.. code-block:: python
+
+    from diffusers import FluxTransformer2DModel
+    from experimental_experiment.bench.diffusers_configs import tiny_kwargs
+
+    model = FluxTransformer2DModel(**tiny_kwargs(FluxTransformer2DModel))
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+HEADS, HEAD_DIM, WIDTH = 2, 16, 32
+
+_LAYERS = re.compile(r"^(num_(\w+_)?(layers|blocks)|n_(\w+_)?layers|depth|num_res_blocks|"
+                     r"(\w+_)?layers_per_block|num_hidden_layers)$")
+_HEADS = re.compile(r"^(num_(\w+_)?(attention_)?heads|n_heads|\w+_num_attention_heads|"
+                    r"num_heads)$")
+_HEAD_DIM = re.compile(r"^((\w+_)?attention_head_dim|(\w+_)?head_dim)$")
+_ROPE = re.compile(r"^(axes_dims_rope|axes_dims?|rope_axes_dims?|rope_dim_list)$")
+#: widths shrunk to WIDTH when larger (text, pooled, hidden, feed-forward dimensions)
+_WIDTHS = re.compile(r"^(dim|model_dim|inner_dim|hidden_size|\w+_hidden_size|\w+_dim\d?|"
+                     r"caption_channels|\w+_hidden_states_channels|crossattn_proj_in_channels|"
+                     r"intermediate_size|ch|channels|base_dim)$")
+#: channel widths of the blocks of UNets and VAEs
+_BLOCKS = re.compile(r"^((\w+_)?block_out_channels|conditioning_embedding_out_channels)$")
+#: never shrunk: sizes of the data, not of the network
+_KEEP = re.compile(r"^(in_channels|out_channels|latent_channels|z_channels|z_dim|"
+                   r"conditioning_channels|\w+_in_channels|\w+_out_channels|input_channels|"
+                   r"num_channels|audio_channels|mel_bins|latent_dim|sample_\w+|"
+                   r"in_visual_dim|out_visual_dim)$")
+
+#: per-class constructor arguments applied after the generic shrinking
+CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
+    "UNet2DConditionModel": dict(
+        block_out_channels=(16, 32), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), attention_head_dim=8),
+    "ControlNetModel": dict(
+        block_out_channels=(16, 32), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        attention_head_dim=8, conditioning_embedding_out_channels=(8, 8, 8, 8)),
+    "UNetSpatioTemporalConditionModel": dict(addition_time_embed_dim=8,
+                                             projection_class_embeddings_input_dim=24),
+    # the tiny autoencoder's blocks keep their width: one width for all
+    "AutoencoderTiny": dict(encoder_block_out_channels=(32,) * 4,
+                            decoder_block_out_channels=(32,) * 4),
+    # sample_size 128 turns on resolution and aspect-ratio conditions (PixArt-alpha 1024)
+    "PixArtTransformer2DModel": dict(use_additional_conditions=False),
+    "AutoencoderKL": dict(block_out_channels=(16, 32),
+                          down_block_types=("DownEncoderBlock2D",) * 2,
+                          up_block_types=("UpDecoderBlock2D",) * 2),
+}
+
+
+def init_defaults(cls) -> dict[str, Any]:
+    """The defaults of the keyword arguments of ``cls.__init__``."""
+    out = {}
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if name != "self" and p.default is not inspect.Parameter.empty and p.kind not in (
+                p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            out[name] = p.default
+    return out
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def rescale_axes(axes, total: int) -> tuple[int, ...]:
+    """Rope axes (even sizes) proportional to ``axes`` summing to ``total``."""
+    old = sum(axes)
+    parts = [max(2, int(a * total / old) // 2 * 2) for a in axes]
+    parts[-1] += total - sum(parts)
+    return tuple(parts)
+
+
+def _old_head_dim(defaults: dict) -> int | None:
+    for key in ("attention_head_dim", "head_dim"):
+        if _is_int(defaults.get(key)) and defaults[key] > 16:
+            return defaults[key]
+    heads = next((v for k, v in defaults.items() if _HEADS.match(k) and _is_int(v)), None)
+    width = next((defaults[k] for k in ("dim", "hidden_size", "model_dim")
+                  if _is_int(defaults.get(k))), None)
+    return width // heads if heads and width else None
+
+
+def shrink_value(name: str, value, defaults: dict):
+    """The tiny value of one constructor argument (``value`` when kept)."""
+    if _KEEP.match(name) and not _BLOCKS.match(name):
+        return value
+    if _is_int(value):
+        if _LAYERS.match(name):
+            return min(value, 2 if name == "num_layers" else 1)
+        if _HEADS.match(name):
+            return min(value, HEADS)
+        if name in ("num_key_value_heads", "num_kv_heads"):
+            return min(value, 1)
+        if _HEAD_DIM.match(name):
+            return min(value, HEAD_DIM) if value > 16 else value
+        if name == "norm_num_groups":
+            return min(value, 8)
+        if _WIDTHS.match(name) and value > 64:
+            return WIDTH
+        return value
+    if isinstance(value, (tuple, list)) and value and all(_is_int(v) for v in value):
+        if _ROPE.match(name):
+            old = _old_head_dim(defaults)  # the axes split the head dimension
+            return rescale_axes(value, HEAD_DIM) if old == sum(value) else value
+        if _BLOCKS.match(name):
+            return type(value)(16 if i == 0 else 32 for i in range(len(value)))
+        if _LAYERS.match(name):
+            return type(value)(1 for _ in value)
+        if _HEADS.match(name):
+            return type(value)(min(v, HEADS) for v in value)
+    return value
+
+
+def tiny_kwargs(cls, overrides: dict | None = None) -> dict[str, Any]:
+    """Constructor arguments of a tiny ``cls``: every shrunk default that differs from
+    the default, then ``CONFIG_OVERRIDES`` and ``overrides``."""
+    defaults = init_defaults(cls)
+    kwargs = {}
+    for name, value in defaults.items():
+        new = shrink_value(name, value, defaults)
+        if new is not value and new != value:
+            kwargs[name] = new
+    kwargs.update(CONFIG_OVERRIDES.get(cls.__name__, {}))
+    kwargs.update(overrides or {})
+    return kwargs

@@ -1,0 +1,242 @@
+"""Inputs of a diffusers model built from the names of its forward (or ``encode`` /
+``decode``) arguments, with the sizes a pipeline varies as dynamic dimensions: batch,
+latent height and width, frames of a video, sequence of the text embeddings.
+
+The main tensor (``hidden_states``, ``sample``, ``x``...) has one of the
+``LAYOUTS``; the case builder tries the layouts of the kind of the class until the
+eager model runs on both sizes.
+
+.. code-block:: python
+
+    from experimental_experiment.bench.diffusers_inputs import EXPORT_SIZES, make_inputs
+
+    inputs, ds, fixed = make_inputs(model, "forward", "4d", 4, EXPORT_SIZES, "transformer-2d")
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from .diffusers_classes import DiffusersCaseError
+
+#: sizes of the exported inputs and of the check inputs (latent height and width,
+#: frames as a video VAE expects them: 1 + 4k)
+EXPORT_SIZES = dict(batch=2, height=16, width=16, frames=5, seq=5)
+CHECK_SIZES = dict(batch=3, height=24, width=32, frames=9, seq=7)
+
+#: layout of the main tensor -> shape and dynamic axes (C: channels)
+LAYOUTS = ("4d", "5d", "5d-fc", "packed", "3d")
+#: layouts tried for each kind, in order
+KIND_LAYOUTS = {
+    "transformer-2d": ("4d", "packed", "3d"),
+    "transformer-3d": ("5d", "5d-fc", "packed", "4d"),
+    "unet": ("4d", "5d", "5d-fc", "3d"),
+    "controlnet": ("4d", "packed", "5d"),
+    "vae-encoder": ("4d", "5d", "3d"),
+    "vae-decoder": ("4d", "5d", "3d"),
+    "adapter": ("4d",),
+    "prior": ("packed",),
+}
+
+MAIN = ("hidden_states", "sample", "x", "latents", "z", "mel", "inputs_embeds")
+TIMESTEPS = ("timestep", "t", "timestep_r", "r_timestep", "timestep_ratio",
+             "decoder_noise_time")
+TEXTS = ("encoder_hidden_states", "cap_feats", "text_bth")
+MASKS = ("encoder_attention_mask", "encoder_mask")
+POOLED = ("pooled_projections", "pooled_text_emb", "global_hidden_states")
+#: configuration keys giving the width of the text embeddings, in order
+TEXT_DIMS = ("joint_attention_dim", "cross_attention_dim", "caption_channels",
+             "text_embed_dim", "text_dim", "cap_feat_dim", "context_dim", "text_hidden_dim",
+             "encoder_hidden_size", "in_text_dim", "encoder_hidden_states_channels",
+             "crossattn_proj_in_channels", "condition_dim")
+POOLED_DIMS = ("pooled_projection_dim", "in_text_dim2", "projection_dim",
+               "global_states_input_dim", "text_embed_dim")
+
+
+def _batch(*shape, dtype=torch.float32, high: int = 0):
+    """An input of shape ``(batch, *shape)``, dynamic batch: random normal values, or
+    integers below ``high``."""
+    def make(config, sizes, gen):
+        full = (sizes["batch"], *shape)
+        value = (torch.randint(0, high, full, generator=gen) if high else
+                 torch.randn(full, generator=gen).to(dtype))
+        return value, {0: "batch"}
+    return make
+
+
+def _from_config(key: str, *shape_before: int):
+    """``(batch, *shape_before, config[key])`` random normal, dynamic batch."""
+    def make(config, sizes, gen):
+        return torch.randn(sizes["batch"], *shape_before, config[key], generator=gen), {
+            0: "batch"}
+    return make
+
+
+def _prior_states(config, sizes, gen):
+    return torch.randn(sizes["batch"], config["embedding_dim"], generator=gen), {0: "batch"}
+
+
+def _prior_text(config, sizes, gen):
+    return torch.randn(sizes["batch"], config["num_embeddings"], config["embedding_dim"],
+                       generator=gen), {0: "batch"}
+
+
+def _uvit_ids(config, sizes, gen):
+    h, w = sizes["height"], sizes["width"]
+    return torch.randint(0, config["codebook_size"], (sizes["batch"], h, w), generator=gen), {
+        0: "batch", 1: "height", 2: "width"}
+
+
+def _video_like_sample(config, sizes, gen):
+    return main_tensor("5d", config["in_channels"], "unet", sizes, gen)
+
+
+#: per-class inputs: argument name -> function(config, sizes, generator) returning
+#: ``(tensor, dynamic axes)`` or a constant keyword argument
+INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
+    "UNetSpatioTemporalConditionModel": dict(added_time_ids=_batch(3)),
+    "StableCascadeUNet": dict(
+        clip_text_pooled=_from_config("clip_text_pooled_in_channels", 1),
+        clip_text=_from_config("clip_text_in_channels", 3),
+        clip_img=_from_config("clip_image_in_channels", 1)),
+    "UVit2DModel": dict(input_ids=_uvit_ids, micro_conds=_batch(5)),
+    "I2VGenXLUNet": dict(fps=_batch(), image_latents=_video_like_sample),
+    "PriorTransformer": dict(hidden_states=_prior_states, proj_embedding=_prior_states,
+                             encoder_hidden_states=_prior_text),
+}
+#: sizes of the image as conditions (CogView): ``(batch, 2)``
+SIZE_CONDITIONS = ("original_size", "target_size", "crop_coords")
+
+
+def _scaled(kind: str, sizes: dict) -> tuple[int, int]:
+    """Height and width of the main tensor: pixels for an encoder (x2: an attention
+    over every pixel of a VAE without downsampling stays small), latents divided by 4
+    for a decoder, latents otherwise."""
+    h, w = sizes["height"], sizes["width"]
+    if kind == "vae-encoder":
+        return 2 * h, 2 * w
+    if kind == "vae-decoder":
+        return h // 4, w // 4
+    return h, w
+
+
+def main_tensor(layout: str, channels: int, kind: str, sizes: dict, gen):
+    """The main tensor of ``layout`` and its dynamic axes."""
+    b, f = sizes["batch"], sizes["frames"]
+    h, w = _scaled(kind, sizes)
+    if layout == "4d":
+        return torch.randn(b, channels, h, w, generator=gen), {0: "batch", 2: "height",
+                                                               3: "width"}
+    if layout == "5d":
+        return torch.randn(b, channels, f, h, w, generator=gen), {
+            0: "batch", 2: "frames", 3: "height", 4: "width"}
+    if layout == "5d-fc":
+        return torch.randn(b, f, channels, h, w, generator=gen), {
+            0: "batch", 1: "frames", 3: "height", 4: "width"}
+    if layout == "packed":
+        return torch.randn(b, h * w // 4, channels, generator=gen), {0: "batch", 1: "tokens"}
+    if layout == "3d":
+        return torch.randn(b, channels, 4 * h, generator=gen), {0: "batch", 2: "length"}
+    raise ValueError(f"unknown layout {layout!r}, expected one of {LAYOUTS}")
+
+
+def config_value(config, keys, default=None):
+    """The first integer of ``config`` among ``keys``."""
+    for key in keys:
+        value = config.get(key) if hasattr(config, "get") else getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return default
+
+
+def channel_candidates(config, kind: str) -> list[int]:
+    """Channels of the main tensor to try, most likely first."""
+    keys = (("latent_channels", "z_channels", "z_dim", "latent_dim", "in_channels")
+            if kind == "vae-decoder" else
+            ("in_channels", "in_visual_dim", "input_channels", "audio_channels",
+             "num_channels", "latent_channels"))
+    out = []
+    for key in keys:
+        value = config_value(config, (key,))
+        if value and value not in out:
+            out.append(value)
+    return out or [3]
+
+
+def method_parameters(fn) -> dict[str, inspect.Parameter]:
+    return {k: p for k, p in inspect.signature(fn).parameters.items()
+            if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kind: str,
+                seed: int = 0) -> tuple[dict, dict, dict]:
+    """Tensors, dynamic shapes and constant keyword arguments for ``model.<method>``."""
+    gen = torch.Generator().manual_seed(seed)
+    config = model.config
+    params = method_parameters(getattr(model, method))
+    b, s = sizes["batch"], sizes["seq"]
+    text_dim = config_value(config, TEXT_DIMS, 32)
+    inputs: dict[str, torch.Tensor] = {}
+    ds: dict[str, dict] = {}
+    fixed: dict[str, Any] = {}
+    main = next((n for n in params if n in MAIN), None)
+    extra = INPUT_OVERRIDES.get(type(model).__name__, {})
+    for name, p in params.items():
+        required = p.default is inspect.Parameter.empty
+        if name in extra:
+            value = extra[name](config, sizes, gen)
+            if isinstance(value, tuple):
+                inputs[name], ds[name] = value
+            else:
+                fixed[name] = value
+        elif name == main:
+            inputs[name], ds[name] = main_tensor(layout, channels, kind, sizes, gen)
+        elif name in TIMESTEPS:
+            inputs[name] = torch.rand(b, generator=gen) * (0.9 if name in ("t",
+                                                           "timestep_ratio") else 900) + 0.05
+            ds[name] = {0: "batch"}
+        elif name in TEXTS:
+            inputs[name] = torch.randn(b, s, text_dim, generator=gen)
+            ds[name] = {0: "batch", 1: "seq"}
+        elif name in MASKS and (required or "encoder_hidden_states" in inputs):
+            inputs[name] = torch.ones(b, s, dtype=torch.bool)
+            ds[name] = {0: "batch", 1: "seq"}
+        elif name in POOLED:
+            inputs[name] = torch.randn(b, config_value(config, POOLED_DIMS, 32), generator=gen)
+            ds[name] = {0: "batch"}
+        elif name == "img_ids" and layout == "packed":
+            h, w = _scaled(kind, sizes)
+            inputs[name] = torch.zeros(h * w // 4, 3)
+            ds[name] = {0: "tokens"}
+        elif name == "txt_ids":
+            inputs[name] = torch.zeros(s, 3)
+            ds[name] = {0: "seq"}
+        elif name == "guidance" and config.get("guidance_embeds", False):
+            inputs[name] = torch.full((b,), 3.5)
+            ds[name] = {0: "batch"}
+        elif name == "controlnet_cond":
+            if main == "sample":  # pixels of the conditioning image, 8 times the latents
+                h, w = _scaled(kind, sizes)
+                inputs[name] = torch.randn(b, config_value(
+                    config, ("conditioning_channels",), 3), 8 * h, 8 * w, generator=gen)
+                ds[name] = {0: "batch", 2: "cheight", 3: "cwidth"}
+            else:
+                inputs[name], ds[name] = main_tensor(layout, channels, kind, sizes, gen)
+        elif name in SIZE_CONDITIONS:
+            inputs[name] = torch.full((b, 2), 128.0 if name != "crop_coords" else 0.0)
+            ds[name] = {0: "batch"}
+        elif name == "conditioning_scale":
+            fixed[name] = 1.0
+        elif name == "return_dict":
+            fixed[name] = False
+        elif required:
+            raise DiffusersCaseError(
+                f"{type(model).__name__}.{method} needs {name!r}, an input the builder "
+                f"does not make; add it to INPUT_OVERRIDES")
+    if main is None and not inputs:
+        raise DiffusersCaseError(f"{type(model).__name__}.{method} has no main input "
+                                 f"among {MAIN}")
+    return inputs, ds, fixed
