@@ -25,6 +25,7 @@ from experimental_experiment.bench.zoo_heads import (
     head_pairs,
     heads_of,
 )
+from experimental_experiment.bench.zoo_report import render_heads
 
 
 def test_first_heads_stay_the_default():
@@ -118,3 +119,12 @@ def test_multiple_choice_and_prompt_layouts():
     ids, config = data["inputs"]["input_ids"], data["model"].config
     n_image = int((ids[0] == config.image_token_id).sum())
     assert n_image > 0 and ids.shape[1] == n_image + EXPORT_SIZES["seq"]
+
+
+def test_render_heads():
+    rows = [dict(model_type="a", head="qa", status="pass", cause=""),
+            dict(model_type="b", head="qa", status="fail", cause="numerical mismatch"),
+            dict(model_type="c", head="km", status="skip", cause="two images")]
+    text = render_heads(rows)
+    assert "* - km" in text and "two images" in text
+    assert "numerical mismatch (1)" in text

@@ -117,6 +117,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     **{t: dict(vision_config=dict(output_channels=64, num_pos_feats=32),
                prompt_encoder_config=dict(image_embedding_size=4))
        for t in ("sam", "sam_hq")},
+    # the projector maps a number of patches to a number of queries: 32 / 8 squared
+    "aria": dict(projector_patch_to_query_dict={16: 4}),
     # one neck stage per kept layer: the default reads layers 2, 5, 8, 11
     "dpt": dict(num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3]),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
