@@ -1,9 +1,10 @@
 """Inputs of the heads ``--heads all`` adds to the zoo: multiple choice tokens,
 images with a prompt (one prefill call, no cache), images with tokens (zero-shot
-classification and detection), prompts for segmentation (points), time series, text to
-speech; the image size of the dense heads (detection,
-segmentation, depth) becomes dynamic when the model accepts another one. The other
-heads go to :func:`experimental_experiment.bench.zoo_inputs.make_inputs`.
+classification and detection, BLIP's questions), prompts for segmentation (points),
+time series, text to speech, transducers (audio and tokens), longer audio for
+x-vectors; the image size of the dense heads (detection, segmentation, depth) becomes
+dynamic when the model accepts another one. The other heads go to
+:func:`experimental_experiment.bench.zoo_inputs.make_inputs`.
 
 .. code-block:: python
 
@@ -22,6 +23,7 @@ import torch
 from .zoo_configs import _is_int
 from .zoo_heads import ZooCase
 from .zoo_inputs import (
+    _audio_inputs,
     _image_features_fn,
     _image_inputs,
     _signature_order,
@@ -43,17 +45,26 @@ IMAGE_TEXT_HEADS = ("zero-shot-image-classification", "zero-shot-object-detectio
 GROW = 32
 #: answers of a multiple choice case
 CHOICES = 2
+#: x-vector heads stack convolutions over frames (TDNN, kernel 5 and more): the audio
+#: is this many times longer
+XVECTOR_LONGER = 8
 
 
-def head_kind(head: str, params) -> str | None:
-    """The kind of inputs of the heads this module builds, None for the others."""
+def head_kind(head: str, params, model=None) -> str | None:
+    """The kind of inputs of the heads this module builds, None for the others. A
+    prompt head without ``get_image_features`` (BLIP) takes tokens and pixels without
+    image tokens."""
     params = set(params)
     if head == "multiple-choice":
         return "choices"
     if head in PROMPT_HEADS and "pixel_values" in params and "input_ids" in params:
-        return "prompt"
+        return "prompt" if model is None or _image_features_fn(model) else "image-text"
     if head in IMAGE_TEXT_HEADS:
         return "image-text"
+    if head in ("rnnt", "tdt") and "decoder_input_ids" in params:
+        return "transducer"
+    if head == "audio-xvector":
+        return "xvector"
     if head.startswith("time-series"):
         return "time-series"
     if head in ("text-to-waveform", "text-to-spectrogram"):
@@ -115,13 +126,17 @@ def _prompt_inputs(model, config, sizes, generator):
     return inputs, ds
 
 
-def _image_text_inputs(config, sizes, generator):
-    """Tokens of one query and pixels of one image per batch row (CLIP, OWL-ViT)."""
+def _image_text_inputs(config, sizes, generator, params):
+    """Tokens of one query and pixels of one image per batch row (CLIP, OWL-ViT), and
+    the answer's first tokens for a decoder (BLIP)."""
     text = getattr(config, "text_config", None) or config
     inputs, ds = _text_inputs(text, sizes, generator)
     pixels, pds = _image_inputs(config, sizes, generator)
     inputs.update(pixels)
     ds.update(pds)
+    if "decoder_input_ids" in params:
+        inputs["decoder_input_ids"] = inputs["input_ids"].clone()
+        ds["decoder_input_ids"] = {0: "batch", 1: "answer"}
     return inputs, ds
 
 
@@ -156,6 +171,17 @@ def _text_to_audio_inputs(config, sizes, generator, params):
     return inputs, ds
 
 
+def _transducer_inputs(config, sizes, generator, params):
+    """Audio features and the tokens of the prediction network (RNN-T, TDT)."""
+    inputs, ds = _audio_inputs(config, sizes, generator, params)
+    text = config.get_text_config(decoder=True)
+    vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", 32)
+    inputs["decoder_input_ids"] = torch.randint(0, vocab, (sizes["batch"], sizes["seq"]),
+                                                generator=generator)
+    ds["decoder_input_ids"] = {0: "batch", 1: "seq"}
+    return inputs, ds
+
+
 def _points_inputs(config, sizes, generator):
     """Pixels and one point prompt per image (SAM): coordinates in pixels, label 1."""
     inputs, ds = _image_inputs(config, sizes, generator)
@@ -172,18 +198,23 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
     of the forward's parameters; the heads of the first zoo go to
     :func:`experimental_experiment.bench.zoo_inputs.make_inputs`."""
     params = set(inspect.signature(model.forward).parameters)
-    kind = head_kind(case.head, params)
+    kind = head_kind(case.head, params, model)
     if kind is None:
         return _base_inputs(case, model, config, sizes, seed=seed, with_cache=with_cache)
+    if kind == "xvector":
+        longer = dict(sizes, samples=sizes["samples"] * XVECTOR_LONGER)
+        return _base_inputs(case, model, config, longer, seed=seed, with_cache=with_cache)
     generator = torch.Generator().manual_seed(seed)
     if kind == "choices":
         inputs, ds = _choice_inputs(config, sizes, generator)
     elif kind == "prompt":
         inputs, ds = _prompt_inputs(model, config, sizes, generator)
     elif kind == "image-text":
-        inputs, ds = _image_text_inputs(config, sizes, generator)
+        inputs, ds = _image_text_inputs(config, sizes, generator, params)
     elif kind == "time-series":
         inputs, ds = _time_series_inputs(model, config, sizes, generator, params)
+    elif kind == "transducer":
+        inputs, ds = _transducer_inputs(config, sizes, generator, params)
     elif kind == "text-to-audio":
         inputs, ds = _text_to_audio_inputs(config, sizes, generator, params)
     else:
