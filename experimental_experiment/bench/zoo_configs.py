@@ -119,6 +119,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
        for t in ("sam", "sam_hq")},
     # the projector maps a number of patches to a number of queries: 32 / 8 squared
     "aria": dict(projector_patch_to_query_dict={16: 4}),
+    # the segmentation head reads 4 layers; its feature pyramid wants 4 kept layers
+    **{t: dict(num_hidden_layers=4, out_indices=[1, 2, 3, 4], out_features=None)
+       for t in ("beit", "data2vec-vision")},
     # one neck stage per kept layer: the default reads layers 2, 5, 8, 11
     "dpt": dict(num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3]),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
