@@ -87,7 +87,7 @@ def _image_token_id(config) -> int:
     for name in ("image_token_id", "image_token_index"):
         value = getattr(config, name, None)
         if _is_int(value):
-            return value
+            return int(value)
     raise ValueError(f"{type(config).__name__} has no image_token_id: the prompt cannot "
                      "say where the image features go")
 
@@ -227,8 +227,9 @@ def adapt_image_size(case: ZooCase, model, check: dict, ds: dict, run) -> dict:
     pixels taller and wider when ``run(model, inputs)`` accepts them: height and width
     become dynamic in ``ds`` (modified in place). Returns the check inputs to use."""
     pixels = check.get("pixel_values")
-    if case.head not in DENSE_HEADS or not isinstance(pixels, torch.Tensor) or (
-            pixels.dim() != 4):
+    if case.head not in DENSE_HEADS or not isinstance(pixels, torch.Tensor):
+        return check
+    if pixels.dim() != 4:
         return check
     generator = torch.Generator().manual_seed(len(case.model_type))
     b, c, h, w = pixels.shape
