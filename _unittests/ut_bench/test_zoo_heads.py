@@ -90,10 +90,10 @@ def test_main_keys_rows_by_head(tmp_path, monkeypatch):
     ("albert", "multiple-choice"),                 # tokens (batch, choices, seq)
     ("albert", "question-answering"),              # tokens, start and end logits
     ("clip", "zero-shot-image-classification"),    # tokens and pixels
-    ("llava", "image-text-to-text"),               # pixels and a prompt, one prefill
+    ("aria", "image-text-to-text"),                # pixels and a prompt, one prefill
     ("patchtst", "time-series-classification"),    # past values and their mask
     ("sam", "mask-generation"),                    # pixels and a point prompt
-    ("detr", "object-detection"),                  # pixels of a dynamic size
+    ("beit", "backbone"),                          # pixels of a dynamic size
 ])
 def test_new_head_exports(model_type, head):
     assert head in NEW_HEADS
@@ -103,7 +103,7 @@ def test_new_head_exports(model_type, head):
 
 
 def test_dense_head_checks_another_image_size():
-    data = build_case(ZooCase("detr", "object-detection"))
+    data = build_case(ZooCase("beit", "backbone"))
     export, check = data["inputs"]["pixel_values"], data["check_inputs"]["pixel_values"]
     assert check.shape[0] == CHECK_SIZES["batch"] != export.shape[0] == EXPORT_SIZES["batch"]
     assert check.shape[2:] == (export.shape[2] + GROW, export.shape[3] + GROW)
