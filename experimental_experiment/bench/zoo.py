@@ -9,8 +9,8 @@ cache dimensions, checked with onnxruntime against eager on other sizes.
 
     python -m experimental_experiment.bench.zoo --output _doc/bench/zoo.csv \\
         [--quick] [--types llama,bert] [--exporters to_onnx,torch.onnx,transformers]
-        [--timeout 120]
-        [--failed] [--rerun] [--jobs 2]
+        [--timeout 120] [--failed] [--rerun] [--jobs 2] [--ray ADDRESS]
+        [--heads first|all|HEAD,HEAD] [--per-head 6]
 
 Every case (model type, exporter) runs in a forked process with one thread and a
 timeout: a crash or a hang is a row of the table, not the end of the run. ``--jobs N``
@@ -18,6 +18,12 @@ runs up to N cases at once (``make zoo`` uses 2). The CSV is rewritten atomicall
 after every case, its rows sorted by model type and exporter (the file does not depend
 on the order cases end in), and the cases it already holds are skipped: the run is
 resumable.
+``--heads first`` (the default) exports every model type with its first head,
+``--heads all`` every (model type, head) pair of transformers' auto mappings used
+for inference (:mod:`experimental_experiment.bench.zoo_heads`), ``--per-head N`` a
+sample of N model types per head; a row is keyed by (model type, head, exporter).
+A case known not to work with random weights or a tiny configuration is a row with
+status ``skip`` and the reason as its cause.
 A JSON file next to it records the date, the versions and the number of types listed.
 A failed case has a stage (``config`` for the configuration, the model or the eager
 run, ``capture``, ``conversion``, ``runtime``, ``mismatch``, ``timeout``, ``memory``,
@@ -47,7 +53,7 @@ from typing import Any
 
 from ..errors import ConstrainedDimensionWarning
 from .report_format import head_line
-from .zoo_cases import QUICK_TYPES, ZooCase, build_case, list_cases
+from .zoo_cases import QUICK_TYPES, ZooCase, ZooCaseSkipped, build_case, list_cases
 from .zoo_transformers import TransformersExportRefusedError
 
 FIELDS = ["model_type", "head", "model_class", "exporter", "cache", "status", "stage",
@@ -206,6 +212,8 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3,
     except TransformersExportRefusedError as e:  # refused before tracing: not a failure
         row.update(status="skip", stage="refused", cause="refused by the exporter",
                    error=first_line(e))
+    except ZooCaseSkipped as e:  # listed with its reason, never dropped
+        row.update(status="skip", stage="", cause=str(e), error="")
     except Exception as e:  # the row records the failure
         root = root_cause(e)
         msg = first_line(e)
@@ -362,6 +370,11 @@ def read_rows(path: str) -> list[dict]:
         return [r for r in csv.DictReader(f) if r.get("status")]
 
 
+def _key(row: dict) -> tuple[str, str, str]:
+    """A row's key: model type, head, exporter (a type has one row per head)."""
+    return row["model_type"], row.get("head") or "", row["exporter"]
+
+
 def write_rows(path: str, rows: list[dict]) -> None:
     """Writes the CSV atomically (a temporary file renamed), rows sorted by model type
     and exporter."""
@@ -369,7 +382,7 @@ def write_rows(path: str, rows: list[dict]) -> None:
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        for r in sorted(rows, key=lambda r: (r["model_type"], r["exporter"])):
+        for r in sorted(rows, key=_key):
             writer.writerow({k: r.get(k, "") for k in FIELDS})
     os.replace(tmp, path)
 
@@ -444,6 +457,11 @@ def _parse(argv):
     parser.add_argument("--ray", default="", metavar="ADDRESS",
                         help="run the cases on this Ray cluster ('auto', 'ray://host:10001'),"
                              " one task of one CPU each; --jobs is then ignored")
+    parser.add_argument("--heads", default="first",
+                        help="first: the first head of every model type (the dashboard), "
+                             "all: every (model type, head) pair, or comma separated heads")
+    parser.add_argument("--per-head", type=int, default=0,
+                        help="at most this many model types per head (0: all)")
     parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
 
@@ -462,18 +480,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [e for e in exporters if e not in EXPORTERS]
     if unknown:
         raise SystemExit(f"unknown exporters {unknown}, expected some of {list(EXPORTERS)}")
-    everything = list_cases()
+    everything = list_cases(heads=args.heads)
     types = args.types.split(",") if args.types else (list(QUICK_TYPES) if args.quick else None)
-    cases = list_cases(types) if types else everything
+    cases = list_cases(types, heads=args.heads, per_head=args.per_head) if (
+        types or args.per_head) else everything
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     rows = read_rows(args.output)
     if args.failed:
-        failed = {r["model_type"] for r in rows if r["status"] == "fail"}
-        cases = [c for c in cases if c.model_type in failed]
+        failed = {(r["model_type"], r["head"]) for r in rows if r["status"] == "fail"}
+        cases = [c for c in cases if (c.model_type, c.head) in failed]
     # with --rerun an old row is replaced when the new one is written (interruptible)
-    again = {(c.model_type, e) for c in cases for e in exporters} if args.rerun else set()
-    done = {(r["model_type"], r["exporter"]) for r in rows} - again
-    todo = [(c, e) for c in cases for e in exporters if (c.model_type, e) not in done]
+    again = {(c.model_type, c.head, e) for c in cases for e in exporters} if (
+        args.rerun) else set()
+    done = {_key(r) for r in rows} - again
+    todo = [(c, e) for c in cases for e in exporters if (c.model_type, c.head, e) not in done]
     if args.limit:
         todo = todo[: args.limit]
     meta_path = os.path.splitext(args.output)[0] + ".json"
@@ -489,19 +509,19 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows_in = run_cases(todo, jobs=max(args.jobs, 1), **limits)
     for row in rows_in:
-        key = (row["model_type"], row["exporter"])
-        rows = [r for r in rows if (r["model_type"], r["exporter"]) != key]
+        key = _key(row)
+        rows = [r for r in rows if _key(r) != key]
         rows.append(row)
         write_rows(args.output, rows)
-        bar.set_postfix_str(f"{key[0]} {key[1]} {row['status']}")
+        bar.set_postfix_str(f"{key[0]} {key[1]} {key[2]} {row['status']}")
         bar.update(1)
     bar.close()
     write_meta(meta_path, len(everything), exporters, previous, timeout=args.timeout,
                atol=args.atol, commit=args.commit)
-    selected = {c.model_type for c in cases}
-    failed = sorted(f"{r['model_type']} ({r['exporter']}): {r['error']}" for r in rows
-                    if r["model_type"] in selected and r["exporter"] in exporters
-                    and r["status"] == "fail")
+    selected = {(c.model_type, c.head) for c in cases}
+    failed = sorted(f"{r['model_type']} {r['head']} ({r['exporter']}): {r['error']}"
+                    for r in rows if (r["model_type"], r["head"]) in selected
+                    and r["exporter"] in exporters and r["status"] == "fail")
     if args.strict and failed:
         logging.getLogger(__name__).error("failed cases:\n%s", "\n".join(failed))
         return 1

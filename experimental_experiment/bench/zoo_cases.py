@@ -12,34 +12,28 @@ random weights) and inputs matching the head's forward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from .zoo_configs import OVERRIDES, shrink_config_dict, tiny_config  # noqa: F401
 from .zoo_diffusers import DIFFUSERS_TYPES, build_diffusers_case, diffusers_available
+from .zoo_head_inputs import adapt_image_size, make_inputs
+from .zoo_heads import (  # noqa: F401 (names of this module before the split)
+    ALL_HEADS,
+    HEADS,
+    ZooCase,
+    ZooCaseSkipped,
+    head_pairs,
+    model_class_name,
+    skip_reason,
+)
 from .zoo_inputs import (  # noqa: F401 (names of this module before the split)
     audio_feature_dim,
     codebooks,
     input_kind,
-    make_inputs,
     seq_factor,
 )
-
-#: heads in order of preference (a model type gets the first head it has) and the
-#: auto mapping each one comes from
-HEADS: dict[str, str] = {
-    "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
-    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
-    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
-    "speech-seq2seq": "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
-    "ctc": "MODEL_FOR_CTC_MAPPING_NAMES",
-    "audio-classification": "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES",
-    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
-    "vision-encoder": "MODEL_FOR_IMAGE_MAPPING_NAMES",
-}
 
 #: sizes of the exported inputs and of the second set used for the check
 EXPORT_SIZES = dict(batch=2, seq=3, past=5, samples=1600)
@@ -52,53 +46,69 @@ QUICK_TYPES = ("llama", "qwen2", "gpt2", "mamba", "bert", "bart", "vit", "resnet
                "whisper", "wav2vec2")
 
 
-@dataclass(frozen=True)
-class ZooCase:
-    """One model type with the head it is exported with."""
-
-    model_type: str
-    head: str
-
-
-def list_cases(types: list[str] | None = None) -> list[ZooCase]:
-    """One case per model type (its first head in :data:`HEADS`), heads interleaved in
-    proportion to their sizes (types sorted within a head): a partial run is a sample of
-    every head.
-    ``types`` restricts the list (unknown types are kept: they fail at the config stage).
-    """
-    from transformers.models.auto import modeling_auto
-
-    by_head: dict[str, list[str]] = {h: [] for h in HEADS}
-    seen: set[str] = set()
-    for head, mapping in HEADS.items():
-        for model_type in sorted(getattr(modeling_auto, mapping)):
-            if model_type not in seen:
-                seen.add(model_type)
-                by_head[head].append(model_type)
-    # a type at rank i of a head of n types comes at (i + 1/2) / n: proportional mixing
+def _interleave(by_head: dict[str, list[str]]) -> list[ZooCase]:
+    """Heads interleaved in proportion to their sizes (types sorted within a head): a
+    type at rank i of a head of n types comes at (i + 1/2) / n."""
     order = [((i + 0.5) / len(names), h, name) for h, names in enumerate(by_head.values())
              for i, name in enumerate(names)]
     heads = list(by_head)
-    cases = [ZooCase(name, heads[h]) for _, h, name in sorted(order)]
-    if diffusers_available():
-        cases.extend(ZooCase(name, head) for name, head in DIFFUSERS_TYPES.items())
+    return [ZooCase(name, heads[h]) for _, h, name in sorted(order)]
+
+
+def list_cases(types: list[str] | None = None, heads: str = "first",
+               per_head: int = 0) -> list[ZooCase]:
+    """The cases of the zoo, heads interleaved in proportion to their sizes: a partial
+    run is a sample of every head.
+
+    * ``heads="first"``: one case per model type, its first head in :data:`HEADS`
+      (the dashboard's list), then the diffusers models;
+    * ``heads="all"``: every (model type, head) pair of :data:`ALL_HEADS`
+      (transformers' auto mappings used for inference), or a comma separated list of
+      head names for the pairs of these heads.
+
+    ``types`` restricts the list (unknown types are kept: they fail at the config stage),
+    ``per_head`` keeps at most that many model types per head (0: all).
+
+    .. code-block:: python
+
+        list_cases(heads="all", per_head=2)  # two model types of every head
+    """
+    by_head: dict[str, list[str]] = {}
+    if heads == "first":
+        from transformers.models.auto import modeling_auto
+
+        by_head = {h: [] for h in HEADS}
+        seen: set[str] = set()
+        for head, mapping in HEADS.items():
+            for model_type in sorted(getattr(modeling_auto, mapping)):
+                if model_type not in seen:
+                    seen.add(model_type)
+                    by_head[head].append(model_type)
+    else:
+        for model_type, head in head_pairs(heads):
+            by_head.setdefault(head, []).append(model_type)
     if types is not None:
-        known = {c.model_type: c for c in cases}
-        cases = [known.get(t, ZooCase(t, "unknown")) for t in types]
+        wanted = set(types)
+        by_head = {h: [t for t in names if t in wanted] for h, names in by_head.items()}
+    if per_head:
+        by_head = {h: names[:per_head] for h, names in by_head.items()}
+    cases = _interleave({h: names for h, names in by_head.items() if names})
+    if heads == "first" and diffusers_available():
+        cases.extend(ZooCase(name, head) for name, head in DIFFUSERS_TYPES.items()
+                     if types is None or name in types)
+    if types is not None:
+        listed = {c.model_type for c in cases}
+        if heads == "first":  # in the order of ``types``
+            known = {c.model_type: c for c in cases}
+            return [known.get(t, ZooCase(t, "unknown")) for t in types]
+        cases.extend(ZooCase(t, "unknown") for t in types if t not in listed)
     return cases
 
 
-def _model_class(case: ZooCase, config):
-    from transformers.models.auto import modeling_auto
-
-    if case.head not in HEADS:
-        raise ValueError(f"model type {case.model_type!r} has no head in {list(HEADS)}")
-    names = getattr(modeling_auto, HEADS[case.head])
-    name = names[case.model_type]
-    name = name[0] if isinstance(name, (list, tuple)) else name
+def _model_class(case: ZooCase):
     import transformers
 
-    return getattr(transformers, name)
+    return getattr(transformers, model_class_name(case))
 
 
 def _config_for_class(cls, config):
@@ -165,11 +175,17 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
 
     :return: ``dict(model=, inputs=, check_inputs=, dynamic_shapes=, cache=, model_class=)``
     """
+    reason = skip_reason(case)
+    if reason:
+        raise ZooCaseSkipped(reason)
     if case.model_type in DIFFUSERS_TYPES:
         return build_diffusers_case(case.model_type, EXPORT_SIZES, CHECK_SIZES, seed=seed)
     torch.manual_seed(seed)
     config = tiny_config(case.model_type)
-    cls = _model_class(case, config)
+    cls = _model_class(case)
+    if cls.forward is torch.nn.Module.forward:  # BarkModel: generate only
+        raise ZooCaseSkipped(f"{cls.__name__} defines no forward: only its generation "
+                             "loop chains its sub-models")
     config = _config_for_class(cls, config)
     try:
         model = cls._from_config(config, attn_implementation="sdpa") if getattr(
@@ -191,6 +207,7 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
                                    with_cache=with_cache)
             _eager(model, inputs)
             _eager(model, check)
+            check = adapt_image_size(case, model, check, ds, _eager)
             if with_cache:
                 _check_reproducible(model, check)
         except Exception as e:  # retried without a cache, raised after the last try

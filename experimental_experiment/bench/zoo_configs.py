@@ -112,6 +112,18 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     # 4 x 4 tubelets of 8 pixels on 2 frames, fewer layers
     "videoprism_vision_model": dict(tubelet_size=[1, 8, 8], num_frames=2,
                                     num_spatial_layers=2, num_temporal_layers=1),
+    # the vision output channels and the 2 * num_pos_feats point embeddings are the
+    # prompt encoder's hidden size, its image embeddings are 32 / 8 patches wide
+    **{t: dict(vision_config=dict(output_channels=64, num_pos_feats=32),
+               prompt_encoder_config=dict(image_embedding_size=4))
+       for t in ("sam", "sam_hq")},
+    # the projector maps a number of patches to a number of queries: 32 / 8 squared
+    "aria": dict(projector_patch_to_query_dict={16: 4}),
+    # the segmentation head reads 4 layers; its feature pyramid wants 4 kept layers
+    **{t: dict(num_hidden_layers=4, out_indices=[1, 2, 3, 4], out_features=None)
+       for t in ("beit", "data2vec-vision")},
+    # one neck stage per kept layer: the default reads layers 2, 5, 8, 11
+    "dpt": dict(num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3]),
     "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
                       num_self_attention_heads=4, num_cross_attention_heads=4,
                       max_position_embeddings=64),

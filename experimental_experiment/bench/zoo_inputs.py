@@ -13,15 +13,24 @@ every builder returns the inputs and their dynamic shapes (dimension names).
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
 
 import torch
 
 from .zoo_configs import VOCAB as _VOCAB
 from .zoo_configs import _is_int
+from .zoo_heads import ZooCase
 
-if TYPE_CHECKING:
-    from .zoo_cases import ZooCase
+#: heads given pixels (or tokens when the forward takes no pixels, ImageGPT)
+IMAGE_HEADS = ("image-classification", "vision-encoder", "object-detection",
+               "image-segmentation", "semantic-segmentation", "instance-segmentation",
+               "universal-segmentation", "depth-estimation", "normal-estimation",
+               "pointmap-estimation", "pose-estimation", "keypoint-detection",
+               "mask-generation", "image-matting", "image-to-image", "masked-image-modeling",
+               "causal-image-modeling", "backbone", "video-classification",
+               "table-recognition", "text-recognition")
+#: heads given audio samples or features
+AUDIO_HEADS = ("ctc", "audio-classification", "audio-frame-classification", "audio-xvector",
+               "rnnt", "tdt")
 
 
 def _signature_order(model, inputs: dict, ds: dict) -> tuple[dict, dict]:
@@ -292,9 +301,9 @@ def input_kind(head: str, params) -> str:
         return "seq2seq" if "decoder_input_ids" in params else "decoder"
     if head == "causal-lm":
         return "decoder"
-    if head in ("image-classification", "vision-encoder"):
+    if head in IMAGE_HEADS:
         return "image" if {"pixel_values", "pixel_values_videos"} & set(params) else "text"
-    if head in ("ctc", "audio-classification"):
+    if head in AUDIO_HEADS:
         return "audio"
     if head == "speech-seq2seq":
         return "speech-seq2seq" if "decoder_input_ids" in params else "text"

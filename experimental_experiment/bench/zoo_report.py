@@ -233,3 +233,22 @@ def render_table(rows: list[dict]) -> str:
         lines += _list_table([*header, "max diff"], body)
         lines.append("")
     return "\n".join(lines)
+
+
+def render_heads(rows: list[dict]) -> str:
+    """One line per head of a ``--heads all`` CSV: model types tried, passed, failed,
+    skipped, the most frequent cause of failure, and the reason of the skipped cases."""
+    by_head: dict[str, list[dict]] = collections.defaultdict(list)
+    for r in rows:
+        by_head[r["head"]].append(r)
+    body = []
+    for head in sorted(by_head):
+        rs = by_head[head]
+        count = collections.Counter(r["status"] for r in rs)
+        causes = collections.Counter(r["cause"] for r in rs if r["status"] == "fail")
+        skips = sorted({r["cause"] for r in rs if r["status"] == "skip"})
+        top = ", ".join(f"{c} ({n})" for c, n in causes.most_common(2))
+        body.append([head, str(len(rs)), str(count["pass"]), str(count["fail"]),
+                     str(count["skip"]), top or "; ".join(skips)])
+    header = ["head", "tried", "pass", "fail", "skip", "main causes / skip reason"]
+    return "\n".join(_list_table(header, body, "20 6 6 6 6 56"))
