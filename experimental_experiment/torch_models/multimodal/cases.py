@@ -19,8 +19,6 @@ import torch
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
 
-#: speech-to-text models exported as an encoder and a decoder with a cache
-SPEECH_TYPES = ("whisper",)
 
 
 def list_types() -> list[str]:
@@ -191,5 +189,5 @@ def build_multimodal(model_type: str, image_size: tuple[int, int] | None = None,
                           generate_kwargs, mrope)
 
 
-__all__ = ["MultimodalCase", "SPEECH_TYPES", "build_model", "build_multimodal",
+__all__ = ["MultimodalCase", "build_model", "build_multimodal",
            "list_types", "make_vision_inputs", "sharpen_logits"]
