@@ -72,12 +72,25 @@ def build_model(model_type: str, seed: int = 0):
     cls = _model_class(model_type)
     config = tiny_config(model_type)
     _fix_mrope_section(config.get_text_config(decoder=True))
+    _shrink_vision_depth(config)
     torch.manual_seed(seed)
     try:
         model = cls._from_config(config, attn_implementation="sdpa")
     except ValueError:
         model = cls._from_config(config, attn_implementation="eager")
     return sharpen_logits(perturb_norm_weights(model.eval(), seed=seed + 1))
+
+
+def _shrink_vision_depth(config) -> None:
+    """Two blocks in a vision tower counting them with ``depth`` (the zoo's shrinking
+    misses it: 32 blocks in Qwen2.5-VL), one of them with full attention when the tower
+    mixes windowed and full attention."""
+    vc = getattr(config, "vision_config", None)
+    if vc is None or not isinstance(getattr(vc, "depth", None), int) or vc.depth <= 2:
+        return
+    vc.depth = 2
+    if isinstance(getattr(vc, "fullatt_block_indexes", None), list):
+        vc.fullatt_block_indexes = [1]
 
 
 def _fix_mrope_section(text) -> None:
@@ -158,7 +171,8 @@ def _text_ids(vocab: int, n: int, avoid: set[int], gen) -> list[int]:
 
 
 def build_multimodal(model_type: str, image_size: tuple[int, int] | None = None,
-                     prompt: tuple[int, int] = (3, 4), seed: int = 0) -> MultimodalCase:
+                     prompt: tuple[int, int] = (3, 4), seed: int = 0, model=None
+                     ) -> MultimodalCase:
     """A tiny model of ``model_type``, one random image, a prompt of ``prompt[0]`` text
     tokens, the image tokens (as many as the vision part returns features) and
     ``prompt[1]`` text tokens.
@@ -167,9 +181,11 @@ def build_multimodal(model_type: str, image_size: tuple[int, int] | None = None,
     :param image_size: (height, width) for vision towers taking any size
     :param prompt: text tokens before and after the image
     :param seed: seed of the weights, the pixels and the tokens
+    :param model: the model if already built (:func:`build_model`): parts exported
+        for one image size are valid for another one (the decoder, the merge)
     :return: a :class:`MultimodalCase`
     """
-    model = build_model(model_type, seed=seed)
+    model = build_model(model_type, seed=seed) if model is None else model
     vision_inputs, constants = make_vision_inputs(model, image_size, seed=seed)
     with torch.no_grad():
         features = VisionEncoder(model, **constants)(*vision_inputs.values())
