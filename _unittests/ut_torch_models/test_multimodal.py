@@ -21,6 +21,7 @@ from experimental_experiment.torch_models.multimodal.run import (
 )
 from experimental_experiment.torch_models.multimodal.speech import (
     build_speech,
+    build_speech_model,
     check_speech_generation,
     export_speech_parts,
 )
@@ -77,10 +78,17 @@ def test_missing_parts_raise_typed_error():
         build_model("llama")
 
 
+@pytest.fixture(scope="module")
+def whisper():
+    """The model and its parts (dynamic batch, prompt and cache length)."""
+    model = build_speech_model("whisper")
+    return model, export_speech_parts(build_speech("whisper", model=model))
+
+
 @pytest.mark.parametrize("prompt,batch", [(1, 1), (3, 2)])
-def test_whisper_generates_eager_tokens(prompt, batch):
-    case = build_speech("whisper", prompt=prompt, batch=batch)
-    parts = export_speech_parts(case)
+def test_whisper_generates_eager_tokens(whisper, prompt, batch):
+    model, parts = whisper
+    case = build_speech("whisper", prompt=prompt, batch=batch, model=model, seed=prompt)
     report = check_speech_generation(case, parts, steps=8)
     assert report["margin"] > 100 * report["max_abs_diff"], report["margin"]
     assert report["equal_tokens"] == 8, (report["eager_tokens"], report["onnx_tokens"])

@@ -20,7 +20,6 @@ from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
 
 
-
 def list_types() -> list[str]:
     """The image-text-to-text model types transformers lists
     (``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES``), sorted."""
@@ -73,12 +72,40 @@ def build_model(model_type: str, seed: int = 0):
     config = tiny_config(model_type)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
+    _fix_projection(config)
     torch.manual_seed(seed)
     try:
         model = cls._from_config(config, attn_implementation="sdpa")
     except ValueError:
         model = cls._from_config(config, attn_implementation="eager")
+    _fix_rotary_sections(model)
     return sharpen_logits(perturb_norm_weights(model.eval(), seed=seed + 1))
+
+
+def _fix_projection(config) -> None:
+    """The output dimension of the vision projector equal to the text hidden size (the
+    shrinking of the zoo leaves ``out_hidden_size`` or ``projection_dim`` at their
+    original values)."""
+    vc = getattr(config, "vision_config", None)
+    hidden = config.get_text_config(decoder=True).hidden_size
+    for name in ("out_hidden_size", "projection_dim"):
+        if vc is not None and isinstance(getattr(vc, name, None), int):
+            setattr(vc, name, hidden)
+
+
+def _fix_rotary_sections(model) -> None:
+    """The sections of every 3D rotary embedding of ``model`` (``mrope_section``) add up
+    to its number of frequencies (partial rotary factors included)."""
+    for module in model.modules():
+        section = getattr(module, "mrope_section", None)
+        inv_freq = getattr(module, "inv_freq", None)
+        if not isinstance(section, list) or not isinstance(inv_freq, torch.Tensor):
+            continue
+        half = inv_freq.shape[-1]
+        if sum(section) != half:
+            new = [max(1, s * half // sum(section)) for s in section]
+            new[0] += half - sum(new)
+            module.mrope_section = new
 
 
 def _shrink_vision_depth(config) -> None:

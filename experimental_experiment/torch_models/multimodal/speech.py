@@ -67,25 +67,34 @@ class SpeechDecoder(torch.nn.Module):
         return out.logits, out.past_key_values.self_attention_cache
 
 
-def build_speech(model_type: str = "whisper", prompt: int = 1, batch: int = 1,
-                 seed: int = 0) -> SpeechCase:
+def build_speech_model(model_type: str = "whisper", seed: int = 0):
     """The tiny model (zoo configuration, perturbed normalization weights, sharpened
-    logits), random features of the length the encoder expects, a decoder prompt of
-    the start token followed by ``prompt - 1`` random tokens."""
+    logits), without the tokens ``generate`` suppresses (a tiny vocabulary has none of
+    them)."""
     import transformers
 
     from ...bench.zoo_configs import tiny_config
     from ..causal_lm import perturb_norm_weights
     from .cases import sharpen_logits
 
+    if model_type not in SPEECH_TYPES:
+        raise MultimodalPartsError(f"no speech-to-text parts known for {model_type!r}")
     config = tiny_config(model_type)
     torch.manual_seed(seed)
-    cls = transformers.WhisperForConditionalGeneration if model_type == "whisper" else None
-    if cls is None:
-        raise MultimodalPartsError(f"no speech-to-text parts known for {model_type!r}")
+    cls = transformers.WhisperForConditionalGeneration
     model = sharpen_logits(perturb_norm_weights(cls._from_config(config).eval(), seed + 1))
     gc = model.generation_config
     gc.suppress_tokens, gc.begin_suppress_tokens, gc.forced_decoder_ids = None, None, None
+    return model
+
+
+def build_speech(model_type: str = "whisper", prompt: int = 1, batch: int = 1,
+                 seed: int = 0, model=None) -> SpeechCase:
+    """The tiny model (:func:`build_speech_model`, or ``model``), random features of the
+    length the encoder expects, a decoder prompt of the start token followed by
+    ``prompt - 1`` random tokens."""
+    model = build_speech_model(model_type, seed) if model is None else model
+    config = model.config
     gen = torch.Generator().manual_seed(seed)
     length = 2 * config.max_source_positions
     features = torch.randn(batch, config.num_mel_bins, length, generator=gen)
@@ -171,4 +180,5 @@ def check_speech_generation(case: SpeechCase, parts: ExportedParts, steps: int =
 
 
 __all__ = ["AudioEncoder", "SPEECH_TYPES", "SpeechCase", "SpeechDecoder", "build_speech",
-           "check_speech_generation", "export_speech_parts", "onnx_speech_generate"]
+           "build_speech_model", "check_speech_generation", "export_speech_parts",
+           "onnx_speech_generate"]
