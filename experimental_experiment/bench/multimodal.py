@@ -71,7 +71,8 @@ def _parse(argv):
     from ..torch_models.multimodal.cases import list_types
     from ..torch_models.multimodal.speech import SPEECH_TYPES
 
-    parser = argparse.ArgumentParser(prog="multimodal", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="multimodal", description="exports multimodal models part by part, writes a table")
     parser.add_argument("--types", default=",".join(list(SPEECH_TYPES) + list_types()),
                         help="comma separated model types")
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "multimodal.csv"))

@@ -45,7 +45,8 @@ def export_part(module, args: tuple, dynamic_shapes=None, kwargs: dict | None = 
     from ...torch_interpreter import to_onnx
     from ...torch_interpreter.onnx_export_errors import bypass_export_some_errors
 
-    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
+    patches: Any = bypass_export_some_errors(patch_transformers=True)
+    with torch.no_grad(), patches as modificator:
         args, kwargs = modificator((args, kwargs or {}))
         return to_onnx(module, args, kwargs, dynamic_shapes=dynamic_shapes)
 

@@ -18,6 +18,7 @@ one with ``to_onnx``.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import torch
 
@@ -95,7 +96,7 @@ def precomputed_vision_kwargs(model, grid) -> dict:
     :param grid: the grid ``(images, 3)`` or None
     :return: the keyword arguments (empty without a grid)
     """
-    tower = _vision_tower(model)
+    tower: Any = _vision_tower(model)
     if grid is None or tower is None:
         return {}
     from transformers import vision_utils

@@ -32,7 +32,7 @@ def session(onx):
                                         providers=["CPUExecutionProvider"])
 
 
-def mrope_positions(input_ids: np.ndarray, token: int, grids: list[tuple[int, int, int]],
+def mrope_positions(input_ids: np.ndarray, token: int, grids: list[tuple[int, ...]],
                     merge: int) -> tuple[np.ndarray, np.ndarray]:
     """3D position ids (temporal, height, width) of a prompt, the rule of the Qwen-VL
     family for images: text tokens count up on the three axes, the tokens of an image
@@ -97,10 +97,10 @@ def onnx_generate(case: MultimodalCase, parts: ExportedParts, steps: int = 8
 
     vision, merge, decoder = (session(parts.models[n]) for n in ("vision", "merge", "decoder"))
     pixels = [v.numpy() for v in case.vision_inputs.values()]
-    features = vision.run(None, dict(zip([i.name for i in vision.get_inputs()], pixels)))[0]
+    features: Any = vision.run(None, dict(zip([i.name for i in vision.get_inputs()], pixels)))[0]
     merge_names = [i.name for i in merge.get_inputs()]
     ids = case.input_ids.numpy()
-    embeds = merge.run(None, dict(zip(merge_names, [ids, features])))[0]
+    embeds: Any = merge.run(None, dict(zip(merge_names, [ids, features])))[0]
     names = [i.name for i in decoder.get_inputs()]
     batch = ids.shape[0]
     cache = {}
@@ -112,7 +112,7 @@ def onnx_generate(case: MultimodalCase, parts: ExportedParts, steps: int = 8
         seq = embeds.shape[1]
         feeds = {names[0]: embeds, names[1]: np.ones((batch, past + seq), dtype=np.int64),
                  names[2]: pos, **cache}
-        outputs = user_outputs(decoder, decoder.run(None, feeds))
+        outputs: list[Any] = user_outputs(decoder, list(decoder.run(None, feeds)))
         last = outputs[0][:, -1, :]
         logits.append(last)
         token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)

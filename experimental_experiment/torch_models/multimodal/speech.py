@@ -83,7 +83,7 @@ def build_speech_model(model_type: str = "whisper", seed: int = 0):
     torch.manual_seed(seed)
     cls = transformers.WhisperForConditionalGeneration
     model = sharpen_logits(perturb_norm_weights(cls._from_config(config).eval(), seed + 1))
-    gc = model.generation_config
+    gc: Any = model.generation_config
     gc.suppress_tokens, gc.begin_suppress_tokens, gc.forced_decoder_ids = None, None, None
     return model
 
@@ -137,7 +137,7 @@ def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8)
     from .run import session
 
     encoder, decoder = session(parts.models["encoder"]), session(parts.models["decoder"])
-    states = encoder.run(None, {encoder.get_inputs()[0].name: case.input_features.numpy()})[0]
+    states: Any = encoder.run(None, {encoder.get_inputs()[0].name: case.input_features.numpy()})[0]
     names = [i.name for i in decoder.get_inputs()]
     ids = case.decoder_input_ids.numpy()
     batch = ids.shape[0]
@@ -145,8 +145,8 @@ def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8)
              for i in decoder.get_inputs()[2:]}
     tokens, logits = [], []
     for _ in range(steps):
-        outputs = user_outputs(decoder, decoder.run(
-            None, {names[0]: ids, names[1]: states, **cache}))
+        outputs: list[Any] = user_outputs(decoder, list(decoder.run(
+            None, {names[0]: ids, names[1]: states, **cache})))
         last = outputs[0][:, -1, :]
         logits.append(last)
         ids = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
