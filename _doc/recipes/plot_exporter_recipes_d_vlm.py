@@ -115,8 +115,7 @@ for value in decoder_onx.graph.input:
 #
 # 1. the vision encoder runs once, the merge builds the prompt's embeddings;
 # 2. the position ids of the prompt: text tokens count up, image tokens take the
-#    coordinates of their patch (:func:`mrope_positions
-#    <experimental_experiment.torch_models.multimodal.run.mrope_positions>`, which
+#    coordinates of their patch (``mrope_positions``, which
 #    returns the shift to add to the positions of the generated tokens);
 # 3. the decoder runs on the prompt with an empty cache (length 0), then on every
 #    new token with the cache it returned.

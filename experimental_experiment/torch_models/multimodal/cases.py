@@ -204,13 +204,13 @@ def build_multimodal(model_type: str, image_size: tuple[int, int] | None = None,
     tokens, the image tokens (as many as the vision part returns features) and
     ``prompt[1]`` text tokens.
 
-    :param model_type: an image-text-to-text model type (:func:`list_types`)
+    :param model_type: an image-text-to-text model type (``list_types``)
     :param image_size: (height, width) for vision towers taking any size
     :param prompt: text tokens before and after the image
     :param seed: seed of the weights, the pixels and the tokens
-    :param model: the model if already built (:func:`build_model`): parts exported
+    :param model: the model if already built (``build_model``): parts exported
         for one image size are valid for another one (the decoder, the merge)
-    :return: a :class:`MultimodalCase`
+    :return: a ``MultimodalCase``
     """
     model = build_model(model_type, seed=seed) if model is None else model
     vision_inputs, constants = make_vision_inputs(model, image_size, seed=seed)

@@ -53,7 +53,7 @@ def export_part(module, args: tuple, dynamic_shapes=None, kwargs: dict | None = 
 
 def decoder_example(model, mrope: bool, batch: int = 2, seq: int = 3, past: int = 5,
                     seed: int = 0) -> tuple[tuple, dict]:
-    """Random inputs of :class:`Decoder` (``inputs_embeds``, ``attention_mask``,
+    """Random inputs of ``Decoder`` (``inputs_embeds``, ``attention_mask``,
     ``position_ids`` (3, batch, seq) when ``mrope``, the cache) and their dynamic shapes.
     """
     from ..llm_helper import cache_dynamic_shapes, make_dynamic_cache
@@ -80,10 +80,9 @@ def export_parts(case: MultimodalCase, parts: tuple[str, ...] = ("vision", "merg
                  ) -> ExportedParts:
     """Exports the parts of ``case``; raises the first export error.
 
-    :param case: the model and its example image (:func:`build_multimodal
-        <experimental_experiment.torch_models.multimodal.cases.build_multimodal>`)
+    :param case: the model and its example image (``build_multimodal``)
     :param parts: the parts to export
-    :return: :class:`ExportedParts`
+    :return: ``ExportedParts``
     """
     result = ExportedParts()
     model = case.model

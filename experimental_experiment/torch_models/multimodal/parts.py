@@ -38,7 +38,7 @@ def image_token_id(model) -> int:
     """The id of the placeholder token the image features replace.
 
     :param model: a transformers image-text-to-text model
-    :return: the token id, :class:`MultimodalPartsError` when the configuration has none
+    :return: the token id, ``MultimodalPartsError`` when the configuration has none
     """
     for name in IMAGE_TOKEN_ATTRIBUTES:
         value = getattr(model.config, name, None)
@@ -53,7 +53,7 @@ def image_features_function(model):
     """``get_image_features`` of the model (or of its base model).
 
     :param model: a transformers image-text-to-text model
-    :return: the bound method, :class:`MultimodalPartsError` when there is none
+    :return: the bound method, ``MultimodalPartsError`` when there is none
     """
     for owner in (_inner(model), model):
         fct = getattr(owner, "get_image_features", None)

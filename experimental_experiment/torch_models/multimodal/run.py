@@ -3,7 +3,7 @@
 
 The runtime does what transformers' ``generate`` does around the model: it runs the
 vision encoder once, merges the features into the prompt's embeddings, computes the
-position ids (3D for the Qwen-VL family, :func:`mrope_positions`), calls the decoder
+position ids (3D for the Qwen-VL family, ``mrope_positions``), calls the decoder
 with an empty cache (prefill), then once per new token with the cache it returned.
 
 .. code-block:: python

@@ -90,7 +90,7 @@ def build_speech_model(model_type: str = "whisper", seed: int = 0):
 
 def build_speech(model_type: str = "whisper", prompt: int = 1, batch: int = 1,
                  seed: int = 0, model=None) -> SpeechCase:
-    """The tiny model (:func:`build_speech_model`, or ``model``), random features of the
+    """The tiny model (``build_speech_model``, or ``model``), random features of the
     length the encoder expects, a decoder prompt of the start token followed by
     ``prompt - 1`` random tokens."""
     model = build_speech_model(model_type, seed) if model is None else model
@@ -158,8 +158,7 @@ def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8)
 def check_speech_generation(case: SpeechCase, parts: ExportedParts, steps: int = 8
                             ) -> dict[str, Any]:
     """Greedy tokens of the chained ONNX parts against eager ``model.generate``; the
-    same report as :func:`check_generation
-    <experimental_experiment.torch_models.multimodal.run.check_generation>`."""
+    same report as ``check_generation``."""
     from .run import margin
 
     with torch.no_grad():
