@@ -60,8 +60,8 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
         row["status"] = "pass" if report["same"] else "mismatch"
     except Exception as e:  # the table records the failure
         row["status"] = "fail"
-        text = str(e).strip().splitlines()
-        row["reason"] = f"{type(e).__name__}: {text[0][:160] if text else ''}"
+        text = [t.strip() for t in str(e).strip().splitlines()[:3]]  # the op, the cause
+        row["reason"] = f"{type(e).__name__}: {' '.join(text)[:240]}"
     row["parts"] = "+".join(parts.models)
     row["export_time"] = round(sum(parts.times.values()), 1)
     return row
