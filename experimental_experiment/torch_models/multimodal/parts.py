@@ -1,0 +1,200 @@
+"""The parts of an image-text-to-text model a runtime chains: the vision encoder
+(vision tower and projector: pixels to the features the decoder consumes), the
+embedding merge (token embeddings with the image features at the image tokens) and
+the decoder (``inputs_embeds`` in, logits and present cache out).
+
+Each part is a :class:`torch.nn.Module` wrapping the transformers model; export each
+one with ``to_onnx``.
+
+.. code-block:: python
+
+    vision = VisionEncoder(model, image_grid_thw=grid)
+    features = vision(pixel_values)              # (n_image_tokens, hidden)
+    merge = EmbeddingMerge(model)
+    embeds = merge(input_ids, features)          # (batch, seq, hidden)
+    logits, cache = Decoder(model)(embeds, attention_mask, position_ids, cache)
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+from .errors import MultimodalPartsError
+
+#: configuration attributes holding the image token id, first found wins
+IMAGE_TOKEN_ATTRIBUTES = ("image_token_id", "image_token_index", "image_token")
+
+
+def _inner(model):
+    """The base model of a ``...ForConditionalGeneration`` (``model.model``) or itself."""
+    inner = getattr(model, "model", None)
+    return inner if isinstance(inner, torch.nn.Module) else model
+
+
+def image_token_id(model) -> int:
+    """The id of the placeholder token the image features replace.
+
+    :param model: a transformers image-text-to-text model
+    :return: the token id, ``MultimodalPartsError`` when the configuration has none
+    """
+    for name in IMAGE_TOKEN_ATTRIBUTES:
+        value = getattr(model.config, name, None)
+        if isinstance(value, int):
+            return value
+    raise MultimodalPartsError(
+        f"{type(model).__name__}: no image token id in its configuration "
+        f"(looked for {list(IMAGE_TOKEN_ATTRIBUTES)})")
+
+
+def image_features_function(model):
+    """``get_image_features`` of the model (or of its base model).
+
+    :param model: a transformers image-text-to-text model
+    :return: the bound method, ``MultimodalPartsError`` when there is none
+    """
+    for owner in (_inner(model), model):
+        fct = getattr(owner, "get_image_features", None)
+        if fct is not None:
+            return fct
+    raise MultimodalPartsError(f"{type(model).__name__} has no get_image_features")
+
+
+def features_tensor(output) -> torch.Tensor:
+    """The image features returned by ``get_image_features`` as one tensor
+    ``(n_image_tokens, hidden)``: the ``pooler_output`` of a model output (a tensor or
+    a tuple of tensors, one per image), else the output itself."""
+    value = output
+    if not isinstance(output, (torch.Tensor, list, tuple)):
+        value = getattr(output, "pooler_output", None)
+        if value is None:
+            value = output.last_hidden_state
+    if isinstance(value, (list, tuple)):
+        value = torch.cat([v.reshape(-1, v.shape[-1]) for v in value], dim=0)
+    return value.reshape(-1, value.shape[-1])
+
+
+def _vision_tower(model):
+    inner = _inner(model)
+    for name in ("visual", "vision_tower", "vision_model"):
+        tower = getattr(inner, name, None)
+        if isinstance(tower, torch.nn.Module):
+            return tower
+    return None
+
+
+def precomputed_vision_kwargs(model, grid) -> dict:
+    """What a vision tower taking a grid of patches (``image_grid_thw``) computes from
+    the grid with operators no graph holds (``repeat_interleave``, loops over
+    ``grid.tolist()``): position ids, sequence boundaries, window indices, computed
+    here with transformers' own functions (``transformers.vision_utils``) and given to
+    the tower, which uses them instead (they become constants of the exported graph).
+
+    :param model: the image-text-to-text model
+    :param grid: the grid ``(images, 3)`` or None
+    :return: the keyword arguments (empty without a grid)
+    """
+    tower: Any = _vision_tower(model)
+    if grid is None or tower is None:
+        return {}
+    from transformers import vision_utils
+
+    source = inspect.getsource(type(tower).forward)
+    merge = getattr(tower, "spatial_merge_size", 2)
+    kwargs: dict = {}
+    if "get_vision_position_ids(" in source:
+        kwargs["position_ids"] = vision_utils.get_vision_position_ids(grid, merge)
+    if "get_vision_attention_seqlens(" in source or "get_vision_cu_seqlens(" in source:
+        kwargs["cu_seqlens"] = vision_utils.get_vision_cu_seqlens(grid)
+    if "get_vision_window_index(" in source:
+        kwargs["window_index"], kwargs["cu_window_seqlens"] = (
+            vision_utils.get_vision_window_index(
+                grid, spatial_merge_size=merge, window_size=tower.window_size,
+                patch_size=tower.patch_size))
+    return kwargs
+
+
+class VisionEncoder(torch.nn.Module):
+    """Pixels to image features: ``get_image_features`` of the model, the features of
+    every image concatenated, ``(n_image_tokens, hidden)``.
+
+    :param model: a transformers image-text-to-text model
+    :param constants: inputs of ``get_image_features`` other than the pixels kept
+        constant in the exported graph (``image_grid_thw``: the grid of patches, which
+        the vision tower reads as python integers, fixes the image size)
+    """
+
+    def __init__(self, model, **constants):
+        super().__init__()
+        self.model = model
+        self.fct_name = "get_image_features"
+        self.constants = constants
+        self.precomputed = precomputed_vision_kwargs(model, constants.get("image_grid_thw"))
+        image_features_function(model)
+
+    def forward(self, pixel_values, *args):
+        fct = image_features_function(self.model)
+        names = [n for n in inspect.signature(fct).parameters if n not in (
+            "pixel_values", "kwargs")]
+        kwargs = dict(self.constants)
+        kwargs.update(dict(zip(names[:len(args)], args)) if args else {})
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        kwargs.update(self.precomputed)  # popped by the tower: a new dict every call
+        return features_tensor(fct(pixel_values=pixel_values, **kwargs))
+
+
+class EmbeddingMerge(torch.nn.Module):
+    """Token embeddings with the image features placed at the image tokens, in order:
+    the k-th image token of the batch (row-major) receives the k-th feature row.
+
+    :param model: a transformers image-text-to-text model
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.embed = model.get_input_embeddings()
+        if self.embed is None:
+            raise MultimodalPartsError(f"{type(model).__name__} has no input embeddings")
+        self.token_id = image_token_id(model)
+
+    def forward(self, input_ids, image_features):
+        embeds = self.embed(input_ids)
+        mask = input_ids == self.token_id
+        # index of the feature row of every image token (gather, no masked_scatter)
+        index = (torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1).clamp(min=0)
+        index = torch.clamp(index, max=image_features.shape[0] - 1)
+        placed = image_features.to(embeds.dtype)[index].reshape(embeds.shape)
+        return torch.where(mask.unsqueeze(-1), placed, embeds)
+
+
+class Decoder(torch.nn.Module):
+    """The language model with its head: ``inputs_embeds``, ``attention_mask``,
+    ``position_ids`` and the past cache in, the logits and the present cache out. The
+    model's own forward runs (logits scaling and soft-capping included) without pixels.
+
+    :param model: a transformers image-text-to-text model
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        params = set(inspect.signature(model.forward).parameters)
+        missing = {"inputs_embeds", "past_key_values"} - params
+        if missing:
+            raise MultimodalPartsError(
+                f"{type(model).__name__}.forward takes no {sorted(missing)}: the decoder "
+                f"cannot be called with embeddings and a cache")
+        self.model = model
+
+    def forward(self, inputs_embeds, attention_mask, position_ids, past_key_values):
+        from ..causal_lm import output_cache
+
+        out = self.model(inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=past_key_values,
+                         use_cache=True)
+        return out.logits, output_cache(out)
+
+
+__all__ = ["Decoder", "EmbeddingMerge", "VisionEncoder", "features_tensor",
+           "image_features_function", "image_token_id", "precomputed_vision_kwargs"]

@@ -1,0 +1,183 @@
+"""Speech-to-text (Whisper) exported as two parts: the audio encoder (log-mel features
+to encoder states) and the decoder with its self-attention cache (tokens and encoder
+states in, logits and present cache out; the cross-attention keys and values are
+computed again from the encoder states at every step), chained in onnxruntime.
+
+.. code-block:: python
+
+    case = build_speech("whisper")
+    parts = export_speech_parts(case)
+    report = check_speech_generation(case, parts, steps=8)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import MultimodalPartsError
+from .export import ExportedParts, export_part
+
+#: speech-to-text model types handled here
+SPEECH_TYPES = ("whisper",)
+
+
+@dataclass
+class SpeechCase:
+    """A tiny speech-to-text model, its audio features and the decoder prompt."""
+
+    model_type: str
+    model: Any
+    input_features: torch.Tensor
+    decoder_input_ids: torch.Tensor
+
+
+class AudioEncoder(torch.nn.Module):
+    """Log-mel features to the encoder states the decoder attends to."""
+
+    def __init__(self, model):
+        super().__init__()
+        if not hasattr(model, "get_encoder"):
+            raise MultimodalPartsError(f"{type(model).__name__} has no get_encoder")
+        self.encoder = model.get_encoder()
+
+    def forward(self, input_features):
+        return self.encoder(input_features=input_features).last_hidden_state
+
+
+class SpeechDecoder(torch.nn.Module):
+    """Tokens, encoder states and the self-attention cache in, logits and the present
+    self-attention cache out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, decoder_input_ids, encoder_hidden_states, past_key_values):
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        cache = EncoderDecoderCache(past_key_values, DynamicCache())
+        out = self.model(encoder_outputs=(encoder_hidden_states,),
+                         decoder_input_ids=decoder_input_ids, past_key_values=cache,
+                         use_cache=True)
+        return out.logits, out.past_key_values.self_attention_cache
+
+
+def build_speech_model(model_type: str = "whisper", seed: int = 0):
+    """The tiny model (zoo configuration, perturbed normalization weights, sharpened
+    logits), without the tokens ``generate`` suppresses (a tiny vocabulary has none of
+    them)."""
+    import transformers
+
+    from ...bench.zoo_configs import tiny_config
+    from ..causal_lm import perturb_norm_weights
+    from .cases import sharpen_logits
+
+    if model_type not in SPEECH_TYPES:
+        raise MultimodalPartsError(f"no speech-to-text parts known for {model_type!r}")
+    config = tiny_config(model_type)
+    torch.manual_seed(seed)
+    cls = transformers.WhisperForConditionalGeneration
+    model = sharpen_logits(perturb_norm_weights(cls._from_config(config).eval(), seed + 1))
+    gc: Any = model.generation_config
+    gc.suppress_tokens, gc.begin_suppress_tokens, gc.forced_decoder_ids = None, None, None
+    return model
+
+
+def build_speech(model_type: str = "whisper", prompt: int = 1, batch: int = 1,
+                 seed: int = 0, model=None) -> SpeechCase:
+    """The tiny model (``build_speech_model``, or ``model``), random features of the
+    length the encoder expects, a decoder prompt of the start token followed by
+    ``prompt - 1`` random tokens."""
+    model = build_speech_model(model_type, seed) if model is None else model
+    config = model.config
+    gen = torch.Generator().manual_seed(seed)
+    length = 2 * config.max_source_positions
+    features = torch.randn(batch, config.num_mel_bins, length, generator=gen)
+    start = torch.full((batch, 1), config.decoder_start_token_id, dtype=torch.int64)
+    rest = torch.randint(1, config.vocab_size - 64, (batch, prompt - 1), generator=gen)
+    return SpeechCase(model_type, model, features, torch.cat([start, rest], dim=1))
+
+
+def export_speech_parts(case: SpeechCase) -> ExportedParts:
+    """Exports the encoder (dynamic batch) and the decoder (dynamic batch, sequence,
+    cache length) with ``to_onnx``."""
+    from ..llm_helper import cache_dynamic_shapes, make_dynamic_cache
+
+    model, result = case.model, ExportedParts()
+    begin = time.perf_counter()
+    features = case.input_features.expand(2, -1, -1).contiguous()
+    result.models["encoder"] = export_part(AudioEncoder(model), (features,),
+                                           dynamic_shapes=({0: "batch"},))
+    result.times["encoder"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    gen = torch.Generator().manual_seed(0)
+    states = torch.randn(2, model.config.max_source_positions, model.config.d_model,
+                         generator=gen)
+    ids = torch.randint(0, model.config.vocab_size, (2, 3), generator=gen)
+    cache = make_dynamic_cache(model.config, 2, 5, generator=gen)
+    ds = {"decoder_input_ids": {0: "batch", 1: "seq"},
+          "encoder_hidden_states": {0: "batch"},
+          "past_key_values": cache_dynamic_shapes(len(cache.layers))}
+    result.models["decoder"] = export_part(
+        SpeechDecoder(model), (), dynamic_shapes=ds,
+        kwargs=dict(decoder_input_ids=ids, encoder_hidden_states=states, past_key_values=cache))
+    result.times["decoder"] = time.perf_counter() - begin
+    return result
+
+
+def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8):
+    """Greedy generation with the ONNX encoder and decoder; returns
+    ``(tokens (batch, steps), logits of the last position per step)``."""
+    from ..onnx_outputs import user_outputs
+    from .run import session
+
+    encoder, decoder = session(parts.models["encoder"]), session(parts.models["decoder"])
+    states: Any = encoder.run(None, {encoder.get_inputs()[0].name: case.input_features.numpy()})[0]
+    names = [i.name for i in decoder.get_inputs()]
+    ids = case.decoder_input_ids.numpy()
+    batch = ids.shape[0]
+    cache = {i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+             for i in decoder.get_inputs()[2:]}
+    tokens, logits = [], []
+    for _ in range(steps):
+        outputs: list[Any] = user_outputs(decoder, list(decoder.run(
+            None, {names[0]: ids, names[1]: states, **cache})))
+        last = outputs[0][:, -1, :]
+        logits.append(last)
+        ids = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens.append(ids)
+        cache = dict(zip(names[2:], outputs[1:]))
+    return np.concatenate(tokens, axis=1), logits
+
+
+def check_speech_generation(case: SpeechCase, parts: ExportedParts, steps: int = 8
+                            ) -> dict[str, Any]:
+    """Greedy tokens of the chained ONNX parts against eager ``model.generate``; the
+    same report as ``check_generation``."""
+    from .run import margin
+
+    with torch.no_grad():
+        out = case.model.generate(
+            case.input_features, decoder_input_ids=case.decoder_input_ids, do_sample=False,
+            max_new_tokens=steps, min_new_tokens=steps, output_logits=True,
+            return_dict_in_generate=True, pad_token_id=0)
+    prompt = case.decoder_input_ids.shape[1]
+    eager_tokens = out.sequences[:, prompt:].numpy()
+    eager_logits = [t.numpy() for t in out.logits]
+    onnx_tokens, onnx_logits = onnx_speech_generate(case, parts, steps)
+    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
+    return dict(equal_tokens=equal, same=equal == steps, max_abs_diff=max(diffs),
+                margin=margin(eager_logits), eager_tokens=eager_tokens.tolist(),
+                onnx_tokens=onnx_tokens.tolist(), eager_logits=eager_logits,
+                onnx_logits=onnx_logits)
+
+
+__all__ = ["AudioEncoder", "SPEECH_TYPES", "SpeechCase", "SpeechDecoder", "build_speech",
+           "build_speech_model", "check_speech_generation", "export_speech_parts",
+           "onnx_speech_generate"]
