@@ -14,9 +14,8 @@ and by onnxruntime-genai's model builder, in float32 and int4 (block 32, accurac
         --past 32 --repeat 3
 
 A cell is (size, phase, threads, precision): the four runners of the cell (ours and the
-builder's, each in both runtimes) are timed in turns (:func:`interleaved_medians
-<experimental_experiment.bench._timing.interleaved_medians>`). ``prefill``: the prompt
-of ``--prefill`` tokens with an empty cache (genai: a new generator and
+builder's, each in both runtimes) are timed in turns (``interleaved_medians``).
+``prefill``: the prompt of ``--prefill`` tokens with an empty cache (genai: a new generator and
 ``append_tokens``); ``decode``: one token with a cache of ``--past`` positions (genai: a
 generator that appended ``--past`` tokens, then one ``generate_next_token`` per run, so
 its cache grows by a few positions during the measure). ``vs_builder``, ``rss_vs_builder``
@@ -247,10 +246,12 @@ def add_ratios(rows: list[dict]) -> None:
 def run(sizes, threads, prefill: int, past: int, repeat: int, *, precisions=None,
         exporters=EXPORTERS, runtimes=RUNTIMES, decode_repeat: int | None = None,
         genai_path: str | None = None, profile: tuple[str, ...] = ("decode",),
-        rss: bool = True, seed: int = 0, folder: str | None = None
+        rss: bool = True, seed: int = 0, folder: str | None = None, on_cell=None
         ) -> tuple[list[dict], list[dict]]:
     """The whole grid: returns (rows of :data:`COLUMNS`, rows of
-    :data:`PROFILE_COLUMNS`); ``profile`` lists the phases profiled (InferenceSession).
+    :data:`PROFILE_COLUMNS`); ``profile`` lists the phases profiled (InferenceSession);
+    ``on_cell(rows, profile_rows)`` is called after every cell with all the rows so far
+    (the command line rewrites its CSV files: a run stopped early keeps its cells).
 
     .. code-block:: python
 
@@ -283,6 +284,8 @@ def run(sizes, threads, prefill: int, past: int, repeat: int, *, precisions=None
                         r, p = bench_cell(ctx, label, phase, seq, length, n)
                         rows.extend(r)
                         prof.extend(p)
+                        if on_cell:
+                            on_cell(rows, prof)
             del model, ctx
     return rows, prof
 
@@ -340,17 +343,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"sizes among {list(lx.SIZES)}, precisions among {list(PRECISIONS)}, "
                      f"runtimes among {list(RUNTIMES)}, exporters among "
                      f"{list(EXPORTERS) + [FLOAT_HEAD]}")
+    def save(rows, prof):
+        if ns.output:
+            write_csv(rows, COLUMNS, ns.output)
+        if ns.profile_output:
+            write_csv(prof, PROFILE_COLUMNS, ns.profile_output)
+
     begin = time.perf_counter()
     rows, prof = run(sizes, [int(t) for t in ns.threads.split(",") if t], ns.prefill,
                      ns.past, ns.repeat, precisions=precisions, runtimes=runtimes,
                      exporters=exporters,
                      decode_repeat=ns.decode_repeat, genai_path=ns.genai_path,
                      profile=tuple(p for p in ns.profile.split(",") if p),
-                     rss=not ns.no_rss)
-    if ns.output:
-        write_csv(rows, COLUMNS, ns.output)
-    if ns.profile_output:
-        write_csv(prof, PROFILE_COLUMNS, ns.profile_output)
+                     rss=not ns.no_rss, on_cell=save)
+    save(rows, prof)
     print(format_table(rows))
     print(f"wall time: {time.perf_counter() - begin:.0f} s")
     return 0
