@@ -217,3 +217,26 @@ def test_headline_says_when_zoo_runs_differ(bench):
     runs["transformers"] = runs["to_onnx"]
     (bench / "zoo.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
     assert "wall time of separate runs" not in dashboard.headline()
+
+
+def test_precision_page_and_plot(tmp_path, monkeypatch):
+    monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
+    _write(tmp_path / "llm_precision.csv", """
+size,phase,seq,past,threads,precision,accuracy_level,exporter,runtime,latency_ms,vs_builder,peak_rss_mb,disk_mb,error
+small,prefill,8,0,1,int4 acc4,4,ours,genai,9.0,0.9,300,20,
+small,prefill,8,0,1,int4 acc4,4,ours,InferenceSession,12.0,1.2,310,20,
+small,prefill,8,0,1,int4 acc4,4,builder,genai,10.0,1.0,290,21,
+small,prefill,8,0,1,int4 acc4,4,builder,InferenceSession,10.0,1.0,295,21,
+""")
+    _write(tmp_path / "quantized_models.csv", """
+model,flow,exporter,status,latency_int8_ms,latency_fp32_ms
+resnet,x86_static,to_onnx,ok,30,60
+vit,xnnpack,to_onnx,failed,,
+""")
+    ax = dashboard_plots.plot_precision_ratios()
+    # one cell, one bar per precision and runtime of our package
+    assert [round(p.get_height(), 2) for p in ax.patches] == [0.9, 1.2]
+    text = dashboard_pages.llm_precision_tables()
+    assert "0.900x" in text and "1.20x" in text and "ours genai" in text
+    qdq = dashboard_pages.quantized_latency_table()
+    assert "0.500x" in qdq and "vit" not in qdq

@@ -293,6 +293,18 @@ def test_int4_package_generates(llama, tmp_path, quiet_transformers):
     assert got[:4] == expected[:4], (got, expected)
 
 
+def test_int4_quantizes_the_head(llama, tmp_path, quiet_transformers):
+    # the head is the largest weight of a decoding step: a float32 head made int4
+    # decoding slower than onnxruntime-genai's builder, which quantizes it
+    report = package_model(llama, str(tmp_path / "q"), precision="int4", progress=False)
+    assert "MatMul" not in report.op_types, report.op_types
+    kept = package_model(llama, str(tmp_path / "f"), precision="int4", progress=False,
+                         quantize_lm_head=False)
+    assert kept.op_types.get("MatMul") == 1, kept.op_types
+    assert kept.op_types["com.microsoft.MatMulNBits"] == \
+        report.op_types["com.microsoft.MatMulNBits"] - 1
+
+
 def test_int4_bad_block_size_before_work(llama, tmp_path):
     from experimental_experiment.quantize import QuantizeOptionError
 

@@ -123,6 +123,48 @@ def llm_latency_tables() -> str:
     )
 
 
+def llm_precision_tables() -> str:
+    """Tables of ``llm_precision.csv``: latency per runner, ours / the builder's per cell
+    and runtime, peak memory and size on disk."""
+    rows = _cell_rows("llm_precision.csv")
+    for r in rows:
+        r["runner"] = f"{r['exporter']} {r['runtime']}"
+    ours = [r for r in rows if r["exporter"] == "ours"]
+    one = [r for r in rows if r["threads"] == "1" and r["phase"] == "prefill"]
+    return _join(
+        _d.run_line("llm_precision.csv"),
+        _bold("Ours / builder's latency") + " " + direction(
+            True, "below 1x, our package is faster than onnxruntime-genai's builder"),
+        _d.pivot_table(ours, ["cell", "threads", "precision"], "runtime",
+                       [("vs_builder", "", ratio)]),
+        _bold("Median latency (ms)") + " " + direction(True),
+        _d.pivot_table(rows, ["cell", "threads", "precision"], "runner",
+                       [("latency_ms", "(ms)", fmt)]),
+        _bold("Peak resident memory (MB) of a fresh process, 1 thread") + " "
+        + direction(True),
+        _d.pivot_table(one, ["size", "precision"], "runner", [("peak_rss_mb", "", fmt)]),
+        _bold("Size on disk (MB)") + " " + direction(True),
+        _d.pivot_table([r for r in one if r["runtime"] == "genai"], ["size", "precision"],
+                       "exporter", [("disk_mb", "(MB)", fmt)]),
+    )
+
+
+def quantized_latency_table() -> str:
+    """int8 QDQ latency against float32 (``quantized_models.csv``, InferenceSession, one
+    thread) per model, flow and exporter."""
+    rows = [r for r in _d.read_rows("quantized_models.csv")
+            if r.get("latency_int8_ms") and r.get("latency_fp32_ms")]
+    return _join(
+        _d.run_line("quantized_models.csv"),
+        _bold("int8 / float32 latency") + " " + direction(True, "below 1x, int8 is faster"),
+        list_table(["model", "flow", "exporter", "int8 (ms)", "float32 (ms)", "int8 / fp32"],
+                   [[r["model"], r["flow"], r["exporter"], fmt(r["latency_int8_ms"]),
+                     fmt(r["latency_fp32_ms"]),
+                     ratio(float(r["latency_int8_ms"]) / float(r["latency_fp32_ms"]))]
+                    for r in rows]),
+    )
+
+
 def llm_latency_patterns_table() -> str:
     rows = _cell_rows("llm_latency_patterns.csv")
     base = "to_onnx default+onnxruntime"

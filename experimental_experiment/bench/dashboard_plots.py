@@ -75,6 +75,25 @@ def plot_latency(ax=None):
     return ax
 
 
+def plot_precision_ratios(ax=None):
+    """Our package's latency divided by the builder's, per cell (size, phase, threads),
+    one bar per precision and runtime (``llm_precision.csv``; 1 = the builder)."""
+    rows = [r for r in _d.read_rows("llm_precision.csv") if r.get("vs_builder")
+            and r["exporter"] == "ours"]
+    for r in rows:
+        r["cell"] = _cell_name(r).replace(", ", "\n")
+        r["series"] = f"{r['precision']}, {r['runtime']}"
+    table = _d.pivot(rows, "cell", "series", "vs_builder")
+    series = _d.ordered(r["series"] for r in rows)
+    ax = _axes(ax, (9, 3.8))
+    _grouped_bars(ax, table, series)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel("ours / builder's latency (lower is better)")
+    ax.set_title("fp32 and int4 packages, ours against onnxruntime-genai's builder")
+    _legend(ax, series)
+    return ax
+
+
 def plot_export_time(ax=None):
     """Bar chart: seconds per model and exporter (log scale)."""
     rows = _d.read_rows("export_time.csv")

@@ -137,15 +137,21 @@ def _write_tokenizer(folder: str) -> None:
     fast.save_pretrained(folder)
 
 
-def export_builder(model, folder: str, genai_path: str | None,
-                   timeout: int = 1800) -> tuple[str, float]:
-    """Saves ``model`` (``save_pretrained`` and a tokenizer) in ``folder/hf`` then runs
-    ``python -m onnxruntime_genai.models.builder -p fp32 -e cpu`` on it."""
-    hf, out = os.path.join(folder, "hf"), os.path.join(folder, "builder")
-    model.save_pretrained(hf)
-    _write_tokenizer(hf)
+def export_builder(model, folder: str, genai_path: str | None, timeout: int = 1800, *,
+                   precision: str = "fp32", extra_options: dict | None = None,
+                   name: str = "builder") -> tuple[str, float]:
+    """Saves ``model`` (``save_pretrained`` and a tokenizer) in ``folder/hf`` (once) then
+    runs ``python -m onnxruntime_genai.models.builder -p <precision> -e cpu`` on it, the
+    package written in ``folder/<name>``; ``extra_options`` become ``--extra_options
+    key=value`` (``accuracy_level=4``). Returns ``(model.onnx path, seconds)``."""
+    hf, out = os.path.join(folder, "hf"), os.path.join(folder, name)
+    if not os.path.exists(os.path.join(hf, "config.json")):
+        model.save_pretrained(hf)
+        _write_tokenizer(hf)
     cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", out,
-           "-p", "fp32", "-e", "cpu", "-c", os.path.join(folder, "builder_cache")]
+           "-p", precision, "-e", "cpu", "-c", os.path.join(folder, "builder_cache")]
+    if extra_options:
+        cmd += ["--extra_options"] + [f"{k}={v}" for k, v in extra_options.items()]
     begin = time.perf_counter()
     proc = subprocess.run(cmd, env=_genai_env(genai_path), capture_output=True, text=True,
                           timeout=timeout, cwd=folder)

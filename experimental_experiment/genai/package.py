@@ -104,20 +104,24 @@ def _check_precision(precision: str, block_size: int, accuracy_level) -> None:
         _check_options(precision, block_size, accuracy_level, False)
 
 
-def _quantize(onx, precision: str, block_size: int, accuracy_level):
-    """int4 weights through :mod:`experimental_experiment.quantize` (MatMulNBits)."""
+def _quantize(onx, precision: str, block_size: int, accuracy_level, quantize_lm_head: bool):
+    """int4 weights through :mod:`experimental_experiment.quantize` (MatMulNBits), the
+    head included unless ``quantize_lm_head`` is False: left in float32, the head
+    (vocabulary x hidden) is the largest weight a decoding step reads, which made the
+    int4 decoding step slower than onnxruntime-genai's builder (it quantizes every
+    MatMul)."""
     from ..quantize import quantize_model
 
     return quantize_model(onx, precision, block_size=block_size,
-                          accuracy_level=accuracy_level)
+                          accuracy_level=accuracy_level, quantize_lm_head=quantize_lm_head)
 
 
 def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, *,
                   model_type: str | None = None, require_tokenizer: bool = False,
                   overwrite: bool = False, progress: bool = True,
                   patterns: str = "default+onnxruntime", block_size: int = 32,
-                  accuracy_level: int | None = None, search: dict | None = None
-                  ) -> PackageReport:
+                  accuracy_level: int | None = None, search: dict | None = None,
+                  quantize_lm_head: bool = True) -> PackageReport:
     """Writes an onnxruntime-genai package of ``model`` into ``out_dir``.
 
     Every argument is checked before any work; the folder is written beside
@@ -140,6 +144,9 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
     :param block_size: int4 block size
     :param accuracy_level: int4 accuracy level of MatMulNBits (None: the default)
     :param search: search options replacing genai_config.json's defaults
+    :param quantize_lm_head: int4: quantizes the head producing the logits too (as
+        onnxruntime-genai's builder does); False keeps it in float32 (more accurate
+        logits, a slower decoding step)
     :return: a :class:`PackageReport`
 
     .. code-block:: python
@@ -177,7 +184,7 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
             rename_to_genai(onx, len(shapes))
         if precision != "fp32":
             with bar.step("quantize"):
-                onx = _quantize(onx, precision, block_size, accuracy_level)
+                onx = _quantize(onx, precision, block_size, accuracy_level, quantize_lm_head)
         with bar.step("save"):
             from ..xbuilder.model_container import save_model
 
