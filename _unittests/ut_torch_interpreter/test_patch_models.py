@@ -202,3 +202,56 @@ def test_canine_keeps_the_sequence_dynamic():
     # one chunk, chunks with remainders, a chunk of padding only, lengths % 4 != 0
     _check_with_mask(model, 1000, ("_downsample_attention_mask", "CanineAttention.forward"),
                      [(2, 12), (3, 13), (2, 23), (2, 4)])
+
+
+def test_qwen4_exp_indexer_selects_the_same_tokens():
+    """The vectorized indexer keeps the tokens the per-query loops keep (two sizes, a
+    cache, left padding), on the zoo's tiny Qwen4Exp; the exported model is checked by
+    the zoo (qwen4_exp passes in onnxruntime against eager)."""
+    import copy
+    import sys
+
+    from experimental_experiment.bench.zoo_cases import ZooCase, build_case
+    from experimental_experiment.torch_interpreter.patches.patch_sparse_attention import (
+        _qwen4_exp_indexer,
+    )
+
+    data = build_case(ZooCase("qwen4_exp", "causal-lm"))
+    model = data["model"]
+    indexer = sys.modules[type(model).__module__].Qwen4ExpTextQSAIndexer
+    original = indexer.forward
+    patched = _qwen4_exp_indexer(original)
+    compared = []
+
+    class Replay:  # gives the patched forward the keys the cache gave the original
+        def __init__(self, keys):
+            self.keys = keys
+
+        def update_indexer(self, keys, layer_idx):
+            return self.keys
+
+    def both(self, hidden, positions, mask, cache):
+        seen = {}
+        if cache is not None:
+            update = cache.update_indexer
+            cache.update_indexer = lambda k, i: seen.setdefault("keys", update(k, i))
+        expected = original(self, hidden, positions, mask, cache)
+        if cache is not None:
+            del cache.update_indexer
+        got = patched(self, hidden, positions, mask,
+                      Replay(seen["keys"]) if cache is not None else None)
+        compared.append((tuple(expected.shape), bool((expected == got).all())))
+        return expected
+
+    ids = torch.randint(0, 50, (2, 12))
+    padded = torch.cat([torch.zeros(2, 3, dtype=torch.int64), torch.ones(2, 9,
+                                                                          dtype=torch.int64)], 1)
+    try:
+        indexer.forward = both
+        with torch.no_grad():
+            model(**copy.deepcopy(data["inputs"]))
+            model(**copy.deepcopy(data["check_inputs"]))
+            model(input_ids=ids, attention_mask=padded, use_cache=False)
+    finally:
+        indexer.forward = original
+    assert len(compared) >= 3 and all(same for _, same in compared), compared

@@ -10,6 +10,8 @@ import types
 
 import torch
 
+from .patch_sparse_attention import _qwen4_exp_indexer
+
 
 def _cpmant_attention_mask(original):
     """Replaces ``CpmAntModel._prepare_attention_mask``: the left padding mask is built
@@ -248,6 +250,8 @@ _PATCHES = (
     ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask",
      _canine_pooled_mask),
     ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
+    ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward",
+     _qwen4_exp_indexer),
 )
 
 
