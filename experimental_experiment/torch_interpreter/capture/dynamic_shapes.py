@@ -49,16 +49,27 @@ def normalize_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict):
     """
     if dynamic_shapes is None:
         return None, {}
+    grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+    return torch_dynamic_shapes(grouped, type(dynamic_shapes))
+
+
+def torch_dynamic_shapes(grouped: dict, kind: type) -> tuple[Any, dict[tuple, str]]:
+    """:func:`normalize_dynamic_shapes` from the grouped spec (``kind``: the type of
+    the user's spec, a dict or a sequence)."""
+    names: dict[tuple, str] = {}
+    converted = {k: _convert_spec(v, (k,), names) for k, v in grouped.items()}
+    if issubclass(kind, dict):
+        return converted, names
+    return kind(converted.values()), names
+
+
+def check_spec_type(dynamic_shapes) -> None:
+    """Raises :class:`InvalidArgumentError` unless ``dynamic_shapes`` is a dict, a tuple
+    or a list (None is checked by the caller)."""
     if not isinstance(dynamic_shapes, (dict, tuple, list)):
         raise InvalidArgumentError(
             f"dynamic_shapes must be a dict, tuple or list, not {type(dynamic_shapes)}"
         )
-    names: dict[tuple, str] = {}
-    grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
-    converted = {k: _convert_spec(v, (k,), names) for k, v in grouped.items()}
-    if isinstance(dynamic_shapes, dict):
-        return converted, names
-    return type(dynamic_shapes)(converted.values()), names
 
 
 def _convert_spec(spec, path: tuple, names: dict):
@@ -117,7 +128,8 @@ def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, An
     return [((k,), v) for k, v in spec.items()]
 
 
-def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict) -> dict:
+def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, *,
+                           layout: ArgumentLayout | None = None) -> dict:
     """The user's dynamic_shapes as ``{top-level argument name: spec}`` for the capture:
     the values of ``*xs`` grouped in one tuple, the keywords of ``**kw`` top-level (see
     :func:`explicit_keywords
@@ -125,8 +137,11 @@ def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict) -> 
     Accepted: torch.export's forms (``{"xs": (s0, s1), "kw": {"a": sa}}`` or a tuple
     with one entry per argument) and the flattened ones (``{"xs_0": s0, "a": sa}`` or
     one entry per value of ``args + kwargs``). Raises :class:`InvalidArgumentError`
-    when the names or the length do not match."""
-    layout = ArgumentLayout(model, args, kwargs)
+    for a spec which is not a dict, a tuple or a list, or when the names or the
+    length do not match (``layout``: the arguments' layout when
+    already known)."""
+    check_spec_type(dynamic_shapes)
+    layout = layout or ArgumentLayout(model, args, kwargs)
     if isinstance(dynamic_shapes, dict):
         return _group(_dict_pairs(dynamic_shapes, layout), layout)
     values, torch_names = list(dynamic_shapes), layout.torch_names()
@@ -200,13 +215,15 @@ def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
-def leaf_paths(model, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
+def leaf_paths(model, args: tuple, kwargs: dict, *, layout: ArgumentLayout | None = None,
+               ) -> list[tuple[tuple, Any]]:
     """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names
     (the name of ``*xs`` then the position; the keywords of ``**kw`` are top-level),
     followed by one :class:`PathKey` per level."""
     flat = []
     values = list(args) + list(kwargs.values())
-    for prefix, value in zip(ArgumentLayout(model, args, kwargs).prefixes, values):
+    layout = layout or ArgumentLayout(model, args, kwargs)
+    for prefix, value in zip(layout.prefixes, values):
         leaves, spec = torch.utils._pytree.tree_flatten_with_path(value)
         for (kp, leaf), ipath in zip(leaves, _index_paths(spec)):
             steps = tuple(PathKey(_key_value(k), i) for k, i in zip(kp, ipath))
@@ -257,7 +274,7 @@ def symbol_names(placeholders: list, paths: list[tuple], names: dict) -> dict[st
     return out
 
 
-def _argument_names(model, args: tuple, kwargs: dict) -> list[str]:
+def argument_names(layout: ArgumentLayout) -> list[str]:
     """One name per value of ``args + kwargs``: the parameter's name, ``xs_<i>`` for
     the values of ``*xs``, the keyword for the values of ``**kw``."""
-    return [_flat_key(p) for p in ArgumentLayout(model, args, kwargs).prefixes]
+    return [_flat_key(p) for p in layout.prefixes]
