@@ -38,24 +38,11 @@ def _dim_name(value) -> str | None:
     return None
 
 
-def normalize_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict):
-    """Replaces strings by ``Dim.DYNAMIC`` and collects the user's dim names.
-
-    Returns ``(dynamic_shapes for torch.export, {(flat input path, axis): name})``.
-    The path is the tuple of keys torch's pytree gives for the leaf. ``*xs`` and
-    ``**kw`` parameters are accepted as torch.export documents them
-    (``{"xs": (spec0, spec1), "kw": {"a": spec_a}}``) or flattened (``xs_0``, ``a``),
-    see :func:`grouped_dynamic_shapes`.
-    """
-    if dynamic_shapes is None:
-        return None, {}
-    grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
-    return torch_dynamic_shapes(grouped, type(dynamic_shapes))
-
-
 def torch_dynamic_shapes(grouped: dict, kind: type) -> tuple[Any, dict[tuple, str]]:
-    """:func:`normalize_dynamic_shapes` from the grouped spec (``kind``: the type of
-    the user's spec, a dict or a sequence)."""
+    """The grouped spec (:func:`grouped_dynamic_shapes`) with strings replaced by
+    ``Dim.DYNAMIC``, in the container type of the user's spec (``kind``: a dict or a
+    sequence), and the user's dimension names ``{(flat input path, axis): name}``;
+    the path is the tuple of keys torch's pytree gives for the leaf."""
     names: dict[tuple, str] = {}
     converted = {k: _convert_spec(v, (k,), names) for k, v in grouped.items()}
     if issubclass(kind, dict):
