@@ -211,20 +211,10 @@ class PhaseClock:
         self.last = now
 
 
-def _flat_input_names(model, args, kwargs) -> list[str] | None:
-    from .capture.dynamic_shapes import leaf_paths
-
-    try:
-        paths = [p for p, _ in leaf_paths(model, args, kwargs)]
-    except Exception:  # names are a nicety here
-        return None
-    return ["_".join(str(getattr(k, "key", k)) for k in p) for p in paths]
-
-
-def record_capture(report: ExportReport, attempts: list, recorder, model, args,
-                   kwargs) -> None:
-    """Capture attempts ``(description, exception or None, seconds)`` and dimensions."""
-    input_names = _flat_input_names(model, args, kwargs)
+def record_capture(report: ExportReport, attempts: list, recorder,
+                   input_names: list[str] | None) -> None:
+    """Capture attempts ``(description, exception or None, seconds)`` and dimensions
+    (``input_names``: the name of every leaf of the inputs)."""
     for what, err, seconds in attempts:
         report.capture_attempts.append(CaptureAttempt(
             what, err is None, type(err).__name__ if err else "", str(err) if err else "",
@@ -233,10 +223,11 @@ def record_capture(report: ExportReport, attempts: list, recorder, model, args,
         report.dimensions.extend(dimension_records(recorder, input_names))
 
 
-def record_guard_ranges(report: ExportReport, ep, recorder, model, args, kwargs) -> None:
+def record_guard_ranges(report: ExportReport, ep, recorder,
+                        input_names: list[str] | None) -> None:
     """Replaces the constrained dimensions by the exact ranges every guard of the
     capture accepts (:mod:`guard_ranges`): a branch on a derived size is one of them."""
-    ranges = guard_ranges(ep, recorder, _flat_input_names(model, args, kwargs))
+    ranges = guard_ranges(ep, recorder, input_names)
     report.dimensions[:] = merge_into_records(report.dimensions, ranges)
 
 

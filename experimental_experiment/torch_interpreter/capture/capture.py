@@ -13,14 +13,14 @@ from .capture_dims import size_oblivious_capture
 from .fake_quantize_capture import freeze_disabled_observers
 from .fresh_stack import run_on_fresh_stack
 from .inplace_ops import functionalize_in_place
-from .signature import explicit_keywords
+from .signature import ArgumentLayout, explicit_keywords
 
 logger = logging.getLogger(__name__)
 
 
 def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
             options: ExportOptions, record: list | None = None,
-            ) -> torch.export.ExportedProgram:
+            layout: ArgumentLayout | None = None) -> torch.export.ExportedProgram:
     """Runs torch.export.export, then the decompositions the options ask for.
 
     With ``options.fallback``, a failure is followed by the other ``strict`` value
@@ -29,7 +29,8 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
     table. Every attempt and its error are logged; the final :class:`CaptureError`
     lists them (its attribute ``attempts`` holds ``[(description, exception)]``).
     ``record``, if given, receives ``(description, exception or None, seconds)`` for
-    every attempt (the export report).
+    every attempt (the export report). ``layout``: how the inputs bind to ``forward``
+    when already known.
     """
     record = [] if record is None else record
     attempts = _attempts(options)
@@ -41,7 +42,7 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
         begin = time.perf_counter()
         try:
             ep = _capture_once(model, args, kwargs, dynamic_shapes, strict, table, captured,
-                               options.size_oblivious, record)
+                               options.size_oblivious, record, layout)
         except Exception as e:
             if strict not in captured:
                 captured[strict] = e
@@ -61,14 +62,14 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
 
 
 def _capture_once(model, args, kwargs, dynamic_shapes, strict: bool, table,
-                  captured: dict, oblivious: bool, record: list,
+                  captured: dict, oblivious: bool, record: list, layout=None,
                   ) -> torch.export.ExportedProgram:
     """torch.export.export (once per value of ``strict``, kept in ``captured``), then
     the decompositions of ``table``."""
     def capture_and_decompose():
         if strict not in captured:
             captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict,
-                                       oblivious, record)
+                                       oblivious, record, layout)
         return decompose(captured[strict], table, owned=True)
 
     return run_on_fresh_stack(capture_and_decompose)
@@ -104,10 +105,10 @@ def _capture_error(model, errors: list[tuple[str, Exception]]) -> CaptureError:
 
 
 def _export(model, args, kwargs, dynamic_shapes, strict: bool, oblivious: bool,
-            record: list) -> torch.export.ExportedProgram:
+            record: list, layout=None) -> torch.export.ExportedProgram:
     """torch.export.export, size-oblivious first when asked (then as torch does)."""
     # keywords received by **kwargs become named arguments (signature.py)
-    with explicit_keywords(model, args, kwargs):
+    with explicit_keywords(model, args, kwargs, layout):
         if oblivious and not torch.fx.experimental._config.backed_size_oblivious:
             begin = time.perf_counter()
             try:

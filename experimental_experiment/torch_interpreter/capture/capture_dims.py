@@ -23,14 +23,22 @@ def declared_dynamic_axes(model, args: tuple, kwargs: dict | None, dynamic_shape
     """``[(path, leaf, {axis: spec})]`` for every leaf of the inputs, with the axes the
     user declared dynamic (strings, Dim, Dim.DYNAMIC, Dim.AUTO)."""
     kwargs = kwargs or {}
-    out = []
     leaves = leaf_paths(model, args, kwargs)
     if dynamic_shapes is None:
-        return [(p, leaf, {}) for p, leaf in leaves]
+        return dynamic_axes_of(leaves, None)
     # keyed by argument name, *args and **kwargs grouped as torch.export wants them
-    top = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+    return dynamic_axes_of(leaves, grouped_dynamic_shapes(dynamic_shapes, model, args,
+                                                          kwargs))
+
+
+def dynamic_axes_of(leaves: list, grouped: dict | None) -> list:
+    """:func:`declared_dynamic_axes` from the leaves (:func:`leaf_paths`) and the grouped
+    spec (:func:`grouped_dynamic_shapes`, None when no dynamic_shapes is given)."""
+    if grouped is None:
+        return [(p, leaf, {}) for p, leaf in leaves]
+    out = []
     for path, leaf in leaves:
-        spec = top
+        spec = grouped
         for key in path:
             spec = _child(spec, key)
             if spec is None or _is_tensor_spec(spec):
@@ -71,8 +79,13 @@ def zero_one_axes(model, args: tuple, kwargs: dict | None, dynamic_shapes,
     """``[(tensor, axis, description)]`` for the dimensions declared dynamic whose example
     size is 0 or 1 (``Dim.AUTO`` excepted): torch.export specializes those sizes unless
     the capture treats them as any size (``backed_size_oblivious``)."""
+    return zero_one_of(declared_dynamic_axes(model, args, kwargs, dynamic_shapes))
+
+
+def zero_one_of(declared: list) -> list[tuple[torch.Tensor, int, str]]:
+    """:func:`zero_one_axes` from the result of :func:`declared_dynamic_axes`."""
     bad = []
-    for path, leaf, axes in declared_dynamic_axes(model, args, kwargs, dynamic_shapes):
+    for path, leaf, axes in declared:
         if not isinstance(leaf, torch.Tensor):
             continue
         for axis, d in axes.items():
@@ -114,4 +127,4 @@ def check_zero_one(ep: torch.export.ExportedProgram, leaves: list,
 
 
 __all__ = ["check_zero_one", "declared_dynamic_axes", "size_oblivious_capture",
-           "zero_one_axes"]
+           "dynamic_axes_of", "zero_one_axes", "zero_one_of"]

@@ -38,27 +38,25 @@ def _dim_name(value) -> str | None:
     return None
 
 
-def normalize_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict):
-    """Replaces strings by ``Dim.DYNAMIC`` and collects the user's dim names.
+def torch_dynamic_shapes(grouped: dict, kind: type) -> tuple[Any, dict[tuple, str]]:
+    """The grouped spec (:func:`grouped_dynamic_shapes`) with strings replaced by
+    ``Dim.DYNAMIC``, in the container type of the user's spec (``kind``: a dict or a
+    sequence), and the user's dimension names ``{(flat input path, axis): name}``;
+    the path is the tuple of keys torch's pytree gives for the leaf."""
+    names: dict[tuple, str] = {}
+    converted = {k: _convert_spec(v, (k,), names) for k, v in grouped.items()}
+    if issubclass(kind, dict):
+        return converted, names
+    return kind(converted.values()), names
 
-    Returns ``(dynamic_shapes for torch.export, {(flat input path, axis): name})``.
-    The path is the tuple of keys torch's pytree gives for the leaf. ``*xs`` and
-    ``**kw`` parameters are accepted as torch.export documents them
-    (``{"xs": (spec0, spec1), "kw": {"a": spec_a}}``) or flattened (``xs_0``, ``a``),
-    see :func:`grouped_dynamic_shapes`.
-    """
-    if dynamic_shapes is None:
-        return None, {}
+
+def check_spec_type(dynamic_shapes) -> None:
+    """Raises :class:`InvalidArgumentError` unless ``dynamic_shapes`` is a dict, a tuple
+    or a list (None is checked by the caller)."""
     if not isinstance(dynamic_shapes, (dict, tuple, list)):
         raise InvalidArgumentError(
             f"dynamic_shapes must be a dict, tuple or list, not {type(dynamic_shapes)}"
         )
-    names: dict[tuple, str] = {}
-    grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs)
-    converted = {k: _convert_spec(v, (k,), names) for k, v in grouped.items()}
-    if isinstance(dynamic_shapes, dict):
-        return converted, names
-    return type(dynamic_shapes)(converted.values()), names
 
 
 def _convert_spec(spec, path: tuple, names: dict):
@@ -117,7 +115,8 @@ def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, An
     return [((k,), v) for k, v in spec.items()]
 
 
-def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict) -> dict:
+def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, *,
+                           layout: ArgumentLayout | None = None) -> dict:
     """The user's dynamic_shapes as ``{top-level argument name: spec}`` for the capture:
     the values of ``*xs`` grouped in one tuple, the keywords of ``**kw`` top-level (see
     :func:`explicit_keywords
@@ -125,8 +124,11 @@ def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict) -> 
     Accepted: torch.export's forms (``{"xs": (s0, s1), "kw": {"a": sa}}`` or a tuple
     with one entry per argument) and the flattened ones (``{"xs_0": s0, "a": sa}`` or
     one entry per value of ``args + kwargs``). Raises :class:`InvalidArgumentError`
-    when the names or the length do not match."""
-    layout = ArgumentLayout(model, args, kwargs)
+    for a spec which is not a dict, a tuple or a list, or when the names or the
+    length do not match (``layout``: the arguments' layout when
+    already known)."""
+    check_spec_type(dynamic_shapes)
+    layout = layout or ArgumentLayout(model, args, kwargs)
     if isinstance(dynamic_shapes, dict):
         return _group(_dict_pairs(dynamic_shapes, layout), layout)
     values, torch_names = list(dynamic_shapes), layout.torch_names()
@@ -200,13 +202,15 @@ def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
-def leaf_paths(model, args: tuple, kwargs: dict) -> list[tuple[tuple, Any]]:
+def leaf_paths(model, args: tuple, kwargs: dict, *, layout: ArgumentLayout | None = None,
+               ) -> list[tuple[tuple, Any]]:
     """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names
     (the name of ``*xs`` then the position; the keywords of ``**kw`` are top-level),
     followed by one :class:`PathKey` per level."""
     flat = []
     values = list(args) + list(kwargs.values())
-    for prefix, value in zip(ArgumentLayout(model, args, kwargs).prefixes, values):
+    layout = layout or ArgumentLayout(model, args, kwargs)
+    for prefix, value in zip(layout.prefixes, values):
         leaves, spec = torch.utils._pytree.tree_flatten_with_path(value)
         for (kp, leaf), ipath in zip(leaves, _index_paths(spec)):
             steps = tuple(PathKey(_key_value(k), i) for k, i in zip(kp, ipath))
@@ -257,7 +261,7 @@ def symbol_names(placeholders: list, paths: list[tuple], names: dict) -> dict[st
     return out
 
 
-def _argument_names(model, args: tuple, kwargs: dict) -> list[str]:
+def argument_names(layout: ArgumentLayout) -> list[str]:
     """One name per value of ``args + kwargs``: the parameter's name, ``xs_<i>`` for
     the values of ``*xs``, the keyword for the values of ``**kw``."""
-    return [_flat_key(p) for p in ArgumentLayout(model, args, kwargs).prefixes]
+    return [_flat_key(p) for p in layout.prefixes]

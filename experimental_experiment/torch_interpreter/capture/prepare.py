@@ -14,26 +14,24 @@ from ..convert.dispatcher import Dispatcher
 from ..errors import CaptureError, InvalidArgumentError, UnsupportedOutputError
 from ..export_options import ExportOptions
 from ..export_report import record_capture, record_decompositions, record_guard_ranges
-from ..stages import InputPlan
+from ..stages import ExampleInputs, InputPlan, OutputSlot, OutputSpec, PreparedProgram
 from .capture import capture, decompose
-from .capture_dims import check_zero_one, size_oblivious_capture, zero_one_axes
+from .capture_dims import check_zero_one, size_oblivious_capture
 from .custom_op_fallback import inline_custom_ops
 from .decomposition_fallback import decompose_unsupported
-from .dynamic_shapes import _argument_names, leaf_paths, normalize_dynamic_shapes, symbol_names
 from .fake_quantize_capture import fixed_fake_quantizers
-from .input_checks import (
-    check_dynamic_shapes_axes,
-    check_signature,
-    describe_dimension_sources,
-    warn_training_mode,
-)
+from .input_checks import check_signature, warn_training_mode
 from .shape_guards import record_shape_guards
 from .symbolic_text import failing_line, shorten_symbolic, symbol_descriptions
+from .user_inputs import UserInputs, read_user_inputs
 
 logger = logging.getLogger(__name__)
 
 
-def check_arguments(model, args, kwargs, export_options, options, dispatcher):
+def check_arguments(model, args, kwargs, export_options, options, dispatcher,
+                    ) -> ExampleInputs:
+    """The example inputs as a tuple and a dict; raises :class:`InvalidArgumentError`
+    for a model, inputs or options of the wrong type."""
     if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
         raise InvalidArgumentError(
             f"model must be a torch.nn.Module, a torch.fx.GraphModule or an "
@@ -58,91 +56,87 @@ def check_arguments(model, args, kwargs, export_options, options, dispatcher):
             raise InvalidArgumentError(
                 f"{name} must be a {cls.__name__}, not {type(value).__name__}"
             )
-    return args, kwargs
+    return ExampleInputs(args, kwargs)
 
 
-def prepare(model, args, kwargs, dynamic_shapes, export_options, input_names, output_names,
-            dispatcher, opset: int, report: ExportReport):
+def prepare(model, inputs: ExampleInputs, dynamic_shapes, export_options, input_names,
+            output_names, dispatcher, opset: int, report: ExportReport) -> PreparedProgram:
     """Captures if needed; returns the graph module, the input plan, the dim namer and
-    the output names (None for outputs to drop). ``report`` receives what the capture
-    found (attempts, guards, dimension ranges, decompositions)."""
+    the outputs. ``report`` receives what the capture found (attempts, guards,
+    dimension ranges, decompositions). ``dynamic_shapes`` is read once, with the
+    example inputs, into a :class:`UserInputs`."""
     if isinstance(model, torch.fx.GraphModule) and not isinstance(
         model, torch.export.ExportedProgram
     ) and _has_meta(model):
-        return _prepare_graph_module(model, args, input_names, output_names)
+        return _prepare_graph_module(model, input_names, output_names)
     can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
+    user = None
     if isinstance(model, torch.export.ExportedProgram):
         # functionalized like a captured model when it has in-place operators
-        ep, names = decompose(model, export_options.decomposition_table), {}
-        paths = None
+        ep = decompose(model, export_options.decomposition_table)
     else:
-        ep, names, paths = _capture_model(model, args, kwargs, dynamic_shapes,
-                                          export_options, can_convert, opset, report)
+        check_signature(model, inputs.args, inputs.kwargs)
+        warn_training_mode(model)
+        user = read_user_inputs(model, inputs.args, inputs.kwargs, dynamic_shapes)
+        ep = _capture_model(model, user, export_options, can_convert, opset, report)
         if input_names is None:
-            input_names = _default_input_names(ep, model, args, kwargs, paths)
+            input_names = _default_input_names(ep, user)
     if export_options.decomposition_fallback:
         decomposed = []
         try:
             ep = decompose_unsupported(ep, opset, can_convert, decomposed)
         finally:
             record_decompositions(report, decomposed)
-    return _prepare_exported_program(ep, names, paths, input_names, output_names)
+    return _prepare_exported_program(ep, user, input_names, output_names)
 
 
-def _capture_model(model, args, kwargs, dynamic_shapes, export_options, can_convert, opset,
-                   report: ExportReport):
-    """torch.export.export of the model, custom operators without a converter inlined;
-    returns the program, the dimension names and the paths of the input leaves."""
-    check_signature(model, args, kwargs)
-    warn_training_mode(model)
+def _capture_model(model, inputs: UserInputs, export_options, can_convert, opset,
+                   report: ExportReport) -> torch.export.ExportedProgram:
+    """torch.export.export of the model, custom operators without a converter inlined."""
     # an example size 0 or 1 on a dynamic dimension: captured as any other size
-    arg_names = _argument_names(model, args, kwargs)
-    check_dynamic_shapes_axes(dynamic_shapes, arg_names, list(args) + list(kwargs.values()))
-    small = zero_one_axes(model, args, kwargs, dynamic_shapes)
-    ds, names = normalize_dynamic_shapes(dynamic_shapes, model, args, kwargs)
+    args, kwargs, layout = inputs.args, inputs.kwargs, inputs.layout
     attempts, guards = [], None
     try:
-        with size_oblivious_capture(bool(small)), record_shape_guards() as guards, \
-                fixed_fake_quantizers(model):
-            ep = capture(model, args, kwargs, ds, export_options, attempts)
+        with size_oblivious_capture(bool(inputs.small)), \
+                record_shape_guards() as guards, fixed_fake_quantizers(model):
+            ep = capture(model, args, kwargs, inputs.torch_spec, export_options, attempts,
+                         layout)
             if export_options.decomposition_fallback:  # custom ops with no converter
                 inlined = []
                 ep = inline_custom_ops(
-                    ep, lambda: capture(model, args, kwargs, ds, export_options), opset,
-                    can_convert, record=inlined)
+                    ep, lambda: capture(model, args, kwargs, inputs.torch_spec,
+                                        export_options, layout=layout),
+                    opset, can_convert, record=inlined)
                 record_decompositions(report, inlined)
     except CaptureError as e:
-        _explain_capture_error(e, names, arg_names, small, guards)
+        _explain_capture_error(e, inputs, guards)
         raise
     finally:
-        record_capture(report, attempts, guards, model, args, kwargs)
+        record_capture(report, attempts, guards, inputs.leaf_names)
     # the sizes every guard of the capture accepts
-    record_guard_ranges(report, ep, guards, model, args, kwargs)
-    leaves = leaf_paths(model, args, kwargs)
-    check_zero_one(ep, [leaf for _, leaf in leaves], small)
-    return ep, names, [p for p, _ in leaves]
+    record_guard_ranges(report, ep, guards, inputs.leaf_names)
+    check_zero_one(ep, [leaf for _, leaf in inputs.leaves], inputs.small)
+    return ep
 
 
-def _explain_capture_error(e: CaptureError, names, arg_names, small, recorder=None) -> None:
+def _explain_capture_error(e: CaptureError, inputs: UserInputs, recorder=None) -> None:
     """Rewrites the message: torch's ``L['x'].size()[0]`` becomes dimension 0
     ('batch') of input 'x', long symbolic expressions the dimensions they are made of,
     the model's failing line is named; sizes 0 or 1 captured size-oblivious are named."""
-    def describe(text):
-        return describe_dimension_sources(text, names, arg_names)
-
+    describe = inputs.describe
     text = shorten_symbolic(describe(str(e)), symbol_descriptions(recorder, describe))
     attempts = getattr(e, "attempts", None) or []
     line = failing_line(attempts[-1][1]) if attempts else None
     if line:
         text += f"\nThe model's line that failed (last attempt): {line}"
     e.args = (text,) + e.args[1:]
-    if small:  # say what was changed for these sizes
-        e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in small)} is "
+    if inputs.small:  # say what was changed for these sizes
+        e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in inputs.small)} is "
                   "0 or 1: the capture ran with backed_size_oblivious=True to keep "
                   "it dynamic; an example size >= 2 may capture or explain more.",)
 
 
-def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
+def _default_input_names(ep, inputs: UserInputs) -> list[str] | None:
     """Names of the user inputs when a transformers cache is given under another name
     than ``past_key_values`` (``cache`` since transformers 5.24): the ONNX inputs keep
     the names ``past_key_values_key_<i>``; None (placeholder names) otherwise."""
@@ -150,8 +144,8 @@ def _default_input_names(ep, model, args, kwargs, paths) -> list[str] | None:
 
     from ..patches.cache_registration import cache_input_renames
 
-    renames = cache_input_renames(_argument_names(model, args, kwargs),
-                                  list(args) + list(kwargs.values()))
+    renames = cache_input_renames(inputs.arg_names, inputs.values)
+    paths = inputs.paths
     user = [s.arg.name for s in ep.graph_signature.input_specs
             if s.kind == InputKind.USER_INPUT]
     if not renames or len(user) != len(paths):
@@ -178,7 +172,7 @@ def _has_meta(gm: torch.fx.GraphModule) -> bool:
                if n.op in ("placeholder", "call_function"))
 
 
-def _prepare_graph_module(gm, args, input_names, output_names):
+def _prepare_graph_module(gm, input_names, output_names) -> PreparedProgram:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     names = list(input_names) if input_names else [p.name for p in placeholders]
     if len(names) != len(placeholders):
@@ -189,10 +183,12 @@ def _prepare_graph_module(gm, args, input_names, output_names):
     out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     out = out if isinstance(out, (list, tuple)) else [out]
     # None outputs (gradients of inputs not requiring one) have no ONNX counterpart
-    return gm, plan, DimNamer(), _output_names(output_names, [o is not None for o in out])
+    outputs = _output_spec(output_names, [o is not None for o in out])
+    return PreparedProgram(gm, plan, DimNamer(), outputs)
 
 
-def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
+def _prepare_exported_program(ep, inputs: UserInputs | None, input_names, output_names,
+                              ) -> PreparedProgram:
     from torch.export.graph_signature import InputKind
 
     placeholders = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
@@ -204,13 +200,13 @@ def _prepare_exported_program(ep, dim_names, paths, input_names, output_names):
             )
         plan.inputs = dict(zip(user, input_names))
     namer = DimNamer()
-    if dim_names and paths is not None:
+    if inputs is not None and inputs.dim_names:
         nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
                  if s.kind == InputKind.USER_INPUT]
-        namer = DimNamer(symbol_names(nodes, paths, dim_names))
+        namer = DimNamer(inputs.symbol_names(nodes))
     check_outputs(ep)
     keep = _kept_outputs(ep, plan)
-    return ep.graph_module, plan, namer, _output_names(output_names, keep)
+    return PreparedProgram(ep.graph_module, plan, namer, _output_spec(output_names, keep))
 
 
 def check_outputs(ep) -> None:
@@ -255,12 +251,12 @@ def _input_plan(ep, placeholders: dict) -> tuple[InputPlan, list[str]]:
     return plan, user
 
 
-def _kept_outputs(ep, plan: InputPlan) -> list:
-    """For every output: True (a user output), the name of the new value of a mutated
-    buffer or input, or False (dropped)."""
+def _kept_outputs(ep, plan: InputPlan) -> list[OutputSlot | bool]:
+    """For every output: True (a user output, named later), the slot of the new value
+    of a mutated buffer or input, or False (dropped)."""
     from torch.export.graph_signature import OutputKind
 
-    keep = []
+    keep: list[OutputSlot | bool] = []
     for spec in ep.graph_signature.output_specs:
         if spec.kind == OutputKind.USER_OUTPUT:
             keep.append(True)
@@ -269,7 +265,7 @@ def _kept_outputs(ep, plan: InputPlan) -> list:
             base = plan.inputs.get(spec.target, spec.target)
             logger.info("the new value of %r (%s) is the output %r", spec.target,
                         spec.kind.name, f"{base}_updated")
-            keep.append(_MutationName(f"{base}_updated"))
+            keep.append(OutputSlot(f"{base}_updated", mutation=True))
         else:
             keep.append(False)
             logger.warning("output %r (%s) of %r is dropped", spec.arg.name,
@@ -277,21 +273,19 @@ def _kept_outputs(ep, plan: InputPlan) -> list:
     return keep
 
 
-class _MutationName(str):
-    """Name of an output holding the new value of a mutated buffer or input."""
-
-
-def _output_names(output_names, keep: list) -> list[str | None]:
+def _output_spec(output_names, keep: list) -> OutputSpec:
+    """The outputs, user outputs named ``output_names`` (default ``output_<i>``)."""
     n_user = sum(k is True for k in keep)
     if output_names is not None and len(output_names) != n_user:
         raise InvalidArgumentError(f"{len(output_names)} output names for {n_user} outputs")
     it = iter(output_names or [f"output_{i}" for i in range(n_user)])
-    return [next(it) if k is True else (k or None) for k in keep]
+    return OutputSpec([OutputSlot(next(it)) if k is True else
+                       k if isinstance(k, OutputSlot) else OutputSlot(None) for k in keep])
 
 
-def mutations_last(builder: GraphBuilder, names: list[str], out_names: list) -> None:
+def mutations_last(builder: GraphBuilder, names: list[str], outputs: OutputSpec) -> None:
     """Moves the outputs of mutated buffers and inputs after the user's outputs."""
-    kinds = [isinstance(n, _MutationName) for n in out_names if n is not None]
+    kinds = outputs.mutations
     if not any(kinds) or len(kinds) != len(names):
         return
     moved = {n for n, k in zip(names, kinds) if k}

@@ -88,17 +88,18 @@ class ArgumentLayout:
 
 
 @contextlib.contextmanager
-def explicit_keywords(model, args: tuple, kwargs: dict):
+def explicit_keywords(model, args: tuple, kwargs: dict, layout: ArgumentLayout | None = None):
     """Within the context, ``model.forward`` has a signature naming every keyword of
     ``kwargs`` that ``**kw`` would receive (keyword-only parameters), so torch.export
-    sees them as top-level arguments. Nothing changes for a forward without ``**kw``.
+    sees them as top-level arguments. Nothing changes for a forward without ``**kw``
+    (``layout``: the arguments' layout when already known).
     """
-    layout = ArgumentLayout(model, args, kwargs)
+    layout = layout or ArgumentLayout(model, args, kwargs)
     if not layout.extra_kw or not hasattr(model, "forward"):
         yield
         return
     forward = model.forward
-    params = [p for p in parameters(model) if p.kind != _P.VAR_KEYWORD]
+    params = [p for p in parameters(model) or [] if p.kind != _P.VAR_KEYWORD]
     params += [_P(k, _P.KEYWORD_ONLY) for k in layout.extra_kw]
 
     def call(*a, **kw):

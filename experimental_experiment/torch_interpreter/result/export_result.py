@@ -38,6 +38,7 @@ from ..convert.dispatcher import Dispatcher
 from ..convert.interpreter import Interpreter
 from ..export_options import ExportOptions
 from ..export_report import PhaseClock, record_conversion, record_optimization, reported
+from ..stages import PreparedProgram, SerializationPlan
 from .large_model import make_container, pin_weights, weight_free_inputs
 
 
@@ -65,7 +66,7 @@ class ExportResult:
     model: Any
     builder: GraphBuilder
     optimization: OptimizationReport
-    report: Any = None
+    report: ExportReport
 
 
 # The parameters export_program and to_onnx share, documented once
@@ -173,22 +174,23 @@ def export_program(
     report = cast(ExportReport, report)  # @reported made it from None, a path or a report
     if filename:  # before any export work: a folder, a read-only folder fail now
         check_output_path(filename, what="filename")
-    args, kwargs = check_arguments(model, args, kwargs, export_options, options, dispatcher)
+    inputs = check_arguments(model, args, kwargs, export_options, options, dispatcher)
     check_target_opset(target_opset)
-    args, kwargs, weight_free = weight_free_inputs(model, args, kwargs,
-                                                   large=large_model or bool(filename))
+    serialization = SerializationPlan(container=large_model, filename=filename,
+                                      threshold=external_threshold)
+    inputs = weight_free_inputs(model, inputs, serialization)
     builder = GraphBuilder(target_opset, verbose=verbose)
     clock = PhaseClock(report)
-    gm, plan, namer, out_names = prepare(
-        model, args, kwargs, dynamic_shapes, export_options or ExportOptions(),
+    prepared = prepare(
+        model, inputs, dynamic_shapes, export_options or ExportOptions(),
         input_names, output_names, dispatcher, builder.main_opset, report=report)
     clock("capture")
     warn_constrained(report.dimensions)
     builder.metadata_props.update(ranges_metadata(report.dimensions))
-    interp = _interpreter(builder, gm, plan, namer, dispatcher, export_modules_as_functions)
-    mutations_last(builder, interp.run(out_names), out_names)
+    interp = _interpreter(builder, prepared, dispatcher, export_modules_as_functions)
+    mutations_last(builder, interp.run(prepared.outputs.names), prepared.outputs)
     # weights going to external data are pinned: the optimizer does not fold them
-    large = pin_weights(builder, external_threshold, large=large_model or weight_free)
+    pin_weights(builder, serialization)
     if export_modules_as_functions:
         from ..convert.module_functions import make_local_functions
 
@@ -200,13 +202,14 @@ def export_program(
     optimization = optimize_builder(builder, options) if optimize else OptimizationReport()
     clock("optimize")
     record_optimization(report, n_nodes, len(builder.nodes), optimization)
-    onx = _serialize(builder, model, large, large_model, external_threshold, filename, clock)
+    onx = _serialize(builder, model, serialization, clock)
     return ExportResult(onx, builder, optimization, report)
 
 
-def _interpreter(builder, gm, plan, namer, dispatcher, modules) -> Interpreter:
-    """The interpreter converting ``gm`` into ``builder`` (``modules``: the child
-    modules whose nodes become local functions)."""
+def _interpreter(builder, prepared: PreparedProgram, dispatcher, modules) -> Interpreter:
+    """The interpreter converting the prepared graph into ``builder`` (``modules``: the
+    child modules whose nodes become local functions)."""
+    gm, plan, namer = prepared.graph_module, prepared.plan, prepared.namer
     if modules:
         from ..convert.module_functions import ModuleTaggingInterpreter
 
@@ -215,16 +218,16 @@ def _interpreter(builder, gm, plan, namer, dispatcher, modules) -> Interpreter:
     return Interpreter(builder, gm, plan, dispatcher=dispatcher, namer=namer)
 
 
-def _serialize(builder, model, large, large_model, external_threshold, filename, clock):
+def _serialize(builder, model, plan: SerializationPlan, clock: PhaseClock):
     """The ModelProto (or the container of ``large_model=True``), saved if asked."""
-    if large:  # saved if filename, the ModelProto refers to its data file
-        container = make_container(builder, external_threshold, filename, model)
-        onx = container if large_model else container.model_proto
+    if plan.external:  # saved if filename, the ModelProto refers to its data file
+        container = make_container(builder, plan.threshold, plan.filename, model)
+        onx = container if plan.container else container.model_proto
     else:
         onx = builder.to_onnx(optimize=False)
     clock("serialize")
-    if filename and not large:
-        save_model(onx, filename)
+    if plan.filename and not plan.external:
+        save_model(onx, plan.filename)
         clock("save")
     return onx
 

@@ -21,6 +21,7 @@ from ...xbuilder import GraphBuilder
 from ...xbuilder.model_container import PROTOBUF_LIMIT, ModelContainer, builder_to_container
 from .._torch_helper import TorchTensorRef, has_data, onnx_dtype_to_torch
 from ..errors import InvalidArgumentError, UnfilledWeightsWarning
+from ..stages import ExampleInputs, SerializationPlan
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +36,15 @@ def _first_weight_without_data(model) -> torch.Tensor | None:
     return next((t for t in tensors if not has_data(t)), None)
 
 
-def weight_free_inputs(model, args: tuple, kwargs: dict, *, large: bool):
-    """Moves the inputs to the device (or the fake mode) of weights without data;
-    returns ``(args, kwargs, weight_free)``. Raises when such a model would be
-    returned as a ModelProto (it has no data to put in it)."""
+def weight_free_inputs(model, inputs: ExampleInputs, plan: SerializationPlan,
+                       ) -> ExampleInputs:
+    """Moves the inputs to the device (or the fake mode) of weights without data and
+    records it in ``plan.weight_free``. Raises when such a model would be returned as
+    a ModelProto (it has no data to put in it)."""
     weight = _first_weight_without_data(model)
     if weight is None:
-        return args, kwargs, False
-    if not large:
+        return inputs
+    if not plan.may_be_weight_free:
         raise InvalidArgumentError(
             f"the model's weights have no data (device {weight.device}, "
             f"{type(weight).__name__}): export it with large_model=True (a container "
@@ -57,9 +59,11 @@ def weight_free_inputs(model, args: tuple, kwargs: dict, *, large: bool):
     else:
         def move(t):
             return t.to(weight.device)
-    args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, move, (args, kwargs))
+    args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, move,
+                                                     (inputs.args, inputs.kwargs))
     logger.info("weights without data: inputs moved to %s", weight.device)
-    return args, kwargs, True
+    plan.weight_free = True
+    return ExampleInputs(args, kwargs)
 
 
 def _warn_non_persistent(model) -> None:
@@ -76,16 +80,17 @@ def _warn_non_persistent(model) -> None:
             "fill them from a file of your own.", UnfilledWeightsWarning, stacklevel=3)
 
 
-def pin_weights(builder: GraphBuilder, threshold: int, *, large: bool) -> bool:
-    """Decides whether the model goes to external data (``large``, weights without
-    data or weights past 2 GB) and pins the model's weights which will: the optimizer
-    leaves them as they are. Returns the decision."""
+def pin_weights(builder: GraphBuilder, plan: SerializationPlan) -> bool:
+    """Decides whether the model goes to external data (``large_model``, weights
+    without data or weights past 2 GB) and pins the model's weights which will: the
+    optimizer leaves them as they are. Records the decision in ``plan.external`` and
+    returns it."""
     refs = [v for v in builder.initializers.values() if isinstance(v, TorchTensorRef)]
-    if not large and sum(r.nbytes for r in refs) < PROTOBUF_LIMIT:
-        return False
-    for ref in refs:
-        ref.pinned = not ref.has_data or ref.nbytes >= threshold
-    return True
+    plan.external = plan.forces_external or sum(r.nbytes for r in refs) >= PROTOBUF_LIMIT
+    if plan.external:
+        for ref in refs:
+            ref.pinned = not ref.has_data or ref.nbytes >= plan.threshold
+    return plan.external
 
 
 def _aliases(model) -> dict[str, list[str]]:
