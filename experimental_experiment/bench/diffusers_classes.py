@@ -95,7 +95,7 @@ def list_diffusers_cases(names: list[str] | None = None):
     """One ``ZooCase`` per class
     (two for a VAE: ``Class.encode`` and ``Class.decode``), ``names`` restricting the
     classes; the model type of a case is the class name (``.encode``/``.decode``)."""
-    from .zoo_cases import ZooCase
+    from .zoo_heads import ZooCase
 
     cases = []
     classes = diffusers_model_classes()
