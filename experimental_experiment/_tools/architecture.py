@@ -54,7 +54,8 @@ class Import:
     target: str
     lineno: int
     names: tuple[str, ...] = ()
-    lazy: bool = False
+    lazy: bool = False  # inside a function: runs when the function is called
+    type_only: bool = False  # under ``if TYPE_CHECKING:``: read by type checkers only
 
 
 @dataclass
@@ -150,9 +151,9 @@ def import_graph(root: str | None = None) -> ImportGraph:
             trees[name] = ast.parse(f.read(), path)
     for module, tree in trees.items():
         is_pkg = graph.modules[module].endswith("__init__.py")
-        skip, lazy = _type_checking_lines(tree), _function_lines(tree)
+        type_only, lazy = _type_checking_lines(tree), _function_lines(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in skip:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             for target, names in _targets(graph, module, is_pkg, node):
                 top = target.split(".")[0]
@@ -162,8 +163,9 @@ def import_graph(root: str | None = None) -> ImportGraph:
                 while target not in graph.modules and "." in target:
                     target = target.rsplit(".", 1)[0]
                 if target != module:
-                    graph.imports.append(
-                        Import(module, target, node.lineno, names, node.lineno in lazy))
+                    graph.imports.append(Import(
+                        module, target, node.lineno, names, node.lineno in lazy,
+                        node.lineno in type_only))
     return graph
 
 
