@@ -235,7 +235,8 @@ STAGE_IMPORTS: dict[str, tuple[str, ...]] = {
 
 
 def _stage(module: str) -> str:
-    """``capture`` for ``experimental_experiment.torch_interpreter.capture.prepare``, else ``""``."""
+    """``capture`` for ``experimental_experiment.torch_interpreter.capture.prepare``,
+    else ``""``."""
     names = module.split(".")
     if len(names) > 2 and names[1] == "torch_interpreter" and names[2] in STAGE_IMPORTS:
         return names[2]

@@ -1,16 +1,14 @@
 """The converter registry: the converters of torch operators, by operator and variant.
 
-:class:`ConverterRegistry` holds the built-in converters (:data:`DEFAULT_REGISTRY`, filled
-by the ``@converter`` decorators of ``aten/``). :meth:`ConverterRegistry.layered` puts the
-user's :class:`Dispatcher
-<experimental_experiment.torch_interpreter.convert.dispatcher.Dispatcher>` on top of it
+``ConverterRegistry`` holds the built-in converters (``DEFAULT_REGISTRY``, filled
+by the ``@converter`` decorators of ``aten/``). ``ConverterRegistry.layered`` puts the
+user's ``Dispatcher`` on top of it
 without changing it: the interpreter receives that layered registry and makes one
 lookup per node, the user's converter answering first.
 
 A converter is registered for a **variant** of its operator: ``""`` (plain tensors) or
 ``"complex"`` (the node reads or produces complex tensors, carried as real pairs, see
-:mod:`experimental_experiment.torch_interpreter.convert.pairs`); :meth:`lookup_node
-<ConverterRegistry.lookup_node>` picks the variant from the node.
+``convert/pairs.py``); ``lookup_node`` picks the variant from the node.
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ _TAKES_CONTEXT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def takes_context(fn: Converter) -> bool:
     """Tells if converter ``fn`` declares the keyword-only parameter ``ctx``
-    (:class:`NodeContext
-    <experimental_experiment.torch_interpreter.convert.node_context.NodeContext>`); the
+    (``NodeContext``); the
     signature is read once per function."""
     try:
         return _TAKES_CONTEXT[fn]
@@ -82,8 +79,8 @@ class ConverterLookup:
 
 
 class Registry(Protocol):
-    """What the interpreter asks a registry (:class:`ConverterRegistry` or
-    :class:`LayeredRegistry`)."""
+    """What the interpreter asks a registry (``ConverterRegistry`` or
+    ``LayeredRegistry``)."""
 
     def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup: ...
 
@@ -193,7 +190,7 @@ class ConverterRegistry:
 
 
 class LayeredRegistry:
-    """The user's converters on top of a :class:`ConverterRegistry`, which it does not
+    """The user's converters on top of a ``ConverterRegistry``, which it does not
     change: for any variant, the user's converter of an operator wins.
 
     :param base: the built-in converters
@@ -223,7 +220,7 @@ DEFAULT_REGISTRY = ConverterRegistry()
 
 def converter(*ops, min_opset: int = 1, variant: str = ""):
     """Registers the decorated function as the converter of ``ops`` in
-    :data:`DEFAULT_REGISTRY`.
+    ``DEFAULT_REGISTRY``.
 
     ``ops`` are torch operator objects (``aten.relu.default``) or packets
     (``aten.relu``, every overload). A variant with a higher ``min_opset`` wins when
