@@ -41,9 +41,10 @@ LAYERS: dict[str, int] = {
     "_command_lines": 4,
     "__main__": 4,
 }
-TEST_ONLY = {"ext_test_case"}
+TEST_ONLY = frozenset({"ext_test_case"})
 #: parts which never import torch
-TORCH_FREE = {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"}
+TORCH_FREE = frozenset(
+    {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"})
 
 
 @dataclass(frozen=True)

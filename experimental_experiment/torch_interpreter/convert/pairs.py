@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 import torch
+import torch.fx.node
 from onnx import TensorProto
 
 #: element type of the real pairs of a complex dtype
