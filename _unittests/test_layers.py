@@ -6,7 +6,6 @@ import textwrap
 
 from experimental_experiment._tools import architecture as arch
 
-
 # type-only cycles other branches of issue 28 remove; empty this once they are merged
 _PENDING = tuple(frozenset(f"{arch.PACKAGE}.{m}" for m in names) for names in (
     ("xoptim.matcher", "xoptim.pattern", "xoptim.pattern_graph"),

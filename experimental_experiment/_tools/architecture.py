@@ -16,12 +16,14 @@ import ast
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
 
 PACKAGE = "experimental_experiment"
 
 #: layer of every top-level part of the package, an import may only go to a layer
 #: lower or equal to its own; ``ext_test_case`` serves tests only
-LAYERS: dict[str, int] = {
+LAYERS: Mapping[str, int] = MappingProxyType({
     "": 0,  # the package's __init__ (version only)
     "errors": 0,
     "verbosity": 0,
@@ -40,7 +42,7 @@ LAYERS: dict[str, int] = {
     "investigate": 4,
     "_command_lines": 4,
     "__main__": 4,
-}
+})
 TEST_ONLY = frozenset({"ext_test_case"})
 #: parts which never import torch
 TORCH_FREE = frozenset(
@@ -228,11 +230,11 @@ def upward_imports(graph: ImportGraph) -> list[str]:
 
 #: stages of the exporter (subpackages of ``torch_interpreter``) and the modules of the
 #: other stages each one may import; the modules outside the three stages are shared
-STAGE_IMPORTS: dict[str, tuple[str, ...]] = {
+STAGE_IMPORTS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "capture": ("convert.registry", "convert.dispatcher"),  # is there a converter for it?
     "convert": (),
     "result": ("capture", "convert"),
-}
+})
 
 
 def _stage(module: str) -> str:
