@@ -8,7 +8,25 @@ from experimental_experiment._tools import architecture as arch
 
 
 def test_no_import_cycle():
+    """No cycle, imports inside functions (lazy) and under TYPE_CHECKING included."""
     assert arch.cycles(arch.import_graph()) == []
+
+
+def test_type_only_imports_count(tmp_path):
+    root = tmp_path / arch.PACKAGE
+    (root / "report").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "report" / "__init__.py").write_text("")
+    (root / "report" / "a.py").write_text("def f():\n    from .b import g\n")
+    (root / "report" / "b.py").write_text(textwrap.dedent("""
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            from .a import f
+        """))
+    graph = arch.import_graph(str(root))
+    kinds = {(i.source.rsplit(".", 1)[-1], i.lazy, i.type_only) for i in graph.imports}
+    assert kinds == {("a", True, False), ("b", False, True)}, kinds
+    assert arch.cycles(graph) == [[f"{arch.PACKAGE}.report.a", f"{arch.PACKAGE}.report.b"]]
 
 
 def test_no_upward_import():

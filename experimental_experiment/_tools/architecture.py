@@ -16,12 +16,14 @@ import ast
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
 
 PACKAGE = "experimental_experiment"
 
 #: layer of every top-level part of the package, an import may only go to a layer
 #: lower or equal to its own; ``ext_test_case`` serves tests only
-LAYERS: dict[str, int] = {
+LAYERS: Mapping[str, int] = MappingProxyType({
     "": 0,  # the package's __init__ (version only)
     "errors": 0,
     "verbosity": 0,
@@ -40,10 +42,11 @@ LAYERS: dict[str, int] = {
     "investigate": 4,
     "_command_lines": 4,
     "__main__": 4,
-}
-TEST_ONLY = {"ext_test_case"}
+})
+TEST_ONLY = frozenset({"ext_test_case"})
 #: parts which never import torch
-TORCH_FREE = {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"}
+TORCH_FREE = frozenset(
+    {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"})
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Import:
     target: str
     lineno: int
     names: tuple[str, ...] = ()
-    lazy: bool = False
+    lazy: bool = False  # inside a function: runs when the function is called
+    type_only: bool = False  # under ``if TYPE_CHECKING:``: read by type checkers only
 
 
 @dataclass
@@ -150,9 +154,9 @@ def import_graph(root: str | None = None) -> ImportGraph:
             trees[name] = ast.parse(f.read(), path)
     for module, tree in trees.items():
         is_pkg = graph.modules[module].endswith("__init__.py")
-        skip, lazy = _type_checking_lines(tree), _function_lines(tree)
+        type_only, lazy = _type_checking_lines(tree), _function_lines(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno in skip:
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
                 continue
             for target, names in _targets(graph, module, is_pkg, node):
                 top = target.split(".")[0]
@@ -162,8 +166,9 @@ def import_graph(root: str | None = None) -> ImportGraph:
                 while target not in graph.modules and "." in target:
                     target = target.rsplit(".", 1)[0]
                 if target != module:
-                    graph.imports.append(
-                        Import(module, target, node.lineno, names, node.lineno in lazy))
+                    graph.imports.append(Import(
+                        module, target, node.lineno, names, node.lineno in lazy,
+                        node.lineno in type_only))
     return graph
 
 
@@ -225,11 +230,11 @@ def upward_imports(graph: ImportGraph) -> list[str]:
 
 #: stages of the exporter (subpackages of ``torch_interpreter``) and the modules of the
 #: other stages each one may import; the modules outside the three stages are shared
-STAGE_IMPORTS: dict[str, tuple[str, ...]] = {
+STAGE_IMPORTS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "capture": ("convert.registry", "convert.dispatcher"),  # is there a converter for it?
     "convert": (),
     "result": ("capture", "convert"),
-}
+})
 
 
 def _stage(module: str) -> str:

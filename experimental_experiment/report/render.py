@@ -1,15 +1,14 @@
-"""Writers of an :class:`ExportReport`: Markdown for people, SARIF 2.1.0 for editors,
-JSON for machines; :func:`save_report` picks one by the file extension."""
+"""Writers of an export report (its records, ``ReportData``): Markdown for people,
+SARIF 2.1.0 for editors, JSON for machines; :func:`save_report` picks one by the file extension."""
 
 from __future__ import annotations
 
 import json
 import os
 import pathlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # annotations only: model.py imports this module lazily
-    from .model import ExportReport, SourceLocation
+from .records import ReportData, SourceLocation
 
 SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -35,7 +34,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
         "| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
 
 
-def to_markdown(report: ExportReport) -> str:
+def to_markdown(report: ReportData) -> str:
     """Renders the report as Markdown (one section per part, empty parts left out)."""
     lines = [f"# Export report: {report.model or 'model'}", "", f"**status**: {report.status}"]
     if report.error:
@@ -94,7 +93,7 @@ def _location(loc: SourceLocation | None) -> list[dict]:
     return [out]
 
 
-def _results(report: ExportReport) -> list[tuple[str, str, str, SourceLocation | None]]:
+def _results(report: ReportData) -> list[tuple[str, str, str, SourceLocation | None]]:
     """(rule, level, message, location) for every finding."""
     found = []
     if report.status == "failed":
@@ -115,7 +114,7 @@ def _results(report: ExportReport) -> list[tuple[str, str, str, SourceLocation |
     return found
 
 
-def to_sarif(report: ExportReport) -> dict[str, Any]:
+def to_sarif(report: ReportData) -> dict[str, Any]:
     """Renders the report as a SARIF 2.1.0 log: one result per finding, located at the
     user's file and line when known."""
     found = _results(report)
@@ -140,7 +139,7 @@ def to_sarif(report: ExportReport) -> dict[str, Any]:
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
-def render(report: ExportReport, fmt: str) -> str:
+def render(report: ReportData, fmt: str) -> str:
     """The report as text: ``fmt`` is ``json``, ``md`` (or ``markdown``) or ``sarif``."""
     if fmt == "json":
         return report.to_json()
@@ -159,7 +158,7 @@ def format_of(path: str) -> str:
     return ext
 
 
-def save_report(report: ExportReport, path: str) -> None:
+def save_report(report: ReportData, path: str) -> None:
     """Writes the report to ``path`` (format from the extension) through a temporary
     file renamed at the end.
 

@@ -14,31 +14,31 @@ from .._dims import DimNamer
 from .._torch_helper import TorchTensorRef, torch_dtype_to_onnx
 from ..errors import ConversionError, ExportError, UnsupportedOpError, user_source_line
 from ..stages import InputPlan
-from .aten.complex_numbers import (
-    PAIR_TYPE,
-    _is_complex_val,
-    complex_converter,
-    complex_name,
-    uses_complex,
-)
-from .dispatcher import Dispatcher
 from .node_context import NodeContext
 from .node_metadata import tag_nodes
-from .registry import call_converter, find_converter, lookup_converter
+from .pairs import PAIR_DTYPE, PAIR_TYPE, complex_name, is_complex_value
+from .registry import Registry, call_converter
 
 logger = logging.getLogger(__name__)
 
 
 class Interpreter:
-    """Converts a torch.fx graph into nodes of a :class:`GraphBuilder`."""
+    """Converts a torch.fx graph into nodes of a :class:`GraphBuilder`.
+
+    :param builder: the builder receiving the nodes
+    :param graph_module: the captured graph
+    :param plan: what every placeholder becomes (input, initializer, skipped)
+    :param registry: the converters, one lookup per node
+        (``DEFAULT_REGISTRY.layered(dispatcher)``: the user's converters first)
+    :param namer: renders symbolic dimensions
+    """
 
     def __init__(self, builder: GraphBuilder, graph_module: torch.fx.GraphModule,
-                 plan: InputPlan, *, dispatcher: Dispatcher | None = None,
-                 namer: DimNamer | None = None):
+                 plan: InputPlan, *, registry: Registry, namer: DimNamer | None = None):
         self.g = builder
         self.gm = graph_module
         self.plan = plan
-        self.dispatcher = dispatcher
+        self.registry = registry
         self.namer = namer or DimNamer()
         self.env: dict[str, Any] = {}
         #: (op, converter) -> number of nodes it converted (the export report)
@@ -63,7 +63,7 @@ class Interpreter:
         input_name = self.plan.inputs.get(name, name)
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor) and val.is_complex():
-            # complex inputs are real pairs named <name>_real_imag (aten/complex_numbers.py)
+            # complex inputs are real pairs named <name>_real_imag (convert/pairs.py)
             return self.g.make_tensor_input(
                 complex_name(input_name), PAIR_TYPE[val.dtype],
                 (*self.namer.shape(val.shape), 2))
@@ -152,36 +152,24 @@ class Interpreter:
             result = self.env[value.name] if isinstance(value, torch.fx.Node) else value
             if not isinstance(result, str):
                 result = self.g.make_constant(_as_array(result))
-            if isinstance(value, torch.fx.Node) and _is_complex_val(value.meta.get("val")):
-                out_name = complex_name(out_name)  # real pairs (aten/complex_numbers.py)
+            if isinstance(value, torch.fx.Node) and is_complex_value(value.meta.get("val")):
+                out_name = complex_name(out_name)  # real pairs (convert/pairs.py)
             names.append(self.g.make_tensor_output(result, output_name=out_name))
         return names
 
     # helpers
-    def find_op_converter(self, op):
-        """The user's converter of ``op`` (dispatcher), else the built-in one, else None."""
-        if self.dispatcher is not None:
-            fn = self.dispatcher.find(op)
-            if fn is not None:
-                return fn
-        return find_converter(op, self.g.main_opset)
-
     def _find_converter(self, node: torch.fx.Node):
-        op = node.target
-        fn = self.find_op_converter(op)
-        if uses_complex(node) and (self.dispatcher is None or self.dispatcher.find(op) is None):
-            fn = complex_converter(op, fn)  # complex values are real pairs
-        if fn is None:
-            reason = lookup_converter(op, self.g.main_opset).reason
+        found = self.registry.lookup_node(node, self.g.main_opset)
+        if found.converter is None:
             raise UnsupportedOpError(
-                f"{reason} (node {node.name!r}: {node.format_node()})\n"
+                f"{found.reason} (node {node.name!r}: {node.format_node()})\n"
                 f"from the user's code: {user_source_line(node)}\n"
                 "What to try: register a converter for this op with "
                 "Dispatcher({op: fn}) passed as to_onnx(..., dispatcher=...), or "
                 "decompose it with ExportOptions(decomposition_table='default').",
-                op=op,
+                op=node.target,
             )
-        return fn
+        return found.converter
 
     def _rename(self, result: str, fx_name: str, start: int) -> str:
         if result == fx_name:
@@ -203,9 +191,9 @@ class Interpreter:
     def _stamp_one(self, node, val, name) -> None:
         if not isinstance(name, str) or not name:
             return
-        if isinstance(val, torch.Tensor) and val.dtype in _COMPLEX_AS_REAL:
+        if isinstance(val, torch.Tensor) and val.dtype in PAIR_DTYPE:
             # a complex tensor is a real one with a trailing dimension 2 (real, imag)
-            expected = torch_dtype_to_onnx(_COMPLEX_AS_REAL[val.dtype])
+            expected = torch_dtype_to_onnx(PAIR_DTYPE[val.dtype])
             shape = (*self.namer.shape(val.shape), 2)
         elif isinstance(val, torch.Tensor):
             expected = torch_dtype_to_onnx(val.dtype)
@@ -222,10 +210,6 @@ class Interpreter:
             )
         self.g.set_type(name, expected)
         self.g.set_shape(name, shape)
-
-
-# complex tensors are converted as real tensors with a trailing dimension 2 (aten/fft.py)
-_COMPLEX_AS_REAL = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 def _as_array(value):

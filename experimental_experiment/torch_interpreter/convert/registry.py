@@ -1,18 +1,33 @@
-"""The converter registry: one converter per torch operator object."""
+"""The converter registry: the converters of torch operators, by operator and variant.
+
+``ConverterRegistry`` holds the built-in converters (``DEFAULT_REGISTRY``, filled
+by the ``@converter`` decorators of ``aten/``). ``ConverterRegistry.layered`` puts the
+user's ``Dispatcher`` on top of it
+without changing it: the interpreter receives that layered registry and makes one
+lookup per node, the user's converter answering first.
+
+A converter is registered for a **variant** of its operator: ``""`` (plain tensors) or
+``"complex"`` (the node reads or produces complex tensors, carried as real pairs, see
+``convert/pairs.py``); ``lookup_node`` picks the variant from the node.
+"""
 
 from __future__ import annotations
 
 import inspect
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping, Protocol
 
 import torch
 
-Converter = Callable[..., object]
+from .pairs import uses_complex
 
-# op -> list of (min_opset, converter), highest min_opset first
-_REGISTRY: dict[object, list[tuple[int, Converter]]] = {}
+Converter = Callable[..., object]
+#: (min_opset, converter) variants of one operator, highest min_opset first
+Variants = tuple[tuple[int, Converter], ...]
+#: the variant of a node reading or producing complex tensors
+COMPLEX = "complex"
 #: name of the keyword-only parameter receiving the node's NodeContext
 CONTEXT_PARAMETER = "ctx"
 # converter -> does it declare the keyword-only parameter ``ctx``
@@ -21,8 +36,7 @@ _TAKES_CONTEXT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def takes_context(fn: Converter) -> bool:
     """Tells if converter ``fn`` declares the keyword-only parameter ``ctx``
-    (:class:`NodeContext
-    <experimental_experiment.torch_interpreter.convert.node_context.NodeContext>`); the
+    (``NodeContext``); the
     signature is read once per function."""
     try:
         return _TAKES_CONTEXT[fn]
@@ -47,27 +61,6 @@ def call_converter(fn: Converter, g, args, kwargs, ctx):
     return fn(g, *args, **kwargs)
 
 
-def converter(*ops, min_opset: int = 1):
-    """Registers the decorated function as the converter of ``ops``.
-
-    ``ops`` are torch operator objects (``aten.relu.default``) or packets
-    (``aten.relu``, every overload). A variant with a higher ``min_opset`` wins when
-    the target opset allows it. A converter needing the node it converts (output
-    dtype or shape, target, arguments) declares the keyword-only parameter ``ctx``.
-    """
-
-    def register(fn: Converter) -> Converter:
-        takes_context(fn)
-        for op in ops:
-            for key in _expand(op):
-                entries = _REGISTRY.setdefault(key, [])
-                entries.append((min_opset, fn))
-                entries.sort(key=lambda e: -e[0])
-        return fn
-
-    return register
-
-
 def _expand(op) -> list:
     if isinstance(op, torch._ops.OpOverloadPacket):
         return [getattr(op, name) for name in op.overloads()]
@@ -85,37 +78,177 @@ class ConverterLookup:
         return self.converter is not None
 
 
+class Registry(Protocol):
+    """What the interpreter asks a registry (``ConverterRegistry`` or
+    ``LayeredRegistry``)."""
+
+    def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup: ...
+
+    def lookup_node(self, node: torch.fx.Node, opset: int) -> ConverterLookup: ...
+
+    def find(self, op, opset: int, variant: str = "") -> Converter | None: ...
+
+
+class ConverterRegistry:
+    """Converters by (operator, variant), each with the lowest opset it needs.
+
+    .. code-block:: python
+
+        import torch
+        from experimental_experiment.torch_interpreter.convert.registry import (
+            ConverterRegistry)
+
+        reg = ConverterRegistry()
+
+        @reg.converter(torch.ops.aten.relu.default)
+        def relu(g, x):
+            return g.op.Relu(x)
+
+        found = reg.lookup(torch.ops.aten.relu.default, 18)
+        fn = found.converter if found else None  # found.reason says why not
+    """
+
+    def __init__(self):
+        self._entries: dict[tuple[object, str], Variants] = {}
+
+    @property
+    def entries(self) -> Mapping[tuple[object, str], Variants]:
+        """``{(op, variant): ((min_opset, converter), ...)}``, read-only."""
+        return MappingProxyType(self._entries)
+
+    def register(self, op, fn: Converter, *, min_opset: int = 1, variant: str = "") -> None:
+        """Registers ``fn`` for ``op`` (an operator or a packet: every overload)."""
+        takes_context(fn)
+        for key in _expand(op):
+            old = self._entries.get((key, variant), ())
+            self._entries[(key, variant)] = tuple(
+                sorted((*old, (min_opset, fn)), key=lambda e: -e[0]))
+
+    def converter(self, *ops, min_opset: int = 1, variant: str = ""):
+        """Decorator registering the function as the converter of ``ops``
+        (:func:`converter`)."""
+
+        def register(fn: Converter) -> Converter:
+            for op in ops:
+                self.register(op, fn, min_opset=min_opset, variant=variant)
+            return fn
+
+        return register
+
+    def copy(self) -> ConverterRegistry:
+        """A new registry starting with the same converters; registering into one
+        does not change the other."""
+        new = ConverterRegistry()
+        new._entries = dict(self._entries)  # the variants are tuples, shared as is
+        return new
+
+    def variants(self, op, variant: str = "") -> Variants:
+        """The (min_opset, converter) registered for ``op``, highest min_opset first."""
+        return self._entries.get((op, variant), ())
+
+    def ops(self, variant: str = "") -> list:
+        """Every operator with a converter for ``variant``, sorted by name."""
+        return sorted((op for op, v in self._entries if v == variant), key=str)
+
+    def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup:
+        """The converter of ``op`` for ``opset`` and ``variant``, or why there is none."""
+        entries = self.variants(op, variant)
+        for min_opset, fn in entries:
+            if opset >= min_opset:
+                return ConverterLookup(fn)
+        if entries:
+            need = min(m for m, _ in entries)
+            return ConverterLookup(None, f"the converters of {op} need opset >= {need}, "
+                                         f"the export targets opset {opset} (raise "
+                                         "target_opset)")
+        if variant == COMPLEX:
+            return ConverterLookup(None, (
+                f"no converter of {op} for complex tensors (complex values are real "
+                "pairs with a trailing dimension 2, see convert/pairs.py); rewrite this "
+                "step with torch.view_as_real or register a converter"))
+        packet = getattr(op, "overloadpacket", None)
+        others = sorted(str(k) for k, v in self._entries if v == variant and packet
+                        is not None and getattr(k, "overloadpacket", None) is packet)
+        if others:
+            return ConverterLookup(None, f"no converter for the overload {op}, only for "
+                                         f"{', '.join(others)}")
+        return ConverterLookup(None, f"no converter is registered for {op}")
+
+    def lookup_node(self, node: torch.fx.Node, opset: int) -> ConverterLookup:
+        """The converter of the FX node: the complex variant of its target when the
+        node reads or produces a complex tensor."""
+        return self.lookup(node.target, opset, COMPLEX if uses_complex(node) else "")
+
+    def find(self, op, opset: int, variant: str = "") -> Converter | None:
+        """The converter of ``op``, None if there is none."""
+        return self.lookup(op, opset, variant).converter
+
+    def layered(self, user) -> ConverterRegistry | LayeredRegistry:
+        """This registry under the user's converters ``user`` (a ``Dispatcher``, or
+        anything with ``find(op)``); itself if ``user`` is None."""
+        return self if user is None else LayeredRegistry(self, user)
+
+
+class LayeredRegistry:
+    """The user's converters on top of a ``ConverterRegistry``, which it does not
+    change: for any variant, the user's converter of an operator wins.
+
+    :param base: the built-in converters
+    :param user: the user's converters, an object with ``find(op) -> converter | None``
+        (``Dispatcher``)
+    """
+
+    def __init__(self, base: ConverterRegistry, user):
+        self.base = base
+        self.user = user
+
+    def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup:
+        fn = self.user.find(op)
+        return ConverterLookup(fn) if fn is not None else self.base.lookup(op, opset, variant)
+
+    def lookup_node(self, node: torch.fx.Node, opset: int) -> ConverterLookup:
+        fn = self.user.find(node.target)
+        return ConverterLookup(fn) if fn is not None else self.base.lookup_node(node, opset)
+
+    def find(self, op, opset: int, variant: str = "") -> Converter | None:
+        return self.lookup(op, opset, variant).converter
+
+
+#: the built-in converters (``aten/``)
+DEFAULT_REGISTRY = ConverterRegistry()
+
+
+def converter(*ops, min_opset: int = 1, variant: str = ""):
+    """Registers the decorated function as the converter of ``ops`` in
+    ``DEFAULT_REGISTRY``.
+
+    ``ops`` are torch operator objects (``aten.relu.default``) or packets
+    (``aten.relu``, every overload). A variant with a higher ``min_opset`` wins when
+    the target opset allows it. ``variant="complex"`` registers the converter of nodes
+    reading or producing complex tensors. A converter needing the node it converts
+    (output dtype or shape, target, arguments) declares the keyword-only parameter
+    ``ctx``.
+    """
+    return DEFAULT_REGISTRY.converter(*ops, min_opset=min_opset, variant=variant)
+
+
 def lookup_converter(op, opset: int) -> ConverterLookup:
-    """The converter of ``op`` for ``opset``, or why there is none.
+    """The built-in converter of ``op`` for ``opset``, or why there is none.
 
     .. code-block:: python
 
         found = lookup_converter(torch.ops.aten.relu.default, 18)
         fn = found.converter if found else None  # found.reason says why not
     """
-    entries = _REGISTRY.get(op, ())
-    for min_opset, fn in entries:
-        if opset >= min_opset:
-            return ConverterLookup(fn)
-    if entries:
-        need = min(m for m, _ in entries)
-        return ConverterLookup(None, f"the converters of {op} need opset >= {need}, the "
-                                     f"export targets opset {opset} (raise target_opset)")
-    packet = getattr(op, "overloadpacket", None)
-    others = sorted(str(k) for k in _REGISTRY if packet is not None
-                    and getattr(k, "overloadpacket", None) is packet)
-    if others:
-        return ConverterLookup(None, f"no converter for the overload {op}, only for "
-                                     f"{', '.join(others)}")
-    return ConverterLookup(None, f"no converter is registered for {op}")
+    return DEFAULT_REGISTRY.lookup(op, opset)
 
 
 def find_converter(op, opset: int) -> Converter | None:
-    """The converter of ``op`` for ``opset``, None if there is none
+    """The built-in converter of ``op`` for ``opset``, None if there is none
     (:func:`lookup_converter` also says why)."""
-    return lookup_converter(op, opset).converter
+    return DEFAULT_REGISTRY.find(op, opset)
 
 
 def registered_ops() -> list:
-    """Every operator with a converter, sorted by name."""
-    return sorted(_REGISTRY, key=str)
+    """Every operator with a built-in converter, sorted by name."""
+    return DEFAULT_REGISTRY.ops()

@@ -36,6 +36,7 @@ from ..capture.shape_guards import warn_constrained
 from ..convert import aten  # noqa: F401  registers the converters
 from ..convert.dispatcher import Dispatcher
 from ..convert.interpreter import Interpreter
+from ..convert.registry import DEFAULT_REGISTRY
 from ..export_options import ExportOptions
 from ..export_report import PhaseClock, record_conversion, record_optimization, reported
 from ..stages import PreparedProgram, SerializationPlan
@@ -208,14 +209,16 @@ def export_program(
 
 def _interpreter(builder, prepared: PreparedProgram, dispatcher, modules) -> Interpreter:
     """The interpreter converting the prepared graph into ``builder`` (``modules``: the
-    child modules whose nodes become local functions)."""
+    child modules whose nodes become local functions); the user's converters
+    (``dispatcher``) are layered on the built-in ones."""
     gm, plan, namer = prepared.graph_module, prepared.plan, prepared.namer
+    registry = DEFAULT_REGISTRY.layered(dispatcher)
     if modules:
         from ..convert.module_functions import ModuleTaggingInterpreter
 
-        return ModuleTaggingInterpreter(builder, gm, plan, dispatcher=dispatcher,
+        return ModuleTaggingInterpreter(builder, gm, plan, registry=registry,
                                         namer=namer, selected=modules)
-    return Interpreter(builder, gm, plan, dispatcher=dispatcher, namer=namer)
+    return Interpreter(builder, gm, plan, registry=registry, namer=namer)
 
 
 def _serialize(builder, model, plan: SerializationPlan, clock: PhaseClock):

@@ -31,7 +31,7 @@ def _mutable_names(schema) -> list[str]:
 
 def _inner_converter(g: GraphBuilder, op, *, ctx: NodeContext):
     interp = getattr(ctx, "interpreter", None)
-    fn = interp.find_op_converter(op) if interp is not None else None
+    fn = interp.registry.find(op, g.main_opset) if interp is not None else None
     if fn is None:
         raise UnsupportedOpError(
             f"no converter for the custom operator {op} (it mutates "

@@ -8,19 +8,22 @@ the model's complex inputs and outputs cross the boundary the same way, named wi
 suffix ``_real_imag`` (see :func:`to_onnx
 <experimental_experiment.torch_interpreter.to_onnx>`).
 
-When an FX node reads or produces a complex tensor, :func:`complex_converter` picks its
-converter:
+Every converter of this file is registered for the variant ``"complex"`` of its
+operator (the registry picks it when the node reads or produces a complex tensor):
 
-* an arithmetic converter of this file (``mul``, ``matmul``, ``polar``, ``abs``...),
-* the registered converter of a layout operator (``reshape``, ``transpose``, ``cat``...)
-  with its arguments rewritten for the extra axis (negative dims, target shapes) and
-  its node context (``ctx``) describing the real pairs,
-* the registered converter of an operator already written for pairs (FFTs,
-  ``view_as_real``, copies),
-* else a typed error: no converter for that operator on complex tensors.
+* an arithmetic converter (``mul``, ``matmul``, ``polar``, ``abs``...),
+* a layout operator (``reshape``, ``transpose``, ``cat``...): its plain converter
+  called with its arguments rewritten for the extra axis (negative dims, target shapes)
+  and its node context (``ctx``) describing the real pairs.
+
+Converters already written for pairs (FFTs, ``view_as_real``, copies) register their
+complex variant where they are (``aten/fft.py``, ``aten/conversion.py``). An operator
+without a complex variant fails with a typed error naming it.
 """
 
 from __future__ import annotations
+
+from types import MappingProxyType
 
 import numpy as np
 import torch
@@ -29,29 +32,13 @@ from onnx import TensorProto
 from ....xbuilder import GraphBuilder
 from ...errors import UnsupportedOpError
 from ..node_context import NodeContext
-from ..registry import call_converter
+from ..pairs import PAIR_DTYPE, PAIR_TYPE
+from ..pairs import is_complex_value as _is_complex_val
+from ..registry import COMPLEX, DEFAULT_REGISTRY, call_converter, converter
 from ._helpers import aten, cast_to
 
 _I64 = np.int64
-#: element type of the real pairs of a complex dtype
-PAIR_TYPE = {torch.complex64: TensorProto.FLOAT, torch.complex128: TensorProto.DOUBLE}
-_NP = {TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64}
-
-
-def _is_complex_val(val) -> bool:
-    if isinstance(val, (list, tuple)):
-        return any(_is_complex_val(v) for v in val)
-    return isinstance(val, torch.Tensor) and val.is_complex()
-
-
-def uses_complex(node: torch.fx.Node) -> bool:
-    """Tells if the node reads or produces a complex tensor."""
-    if _is_complex_val(node.meta.get("val")):
-        return True
-    found = []
-    torch.fx.node.map_arg((node.args, node.kwargs),
-                          lambda n: found.append(_is_complex_val(n.meta.get("val"))))
-    return any(found)
+_NP = MappingProxyType({TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64})
 
 
 class _PairView(NodeContext):
@@ -69,8 +56,7 @@ class _PairView(NodeContext):
 
     def torch_dtype(self, i: int = 0) -> torch.dtype:
         dtype = self._ctx.torch_dtype(i)
-        return {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(
-            dtype, dtype)
+        return PAIR_DTYPE.get(dtype, dtype)
 
     def dtype(self, i: int = 0) -> int:
         return PAIR_TYPE.get(self._ctx.torch_dtype(i), self._ctx.dtype(i))
@@ -97,7 +83,7 @@ _DIM_ARGS = ("dim", "dims", "start_dim", "end_dim", "dim0", "dim1", "source",
 #: op -> how its arguments change: "dims" (negative dims made positive), "dims+1"
 #: (same on the output rank), "size" (target shape gets the axis 2), "perm", "repeat",
 #: "reduce" (dims, None meaning all of them), "same" (nothing to change)
-_LAYOUT = {
+_LAYOUT = MappingProxyType({
     aten.flatten.using_ints: "dims", aten.unflatten.int: "dims",
     aten.transpose.int: "dims", aten.swapaxes.default: "dims",
     aten.movedim.int: "dims", aten.movedim.intlist: "dims",
@@ -116,17 +102,7 @@ _LAYOUT = {
     aten.zeros_like.default: "same", aten.clone.default: "same",
     aten.alias.default: "same", aten.detach.default: "same", aten.contiguous.default: "same",
     aten.lift_fresh_copy.default: "same", aten._assert_tensor_metadata.default: "same",
-}
-
-#: converters already written for real pairs (aten/fft.py, aten/conversion.py)
-_NATIVE = {
-    aten._fft_r2c.default, aten._fft_c2c.default, aten._fft_c2r.default,
-    aten.view_as_real.default, aten.view_as_complex.default, aten._conj.default,
-    aten.conj_physical.default, aten._conj_physical.default, aten.complex.default,
-    aten.fft_fftn.default, aten.fft_fft2.default, aten.fft_ifftn.default,
-    aten.fft_ifft2.default, aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout,
-    aten.to.device,
-}
+})
 
 
 def _complex_rank(node: torch.fx.Node) -> int:
@@ -170,35 +146,28 @@ def _adapt(kind: str, node: torch.fx.Node, args: tuple, kwargs: dict):
     return new_args, new_kwargs
 
 
-def _layout_converter(fn, kind: str):
+def _layout_converter(op, kind: str):
+    """The complex variant of layout operator ``op``: its plain converter (found when
+    the node is converted, in the interpreter's registry) on the real pairs."""
+
     def convert(g: GraphBuilder, *args, ctx: NodeContext, **kwargs):
+        interpreter = getattr(ctx, "interpreter", None)
+        registry = getattr(interpreter, "registry", DEFAULT_REGISTRY)
+        fn = registry.find(op, g.main_opset)
+        if fn is None:
+            raise UnsupportedOpError(f"no converter of {op} for complex tensors: the "
+                                     "operator has no converter at all", op=op)
         if kind != "same":
             args, kwargs = _adapt(kind, ctx.node, args, kwargs)
         return call_converter(fn, g, args, kwargs, _PairView(ctx))
 
-    convert.__name__ = f"complex_{getattr(fn, '__name__', 'converter')}"
+    convert.__name__ = f"complex_{op.__name__.replace('.', '_')}"
     convert.__qualname__ = convert.__name__
     return convert
 
 
-def complex_converter(op, fn):
-    """The converter of ``op`` for a node reading or producing complex tensors;
-    ``fn`` is the registered one (None if there is none). Returns a converter that
-    raises :class:`UnsupportedOpError` when the op has no complex form."""
-    if op in _ARITHMETIC:
-        return _ARITHMETIC[op]
-    if op in _NATIVE and fn is not None:
-        return fn
-    if op in _LAYOUT and fn is not None:
-        return _layout_converter(fn, _LAYOUT[op])
-
-    def unsupported(g, *args, **kwargs):
-        raise UnsupportedOpError(
-            f"no converter of {op} for complex tensors (complex values are real pairs "
-            "with a trailing dimension 2, see aten/complex_numbers.py); rewrite this "
-            "step with torch.view_as_real or register a converter", op=op)
-
-    return unsupported
+for _op, _kind in _LAYOUT.items():
+    converter(_op, variant=COMPLEX)(_layout_converter(_op, _kind))
 
 
 # arithmetic
@@ -385,7 +354,7 @@ def aten_complex_t(g: GraphBuilder, x, *, ctx: NodeContext):
     return g.op.Transpose(x, perm=[*reversed(range(r)), r])
 
 
-_ARITHMETIC = {
+_ARITHMETIC = MappingProxyType({
     aten.numpy_T.default: aten_complex_t, aten.t.default: aten_complex_t,
     aten.matmul.default: aten_complex_matmul, aten.mm.default: aten_complex_matmul,
     aten.bmm.default: aten_complex_matmul,
@@ -396,13 +365,7 @@ _ARITHMETIC = {
     aten.neg.default: aten_complex_neg, aten.polar.default: aten_polar,
     aten.abs.default: aten_complex_abs, aten.angle.default: aten_complex_angle,
     aten.exp.default: aten_complex_exp, aten.ones_like.default: aten_complex_ones_like,
-}
+})
 
-
-def complex_name(name: str) -> str:
-    """The name of a complex input or output of the model: ``<name>_real_imag``."""
-    return name if name.endswith(SUFFIX) else f"{name}{SUFFIX}"
-
-
-#: suffix of the names of complex inputs and outputs (real pairs)
-SUFFIX = "_real_imag"
+for _op, _fn in _ARITHMETIC.items():
+    converter(_op, variant=COMPLEX)(_fn)

@@ -38,7 +38,7 @@ class _BodyInterpreter(Interpreter):
 
     def __init__(self, builder: GraphBuilder, gm: torch.fx.GraphModule, bound: list,
                  parent: Interpreter):
-        super().__init__(builder, gm, InputPlan(), dispatcher=parent.dispatcher,
+        super().__init__(builder, gm, InputPlan(), registry=parent.registry,
                          namer=parent.namer)
         self._bound = list(bound)
 

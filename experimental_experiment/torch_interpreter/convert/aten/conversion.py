@@ -5,7 +5,7 @@ from __future__ import annotations
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64
 from ..node_context import NodeContext
-from ..registry import converter
+from ..registry import COMPLEX, converter
 from ._helpers import aten, cast_to
 
 
@@ -28,6 +28,7 @@ def aten_clone(g: GraphBuilder, x, *, memory_format=None):
     return g.op.Identity(x)
 
 
+@converter(aten._to_copy.default, variant=COMPLEX)
 @converter(aten._to_copy.default)
 def aten__to_copy(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
                   pin_memory=None, non_blocking=False, memory_format=None, ctx: NodeContext):
@@ -37,6 +38,7 @@ def aten__to_copy(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
     return cast_to_output(g, x, ctx=ctx)
 
 
+@converter(aten.to.dtype, variant=COMPLEX)
 @converter(aten.to.dtype)
 def aten_to_dtype(g: GraphBuilder, x, dtype, non_blocking=False, copy=False,
                   memory_format=None, *, ctx: NodeContext):
@@ -45,6 +47,7 @@ def aten_to_dtype(g: GraphBuilder, x, dtype, non_blocking=False, copy=False,
     return cast_to_output(g, x, ctx=ctx)
 
 
+@converter(aten.to.dtype_layout, variant=COMPLEX)
 @converter(aten.to.dtype_layout)
 def aten_to_dtype_layout(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
                          pin_memory=None, non_blocking=False, copy=False,
@@ -55,6 +58,7 @@ def aten_to_dtype_layout(g: GraphBuilder, x, *, dtype=None, layout=None, device=
     return cast_to_output(g, x, ctx=ctx)
 
 
+@converter(aten.to.device, variant=COMPLEX)
 @converter(aten.to.device)
 def aten_to_device(g: GraphBuilder, x, device, dtype, non_blocking=False, copy=False,
                    memory_format=None, *, ctx: NodeContext):

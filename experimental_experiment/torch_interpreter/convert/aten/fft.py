@@ -16,7 +16,7 @@ import numpy as np
 from ....xbuilder import GraphBuilder
 from ...errors import UnsupportedOpError
 from ..node_context import NodeContext
-from ..registry import converter
+from ..registry import COMPLEX, converter
 from ._helpers import aten, cast_to, rank_of
 
 _I64 = np.int64
@@ -60,6 +60,7 @@ def _dims(g: GraphBuilder, x: str, dim, real_input: bool) -> list[int]:
     return [d % r for d in dim]
 
 
+@converter(aten._fft_r2c.default, variant=COMPLEX)
 @converter(aten._fft_r2c.default)
 def aten__fft_r2c(g: GraphBuilder, x, dim, normalization: int, onesided: bool):
     """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
@@ -73,6 +74,7 @@ def aten__fft_r2c(g: GraphBuilder, x, dim, normalization: int, onesided: bool):
     return g.op.Squeeze(y, np.array([0], _I64))
 
 
+@converter(aten._fft_c2c.default, variant=COMPLEX)
 @converter(aten._fft_c2c.default)
 def aten__fft_c2c(g: GraphBuilder, x, dim, normalization: int, forward: bool):
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
@@ -89,6 +91,7 @@ def _conj(g: GraphBuilder, y: str) -> str:
     return g.op.Mul(y, g.op.CastLike(np.array([1, -1], dtype=np.float32), y))
 
 
+@converter(aten._fft_c2r.default, variant=COMPLEX)
 @converter(aten._fft_c2r.default)
 def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: int):
     """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
@@ -117,13 +120,18 @@ def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: in
     return g.op.Squeeze(real, np.array([0, -1], _I64))
 
 
+@converter(aten.view_as_real.default, aten.view_as_complex.default, variant=COMPLEX)
 @converter(aten.view_as_real.default, aten.view_as_complex.default)
 def aten_view_as_real(g: GraphBuilder, x):
     """view_as_real(Tensor(a) self) -> Tensor(a) (same layout in this representation)"""
     return g.op.Identity(x)
 
 
-@converter(aten._conj.default, aten.conj_physical.default, aten._conj_physical.default)
+_CONJ = (aten._conj.default, aten.conj_physical.default, aten._conj_physical.default)
+
+
+@converter(*_CONJ, variant=COMPLEX)
+@converter(*_CONJ)
 def aten__conj(g: GraphBuilder, x, *, ctx: NodeContext):
     """_conj(Tensor(a) self) -> Tensor(a)"""
     if _is_complex(ctx.node.args[0]):
@@ -181,6 +189,7 @@ def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool, *, ctx: NodeContext):
     return g.op.Squeeze(y, np.array([0], _I64))
 
 
+@converter(aten.fft_fftn.default, aten.fft_fft2.default, variant=COMPLEX)
 @converter(aten.fft_fftn.default, aten.fft_fft2.default)
 def aten_fft_fftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeContext):
     """fft_fftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor
@@ -190,6 +199,7 @@ def aten_fft_fftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeC
     return _fftn(g, x, s, dim, norm, False, ctx=ctx)
 
 
+@converter(aten.fft_ifftn.default, aten.fft_ifft2.default, variant=COMPLEX)
 @converter(aten.fft_ifftn.default, aten.fft_ifft2.default)
 def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeContext):
     """fft_ifftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor"""
@@ -198,6 +208,7 @@ def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: Node
     return _fftn(g, x, s, dim, norm, True, ctx=ctx)
 
 
+@converter(aten.complex.default, variant=COMPLEX)
 @converter(aten.complex.default)
 def aten_complex(g: GraphBuilder, real, imag):
     """complex(Tensor real, Tensor imag) -> Tensor"""

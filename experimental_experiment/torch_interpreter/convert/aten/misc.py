@@ -16,8 +16,9 @@ class _Inliner(Interpreter):
     """Converts a submodule's nodes into the same builder, its placeholders bound to
     the given names; returns the names of its outputs."""
 
-    def __init__(self, g: GraphBuilder, gm: torch.fx.GraphModule, inputs, namer):
-        super().__init__(g, gm, InputPlan(), namer=namer)
+    def __init__(self, g: GraphBuilder, gm: torch.fx.GraphModule, inputs,
+                 parent: Interpreter):
+        super().__init__(g, gm, InputPlan(), registry=parent.registry, namer=parent.namer)
         self._inputs = list(inputs)
 
     def placeholder(self, node: torch.fx.Node):
@@ -32,7 +33,7 @@ class _Inliner(Interpreter):
 def inline_submodule(g: GraphBuilder, submod: torch.fx.GraphModule, args, *,
                      ctx: NodeContext) -> tuple:
     """Converts ``submod(*args)`` in place; returns its outputs' names."""
-    return tuple(_Inliner(g, submod, args, ctx.namer).run([]))
+    return tuple(_Inliner(g, submod, args, ctx.interpreter).run([]))
 
 
 @converter(torch.ops.higher_order.wrap_with_set_grad_enabled)
