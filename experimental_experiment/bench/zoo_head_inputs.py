@@ -4,7 +4,7 @@ classification and detection, BLIP's questions), prompts for segmentation (point
 time series, text to speech, transducers (audio and tokens), longer audio for
 x-vectors; the image size of the dense heads (detection, segmentation, depth) becomes
 dynamic when the model accepts another one. The other heads go to
-:func:`experimental_experiment.bench.zoo_inputs.make_inputs`.
+``experimental_experiment.bench.zoo_inputs.make_inputs``.
 
 .. code-block:: python
 
@@ -196,7 +196,7 @@ def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
                 with_cache: bool = True) -> tuple[dict, dict]:
     """Inputs of sizes ``sizes`` for ``case`` and their dynamic shapes, in the order
     of the forward's parameters; the heads of the first zoo go to
-    :func:`experimental_experiment.bench.zoo_inputs.make_inputs`."""
+    ``experimental_experiment.bench.zoo_inputs.make_inputs``."""
     params = set(inspect.signature(model.forward).parameters)
     kind = head_kind(case.head, params, model)
     if kind is None:

@@ -31,7 +31,7 @@ class ZooCaseSkipped(Exception):
     Cause: the head needs something a tiny random model does not have (trained
     weights, an external library, a pair of real images, a generation loop).
 
-    Fix: nothing to fix in the exporter; the reason in :data:`SKIPS` says what the case
+    Fix: nothing to fix in the exporter; the reason in ``SKIPS`` says what the case
     would need. Remove the entry once the input builder provides it."""
 
 
@@ -127,7 +127,7 @@ SKIPS: dict[tuple[str, str], str] = {
 
 
 def skip_reason(case: ZooCase) -> str | None:
-    """The reason ``case`` is skipped (:data:`SKIPS`), None when it runs."""
+    """The reason ``case`` is skipped (``SKIPS``), None when it runs."""
     return SKIPS.get((case.model_type, case.head)) or SKIPS.get(("*", case.head))
 
 
