@@ -172,7 +172,7 @@ def test_main_resumes(tmp_path):
     assert (tmp_path / "zoo.json").exists()
 
 
-def _fake_case(case, exporter, *, atol=1e-3):
+def _fake_case(case, exporter, *, atol=1e-3, build=None):
     """A case ending fast, except ``zz_slow``: with 2 jobs it ends after the next ones."""
     time.sleep(1.0 if case.model_type == "zz_slow" else 0.05)
     return dict(model_type=case.model_type, head=case.head, exporter=exporter,

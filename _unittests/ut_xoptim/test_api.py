@@ -1,6 +1,7 @@
 """Pattern API (declarative, imperative), engine rules, pattern sets, report, passes,
 determinism, bisection."""
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -205,7 +206,8 @@ def test_report_format_and_verbose_logs(caplog):
     assert {"remove_unused", "remove_identity", "constant_folding", "cse",
             "merge_initializers", "CastCastToCast"} <= set(names)
     for e in report:
-        assert set(e) >= {"name", "kind", "matched", "applied", "refused", "time_s"}
+        assert {f.name for f in dataclasses.fields(e)} >= {"name", "kind", "matched", "applied",
+                                                          "refused", "time_s"}
     assert report.applied("CastCastToCast") == 0 and refused(report, "CastCastToCast")
 
 
