@@ -69,7 +69,7 @@ opt, report = to_onnx(model, (x,), dynamic_shapes=dynamic_shapes, return_optimiz
 print(len(opt.graph.node), "nodes")
 for entry in report:
     if entry.applied:
-        print(f"  {entry['kind']:8s} {entry['name']:35s} applied={entry['applied']}")
+        print(f"  {entry.kind:8s} {entry.name:35s} applied={entry.applied}")
 show(opt)
 
 # %%
