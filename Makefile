@@ -132,9 +132,10 @@ zoo-quick: install
 	$(PY) -m experimental_experiment.bench.zoo --quick --exporters to_onnx --strict \
 		--output $$(mktemp -d)/zoo_quick.csv
 
-# ruff on the whole tree, pyright (basic, pyproject.toml) with a per-file ratchet
+# ruff (check and format) on the whole tree, pyright (basic, pyproject.toml) with a per-file ratchet
 lint: install
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) tools/pyright_check.py
 
 clean:

@@ -27,8 +27,9 @@ def add_examples(app, what, name, obj, options, lines):
     if not _backreferences(app).get(name):
         return
     short = name.rsplit(".", 1)[-1]
-    lines.extend(["", f".. rubric:: Examples using ``{short}``", "",
-                  f".. minigallery:: {name}", ""])
+    lines.extend(
+        ["", f".. rubric:: Examples using ``{short}``", "", f".. minigallery:: {name}", ""]
+    )
 
 
 def setup(app):

@@ -18,14 +18,15 @@ def resolve_short_name(app, env, node, contnode):
     domain = env.get_domain("py")
     types = set(domain.objtypes_for_role(node.get("reftype", "obj")) or ())
     suffix = "." + target
-    matches = [(name, entry) for name, entry in domain.objects.items()
-               if name.endswith(suffix) and (not types or entry.objtype in types)
-               and not entry.aliased]
+    matches = [
+        (name, entry)
+        for name, entry in domain.objects.items()
+        if name.endswith(suffix) and (not types or entry.objtype in types) and not entry.aliased
+    ]
     if len(matches) != 1:
         return None
     name, entry = matches[0]
-    return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id,
-                        contnode, name)
+    return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
 
 
 def setup(app):

@@ -37,8 +37,21 @@ from urllib.parse import unquote, urlsplit
 
 MARKER = "runpythonerror"
 LINK_ATTRIBUTES = {"a": "href", "link": "href", "img": "src", "script": "src", "iframe": "src"}
-VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
-             "source", "track", "wbr"}
+VOID_TAGS = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 # text inside these is not shown as prose
 CODE_TAGS = {"pre", "code", "script", "style", "textarea"}
 TIERS = ("101", "102", "201", "301")
@@ -128,15 +141,18 @@ def check_dead_xrefs(rel: str, page: _PageParser) -> list[str]:
     return [f"dead cross-reference {''.join(parts).strip()!r}" for parts in found.values()]
 
 
-_PATH = re.compile(r"(?<![\w.:/~-])/(?:tmp|work|home|root)/[^\s'\"<>)\]]*|[^\s'\"<>(\[]*"
-                   r"(?:site|dist)-packages[^\s'\"<>)\]]*")
+_PATH = re.compile(
+    r"(?<![\w.:/~-])/(?:tmp|work|home|root)/[^\s'\"<>)\]]*|[^\s'\"<>(\[]*"
+    r"(?:site|dist)-packages[^\s'\"<>)\]]*"
+)
 
 
 def check_machine_paths(rel: str, page: _PageParser) -> list[str]:
     """An absolute path of the building machine anywhere in the text (code outputs
     included; scripts and styles excluded)."""
-    text = " ".join(t for t, stack in page.texts
-                    if not any(e.tag in ("script", "style") for e in stack))
+    text = " ".join(
+        t for t, stack in page.texts if not any(e.tag in ("script", "style") for e in stack)
+    )
     return [f"machine path {m!r}" for m in sorted(set(_PATH.findall(text)))]
 
 
@@ -152,21 +168,26 @@ def significant_digits(number: str) -> int:
 def check_long_floats(rel: str, page: _PageParser) -> list[str]:
     """A number with more than 6 significant digits in a table cell."""
     cells = " ".join(t for t, stack in page.texts if any(e.tag in ("td", "th") for e in stack))
-    long = {m.group(0) for m in _FLOAT.finditer(cells)
-            if significant_digits(m.group(0)) > MAX_SIGNIFICANT_DIGITS}
-    return [f"{n!r} has more than {MAX_SIGNIFICANT_DIGITS} significant digits in a table"
-            for n in sorted(long)]
+    long = {
+        m.group(0)
+        for m in _FLOAT.finditer(cells)
+        if significant_digits(m.group(0)) > MAX_SIGNIFICANT_DIGITS
+    }
+    return [
+        f"{n!r} has more than {MAX_SIGNIFICANT_DIGITS} significant digits in a table"
+        for n in sorted(long)
+    ]
 
 
 def check_runpython_markers(rel: str, page: _PageParser) -> list[str]:
     """``runpythonerror`` anywhere, ``<<<`` or ``>>>`` shown as prose."""
     problems = []
     if any(MARKER in e.classes for _, stack in page.texts for e in stack) or any(
-            MARKER in t for t, _ in page.texts):
+        MARKER in t for t, _ in page.texts
+    ):
         problems.append(f"{MARKER!r}: a runpython block raised")
     prose = _prose(page)
-    problems.extend(f"runpython marker {m!r} shown as text"
-                    for m in ("<<<", ">>>") if m in prose)
+    problems.extend(f"runpython marker {m!r} shown as text" for m in ("<<<", ">>>") if m in prose)
     return problems
 
 
@@ -180,16 +201,19 @@ def check_tier_headings(rel: str, page: _PageParser) -> list[str]:
     by exporter, have none)."""
     if not _GALLERY_INDEX.match(rel):
         return []
-    headings = " ".join(t for t, stack in page.texts
-                        if any(re.fullmatch("h[1-6]", e.tag) for e in stack))
+    headings = " ".join(
+        t for t, stack in page.texts if any(re.fullmatch("h[1-6]", e.tag) for e in stack)
+    )
     named = {t for t in TIERS if re.search(rf"\b{t}\b", headings)}
     card_tiers = set(_TIER.findall(" ".join(page.card_links)))
     if not card_tiers:
         return []
     if not named:
         return [f"gallery index without tier headings ({', '.join(TIERS)})"]
-    return [f"gallery index has cards of tier {t} but no heading for it"
-            for t in sorted(card_tiers - named)]
+    return [
+        f"gallery index has cards of tier {t} but no heading for it"
+        for t in sorted(card_tiers - named)
+    ]
 
 
 PAGE_CHECKS = {
@@ -267,16 +291,17 @@ def _placeholders() -> list[list[int]]:
     import sphinx_gallery
 
     static = os.path.join(os.path.dirname(sphinx_gallery.__file__), "_static")
-    return [_fingerprint(os.path.join(static, n)) for n in ("no_image.png",
-                                                             "broken_example.png")]
+    return [_fingerprint(os.path.join(static, n)) for n in ("no_image.png", "broken_example.png")]
 
 
 def is_placeholder(path: str, placeholders: list | None = None) -> bool:
     """Tells if the picture is one of sphinx-gallery's placeholders, scaled or not
     (mean difference of grey levels under 8 on 255)."""
     fp = _fingerprint(path)
-    return any(sum(abs(a - b) for a, b in zip(fp, ref)) / len(fp) < 8
-               for ref in placeholders or _placeholders())
+    return any(
+        sum(abs(a - b) for a, b in zip(fp, ref)) / len(fp) < 8
+        for ref in placeholders or _placeholders()
+    )
 
 
 def find_placeholder_thumbnails(root: str, cache: dict | None = None) -> list[str]:
@@ -288,8 +313,7 @@ def find_placeholder_thumbnails(root: str, cache: dict | None = None) -> list[st
     for page in _html_files(root):
         for src, _ in _parse(page, cache).images:
             name = os.path.basename(urlsplit(src).path)
-            if not (name.endswith("_thumb.png") or name in ("no_image.png",
-                                                            "broken_example.png")):
+            if not (name.endswith("_thumb.png") or name in ("no_image.png", "broken_example.png")):
                 continue
             target = _local_target(page, src)
             if not os.path.exists(target):
@@ -319,11 +343,16 @@ def run_checks(root: str) -> dict[str, list[str]]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("root", nargs="?",
-                        default=os.path.join(os.path.dirname(__file__), "_build", "html"))
-    parser.add_argument("--allow", action="append", default=[],
-                        choices=[*SITE_CHECKS, *PAGE_CHECKS],
-                        help="lists the problems of this check without failing")
+    parser.add_argument(
+        "root", nargs="?", default=os.path.join(os.path.dirname(__file__), "_build", "html")
+    )
+    parser.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        choices=[*SITE_CHECKS, *PAGE_CHECKS],
+        help="lists the problems of this check without failing",
+    )
     args = parser.parse_args(argv[1:])
     if not os.path.isdir(args.root):
         print(f"check_html: no folder {args.root!r}, build the documentation first")

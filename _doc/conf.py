@@ -9,8 +9,9 @@ import warnings  # noqa: E402
 
 # torch 2.13's run_decompositions deep-copies pytree LeafSpec objects, which warns
 # with the path of Python's own copyreg.py: nothing a reader of the examples can act on
-warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)",
-                        category=FutureWarning)
+warnings.filterwarnings(
+    "ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning
+)
 
 import os
 import sys

@@ -18,11 +18,13 @@ def test_type_only_imports_count(tmp_path):
     (root / "__init__.py").write_text("")
     (root / "report" / "__init__.py").write_text("")
     (root / "report" / "a.py").write_text("def f():\n    from .b import g\n")
-    (root / "report" / "b.py").write_text(textwrap.dedent("""
+    (root / "report" / "b.py").write_text(
+        textwrap.dedent("""
         from typing import TYPE_CHECKING
         if TYPE_CHECKING:
             from .a import f
-        """))
+        """)
+    )
     graph = arch.import_graph(str(root))
     kinds = {(i.source.rsplit(".", 1)[-1], i.lazy, i.type_only) for i in graph.imports}
     assert kinds == {("a", True, False), ("b", False, True)}, kinds
@@ -63,10 +65,12 @@ def test_the_checks_can_fail(tmp_path):
     (root / "ext_test_case.py").write_text("")
     (root / "xbuilder" / "a.py").write_text("from ..xoptim import b\nimport torch\n")
     (root / "xoptim" / "b.py").write_text("from ..xbuilder import a\n")
-    (root / "torch_interpreter" / "c.py").write_text(textwrap.dedent("""
+    (root / "torch_interpreter" / "c.py").write_text(
+        textwrap.dedent("""
         def f():
             from ..ext_test_case import run_onnx
-        """))
+        """)
+    )
     graph = arch.import_graph(str(root))
     assert arch.cycles(graph) == [[f"{arch.PACKAGE}.xbuilder.a", f"{arch.PACKAGE}.xoptim.b"]]
     bad = arch.upward_imports(graph)

@@ -41,9 +41,15 @@ DELEGATED = {
 }
 
 # subcommand -> its arguments naming a file it writes, checked before it works
-OUTPUTS = {"optimize": ("output",), "fill-weights": ("output",), "quantize": ("output",),
-           "export": ("output", "report"), "report": ("output",),
-           "lighten": ("output", "weights"), "unlighten": ("output",)}
+OUTPUTS = {
+    "optimize": ("output",),
+    "fill-weights": ("output",),
+    "quantize": ("output",),
+    "export": ("output", "report"),
+    "report": ("output",),
+    "lighten": ("output", "weights"),
+    "unlighten": ("output",),
+}
 
 
 def _cmd_print(ns: argparse.Namespace) -> int:
@@ -66,8 +72,11 @@ def _cmd_optimize(ns: argparse.Namespace) -> int:
     try:
         from .xoptim import optimize_model
     except ImportError as e:
-        print(f"optimize: experimental_experiment.xoptim.optimize_model is not available "
-              f"in this version ({e})", file=sys.stderr)
+        print(
+            f"optimize: experimental_experiment.xoptim.optimize_model is not available "
+            f"in this version ({e})",
+            file=sys.stderr,
+        )
         return 1
     model = _load(ns.input)
     before = len(model.graph.node)
@@ -75,8 +84,10 @@ def _cmd_optimize(ns: argparse.Namespace) -> int:
         model, patterns=ns.patterns, verbose=ns.verbose, return_report=True
     )
     save_model(optimized, ns.output)
-    print(f"optimize: {before} -> {len(optimized.graph.node)} nodes, "
-          f"{len(report)} report entries, saved {ns.output!r}")
+    print(
+        f"optimize: {before} -> {len(optimized.graph.node)} nodes, "
+        f"{len(report)} report entries, saved {ns.output!r}"
+    )
     if ns.verbose:
         print(_format_report(report, everything=ns.verbose > 1))
     return 0
@@ -89,8 +100,7 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
 
     _load(ns.model, load_external_data=False)  # a folder, empty, truncated: one line
     try:
-        report = fill_weights(ns.model, ns.checkpoints, output=ns.output,
-                              progress=not ns.quiet)
+        report = fill_weights(ns.model, ns.checkpoints, output=ns.output, progress=not ns.quiet)
     except (ExportError, ExternalDataError) as e:
         raise CommandLineError(str(e)) from e
     print(report)
@@ -103,18 +113,30 @@ def _cmd_quantize(ns: argparse.Namespace) -> int:
     model = _load(ns.input)
     try:
         quantized = quantize_model(
-            model, ns.precision, block_size=ns.block_size, accuracy_level=ns.accuracy_level,
-            quantize_lm_head=ns.lm_head, quantize_embeddings=ns.embeddings,
-            symmetric=not ns.asymmetric, keep_io_types=ns.keep_io_types)
+            model,
+            ns.precision,
+            block_size=ns.block_size,
+            accuracy_level=ns.accuracy_level,
+            quantize_lm_head=ns.lm_head,
+            quantize_embeddings=ns.embeddings,
+            symmetric=not ns.asymmetric,
+            keep_io_types=ns.keep_io_types,
+        )
     except QuantizeError as e:
         raise CommandLineError(str(e)) from e
     save_model(quantized, ns.output)  # atomic, external data above 2 GB
     counts = node_type_counts(quantized)
-    kinds = ("com.microsoft.MatMulNBits", "MatMulInteger", "com.microsoft.GatherBlockQuantized",
-             "MatMul")
-    print(f"quantize: {ns.precision}, " + ", ".join(f"{k.split('.')[-1]}: {counts[k]}"
-                                                    for k in kinds if counts[k])
-          + f", {os.path.getsize(ns.output)} bytes, saved {ns.output!r}")
+    kinds = (
+        "com.microsoft.MatMulNBits",
+        "MatMulInteger",
+        "com.microsoft.GatherBlockQuantized",
+        "MatMul",
+    )
+    print(
+        f"quantize: {ns.precision}, "
+        + ", ".join(f"{k.split('.')[-1]}: {counts[k]}" for k in kinds if counts[k])
+        + f", {os.path.getsize(ns.output)} bytes, saved {ns.output!r}"
+    )
     return 0
 
 
@@ -123,11 +145,17 @@ def _cmd_package(ns: argparse.Namespace) -> int:
     from .genai import package_model
 
     try:
-        report = package_model(ns.model, ns.output, precision=ns.precision,
-                               tokenizer=ns.tokenizer, model_type=ns.model_type,
-                               require_tokenizer=ns.require_tokenizer,
-                               overwrite=ns.overwrite, progress=not ns.quiet,
-                               block_size=ns.block_size)
+        report = package_model(
+            ns.model,
+            ns.output,
+            precision=ns.precision,
+            tokenizer=ns.tokenizer,
+            model_type=ns.model_type,
+            require_tokenizer=ns.require_tokenizer,
+            overwrite=ns.overwrite,
+            progress=not ns.quiet,
+            block_size=ns.block_size,
+        )
     except ExportError as e:  # typed errors, quantizer's and exporter's included
         raise CommandLineError(str(e)) from e
     print(f"package: {report}")
@@ -141,8 +169,9 @@ def _format_report(report: list, everything: bool = False) -> str:
     width = max([len(r.name) for r in rows] + [4])
     lines = [f"  {'name':<{width}} {'kind':<8} " + " ".join(f"{k:>8}" for k in keys)]
     for r in rows:
-        lines.append(f"  {r.name:<{width}} {r.kind:<8} "
-                     + " ".join(f"{getattr(r, k):>8}" for k in keys))
+        lines.append(
+            f"  {r.name:<{width}} {r.kind:<8} " + " ".join(f"{getattr(r, k):>8}" for k in keys)
+        )
         if everything:
             lines.extend(f"      refused: {reason}" for reason in r.refusals)
     return "\n".join(lines)
@@ -161,26 +190,37 @@ def get_parser() -> argparse.ArgumentParser:
 
     add_subcommands(sub)  # run, compare, find, report, export
     for name, (module, text) in DELEGATED.items():
-        sub.add_parser(name, help=text, add_help=False,
-                       description=f"{text}. Arguments go to {module}.main(argv).")
+        sub.add_parser(
+            name,
+            help=text,
+            add_help=False,
+            description=f"{text}. Arguments go to {module}.main(argv).",
+        )
     return parser
 
 
 def _add_model_subcommands(sub) -> None:
     """The subcommands working on an ONNX file."""
-    p = sub.add_parser("print", help="prints an ONNX model as text, one node per line",
-                       description="Prints an ONNX model as text: opsets, inputs and "
-                       "outputs with their types and dimensions, initializers with "
-                       "their first values, one node per line, subgraphs indented.")
+    p = sub.add_parser(
+        "print",
+        help="prints an ONNX model as text, one node per line",
+        description="Prints an ONNX model as text: opsets, inputs and "
+        "outputs with their types and dimensions, initializers with "
+        "their first values, one node per line, subgraphs indented.",
+    )
     p.add_argument("model", help="ONNX file")
-    p.add_argument("--values", type=int, default=4,
-                   help="number of values shown for each initializer")
+    p.add_argument(
+        "--values", type=int, default=4, help="number of values shown for each initializer"
+    )
     p.set_defaults(func=_cmd_print)
 
-    p = sub.add_parser("stats", help="counts nodes per operator type, measures initializers",
-                       description="Prints the number of nodes per operator type "
-                       "(subgraphs included, local functions apart) and the size "
-                       "of the initializers, the largest first.")
+    p = sub.add_parser(
+        "stats",
+        help="counts nodes per operator type, measures initializers",
+        description="Prints the number of nodes per operator type "
+        "(subgraphs included, local functions apart) and the size "
+        "of the initializers, the largest first.",
+    )
     p.add_argument("model", help="ONNX file")
     p.add_argument("--top", type=int, default=10, help="number of initializers listed")
     p.set_defaults(func=_cmd_stats)
@@ -191,83 +231,128 @@ def _add_model_subcommands(sub) -> None:
 
 
 def _add_optimize(sub) -> None:
-    p = sub.add_parser("optimize", help="optimizes an ONNX model with the pattern optimizer",
-                       description="Optimizes an ONNX model with "
-                       "experimental_experiment.xoptim.optimize_model and saves the result.")
+    p = sub.add_parser(
+        "optimize",
+        help="optimizes an ONNX model with the pattern optimizer",
+        description="Optimizes an ONNX model with "
+        "experimental_experiment.xoptim.optimize_model and saves the result.",
+    )
     p.add_argument("input", help="ONNX file to optimize")
     p.add_argument("output", help="where to save the optimized model")
-    p.add_argument("--patterns", default="default",
-                   help="pattern set: 'default', 'default+onnxruntime', "
-                   "'-Name' removes a pattern")
-    p.add_argument("--verbose", type=int, default=0,
-                   help="1 prints what matched, 2 every pass and pattern with the reasons "
-                   "of the refused matches")
+    p.add_argument(
+        "--patterns",
+        default="default",
+        help="pattern set: 'default', 'default+onnxruntime', '-Name' removes a pattern",
+    )
+    p.add_argument(
+        "--verbose",
+        type=int,
+        default=0,
+        help="1 prints what matched, 2 every pass and pattern with the reasons "
+        "of the refused matches",
+    )
     p.set_defaults(func=_cmd_optimize)
 
 
 def _add_fill_weights(sub) -> None:
-    p = sub.add_parser("fill-weights", help="fills the external data of a model from "
-                       "checkpoints (.safetensors, .pt, .bin)",
-                       description="Writes the tensors of checkpoints into the external "
-                       "data of a model exported without its weights, names matched "
-                       "exactly, then dots as underscores, then by suffix; prints the "
-                       "report (matched by rule, unfilled, unused).")
+    p = sub.add_parser(
+        "fill-weights",
+        help="fills the external data of a model from checkpoints (.safetensors, .pt, .bin)",
+        description="Writes the tensors of checkpoints into the external "
+        "data of a model exported without its weights, names matched "
+        "exactly, then dots as underscores, then by suffix; prints the "
+        "report (matched by rule, unfilled, unused).",
+    )
     p.add_argument("model", help="ONNX file with external data")
-    p.add_argument("checkpoints", nargs="+", help=".safetensors, .pt, .bin files, an "
-                   "index file (*.safetensors.index.json) or a folder")
+    p.add_argument(
+        "checkpoints",
+        nargs="+",
+        help=".safetensors, .pt, .bin files, an index file (*.safetensors.index.json) or a folder",
+    )
     p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
-    p.add_argument("--quiet", action="store_true",
-                   help="no progress bar (there is none when stderr is not a terminal)")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar (there is none when stderr is not a terminal)",
+    )
     p.set_defaults(func=_cmd_fill_weights)
 
 
 def _add_quantize(sub) -> None:
-    p = sub.add_parser("quantize", help="quantizes the weights of an ONNX model to int4, "
-                       "int8 or float16 with onnxruntime's quantization tools",
-                       description="Quantizes an ONNX model with "
-                       "experimental_experiment.quantize.quantize_model: int4 "
-                       "(MatMulNBits, weight-only, per block), int8 (dynamic "
-                       "quantization) or fp16; the language model head stays in float "
-                       "unless --lm-head. The output is written atomically, with "
-                       "external data when it exceeds 2 GB.")
+    p = sub.add_parser(
+        "quantize",
+        help="quantizes the weights of an ONNX model to int4, "
+        "int8 or float16 with onnxruntime's quantization tools",
+        description="Quantizes an ONNX model with "
+        "experimental_experiment.quantize.quantize_model: int4 "
+        "(MatMulNBits, weight-only, per block), int8 (dynamic "
+        "quantization) or fp16; the language model head stays in float "
+        "unless --lm-head. The output is written atomically, with "
+        "external data when it exceeds 2 GB.",
+    )
     p.add_argument("input", help="float ONNX model (its external data next to it)")
     p.add_argument("output", help="where to save the quantized model")
-    p.add_argument("--precision", required=True,
-                   help="int4, int8 or fp16 (another one: a one-line error)")
-    p.add_argument("--block-size", type=int, default=32,
-                   help="int4: weights sharing one scale, a power of two >= 16")
-    p.add_argument("--accuracy-level", type=int, default=None,
-                   help="int4: MatMulNBits accuracy_level (4: int8 activations, the "
-                   "fastest on CPU)")
-    p.add_argument("--lm-head", action="store_true",
-                   help="quantizes the MatMul producing the logits too")
-    p.add_argument("--embeddings", action="store_true",
-                   help="int4: quantizes the token embeddings (GatherBlockQuantized)")
-    p.add_argument("--asymmetric", action="store_true",
-                   help="zero points (int4) or uint8 weights (int8)")
-    p.add_argument("--keep-io-types", action="store_true",
-                   help="fp16: inputs and outputs stay float32")
+    p.add_argument(
+        "--precision", required=True, help="int4, int8 or fp16 (another one: a one-line error)"
+    )
+    p.add_argument(
+        "--block-size",
+        type=int,
+        default=32,
+        help="int4: weights sharing one scale, a power of two >= 16",
+    )
+    p.add_argument(
+        "--accuracy-level",
+        type=int,
+        default=None,
+        help="int4: MatMulNBits accuracy_level (4: int8 activations, the fastest on CPU)",
+    )
+    p.add_argument(
+        "--lm-head", action="store_true", help="quantizes the MatMul producing the logits too"
+    )
+    p.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="int4: quantizes the token embeddings (GatherBlockQuantized)",
+    )
+    p.add_argument(
+        "--asymmetric", action="store_true", help="zero points (int4) or uint8 weights (int8)"
+    )
+    p.add_argument(
+        "--keep-io-types", action="store_true", help="fp16: inputs and outputs stay float32"
+    )
     p.set_defaults(func=_cmd_quantize)
 
 
 def _add_package(sub) -> None:
-    p = sub.add_parser("package", help="writes an onnxruntime-genai package of a causal "
-                       "language model (model.onnx, genai_config.json, tokenizer)",
-                       description="Exports the causal language model saved in MODEL_DIR "
-                       "(save_pretrained) with to_onnx and the onnxruntime patterns, and "
-                       "writes a folder onnxruntime_genai.Model loads: model.onnx and its "
-                       "data, genai_config.json, the tokenizer files. The folder appears "
-                       "whole at the end or not at all.")
+    p = sub.add_parser(
+        "package",
+        help="writes an onnxruntime-genai package of a causal "
+        "language model (model.onnx, genai_config.json, tokenizer)",
+        description="Exports the causal language model saved in MODEL_DIR "
+        "(save_pretrained) with to_onnx and the onnxruntime patterns, and "
+        "writes a folder onnxruntime_genai.Model loads: model.onnx and its "
+        "data, genai_config.json, the tokenizer files. The folder appears "
+        "whole at the end or not at all.",
+    )
     p.add_argument("model", help="folder written by save_pretrained")
     p.add_argument("output", help="package folder (missing or empty)")
-    p.add_argument("--precision", default="fp32",
-                   help="fp32, or int4 (weights in int4 blocks, MatMulNBits)")
-    p.add_argument("--tokenizer", default=None,
-                   help="tokenizer folder (default: the tokenizer files of MODEL_DIR)")
-    p.add_argument("--require-tokenizer", action="store_true",
-                   help="fails when no tokenizer is found")
-    p.add_argument("--model-type", default=None,
-                   help="genai's model type (default: the configuration's, or llama)")
+    p.add_argument(
+        "--precision", default="fp32", help="fp32, or int4 (weights in int4 blocks, MatMulNBits)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer folder (default: the tokenizer files of MODEL_DIR)",
+    )
+    p.add_argument(
+        "--require-tokenizer", action="store_true", help="fails when no tokenizer is found"
+    )
+    p.add_argument(
+        "--model-type",
+        default=None,
+        help="genai's model type (default: the configuration's, or llama)",
+    )
     p.add_argument("--block-size", type=int, default=32, help="int4 block size")
     p.add_argument("--overwrite", action="store_true", help="replaces a non-empty OUTPUT")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -293,8 +378,7 @@ def _run_delegated(name: str, argv: list[str]) -> int:
         module = importlib.import_module(module_name)
         entry = module.main
     except (ImportError, AttributeError) as e:
-        print(f"{name}: {module_name}.main is not available in this version ({e})",
-              file=sys.stderr)
+        print(f"{name}: {module_name}.main is not available in this version ({e})", file=sys.stderr)
         return 1
     with _prog(name):
         result = entry(argv)

@@ -31,12 +31,19 @@ def check_model_proto(model, path: str) -> None:
     """:class:`CommandLineError` when the parsed ``model`` lacks what every ONNX model
     has: protobuf parses a truncated file cut between two fields, or some other file,
     into a partial model without error."""
-    missing = [what for what, ok in (("ir_version", model.ir_version > 0),
-                                     ("graph", model.HasField("graph")),
-                                     ("opset_import", len(model.opset_import) > 0)) if not ok]
+    missing = [
+        what
+        for what, ok in (
+            ("ir_version", model.ir_version > 0),
+            ("graph", model.HasField("graph")),
+            ("opset_import", len(model.opset_import) > 0),
+        )
+        if not ok
+    ]
     if missing:
-        raise CommandLineError(f"{path!r} is not an ONNX model or is truncated (no "
-                               f"{', no '.join(missing)})")
+        raise CommandLineError(
+            f"{path!r} is not an ONNX model or is truncated (no {', no '.join(missing)})"
+        )
 
 
 def load_model(path: str, load_external_data: bool = True):

@@ -27,8 +27,17 @@ def _load(path: str):
     return load(path)
 
 
-_NP_TYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
-             9: "bool", 10: "float16", 11: "float64"}
+_NP_TYPES = {
+    1: "float32",
+    2: "uint8",
+    3: "int8",
+    5: "int16",
+    6: "int32",
+    7: "int64",
+    9: "bool",
+    10: "float16",
+    11: "float64",
+}
 
 
 def random_inputs(model, dims: dict[str, int], seed: int = 0) -> dict:
@@ -41,10 +50,14 @@ def random_inputs(model, dims: dict[str, int], seed: int = 0) -> dict:
         tt = inp.type.tensor_type
         dtype = _NP_TYPES.get(tt.elem_type)
         if dtype is None:
-            raise _error(f"input {inp.name!r} has an element type ({tt.elem_type}) "
-                         "random inputs do not cover; give --inputs")
-        shape = [d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, 2)
-                 for d in tt.shape.dim]
+            raise _error(
+                f"input {inp.name!r} has an element type ({tt.elem_type}) "
+                "random inputs do not cover; give --inputs"
+            )
+        shape = [
+            d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, 2)
+            for d in tt.shape.dim
+        ]
         if dtype == "bool":
             feeds[inp.name] = rng.integers(0, 2, size=shape).astype(bool)
         elif dtype.startswith("float"):
@@ -98,11 +111,14 @@ def _session(model):
     import onnxruntime
 
     try:
-        return onnxruntime.InferenceSession(model.SerializeToString(),
-                                            providers=["CPUExecutionProvider"])
+        return onnxruntime.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
     except Exception as e:
-        raise _error(f"onnxruntime cannot load the model ({type(e).__name__}: "
-                     f"{str(e).splitlines()[0] if str(e) else ''})") from e
+        raise _error(
+            f"onnxruntime cannot load the model ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''})"
+        ) from e
 
 
 def _feeds(ns, model) -> dict:
@@ -124,8 +140,10 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         try:
             outputs = sess.run(None, feeds)
         except Exception as e:
-            raise _error(f"onnxruntime failed ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0] if str(e) else ''})") from e
+            raise _error(
+                f"onnxruntime failed ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''})"
+            ) from e
         times.append(time.perf_counter() - begin)
     for out, value in zip(sess.get_outputs(), outputs):
         print(f"{out.name}: {value.dtype} {tuple(value.shape)}")
@@ -190,7 +208,8 @@ def _cmd_compare(ns: argparse.Namespace) -> int:
 def _cmd_find(ns: argparse.Namespace) -> int:
     model = _load(ns.model)
     graphs = [("main graph", model.graph)] + [
-        (f"function {f.domain}.{f.name}", f) for f in model.functions]
+        (f"function {f.domain}.{f.name}", f) for f in model.functions
+    ]
     found = False
     for where, graph in graphs:
         inputs = [i.name if hasattr(i, "name") else i for i in graph.input]
@@ -204,12 +223,10 @@ def _cmd_find(ns: argparse.Namespace) -> int:
                 print(f"{name}: initializer of the {where}")
         for k, node in enumerate(graph.node):
             for name in ns.names:
-                role = ("produced" if name in node.output else
-                        "used" if name in node.input else None)
+                role = "produced" if name in node.output else "used" if name in node.input else None
                 if role:
                     found = True
-                    print(f"{name}: {role} by node {k} {node.op_type}({node.name}) "
-                          f"in the {where}")
+                    print(f"{name}: {role} by node {k} {node.op_type}({node.name}) in the {where}")
     if not found:
         print(f"find: {', '.join(ns.names)} not found in {ns.model!r}", file=sys.stderr)
         return 1
@@ -245,8 +262,10 @@ def _export_inputs(ns):
         from .torch_models.llm_helper import TINY_ARCHITECTURES, get_tiny_llm
 
         if ns.model not in TINY_ARCHITECTURES:
-            raise _error(f"unknown architecture {ns.model!r}, expected module:Class or one "
-                         f"of {', '.join(sorted(TINY_ARCHITECTURES))}")
+            raise _error(
+                f"unknown architecture {ns.model!r}, expected module:Class or one "
+                f"of {', '.join(sorted(TINY_ARCHITECTURES))}"
+            )
         data = get_tiny_llm(ns.model, with_cache=ns.with_cache)
         return data["model"], (), data["inputs"], data["dynamic_shapes"], True
     cls = _import_class(ns.model)
@@ -276,12 +295,22 @@ def _cmd_export(ns: argparse.Namespace) -> int:
     steps = tqdm(total=2, desc="export", file=sys.stderr, disable=not ns.progress)
     model, args, kwargs, ds, patched = _export_inputs(ns)
     steps.update(1)
-    ctx = bypass_export_some_errors(patch_transformers=True) if patched else (
-        contextlib.nullcontext())
+    ctx = (
+        bypass_export_some_errors(patch_transformers=True)
+        if patched
+        else (contextlib.nullcontext())
+    )
     try:
         with ctx:
-            to_onnx(model, args, kwargs, dynamic_shapes=ds, filename=ns.output,
-                    report=ns.report, optimize=not ns.no_optimize)
+            to_onnx(
+                model,
+                args,
+                kwargs,
+                dynamic_shapes=ds,
+                filename=ns.output,
+                report=ns.report,
+                optimize=not ns.no_optimize,
+            )
     except ExportError as e:
         where = f" (report: {ns.report})" if ns.report else ""
         raise _error(f"{type(e).__name__}: {str(e).splitlines()[0]}{where}") from e
@@ -300,27 +329,39 @@ def add_subcommands(sub) -> None:
 
 
 def _common_inputs(p) -> None:
-    p.add_argument("--inputs", default=None, help="inputs from a .npz or .pt file "
-                   "(names or positions), random ones otherwise")
-    p.add_argument("--dim", action="append", help="size of a symbolic dimension for "
-                   "random inputs, name=value (default 2), repeatable")
+    p.add_argument(
+        "--inputs",
+        default=None,
+        help="inputs from a .npz or .pt file (names or positions), random ones otherwise",
+    )
+    p.add_argument(
+        "--dim",
+        action="append",
+        help="size of a symbolic dimension for random inputs, name=value (default 2), repeatable",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
 
 
 def _add_run_compare(sub) -> None:
-    p = sub.add_parser("run", help="runs an ONNX model with onnxruntime, median time",
-                       description="Runs an ONNX model with onnxruntime on random or "
-                       "given inputs, prints the outputs' shapes and the median time.")
+    p = sub.add_parser(
+        "run",
+        help="runs an ONNX model with onnxruntime, median time",
+        description="Runs an ONNX model with onnxruntime on random or "
+        "given inputs, prints the outputs' shapes and the median time.",
+    )
     p.add_argument("model", help="ONNX file")
     _common_inputs(p)
     p.add_argument("--repeat", type=int, default=10, help="number of runs")
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("compare", help="compares an ONNX model with another one or a "
-                       "torch module", description="Runs an ONNX model and another ONNX "
-                       "model or a torch module given as module:Class (built without "
-                       "arguments) on the same inputs; exit code 1 when a difference "
-                       "exceeds --atol.")
+    p = sub.add_parser(
+        "compare",
+        help="compares an ONNX model with another one or a torch module",
+        description="Runs an ONNX model and another ONNX "
+        "model or a torch module given as module:Class (built without "
+        "arguments) on the same inputs; exit code 1 when a difference "
+        "exceeds --atol.",
+    )
     p.add_argument("model", help="ONNX file")
     p.add_argument("other", help="another ONNX file or module:Class")
     _common_inputs(p)
@@ -329,18 +370,24 @@ def _add_run_compare(sub) -> None:
 
 
 def _add_find_report(sub) -> None:
-    p = sub.add_parser("find", help="tells where names are produced and used",
-                       description="Lists the nodes producing and using each name, and "
-                       "whether it is an input or an initializer, in the main graph and "
-                       "the local functions.")
+    p = sub.add_parser(
+        "find",
+        help="tells where names are produced and used",
+        description="Lists the nodes producing and using each name, and "
+        "whether it is an input or an initializer, in the main graph and "
+        "the local functions.",
+    )
     p.add_argument("model", help="ONNX file")
     p.add_argument("names", nargs="+", help="result names")
     p.set_defaults(func=_cmd_find)
 
-    p = sub.add_parser("report", help="renders a saved export report as Markdown or SARIF",
-                       description="Reads an export report saved as JSON "
-                       "(to_onnx(..., report='r.json')) and prints it as Markdown, SARIF "
-                       "2.1.0 or JSON, or writes it (-o, format from the extension).")
+    p = sub.add_parser(
+        "report",
+        help="renders a saved export report as Markdown or SARIF",
+        description="Reads an export report saved as JSON "
+        "(to_onnx(..., report='r.json')) and prints it as Markdown, SARIF "
+        "2.1.0 or JSON, or writes it (-o, format from the extension).",
+    )
     p.add_argument("report", help="JSON report")
     p.add_argument("--format", choices=["md", "sarif", "json"], default="md")
     p.add_argument("-o", "--output", default=None, help=".md, .sarif or .json file")
@@ -348,20 +395,28 @@ def _add_find_report(sub) -> None:
 
 
 def _add_export(sub) -> None:
-    p = sub.add_parser("export", help="exports a tiny transformers model or module:Class",
-                       description="Exports a transformers architecture (llama, phi3, "
-                       "...: a tiny config with random weights) or a module given as "
-                       "module:Class (built without arguments, random float inputs) to "
-                       "ONNX, with an export report.")
+    p = sub.add_parser(
+        "export",
+        help="exports a tiny transformers model or module:Class",
+        description="Exports a transformers architecture (llama, phi3, "
+        "...: a tiny config with random weights) or a module given as "
+        "module:Class (built without arguments, random float inputs) to "
+        "ONNX, with an export report.",
+    )
     p.add_argument("model", help="architecture name or module:Class")
     p.add_argument("-o", "--output", required=True, help="ONNX file")
     p.add_argument("--report", default=None, help="report file (.json, .md, .sarif)")
-    p.add_argument("--shape", action="append", help="input shape for module:Class, "
-                   "like 2x4, one per input (default one input 2x4)")
-    p.add_argument("--dynamic", default=None, help="dynamic axes of every input for "
-                   "module:Class, like 0 or 0,1")
-    p.add_argument("--with-cache", action="store_true", help="gives a KV cache to a "
-                   "decoder")
+    p.add_argument(
+        "--shape",
+        action="append",
+        help="input shape for module:Class, like 2x4, one per input (default one input 2x4)",
+    )
+    p.add_argument(
+        "--dynamic",
+        default=None,
+        help="dynamic axes of every input for module:Class, like 0 or 0,1",
+    )
+    p.add_argument("--with-cache", action="store_true", help="gives a KV cache to a decoder")
     p.add_argument("--no-optimize", action="store_true", help="skips the optimizer")
     p.add_argument("--progress", action="store_true", help="shows a progress bar")
     p.set_defaults(func=_cmd_export)
@@ -386,8 +441,10 @@ def _cmd_lighten(ns: argparse.Namespace) -> int:
     _save_npz(removed, weights)
     save_model(light, ns.output)
     size = sum(a.nbytes for a in removed.values())
-    print(f"lighten: {len(removed)} initializers ({size:,} bytes) moved to {weights!r}, "
-          f"saved {ns.output!r}")
+    print(
+        f"lighten: {len(removed)} initializers ({size:,} bytes) moved to {weights!r}, "
+        f"saved {ns.output!r}"
+    )
     return 0
 
 
@@ -416,22 +473,29 @@ def _cmd_unlighten(ns: argparse.Namespace) -> int:
 
 def add_weight_subcommands(sub) -> None:
     """Adds lighten and unlighten."""
-    p = sub.add_parser("lighten", help="moves the weights of an ONNX model to a .npz file",
-                       description="Writes a light model whose initializers larger than "
-                       "--threshold elements have no data (type, shape and statistics "
-                       "kept in their doc_string) and the weights in a .npz file; "
-                       "unlighten puts them back.")
+    p = sub.add_parser(
+        "lighten",
+        help="moves the weights of an ONNX model to a .npz file",
+        description="Writes a light model whose initializers larger than "
+        "--threshold elements have no data (type, shape and statistics "
+        "kept in their doc_string) and the weights in a .npz file; "
+        "unlighten puts them back.",
+    )
     p.add_argument("model", help="ONNX file")
     p.add_argument("output", help="light ONNX file")
     p.add_argument("--weights", default=None, help="the .npz file (default <output>.npz)")
-    p.add_argument("--threshold", type=int, default=128, help="initializers with more "
-                   "elements are moved")
+    p.add_argument(
+        "--threshold", type=int, default=128, help="initializers with more elements are moved"
+    )
     p.set_defaults(func=_cmd_lighten)
 
-    p = sub.add_parser("unlighten", help="puts back the weights lighten removed",
-                       description="Restores the weights of a model written by lighten "
-                       "from its .npz file, or random values with the recorded mean and "
-                       "standard deviation (--random).")
+    p = sub.add_parser(
+        "unlighten",
+        help="puts back the weights lighten removed",
+        description="Restores the weights of a model written by lighten "
+        "from its .npz file, or random values with the recorded mean and "
+        "standard deviation (--random).",
+    )
     p.add_argument("model", help="light ONNX file")
     p.add_argument("output", help="ONNX file")
     p.add_argument("--weights", default=None, help="the .npz file (default <model>.npz)")

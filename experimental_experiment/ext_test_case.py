@@ -15,8 +15,9 @@ import torch
 from .runtime import flatten_tensors, run_onnx, tensor_to_numpy  # noqa: F401  (re-exported)
 
 
-def assert_close(expected: torch.Tensor, got: np.ndarray, atol: float, rtol: float,
-                 msg: str = "") -> None:
+def assert_close(
+    expected: torch.Tensor, got: np.ndarray, atol: float, rtol: float, msg: str = ""
+) -> None:
     """Exact for integers and bool, within tolerance for floats."""
     exp = tensor_to_numpy(expected)
     got = np.asarray(got)
@@ -31,9 +32,16 @@ def assert_close(expected: torch.Tensor, got: np.ndarray, atol: float, rtol: flo
     )
 
 
-def check_export(model: torch.nn.Module, inputs: Sequence[tuple], *,
-                 dynamic_shapes: Any = None, atol: float = 1e-4, rtol: float = 1e-3,
-                 use_reference: bool = False, **kwargs) -> onnx.ModelProto:
+def check_export(
+    model: torch.nn.Module,
+    inputs: Sequence[tuple],
+    *,
+    dynamic_shapes: Any = None,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    use_reference: bool = False,
+    **kwargs,
+) -> onnx.ModelProto:
     """Exports ``model`` with ``inputs[0]`` and checks every input set against eager.
 
     :param inputs: a list of argument tuples; the first one is used to export, all are
@@ -54,9 +62,14 @@ def check_export(model: torch.nn.Module, inputs: Sequence[tuple], *,
     return onx
 
 
-def check_token_model(model: torch.nn.Module, vocab: int, *, patched=None,
-                      output=lambda out: out.logits,
-                      shapes=((2, 3), (3, 6))) -> onnx.ModelProto:
+def check_token_model(
+    model: torch.nn.Module,
+    vocab: int,
+    *,
+    patched=None,
+    output=lambda out: out.logits,
+    shapes=((2, 3), (3, 6)),
+) -> onnx.ModelProto:
     """Exports a model taking token ids under ``bypass_export_some_errors`` with a dynamic
     batch and sequence, checks both stay dynamic, then compares onnxruntime with the
     unpatched model on every shape of ``shapes``. ``patched()`` runs inside the patches
@@ -73,8 +86,7 @@ def check_token_model(model: torch.nn.Module, vocab: int, *, patched=None,
         onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
     dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
     assert dims == ["batch", "seq"], f"dimensions {dims}"
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for shape in shapes:
         ids = torch.randint(0, vocab, shape)
         with torch.no_grad():

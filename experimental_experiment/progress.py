@@ -59,8 +59,15 @@ def progress_bar(total: int, desc: str, *, unit: str = "it", enabled: bool = Tru
         except ImportError:
             tqdm = None
         if tqdm is not None:
-            bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=True,
-                       unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000)
+            bar = tqdm(
+                total=total,
+                desc=desc,
+                unit=unit,
+                file=sys.stderr,
+                leave=True,
+                unit_scale=unit == "B",
+                unit_divisor=1024 if unit == "B" else 1000,
+            )
     try:
         yield bar if bar is not None else _NoBar()
     finally:

@@ -36,8 +36,9 @@ def flatten_tensors(value) -> list[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
 
-def run_onnx(onx: onnx.ModelProto, inputs: Sequence[torch.Tensor], *,
-             use_reference: bool = False) -> list[np.ndarray]:
+def run_onnx(
+    onx: onnx.ModelProto, inputs: Sequence[torch.Tensor], *, use_reference: bool = False
+) -> list[np.ndarray]:
     """Runs the model with onnxruntime (or onnx's reference evaluator) on CPU.
 
     :param onx: the model
@@ -59,19 +60,23 @@ def run_onnx(onx: onnx.ModelProto, inputs: Sequence[torch.Tensor], *,
     if any(_elem_type(v) == bf16 for v in [*onx.graph.input, *onx.graph.output]):
         # onnxruntime's python API takes no bfloat16 numpy array: float32 at the edges
         onx = _bfloat16_edges_as_float(onx)
-        feeds = {(f"{k}__f32" if v.dtype.name == "bfloat16" else k):
-                 (v.astype(np.float32) if v.dtype.name == "bfloat16" else v)
-                 for k, v in feeds.items()}
+        feeds = {
+            (f"{k}__f32" if v.dtype.name == "bfloat16" else k): (
+                v.astype(np.float32) if v.dtype.name == "bfloat16" else v
+            )
+            for k, v in feeds.items()
+        }
         sess = onnxruntime.InferenceSession(
-            onx.SerializeToString(), providers=["CPUExecutionProvider"])
+            onx.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
         got = sess.run(None, feeds)
         import ml_dtypes
 
-        return [g.astype(ml_dtypes.bfloat16) if o.doc_string == "bfloat16" else g
-                for g, o in zip(got, onx.graph.output)]
-    sess = onnxruntime.InferenceSession(
-        onx.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
+        return [
+            g.astype(ml_dtypes.bfloat16) if o.doc_string == "bfloat16" else g
+            for g, o in zip(got, onx.graph.output)
+        ]
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 

@@ -27,15 +27,26 @@ import time
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-FOLLOWED = ["torch", "transformers", "onnx", "onnxruntime", "onnxscript", "onnx-ir",
-            "sphinx-gallery", "sphinx", "numpy"]
+FOLLOWED = [
+    "torch",
+    "transformers",
+    "onnx",
+    "onnxruntime",
+    "onnxscript",
+    "onnx-ir",
+    "sphinx-gallery",
+    "sphinx",
+    "numpy",
+]
 #: one OpInfo test in OPINFO_STRIDE, enough to see a break in the converters
 OPINFO_STRIDE = 10
 
 PARTS = {
     "llm": ["_unittests/ut_torch_models"],
-    "patches": ["_unittests/ut_torch_interpreter/test_patches.py",
-                "_unittests/ut_torch_interpreter/test_models.py"],
+    "patches": [
+        "_unittests/ut_torch_interpreter/test_patches.py",
+        "_unittests/ut_torch_interpreter/test_models.py",
+    ],
     "gallery": ["_unittests/ut_doc/test_gallery.py"],
     "opinfo-sample": None,  # selected at run time
 }
@@ -65,9 +76,19 @@ def installed_version(name: str) -> str:
 
 def _opinfo_sample() -> list[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "_unittests/ut_torch_interpreter/test_opinfo.py",
-         "--collect-only", "-q", "-p", "no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "_unittests/ut_torch_interpreter/test_opinfo.py",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     ids = [line for line in proc.stdout.splitlines() if "::" in line]
     return ids[::OPINFO_STRIDE]
@@ -88,13 +109,24 @@ def run_part(name: str, targets: list[str]) -> dict:
         xml_path = os.path.join(tmp, "junit.xml")
         begin = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
-             f"--junitxml={xml_path}", "-n", "2"],
-            cwd=ROOT, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *targets,
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={xml_path}",
+                "-n",
+                "2",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         )
         seconds = time.perf_counter() - begin
-        row = dict(part=name, passed=0, failed=0, skipped=0, seconds=round(seconds, 1),
-                   failures=[])
+        row = dict(part=name, passed=0, failed=0, skipped=0, seconds=round(seconds, 1), failures=[])
         if not os.path.exists(xml_path):
             row["failed"] = 1
             row["failures"].append(dict(test=name, error="pytest did not run"))
@@ -106,9 +138,11 @@ def run_part(name: str, targets: list[str]) -> dict:
             if failure is not None:
                 row["failed"] += 1
                 text = failure.get("message", "") + "\n" + (failure.text or "")
-                row["failures"].append(dict(
-                    test=f"{case.get('classname')}::{case.get('name')}",
-                    error=_first_line(text)))
+                row["failures"].append(
+                    dict(
+                        test=f"{case.get('classname')}::{case.get('name')}", error=_first_line(text)
+                    )
+                )
             elif case.find("skipped") is not None:
                 row["skipped"] += 1
             else:
@@ -123,8 +157,10 @@ def format_table(result: dict) -> str:
         lines.append(f"| {name} | {versions['locked']} | {versions['installed']}{mark} |")
     lines += ["", "| part | passed | failed | skipped | seconds |", "|---|---|---|---|---|"]
     for row in result["parts"]:
-        lines.append(f"| {row['part']} | {row['passed']} | {row['failed']} | "
-                     f"{row['skipped']} | {row['seconds']} |")
+        lines.append(
+            f"| {row['part']} | {row['passed']} | {row['failed']} | "
+            f"{row['skipped']} | {row['seconds']} |"
+        )
     failures = [(row["part"], f) for row in result["parts"] for f in row["failures"]]
     if failures:
         lines += ["", "| part | test | first error line |", "|---|---|---|"]
@@ -135,16 +171,20 @@ def format_table(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default="", help="JSON file to write")
-    parser.add_argument("--parts", default=",".join(PARTS),
-                        help=f"comma-separated parts among {list(PARTS)}")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated parts among {list(PARTS)}"
+    )
     args = parser.parse_args(argv)
     locked = locked_versions(os.path.join(ROOT, "requirements-lock.txt"))
     result = dict(
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         python=platform.python_version(),
-        packages={n: dict(locked=locked.get(_normalize(n), "-"),
-                          installed=installed_version(n).split("+")[0])
-                  for n in FOLLOWED},
+        packages={
+            n: dict(
+                locked=locked.get(_normalize(n), "-"), installed=installed_version(n).split("+")[0]
+            )
+            for n in FOLLOWED
+        },
         parts=[],
     )
     for name in args.parts.split(","):

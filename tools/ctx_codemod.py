@@ -45,8 +45,12 @@ class Module:
         self.path, self.src = path, path.read_bytes()
         self.tree = ast.parse(self.src)
         self.par = _parents(self.tree)
-        self.imports = {a.asname or a.name: (n.module, a.name) for n in ast.walk(self.tree)
-                        if isinstance(n, ast.ImportFrom) and n.level == 1 for a in n.names}
+        self.imports = {
+            a.asname or a.name: (n.module, a.name)
+            for n in ast.walk(self.tree)
+            if isinstance(n, ast.ImportFrom) and n.level == 1
+            for a in n.names
+        }
 
     def owner(self, node):
         n = self.par.get(node)
@@ -55,7 +59,7 @@ class Module:
         return n
 
     def pos(self, line: int, col: int) -> int:
-        return len(b"".join(self.src.splitlines(keepends=True)[:line - 1])) + col
+        return len(b"".join(self.src.splitlines(keepends=True)[: line - 1])) + col
 
 
 class Codemod:
@@ -77,28 +81,38 @@ class Codemod:
             n = mod.par.get(n)
         if name in mod.imports and mod.imports[name][0] in self.mods:
             sm, sn = mod.imports[name]
-            return self.resolve(sm, sn, self.mods[sm].tree.body[0]) if self.mods[sm].tree.body \
+            return (
+                self.resolve(sm, sn, self.mods[sm].tree.body[0])
+                if self.mods[sm].tree.body
                 else None
+            )
         return None
 
     def seed(self) -> None:
         for m, mod in self.mods.items():
             for n in ast.walk(mod.tree):
                 f = None
-                if isinstance(n, ast.Attribute) and n.attr == "current" and getattr(
-                        n.value, "id", "") == "g":
+                if (
+                    isinstance(n, ast.Attribute)
+                    and n.attr == "current"
+                    and getattr(n.value, "id", "") == "g"
+                ):
                     f = mod.owner(n)
                 elif isinstance(n, ast.Call) and getattr(n.func, "id", "") == "out_dtype":
                     f = mod.owner(n)
                 elif isinstance(n, ast.Name) and n.id == "ctx" and isinstance(n.ctx, ast.Load):
                     f = mod.owner(n)
                     if isinstance(f, ast.FunctionDef) and (
-                            "ctx" in _assigned(f) or ("ctx" in _params(f) and not _has_ctx(f))):
+                        "ctx" in _assigned(f) or ("ctx" in _params(f) and not _has_ctx(f))
+                    ):
                         f = None
                 if isinstance(f, ast.FunctionDef) and f.name != "out_dtype":
                     self.needs.add(id(f))
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
-                        and n.func.id != "out_dtype":  # replaced by ctx.dtype
+                if (
+                    isinstance(n, ast.Call)
+                    and isinstance(n.func, ast.Name)
+                    and n.func.id != "out_dtype"
+                ):  # replaced by ctx.dtype
                     target = self.resolve(m, n.func.id, n)
                     if target is not None:
                         self.calls.append((m, n, target))
@@ -109,8 +123,11 @@ class Codemod:
             changed = False
             for m, call, target in self.calls:
                 f = self.mods[m].owner(call)
-                if id(target) in self.needs and isinstance(f, ast.FunctionDef) \
-                        and id(f) not in self.needs:
+                if (
+                    id(target) in self.needs
+                    and isinstance(f, ast.FunctionDef)
+                    and id(f) not in self.needs
+                ):
                     self.needs.add(id(f))
                     changed = True
         for m, call, target in self.calls:
@@ -123,22 +140,41 @@ class Codemod:
             if isinstance(fn, ast.FunctionDef) and id(fn) in self.needs and not _has_ctx(fn):
                 out.append(self._signature(mod, fn))
         for n in ast.walk(mod.tree):
-            if isinstance(n, ast.Attribute) and n.attr == "current" and getattr(
-                    n.value, "id", "") == "g":
-                out.append((mod.pos(n.lineno, n.col_offset),
-                            mod.pos(n.end_lineno, n.end_col_offset), "ctx"))
+            if (
+                isinstance(n, ast.Attribute)
+                and n.attr == "current"
+                and getattr(n.value, "id", "") == "g"
+            ):
+                out.append(
+                    (
+                        mod.pos(n.lineno, n.col_offset),
+                        mod.pos(n.end_lineno, n.end_col_offset),
+                        "ctx",
+                    )
+                )
             elif isinstance(n, ast.Call) and getattr(n.func, "id", "") == "out_dtype":
                 rest = ", ".join(ast.get_source_segment(mod.src.decode(), x) for x in n.args[1:])
-                out.append((mod.pos(n.lineno, n.col_offset),
-                            mod.pos(n.end_lineno, n.end_col_offset), f"ctx.dtype({rest})"))
+                out.append(
+                    (
+                        mod.pos(n.lineno, n.col_offset),
+                        mod.pos(n.end_lineno, n.end_col_offset),
+                        f"ctx.dtype({rest})",
+                    )
+                )
         for mm, call, target in self.calls:
-            if mm == m and id(target) in self.needs and isinstance(
-                    mod.owner(call), ast.FunctionDef) and not any(
-                    k.arg == "ctx" for k in call.keywords):
+            if (
+                mm == m
+                and id(target) in self.needs
+                and isinstance(mod.owner(call), ast.FunctionDef)
+                and not any(k.arg == "ctx" for k in call.keywords)
+            ):
                 end = mod.pos(call.end_lineno, call.end_col_offset) - 1
                 before = mod.src[:end].rstrip()
-                sep = "" if not (call.args or call.keywords) else (
-                    " " if before.endswith(b",") else ", ")
+                sep = (
+                    ""
+                    if not (call.args or call.keywords)
+                    else (" " if before.endswith(b",") else ", ")
+                )
                 out.append((end, end, f"{sep}ctx=ctx"))
         return sorted(out, reverse=True)
 
@@ -149,8 +185,14 @@ class Codemod:
         if a.kwarg is not None:
             at = mod.src.rindex(b"**", 0, mod.pos(a.kwarg.lineno, a.kwarg.col_offset))
             return at, at, f"{star}ctx: NodeContext, "
-        nodes = a.posonlyargs + a.args + a.defaults + a.kwonlyargs + [
-            d for d in a.kw_defaults if d is not None] + ([a.vararg] if a.vararg else [])
+        nodes = (
+            a.posonlyargs
+            + a.args
+            + a.defaults
+            + a.kwonlyargs
+            + [d for d in a.kw_defaults if d is not None]
+            + ([a.vararg] if a.vararg else [])
+        )
         last = max(nodes, key=lambda x: (x.end_lineno, x.end_col_offset))
         at = mod.pos(last.end_lineno, last.end_col_offset)
         return at, at, f", {star}ctx: NodeContext"

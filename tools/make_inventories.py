@@ -25,17 +25,22 @@ OUTPUT = os.path.normpath(os.path.join(HERE, "..", "_doc", "_static", "inventori
 # project: (site, version, default page of an object)
 PROJECTS = {
     "python": ("https://docs.python.org/3/", "3", "library/{module}.html#{name}"),
-    "torch": ("https://docs.pytorch.org/docs/stable/", "2.13",
-              "generated/{name}.html#{name}"),
+    "torch": ("https://docs.pytorch.org/docs/stable/", "2.13", "generated/{name}.html#{name}"),
     "onnx": ("https://onnx.ai/onnx/", "1.23", "api/{module_tail}.html#{name}"),
-    "onnxruntime": ("https://onnxruntime.ai/docs/api/python/", "1.32",
-                    "api_summary.html#{name}"),
-    "numpy": ("https://numpy.org/doc/stable/", "2",
-              "reference/generated/{name}.html#{name}"),
+    "onnxruntime": ("https://onnxruntime.ai/docs/api/python/", "1.32", "api_summary.html#{name}"),
+    "numpy": ("https://numpy.org/doc/stable/", "2", "reference/generated/{name}.html#{name}"),
 }
 # sphinx's roles of the python domain and the object types they resolve to
-ROLES = {"func": "function", "class": "class", "meth": "method", "mod": "module",
-         "data": "data", "attr": "attribute", "exc": "exception", "obj": "data"}
+ROLES = {
+    "func": "function",
+    "class": "class",
+    "meth": "method",
+    "mod": "module",
+    "data": "data",
+    "attr": "attribute",
+    "exc": "exception",
+    "obj": "data",
+}
 
 
 def read_names(path: str = NAMES) -> dict[str, list[tuple[str, str, str]]]:
@@ -50,7 +55,8 @@ def read_names(path: str = NAMES) -> dict[str, list[tuple[str, str, str]]]:
             if project not in PROJECTS or role not in ROLES or len(page) > 1:
                 raise ValueError(
                     f"{path}:{number}: expected 'project name role [page]' with a project "
-                    f"in {sorted(PROJECTS)} and a role in {sorted(ROLES)}, got {line!r}")
+                    f"in {sorted(PROJECTS)} and a role in {sorted(ROLES)}, got {line!r}"
+                )
             entries[project].append((name, ROLES[role], page[0] if page else ""))
     return entries
 
@@ -69,10 +75,14 @@ def object_page(project: str, name: str, page: str) -> str:
 def inventory_bytes(project: str, entries: list[tuple[str, str, str]]) -> bytes:
     "An inventory in sphinx's format (version 2): a header, then zlib-compressed lines."
     _, version, _ = PROJECTS[project]
-    header = (f"# Sphinx inventory version 2\n# Project: {project}\n# Version: {version}\n"
-              "# The remainder of this file is compressed using zlib.\n")
-    lines = "".join(f"{name} py:{objtype} 1 {object_page(project, name, page)} -\n"
-                    for name, objtype, page in sorted(set(entries)))
+    header = (
+        f"# Sphinx inventory version 2\n# Project: {project}\n# Version: {version}\n"
+        "# The remainder of this file is compressed using zlib.\n"
+    )
+    lines = "".join(
+        f"{name} py:{objtype} 1 {object_page(project, name, page)} -\n"
+        for name, objtype, page in sorted(set(entries))
+    )
     return header.encode() + zlib.compress(lines.encode(), 9)
 
 

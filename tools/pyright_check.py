@@ -32,34 +32,44 @@ def run_pyright() -> list[dict]:
     try:
         report = json.loads(proc.stdout)
     except json.JSONDecodeError as e:
-        raise RuntimeError(f"pyright did not print its JSON report (exit {proc.returncode}): "
-                           f"{(proc.stderr or proc.stdout).strip()[-500:]}") from e
+        raise RuntimeError(
+            f"pyright did not print its JSON report (exit {proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip()[-500:]}"
+        ) from e
     return [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
 
 
 def count_per_file(diagnostics: list[dict]) -> dict[str, int]:
     """Errors per file, paths relative to the repository root with '/' separators."""
     counts = collections.Counter(
-        os.path.relpath(d["file"], ROOT).replace(os.sep, "/") for d in diagnostics)
+        os.path.relpath(d["file"], ROOT).replace(os.sep, "/") for d in diagnostics
+    )
     return dict(sorted(counts.items()))
 
 
 def regressions(baseline: dict[str, int], current: dict[str, int]) -> list[str]:
     """Files with more errors than the baseline allows, as readable lines."""
-    return [f"{path}: {n} errors, the baseline allows {baseline.get(path, 0)}"
-            for path, n in sorted(current.items()) if n > baseline.get(path, 0)]
+    return [
+        f"{path}: {n} errors, the baseline allows {baseline.get(path, 0)}"
+        for path, n in sorted(current.items())
+        if n > baseline.get(path, 0)
+    ]
 
 
 def lowered(baseline: dict[str, int], current: dict[str, int]) -> dict[str, int]:
     """The baseline with each count lowered to the current one (never raised)."""
-    return {path: min(n, current.get(path, 0)) for path, n in baseline.items()
-            if min(n, current.get(path, 0)) > 0}
+    return {
+        path: min(n, current.get(path, 0))
+        for path, n in baseline.items()
+        if min(n, current.get(path, 0)) > 0
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--update", action="store_true",
-                        help="lowers the baseline to the current counts")
+    parser.add_argument(
+        "--update", action="store_true", help="lowers the baseline to the current counts"
+    )
     args = parser.parse_args(argv)
     diagnostics = run_pyright()
     current = count_per_file(diagnostics)
@@ -81,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(BASELINE, "w", encoding="utf-8") as f:
             json.dump(lowered(baseline, current), f, indent=1, sort_keys=True)
             f.write("\n")
-    print(f"pyright: {total} errors, baseline {allowed}"
-          + (" (lower it: python tools/pyright_check.py --update)" if total < allowed else ""))
+    print(
+        f"pyright: {total} errors, baseline {allowed}"
+        + (" (lower it: python tools/pyright_check.py --update)" if total < allowed else "")
+    )
     return 0
 
 

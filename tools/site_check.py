@@ -53,8 +53,19 @@ def serve(root: str):
     "Serves *root* on 127.0.0.1, yields its base URL."
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-         "--directory", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            root,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}/"
     try:
         for _ in range(100):
@@ -81,29 +92,43 @@ def make_driver():
     if not browser or not driver_path:
         raise SiteCheckError(
             "chromium or chromedriver is missing: run "
-            "'apt-get update && apt-get install -y chromium chromium-driver'")
+            "'apt-get update && apt-get install -y chromium chromium-driver'"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-quic",
-                 f"--window-size={WINDOW[0]},{WINDOW[1]}",
-                 f"--user-data-dir={tempfile.mkdtemp(prefix='site_check_')}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-quic",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--user-data-dir={tempfile.mkdtemp(prefix='site_check_')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
     driver.set_window_size(*WINDOW)
     # the window size includes the browser's frame: the page itself gets WINDOW
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False},
+    )
     driver.set_page_load_timeout(60)
     return driver
 
 
 def console_errors(driver) -> list[str]:
     "The SEVERE entries of the console since the last call."
-    return [e["message"] for e in driver.get_log("browser")
-            if e["level"] == "SEVERE" and not any(s in e["message"] for s in IGNORED_CONSOLE)]
+    return [
+        e["message"]
+        for e in driver.get_log("browser")
+        if e["level"] == "SEVERE" and not any(s in e["message"] for s in IGNORED_CONSOLE)
+    ]
 
 
 def wait_for(driver, script: str, timeout: float = TIMEOUT):
@@ -147,8 +172,7 @@ return Array.from(document.images).filter(img => !(img.naturalWidth > 0))
 def check_landing(driver, base: str) -> list[str]:
     driver.get(base + "index.html")
     rows = wait_for(driver, COMPARISON_TABLE, timeout=5)
-    return [] if rows else [
-        "index.html: no <table> in a section headed 'How it compares'"]
+    return [] if rows else ["index.html: no <table> in a section headed 'How it compares'"]
 
 
 def check_search(driver, base: str) -> list[str]:
@@ -161,15 +185,16 @@ def check_images(driver, base: str, page: str) -> list[str]:
     driver.get(base + page)
     driver.execute_script(EAGER_IMAGES)
     wait_for(driver, IMAGES_DONE)
-    return [f"{page}: image {src!r} does not load"
-            for src in driver.execute_script(BROKEN_IMAGES)]
+    return [f"{page}: image {src!r} does not load" for src in driver.execute_script(BROKEN_IMAGES)]
 
 
 def image_pages(root: str) -> list[str]:
     "The landing page, the gallery indexes and the benchmark pages."
     pages = ["index.html", *GALLERY_INDEXES]
-    pages.extend(os.path.relpath(p, root).replace(os.sep, "/")
-                 for p in sorted(glob.glob(os.path.join(root, "bench", "*.html"))))
+    pages.extend(
+        os.path.relpath(p, root).replace(os.sep, "/")
+        for p in sorted(glob.glob(os.path.join(root, "bench", "*.html")))
+    )
     return [p for p in pages if os.path.exists(os.path.join(root, p))]
 
 
@@ -204,11 +229,20 @@ def take_screenshots(driver, base: str, pages: list[str], folder: str) -> list[s
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("root", nargs="?", default=os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "_doc", "_build", "html"))
+    parser.add_argument(
+        "root",
+        nargs="?",
+        default=os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "_doc", "_build", "html"
+        ),
+    )
     parser.add_argument("--screenshots", help="folder where the screenshots go")
-    parser.add_argument("--page", action="append", default=[],
-                        help="page to take a screenshot of (repeat), relative to root")
+    parser.add_argument(
+        "--page",
+        action="append",
+        default=[],
+        help="page to take a screenshot of (repeat), relative to root",
+    )
     parser.add_argument("--no-checks", action="store_true", help="only the screenshots")
     args = parser.parse_args(argv)
     root = os.path.abspath(args.root)
@@ -222,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 problems = [] if args.no_checks else run_checks(driver, base, root)
                 if args.screenshots:
-                    for path in take_screenshots(driver, base, args.page or ["index.html"],
-                                                 args.screenshots):
+                    for path in take_screenshots(
+                        driver, base, args.page or ["index.html"], args.screenshots
+                    ):
                         print(f"site_check: screenshot {path}")
             finally:
                 driver.quit()

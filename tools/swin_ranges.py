@@ -18,8 +18,10 @@ import torch
 _LIB = torch.library.Library("torchvision", "DEF")
 _LIB.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
 _LIB.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-_LIB.define("roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
-            "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor")
+_LIB.define(
+    "roi_align(Tensor input, Tensor rois, float spatial_scale, SymInt pooled_height, "
+    "SymInt pooled_width, int sampling_ratio, bool aligned) -> Tensor"
+)
 
 
 def main() -> None:
@@ -33,15 +35,17 @@ def main() -> None:
     model = torchvision.models.swin_t().eval()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        onx = to_onnx(model, (torch.randn(2, 3, 64, 96),),
-                      dynamic_shapes=({0: "batch", 2: "height", 3: "width"},))
+        onx = to_onnx(
+            model,
+            (torch.randn(2, 3, 64, 96),),
+            dynamic_shapes=({0: "batch", 2: "height", 3: "width"},),
+        )
     for w in caught:
         if "ConstrainedDimension" in w.category.__name__:
             print("warning:", str(w.message).split(": outside")[0])
     ranges = json.loads({p.key: p.value for p in onx.metadata_props}[METADATA_KEY])
     print("metadata:", ranges)
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
 
     def diff(h, w):
         x = torch.randn(1, 3, h, w)
@@ -51,8 +55,10 @@ def main() -> None:
 
     print("| size | inside the reported range | max abs diff |")
     print("|---|---|---|")
-    for name, axis, sizes in (("height", "x.shape[2]", range(48, 137, 8)),
-                              ("width", "x.shape[3]", range(76, 133, 4))):
+    for name, axis, sizes in (
+        ("height", "x.shape[2]", range(48, 137, 8)),
+        ("width", "x.shape[3]", range(76, 133, 4)),
+    ):
         r = ranges.get(axis, {"min": None, "max": None})
         for s in sizes:
             h, w = (s, 96) if name == "height" else (64, s)

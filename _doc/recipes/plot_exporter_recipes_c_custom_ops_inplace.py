@@ -109,8 +109,9 @@ class SliceModel(torch.nn.Module):
         return x * 2
 
 
-onx = to_onnx(SliceModel(), (x, torch.randn(2, 4)), dynamic_shapes=({1: "n"}, {1: "n"}),
-              dispatcher=dispatcher)
+onx = to_onnx(
+    SliceModel(), (x, torch.randn(2, 4)), dynamic_shapes=({1: "n"}, {1: "n"}), dispatcher=dispatcher
+)
 xb, yb = torch.randn(3, 7), torch.randn(2, 7)
 diff = np.abs(run(onx, xb, yb) - SliceModel()(xb, yb).numpy()).max()
 print("max absolute difference:", diff)

@@ -73,10 +73,7 @@ names = [i.name for i in sess.get_inputs()]
 for n, m in [(2, 3), (6, 1), (4, 9)]:
     xb, yb = torch.randn(n, 4), torch.randn(m, 4)
     got = sess.run(None, dict(zip(names, [xb.numpy(), yb.numpy()])))[0]
-    print(
-        f"{n}x{m}: max absolute difference "
-        f"{np.abs(got - torch.cdist(xb, yb).numpy()).max():.3g}"
-    )
+    print(f"{n}x{m}: max absolute difference {np.abs(got - torch.cdist(xb, yb).numpy()).max():.3g}")
 
 # %%
 # The main graph and the loop body

@@ -40,8 +40,9 @@ from experimental_experiment.quantize import find_lm_head, node_type_counts, qua
 
 folder = tempfile.mkdtemp()
 config, model = make_llama("tiny")
-path, seconds = export_to_onnx(model, config, "default+onnxruntime",
-                               os.path.join(folder, "llama.onnx"))
+path, seconds = export_to_onnx(
+    model, config, "default+onnxruntime", os.path.join(folder, "llama.onnx")
+)
 onx = onnx.load(path)
 print(f"exported in {seconds:.1f} s, {len(onx.graph.node)} nodes")
 
@@ -60,8 +61,9 @@ q4 = quantize_model(onx, "int4", block_size=32, accuracy_level=4)
 print("head kept in float:", find_lm_head(onx))
 
 before, after = node_type_counts(onx), node_type_counts(q4)
-kinds = sorted({k for k in before | after if before[k] != after[k] or "." in k
-                or "Normalization" in k})
+kinds = sorted(
+    {k for k in before | after if before[k] != after[k] or "." in k or "Normalization" in k}
+)
 print(f"{'operator':<40} {'float':>6} {'int4':>6}")
 for kind in kinds:
     print(f"{kind:<40} {before[kind]:>6} {after[kind]:>6}")
@@ -78,8 +80,9 @@ feeds = make_feeds(config, batch=1, seq=1, past=64)
 
 
 def run(model_proto):
-    sess = onnxruntime.InferenceSession(model_proto.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model_proto.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     names = [i.name for i in sess.get_inputs()]
     return sess.run(None, session_feeds(names, feeds, config.num_hidden_layers))[0]
 
@@ -96,8 +99,9 @@ print("same next token:", bool((got[:, -1].argmax(-1) == expected[:, -1].argmax(
 # The tiny model is dominated by its embeddings and its head, left in float here;
 # ``quantize_embeddings=True`` and ``quantize_lm_head=True`` quantize them as well.
 
-q4_all = quantize_model(onx, "int4", block_size=32, accuracy_level=4,
-                        quantize_lm_head=True, quantize_embeddings=True)
+q4_all = quantize_model(
+    onx, "int4", block_size=32, accuracy_level=4, quantize_lm_head=True, quantize_embeddings=True
+)
 for name, proto in [("float", onx), ("int4", q4), ("int4 head+embeddings", q4_all)]:
     print(f"{name:<22} {proto.ByteSize() / 2**10:8.0f} KiB")
 

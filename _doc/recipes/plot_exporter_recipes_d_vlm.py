@@ -50,8 +50,12 @@ from experimental_experiment.torch_models.multimodal.run import eager_generate, 
 model = build_model("qwen2_5_vl")
 case = build_multimodal("qwen2_5_vl", image_size=(32, 64), prompt=(3, 4), model=model)
 print(type(model).__name__, f"{sum(p.numel() for p in model.parameters()):,} parameters")
-print("pixel_values", tuple(case.vision_inputs["pixel_values"].shape),
-      "grid (t, h, w) in patches", case.constants["image_grid_thw"].tolist())
+print(
+    "pixel_values",
+    tuple(case.vision_inputs["pixel_values"].shape),
+    "grid (t, h, w) in patches",
+    case.constants["image_grid_thw"].tolist(),
+)
 print("prompt", case.input_ids.tolist())
 
 # %%
@@ -122,26 +126,35 @@ for value in decoder_onx.graph.input:
 
 
 def ort(onx):
-    return onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 vision_sess, merge_sess, decoder_sess = ort(vision_onx), ort(merge_onx), ort(decoder_onx)
-image = vision_sess.run(None, {vision_sess.get_inputs()[0].name:
-                               case.vision_inputs["pixel_values"].numpy()})[0]
+image = vision_sess.run(
+    None, {vision_sess.get_inputs()[0].name: case.vision_inputs["pixel_values"].numpy()}
+)[0]
 ids = case.input_ids.numpy()
 embeds = merge_sess.run(None, {"input_ids": ids, "image_features": image})[0]
-positions, delta = mrope_positions(ids, model.config.image_token_id,
-                                   [tuple(g) for g in case.constants["image_grid_thw"].tolist()],
-                                   model.config.vision_config.spatial_merge_size)
+positions, delta = mrope_positions(
+    ids,
+    model.config.image_token_id,
+    [tuple(g) for g in case.constants["image_grid_thw"].tolist()],
+    model.config.vision_config.spatial_merge_size,
+)
 names = [i.name for i in decoder_sess.get_inputs()]
-cache = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=np.float32)
-         for i in decoder_sess.get_inputs()[3:]}
+cache = {
+    i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+    for i in decoder_sess.get_inputs()[3:]
+}
 past, onnx_tokens, onnx_logits = 0, [], []
 for _ in range(8):
     seq = embeds.shape[1]
-    feeds = {names[0]: embeds, names[1]: np.ones((1, past + seq), dtype=np.int64),
-             names[2]: positions, **cache}
+    feeds = {
+        names[0]: embeds,
+        names[1]: np.ones((1, past + seq), dtype=np.int64),
+        names[2]: positions,
+        **cache,
+    }
     outputs = decoder_sess.run(None, feeds)
     logits = outputs[0][:, -1, :]
     token = int(logits.argmax())
@@ -150,15 +163,18 @@ for _ in range(8):
     cache = dict(zip(names[3:], outputs[1:]))
     past += seq
     # the next token: its embedding (no image token, the features are not used)
-    embeds = merge_sess.run(None, {"input_ids": np.array([[token]], dtype=np.int64),
-                                   "image_features": image})[0]
+    embeds = merge_sess.run(
+        None, {"input_ids": np.array([[token]], dtype=np.int64), "image_features": image}
+    )[0]
     positions = np.full((3, 1, 1), past + delta[0], dtype=np.int64)
 
 eager_tokens, eager_logits = eager_generate(case, steps=8)
 print("eager", eager_tokens[0].tolist())
 print("onnx ", onnx_tokens)
-print("max absolute difference of the logits:",
-      max(float(np.abs(e[0] - o).max()) for e, o in zip(eager_logits, onnx_logits)))
+print(
+    "max absolute difference of the logits:",
+    max(float(np.abs(e[0] - o).max()) for e, o in zip(eager_logits, onnx_logits)),
+)
 
 # %%
 # The logits of eager and ONNX at every step
@@ -180,8 +196,11 @@ axes[0].set_xlabel("generated token")
 axes[0].set_ylabel("logit")
 axes[0].set_title("best two logits per step")
 axes[0].legend(fontsize=8)
-counts = {"vision": len(vision_onx.graph.node), "merge": len(merge_onx.graph.node),
-          "decoder": len(decoder_onx.graph.node)}
+counts = {
+    "vision": len(vision_onx.graph.node),
+    "merge": len(merge_onx.graph.node),
+    "decoder": len(decoder_onx.graph.node),
+}
 axes[1].bar(list(counts), list(counts.values()), color=["#4c72b0", "#55a868", "#c44e52"])
 axes[1].set_ylabel("nodes")
 axes[1].set_title("nodes per exported part")

@@ -290,8 +290,10 @@ print(".. list-table::")
 print("    :header-rows: 1")
 print("    :widths: auto")
 print()
-print("    * - " + "\n      - ".join(
-    ["case", "strict=True", "strict=False", "to_onnx", "torch.onnx.export"]))
+print(
+    "    * - "
+    + "\n      - ".join(["case", "strict=True", "strict=False", "to_onnx", "torch.onnx.export"])
+)
 for name, *results in rows:
     print(f"    * - ``{name}``")
     for result in results:

@@ -9,8 +9,7 @@ from experimental_experiment.bench.constructs import COLUMNS, write_csv
 
 
 def test_write_csv(tmp_path):
-    rows = [dict.fromkeys(COLUMNS, "x") | {"detail": "uses `vmap`"},
-            dict.fromkeys(COLUMNS, "")]
+    rows = [dict.fromkeys(COLUMNS, "x") | {"detail": "uses `vmap`"}, dict.fromkeys(COLUMNS, "")]
     path = tmp_path / "sub" / "rows.csv"
     write_csv(rows, str(path))
     with open(path, newline="", encoding="utf-8") as f:

@@ -15,37 +15,63 @@ def _write(path, text):
 @pytest.fixture
 def bench(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
-    _write(tmp_path / "export_time.csv", """
+    _write(
+        tmp_path / "export_time.csv",
+        """
 model,exporter,n_params,seconds,n_nodes,max_abs_diff,peak_rss_mb,error
 m1,capture size-oblivious,10,2.0,,,100,
 m1,to_onnx,10,2.2,50,1e-6,200,
 m1,torch.onnx,10,8.8,60,1e-6,210,
 m2,to_onnx,10,,,,,crash: boom
 m2,torch.onnx,10,3.0,7,0,50,
-""")
-    _write(tmp_path / "llm_latency.csv", """
+""",
+    )
+    _write(
+        tmp_path / "llm_latency.csv",
+        """
 size,phase,seq,past,threads,exporter,latency_ms,vs_builder,vs_torch_onnx,error
 small,decode,1,8,1,to_onnx default+onnxruntime,9.0,0.9,0.6,
 small,decode,1,8,1,torch.onnx,15.0,1.5,1.0,
 small,decode,1,8,1,builder,10.0,1.0,0.6667,
-""")
-    _write(tmp_path / "optim_speed_real.csv", """
+""",
+    )
+    _write(
+        tmp_path / "optim_speed_real.csv",
+        """
 model,variant,nodes,nodes_vs_torch_onnx,latency_ms,speed_vs_torch_onnx,speed_vs_eager,max_abs_diff,error
 m1,to_onnx default,50,0.833,8.0,0.800,0.4,1e-6,
 m1,torch.onnx,60,1.000,10.0,1.000,0.5,1e-6,
 m2,to_onnx default,7,1.000,12.0,1.200,0.6,0,
 m2,to_onnx default+ort,5,0.714,9.0,0.900,0.45,0,
 m2,torch.onnx,7,1.000,10.0,1.000,0.5,0,
-""")
+""",
+    )
     return tmp_path
 
 
-@pytest.mark.parametrize("value,text", [
-    (1234.5, "1230"), (12.345, "12.3"), (0.012345, "0.0123"), (1.0, "1.00"),
-    ("", ""), (None, ""), ("8.940696716308594e-08", "8.94e-08"), (-2.5e-6, "-2.50e-06"),
-    (9.996, "10.0"), (0.0009996, "0.00100"), (float("nan"), "NaN"), ("nan", "NaN"),
-    (float("inf"), "inf"), (0.0, "0"), ("238", "238"), (43862016, "43,862,016"),
-    (123456.0, "1.23e+05"), ("pass", "pass")])
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (1234.5, "1230"),
+        (12.345, "12.3"),
+        (0.012345, "0.0123"),
+        (1.0, "1.00"),
+        ("", ""),
+        (None, ""),
+        ("8.940696716308594e-08", "8.94e-08"),
+        (-2.5e-6, "-2.50e-06"),
+        (9.996, "10.0"),
+        (0.0009996, "0.00100"),
+        (float("nan"), "NaN"),
+        ("nan", "NaN"),
+        (float("inf"), "inf"),
+        (0.0, "0"),
+        ("238", "238"),
+        (43862016, "43,862,016"),
+        (123456.0, "1.23e+05"),
+        ("pass", "pass"),
+    ],
+)
 def test_sig3(value, text):
     assert dashboard.sig3(value) == text
 
@@ -75,8 +101,9 @@ def test_headline_reads_what_exists(bench):
     assert "- 1x: onnxruntime-genai's model builder" in llm
     assert "OpInfo" not in text  # no op_coverage.csv in this folder
     # every row cites its run: no git history in tmp_path, versions from README.rst
-    assert all("onnxruntime" in r.split("\n")[-1] or "onnxruntime" in r.split("\n")[-2]
-               for r in rows)
+    assert all(
+        "onnxruntime" in r.split("\n")[-1] or "onnxruntime" in r.split("\n")[-2] for r in rows
+    )
 
 
 def test_plots_draw_bars(bench):
@@ -100,23 +127,33 @@ def test_empty_table_is_a_sentence():
 
 
 def test_pivot_table_puts_exporters_side_by_side():
-    rows = [dict(model="m", exporter="torch.onnx", seconds="2.0", nodes="7", error=""),
-            dict(model="m", exporter="to_onnx", seconds="1.23456", nodes="5", error=""),
-            dict(model="n", exporter="to_onnx", seconds="", nodes="", error="boom")]
-    text = dashboard.pivot_table(rows, ["model"], "exporter",
-                                 [("seconds", "(s)", dashboard.sig3), ("nodes", "nodes", str)])
+    rows = [
+        dict(model="m", exporter="torch.onnx", seconds="2.0", nodes="7", error=""),
+        dict(model="m", exporter="to_onnx", seconds="1.23456", nodes="5", error=""),
+        dict(model="n", exporter="to_onnx", seconds="", nodes="", error="boom"),
+    ]
+    text = dashboard.pivot_table(
+        rows, ["model"], "exporter", [("seconds", "(s)", dashboard.sig3), ("nodes", "nodes", str)]
+    )
     header, m, n = text.split("    * - ")[1:]
     assert header.split("\n      - ") == [
-        "model", "to_onnx (s)", "to_onnx nodes", "torch.onnx (s)", "torch.onnx nodes\n"]
+        "model",
+        "to_onnx (s)",
+        "to_onnx nodes",
+        "torch.onnx (s)",
+        "torch.onnx nodes\n",
+    ]
     assert m.split("\n      - ") == ["m", "1.23", "5", "2.00", "7\n"]
     assert n.startswith("n\n      - failed\n      - failed\n")
 
 
 def test_failures_view_keeps_the_other_exporter():
-    rows = [dict(op="a", exporter="to_onnx", status="pass"),
-            dict(op="a", exporter="torch.onnx", status="export-fail"),
-            dict(op="b", exporter="to_onnx", status="pass"),
-            dict(op="b", exporter="torch.onnx", status="skipped")]
+    rows = [
+        dict(op="a", exporter="to_onnx", status="pass"),
+        dict(op="a", exporter="torch.onnx", status="export-fail"),
+        dict(op="b", exporter="to_onnx", status="pass"),
+        dict(op="b", exporter="torch.onnx", status="skipped"),
+    ]
     assert dashboard.failures(rows) == [rows[1]]
     assert dashboard.failing_keys(rows, "op") == rows[:2]
     counts = dashboard.status_counts(rows)
@@ -126,21 +163,28 @@ def test_failures_view_keeps_the_other_exporter():
 
 def test_op_coverage_failures_keep_full_detail(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
-    detail = ("ConversionError <- DispatchError: No ONNX function found for <OpOverload("
-              "op='aten.masked_select', overload='default')>. Failure message: No "
-              "decompositions registered for the real-valued input 123")
-    _write(tmp_path / "op_coverage.csv", f"""
+    detail = (
+        "ConversionError <- DispatchError: No ONNX function found for <OpOverload("
+        "op='aten.masked_select', overload='default')>. Failure message: No "
+        "decompositions registered for the real-valued input 123"
+    )
+    _write(
+        tmp_path / "op_coverage.csv",
+        f"""
 op,exporter,status,samples,passed,detail
 abs,to_onnx,pass,1,1,
 abs,torch.onnx,pass,1,1,
 combinations,to_onnx,pass,2,2,
 combinations,torch.onnx,export-fail,2,0,"{detail}"
-""")
+""",
+    )
     text = dashboard_pages.op_coverage_failures()
     assert "1 operators fail" in text and "abs" not in text
     assert "aten.masked/_select', overload='default')>. Failure message: No " not in text
-    assert "op='aten.masked\\_select', overload='default')>. Failure message: No " \
+    assert (
+        "op='aten.masked\\_select', overload='default')>. Failure message: No "
         "decompositions registered for the real-valued input 123" in text
+    )
     assert "<details>" in dashboard_pages.op_coverage_all()
 
 
@@ -148,11 +192,14 @@ def test_run_line_cites_date_commit_versions(bench):
     (bench / "x.csv").write_text("a,date,versions\n1,2026-01-02,torch 9\n", encoding="utf-8")
     assert dashboard.run_line("x.csv").startswith("Run of 2026-01-02 (torch 9)")
     (bench / "y.csv").write_text("a\n1\n", encoding="utf-8")
-    (bench / "y.json").write_text('{"date": "2026-03-04", "commit": "abcdef123456", '
-                                  '"versions": {"onnxruntime": "1.2", "torch": "3.4"}}',
-                                  encoding="utf-8")
+    (bench / "y.json").write_text(
+        '{"date": "2026-03-04", "commit": "abcdef123456", '
+        '"versions": {"onnxruntime": "1.2", "torch": "3.4"}}',
+        encoding="utf-8",
+    )
     assert dashboard.run_line("y.csv").startswith(
-        "Run of 2026-03-04, commit ``abcdef1`` (torch 3.4, onnxruntime 1.2)")
+        "Run of 2026-03-04, commit ``abcdef1`` (torch 3.4, onnxruntime 1.2)"
+    )
     # nothing in the file: versions of README.rst's tested set, and the page says so
     line = dashboard.run_line("export_time.csv")
     assert "onnxruntime" in line and "tested set in README.rst" in line
@@ -196,8 +243,10 @@ def test_headline_compares_three_exporters_on_the_zoo(bench):
 
 
 def test_headline_without_transformers_rows_keeps_two_exporters(bench):
-    _write(bench / "zoo.csv", "\n".join(
-        line for line in ZOO_CSV.strip().splitlines() if ",transformers," not in line))
+    _write(
+        bench / "zoo.csv",
+        "\n".join(line for line in ZOO_CSV.strip().splitlines() if ",transformers," not in line),
+    )
     text = dashboard.headline()
     assert "OnnxExporter" not in text
     rows = text.split("    * - ")[2:]
@@ -210,8 +259,10 @@ def test_headline_says_when_zoo_runs_differ(bench):
     import json
 
     _write(bench / "zoo.csv", ZOO_CSV)
-    runs = {"to_onnx": {"date": "2026-11-26 05:48 UTC"},
-            "transformers": {"date": "2026-11-28 00:46 UTC"}}
+    runs = {
+        "to_onnx": {"date": "2026-11-26 05:48 UTC"},
+        "transformers": {"date": "2026-11-28 00:46 UTC"},
+    }
     (bench / "zoo.json").write_text(json.dumps({"runs": runs}), encoding="utf-8")
     assert "wall time of separate runs" in dashboard.headline()
     runs["transformers"] = runs["to_onnx"]
@@ -221,18 +272,24 @@ def test_headline_says_when_zoo_runs_differ(bench):
 
 def test_precision_page_and_plot(tmp_path, monkeypatch):
     monkeypatch.setattr(dashboard, "bench_dir", lambda: str(tmp_path))
-    _write(tmp_path / "llm_precision.csv", """
+    _write(
+        tmp_path / "llm_precision.csv",
+        """
 size,phase,seq,past,threads,precision,accuracy_level,exporter,runtime,latency_ms,vs_builder,peak_rss_mb,disk_mb,error
 small,prefill,8,0,1,int4 acc4,4,ours,genai,9.0,0.9,300,20,
 small,prefill,8,0,1,int4 acc4,4,ours,InferenceSession,12.0,1.2,310,20,
 small,prefill,8,0,1,int4 acc4,4,builder,genai,10.0,1.0,290,21,
 small,prefill,8,0,1,int4 acc4,4,builder,InferenceSession,10.0,1.0,295,21,
-""")
-    _write(tmp_path / "quantized_models.csv", """
+""",
+    )
+    _write(
+        tmp_path / "quantized_models.csv",
+        """
 model,flow,exporter,status,latency_int8_ms,latency_fp32_ms
 resnet,x86_static,to_onnx,ok,30,60
 vit,xnnpack,to_onnx,failed,,
-""")
+""",
+    )
     ax = dashboard_plots.plot_precision_ratios()
     # one cell, one bar per precision and runtime of our package
     assert [round(p.get_height(), 2) for p in ax.patches] == [0.9, 1.2]

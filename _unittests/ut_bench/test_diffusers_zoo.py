@@ -44,14 +44,27 @@ def test_skip_row_and_render(tmp_path):
         write_rows,
     )
 
-    skip = to_row(dict(model_type="X", head="other", status="fail", stage="config",
-                       error="DiffusersCaseError: needs 'y' <- KeyError: 'y'"))
+    skip = to_row(
+        dict(
+            model_type="X",
+            head="other",
+            status="fail",
+            stage="config",
+            error="DiffusersCaseError: needs 'y' <- KeyError: 'y'",
+        )
+    )
     assert skip["status"] == "skip" and skip["cause"] == "needs 'y'"
     ok = to_row(dict(model_type="Y", head="unet", status="pass", stage="", nodes=5))
-    fail = to_row(dict(model_type="Z", head="unet", status="fail", stage="conversion",
-                       cause="conversion of aten.foo"))
-    odd = to_row(dict(model_type="W", head="unet", status="fail", stage="runtime",
-                      cause="a*b `c`"))
+    fail = to_row(
+        dict(
+            model_type="Z",
+            head="unet",
+            status="fail",
+            stage="conversion",
+            cause="conversion of aten.foo",
+        )
+    )
+    odd = to_row(dict(model_type="W", head="unet", status="fail", stage="runtime", cause="a*b `c`"))
     assert summary([skip, ok, fail])["rate"] == 0.5
     path = str(tmp_path / "d.csv")
     write_rows(path, [skip, ok, fail, odd])
@@ -61,12 +74,15 @@ def test_skip_row_and_render(tmp_path):
     assert "needs 'y'" in text
 
 
-@pytest.mark.parametrize("name,kind", [
-    ("SD3Transformer2DModel", "transformer-2d"),
-    ("UNet2DConditionModel", "unet"),
-    ("AutoencoderKL.encode", "vae-encoder"),
-    ("ControlNetModel", "controlnet"),
-])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("SD3Transformer2DModel", "transformer-2d"),
+        ("UNet2DConditionModel", "unet"),
+        ("AutoencoderKL.encode", "vae-encoder"),
+        ("ControlNetModel", "controlnet"),
+    ],
+)
 def test_export_one_per_kind(name, kind):
     from experimental_experiment.bench.diffusers_cases import build_class_case
     from experimental_experiment.bench.zoo import run_case_inline

@@ -4,18 +4,23 @@ named on the line after '... for', the command after a colon."""
 from experimental_experiment.bench import op_coverage, zoo
 from experimental_experiment.bench.report_format import head_line
 
-FALLBACK = ("no converter, even after the decomposition fallback, for\n"
-            "aten.special_bessel_j0.default (torch has no decomposition for it), first "
-            "called by node 'special_bessel_j0'\nWhat to try: register a converter")
+FALLBACK = (
+    "no converter, even after the decomposition fallback, for\n"
+    "aten.special_bessel_j0.default (torch has no decomposition for it), first "
+    "called by node 'special_bessel_j0'\nWhat to try: register a converter"
+)
 
 
 def test_head_line_follows_an_announcing_line():
-    assert head_line(FALLBACK).endswith("for aten.special_bessel_j0.default (torch has no "
-                                        "decomposition for it), first called by node "
-                                        "'special_bessel_j0'")
+    assert head_line(FALLBACK).endswith(
+        "for aten.special_bessel_j0.default (torch has no "
+        "decomposition for it), first called by node "
+        "'special_bessel_j0'"
+    )
     assert head_line("\n  one line  \nsecond") == "one line"
     assert head_line("install it:\npip install detectron2") == (
-        "install it: pip install detectron2")
+        "install it: pip install detectron2"
+    )
     assert head_line("") == ""
 
 
@@ -32,8 +37,10 @@ def test_op_coverage_detail_names_the_operator():
 
 
 def test_zoo_error_keeps_digits():
-    e = ImportError("LayoutLMv2Model requires the detectron2 library but it was not found "
-                    "in your environment. Check out the instructions:\nhttps://x/2")
+    e = ImportError(
+        "LayoutLMv2Model requires the detectron2 library but it was not found "
+        "in your environment. Check out the instructions:\nhttps://x/2"
+    )
     text = zoo.first_line(e)
     assert text.startswith("ImportError: LayoutLMv2Model requires the detectron2 library")
     assert text.endswith("instructions: https://x/2")

@@ -37,12 +37,30 @@ def test_render_table(tmp_path):
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerow(dict(model_type="llama", status="ok", stage="", reason="",
-                             genai_type="llama", tokens_equal=1, new_tokens="16/16",
-                             seconds=1))
-        writer.writerow(dict(model_type="mamba", status="failed", stage="package",
-                             reason="NotADecoderError: no cache", genai_type="",
-                             tokens_equal="", new_tokens="", seconds=1))
+        writer.writerow(
+            dict(
+                model_type="llama",
+                status="ok",
+                stage="",
+                reason="",
+                genai_type="llama",
+                tokens_equal=1,
+                new_tokens="16/16",
+                seconds=1,
+            )
+        )
+        writer.writerow(
+            dict(
+                model_type="mamba",
+                status="failed",
+                stage="package",
+                reason="NotADecoderError: no cache",
+                genai_type="",
+                tokens_equal="",
+                new_tokens="",
+                seconds=1,
+            )
+        )
     text = render_table(str(path))
     assert text.startswith("2 model types: 1 failed, 1 ok.")
     assert "package: NotADecoderError: no cache" in text

@@ -13,7 +13,7 @@ def test_interleaved_medians_rotates_and_counts():
     times = interleaved_medians(runners, warmup=2, repeat=4)
     assert calls[:6] == list("aabbcc")  # warm-up, one function after the other
     # then one run of each per repetition, starting one further each time
-    assert calls[6:] == list("abc" "bca" "cab" "abc")
+    assert calls[6:] == list("abcbcacababc")
     for median, fastest in times.values():
         assert 0 <= fastest <= median
 

@@ -23,8 +23,23 @@ def test_tiny_rows():
 
 def test_cli_csv(tmp_path, capsys):
     out = tmp_path / "q.csv"
-    assert main(["--size", "tiny", "--past", "8", "--repeat", "1", "--variants",
-                 "fp32,int8", "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--size",
+                "tiny",
+                "--past",
+                "8",
+                "--repeat",
+                "1",
+                "--variants",
+                "fp32,int8",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert "| tiny | int8 |" in capsys.readouterr().out
     with open(out) as f:
         rows = list(csv.DictReader(f))

@@ -30,9 +30,14 @@ from experimental_experiment.bench.zoo_cases import (
 from experimental_experiment.bench.zoo_diffusers import DIFFUSERS_TYPES, diffusers_available
 
 
-@pytest.mark.parametrize("model_type,head,cache", [
-    ("llama", "causal-lm", "1"), ("bert", "masked-lm", "0"), ("vit", "image-classification", "0"),
-])
+@pytest.mark.parametrize(
+    "model_type,head,cache",
+    [
+        ("llama", "causal-lm", "1"),
+        ("bert", "masked-lm", "0"),
+        ("vit", "image-classification", "0"),
+    ],
+)
 def test_zoo_case_passes(model_type, head, cache):
     cases = {c.model_type: c for c in list_cases()}
     assert cases[model_type].head == head
@@ -70,11 +75,21 @@ def test_check_inputs_have_other_sizes():
 
 
 def test_shrink_config_dict():
-    d = shrink_config_dict(dict(
-        model_type="x", num_hidden_layers=12, num_attention_heads=12, hidden_size=768,
-        intermediate_size=3072, vocab_size=50000, pad_token_id=49999, eos_token_id=49999,
-        bos_token_id=2, layer_types=["a", "a", "b"] * 4,
-        text_config=dict(model_type="y", num_layers=24, d_model=512)))
+    d = shrink_config_dict(
+        dict(
+            model_type="x",
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            hidden_size=768,
+            intermediate_size=3072,
+            vocab_size=50000,
+            pad_token_id=49999,
+            eos_token_id=49999,
+            bos_token_id=2,
+            layer_types=["a", "a", "b"] * 4,
+            text_config=dict(model_type="y", num_layers=24, d_model=512),
+        )
+    )
     assert (d["num_hidden_layers"], d["num_attention_heads"], d["hidden_size"]) == (2, 4, 64)
     # one layer of each kind is kept
     assert (d["intermediate_size"], d["vocab_size"], d["layer_types"]) == (128, 1024, ["a", "b"])
@@ -84,25 +99,41 @@ def test_shrink_config_dict():
 
 def test_cause_bucket():
     assert cause_bucket("conversion", "UnsupportedOpError: aten.foo.default (node 'x')") == (
-        "conversion of aten.foo.default")
-    assert cause_bucket("runtime", "Fail: [ONNXRuntimeError] : 1 : FAIL : Node (n) Op (Add)"
-                        ) .startswith("onnxruntime FAIL")
+        "conversion of aten.foo.default"
+    )
+    assert cause_bucket(
+        "runtime", "Fail: [ONNXRuntimeError] : 1 : FAIL : Node (n) Op (Add)"
+    ).startswith("onnxruntime FAIL")
     assert cause_bucket("capture", "KeyError: 'layer_12'") == "capture: KeyError: 'layer_12'"
-    assert cause_bucket("capture", "CaptureError: could not capture M: <- KeyError: 'l_1'"
-                        ) == "capture: KeyError: 'l_1'"
+    assert (
+        cause_bucket("capture", "CaptureError: could not capture M: <- KeyError: 'l_1'")
+        == "capture: KeyError: 'l_1'"
+    )
     # digits and names stay as written: the page shows the real message
-    assert cause_bucket("config", "ImportError: LayoutLMv2Model requires the detectron2 "
-                        "library") == ("config: ImportError: LayoutLMv2Model requires the "
-                                       "detectron2 library")
-    assert cause_bucket("conversion", "DispatchError: No ONNX function found for <OpOverload("
-                        "op='prims.signbit', overload='default')>. Failure message: x"
-                        ) == "conversion of prims.signbit.default"
-    assert cause_bucket("capture", "TorchExportError: failed", "\nConstraints violated (s0)"
-                        ) == "dynamic dimension specialized"
+    assert cause_bucket(
+        "config", "ImportError: LayoutLMv2Model requires the detectron2 library"
+    ) == ("config: ImportError: LayoutLMv2Model requires the detectron2 library")
+    assert (
+        cause_bucket(
+            "conversion",
+            "DispatchError: No ONNX function found for <OpOverload("
+            "op='prims.signbit', overload='default')>. Failure message: x",
+        )
+        == "conversion of prims.signbit.default"
+    )
+    assert (
+        cause_bucket("capture", "TorchExportError: failed", "\nConstraints violated (s0)")
+        == "dynamic dimension specialized"
+    )
     # the detail may also mention a specialization: the output type comes first
-    assert cause_bucket("capture", "RuntimeError: Found <class 'PadCache'> in output, which is "
-                        "not a known type", "Constraints violated (s0)"
-                        ) == "unsupported output type"
+    assert (
+        cause_bucket(
+            "capture",
+            "RuntimeError: Found <class 'PadCache'> in output, which is not a known type",
+            "Constraints violated (s0)",
+        )
+        == "unsupported output type"
+    )
 
 
 def test_root_cause_and_colors():
@@ -145,12 +176,32 @@ def test_diffusers_cases(model_type):
 
 def test_main_rerun_failed_strict(tmp_path):
     out = tmp_path / "zoo.csv"
-    write_rows(str(out), [
-        dict(model_type="no_such_model_type", head="unknown", exporter="to_onnx",
-             status="fail", stage="config", error="old"),
-        dict(model_type="other", head="unknown", exporter="to_onnx", status="pass")])
-    argv = ["--output", str(out), "--exporters", "to_onnx", "--timeout", "60", "--failed",
-            "--rerun", "--types", "no_such_model_type,other"]
+    write_rows(
+        str(out),
+        [
+            dict(
+                model_type="no_such_model_type",
+                head="unknown",
+                exporter="to_onnx",
+                status="fail",
+                stage="config",
+                error="old",
+            ),
+            dict(model_type="other", head="unknown", exporter="to_onnx", status="pass"),
+        ],
+    )
+    argv = [
+        "--output",
+        str(out),
+        "--exporters",
+        "to_onnx",
+        "--timeout",
+        "60",
+        "--failed",
+        "--rerun",
+        "--types",
+        "no_such_model_type,other",
+    ]
     assert main(argv) == 0
     rows = {r["model_type"]: r for r in read_rows(str(out))}
     assert rows["no_such_model_type"]["error"].startswith("ValueError")  # replaced
@@ -160,13 +211,23 @@ def test_main_rerun_failed_strict(tmp_path):
 
 def test_main_resumes(tmp_path):
     out = tmp_path / "zoo.csv"
-    argv = ["--output", str(out), "--types", "no_such_model_type", "--exporters",
-            "to_onnx,torch.onnx", "--timeout", "60"]
+    argv = [
+        "--output",
+        str(out),
+        "--types",
+        "no_such_model_type",
+        "--exporters",
+        "to_onnx,torch.onnx",
+        "--timeout",
+        "60",
+    ]
     assert main(argv) == 0
     assert main(argv) == 0  # nothing left to run: no duplicated rows
     rows = read_rows(str(out))
     assert [(r["exporter"], r["stage"]) for r in rows] == [
-        ("to_onnx", "config"), ("torch.onnx", "config")]
+        ("to_onnx", "config"),
+        ("torch.onnx", "config"),
+    ]
     with open(out, newline="") as f:
         assert next(csv.reader(f))[0] == "model_type"
     assert (tmp_path / "zoo.json").exists()
@@ -175,8 +236,13 @@ def test_main_resumes(tmp_path):
 def _fake_case(case, exporter, *, atol=1e-3, build=None):
     """A case ending fast, except ``zz_slow``: with 2 jobs it ends after the next ones."""
     time.sleep(1.0 if case.model_type == "zz_slow" else 0.05)
-    return dict(model_type=case.model_type, head=case.head, exporter=exporter,
-                status="pass", nodes=len(case.model_type))
+    return dict(
+        model_type=case.model_type,
+        head=case.head,
+        exporter=exporter,
+        status="pass",
+        nodes=len(case.model_type),
+    )
 
 
 def test_jobs_write_the_same_rows(tmp_path, monkeypatch):
@@ -186,14 +252,31 @@ def test_jobs_write_the_same_rows(tmp_path, monkeypatch):
     ended = [r["model_type"] for r in run_cases(todo, jobs=2, timeout=30)]
     assert ended[0] != "zz_slow" and sorted(ended) == ["aa_fast", "mm_fast", "zz_slow"]
     assert [r["model_type"] for r in run_cases(todo, jobs=1, timeout=30)] == [
-        "zz_slow", "aa_fast", "mm_fast"]
+        "zz_slow",
+        "aa_fast",
+        "mm_fast",
+    ]
     written = {}
     for jobs in (1, 2):
         out = tmp_path / f"zoo{jobs}.csv"
-        assert main(["--output", str(out), "--types", "zz_slow,aa_fast,mm_fast",
-                     "--timeout", "30", "--jobs", str(jobs)]) == 0
-        written[jobs] = [{k: v for k, v in r.items() if k != "wall_time"}
-                         for r in read_rows(str(out))]
+        assert (
+            main(
+                [
+                    "--output",
+                    str(out),
+                    "--types",
+                    "zz_slow,aa_fast,mm_fast",
+                    "--timeout",
+                    "30",
+                    "--jobs",
+                    str(jobs),
+                ]
+            )
+            == 0
+        )
+        written[jobs] = [
+            {k: v for k, v in r.items() if k != "wall_time"} for r in read_rows(str(out))
+        ]
     assert written[1] == written[2] and len(written[2]) == 6
     keys = [(r["model_type"], r["exporter"]) for r in written[2]]
     assert keys == sorted(keys)

@@ -19,10 +19,17 @@ def test_pick_layers():
 
 def test_per_layer_lists_and_overrides():
     kinds = ["sliding"] * 5 + ["full"]
-    d = shrink_config_dict(dict(
-        num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=2, hidden_size=512,
-        layer_types=kinds, intermediate_size=[1024] * 6,
-        per_layer_config={"05": {"head_dim": 256}, "03": {"head_dim": 64}}))
+    d = shrink_config_dict(
+        dict(
+            num_hidden_layers=6,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            hidden_size=512,
+            layer_types=kinds,
+            intermediate_size=[1024] * 6,
+            per_layer_config={"05": {"head_dim": 256}, "03": {"head_dim": 64}},
+        )
+    )
     assert d["num_hidden_layers"] == 2 and d["layer_types"] == ["sliding", "full"]
     assert d["intermediate_size"] == [1024, 1024]  # a per-layer list is cut, not shrunk
     assert d["per_layer_config"] == {"1": {"head_dim": 16}}
@@ -31,8 +38,7 @@ def test_per_layer_lists_and_overrides():
 def test_heads():
     mha = shrink_config_dict(dict(num_attention_heads=32, num_key_value_heads=32))
     gqa = shrink_config_dict(dict(num_attention_heads=32, num_key_value_heads=8))
-    mla = shrink_config_dict(dict(num_attention_heads=32, num_key_value_heads=8,
-                                  kv_lora_rank=512))
+    mla = shrink_config_dict(dict(num_attention_heads=32, num_key_value_heads=8, kv_lora_rank=512))
     assert (mha["num_key_value_heads"], gqa["num_key_value_heads"]) == (4, 2)
     assert mla["num_key_value_heads"] == 4
     none = shrink_config_dict(dict(num_attention_heads=32, hidden_size=4096, head_dim=None))
@@ -42,13 +48,15 @@ def test_heads():
 def test_state_space_consistency():
     d = shrink_config_dict(dict(hidden_size=4096, expand=2, num_heads=128, head_dim=64))
     assert d["num_heads"] * d["head_dim"] == d["hidden_size"] * d["expand"]
-    d = shrink_config_dict(dict(hidden_size=4096, mamba_expand=2, mamba_n_heads=128,
-                                mamba_d_head=64, mamba_d_ssm=8192))
+    d = shrink_config_dict(
+        dict(hidden_size=4096, mamba_expand=2, mamba_n_heads=128, mamba_d_head=64, mamba_d_ssm=8192)
+    )
     assert d["mamba_n_heads"] * d["mamba_d_head"] == d["hidden_size"] * 2 == d["mamba_d_ssm"]
 
 
-@pytest.mark.parametrize("model_type", ["gemma4_text", "jamba", "deepseek_v3", "mamba2",
-                                        "detr", "swin", "gemma3n_text"])
+@pytest.mark.parametrize(
+    "model_type", ["gemma4_text", "jamba", "deepseek_v3", "mamba2", "detr", "swin", "gemma3n_text"]
+)
 def test_tiny_config_builds(model_type):
     config = tiny_config(model_type)
     assert config.get_text_config().hidden_size <= 64 or model_type in ("detr", "swin")
@@ -56,12 +64,21 @@ def test_tiny_config_builds(model_type):
 
 def test_adapter_dims_follow_the_hidden_size():
     # validators check an adapter's input against the hidden size of another sub-config
-    d = shrink_config_dict(dict(
-        text_config=dict(model_type="t", hidden_size=5120),
-        vision_config=dict(model_type="v", hidden_size=1536, adapter_in_dim=1536,
-                           adapter_out_dim=5120, upsample_groups=1536),
-        head_config=dict(model_type="h", hidden_size=192, audio_hidden_size=1536,
-                         fusion_dim=1536)))
+    d = shrink_config_dict(
+        dict(
+            text_config=dict(model_type="t", hidden_size=5120),
+            vision_config=dict(
+                model_type="v",
+                hidden_size=1536,
+                adapter_in_dim=1536,
+                adapter_out_dim=5120,
+                upsample_groups=1536,
+            ),
+            head_config=dict(
+                model_type="h", hidden_size=192, audio_hidden_size=1536, fusion_dim=1536
+            ),
+        )
+    )
     v, h = d["vision_config"], d["head_config"]
     assert v["adapter_in_dim"] == v["hidden_size"] == 64
     assert v["adapter_out_dim"] == d["text_config"]["hidden_size"] == 64
@@ -73,10 +90,16 @@ def test_adapter_dims_follow_the_hidden_size():
 
 
 def test_multimodal_token_ids_in_the_text_vocabulary():
-    d = shrink_config_dict(dict(
-        image_token_id=255036, boi_token_index=255999, yes_token_index=3,
-        text_config=dict(model_type="t", vocab_size=256000, eos_token_id=255999,
-                         pad_token_id=0)))
+    d = shrink_config_dict(
+        dict(
+            image_token_id=255036,
+            boi_token_index=255999,
+            yes_token_index=3,
+            text_config=dict(
+                model_type="t", vocab_size=256000, eos_token_id=255999, pad_token_id=0
+            ),
+        )
+    )
     text = d["text_config"]
     assert text["vocab_size"] == 1024 and text["eos_token_id"] == 1023
     ids = (d["image_token_id"], d["boi_token_index"])
@@ -86,16 +109,22 @@ def test_multimodal_token_ids_in_the_text_vocabulary():
 
 
 def test_pooled_image_tokens_and_hook_ids():
-    d = shrink_config_dict(dict(mm_tokens_per_image=256, intermediate_hook_ids=[11, 5],
-                                vision_config=dict(model_type="v", image_size=896,
-                                                   patch_size=14)))
+    d = shrink_config_dict(
+        dict(
+            mm_tokens_per_image=256,
+            intermediate_hook_ids=[11, 5],
+            vision_config=dict(model_type="v", image_size=896, patch_size=14),
+        )
+    )
     side = d["vision_config"]["image_size"] // d["vision_config"]["patch_size"]
     assert side % int(d["mm_tokens_per_image"] ** 0.5) == 0
     assert d["intermediate_hook_ids"] == [1, 0]
 
 
-@pytest.mark.parametrize("model_type", ["dots3_note", "nemo_speechlm", "fun_asr_nano",
-                                        "lilt", "layoutlmv3", "levit", "hgnet_v2"])
+@pytest.mark.parametrize(
+    "model_type",
+    ["dots3_note", "nemo_speechlm", "fun_asr_nano", "lilt", "layoutlmv3", "levit", "hgnet_v2"],
+)
 def test_tiny_config_passes_validators(model_type):
     config = tiny_config(model_type)  # the validators run when the config is built
     if model_type == "lilt":
@@ -112,8 +141,7 @@ def test_tiny_configs_keep_derived_sizes_consistent():
     mistral4 = tiny_config("mistral4")
     assert mistral4.head_dim == mistral4.qk_nope_head_dim + mistral4.qk_rope_head_dim
     xlstm = tiny_config("xlstm")
-    assert (xlstm.embedding_dim, xlstm.num_blocks) == (xlstm.hidden_size,
-                                                       xlstm.num_hidden_layers)
+    assert (xlstm.embedding_dim, xlstm.num_blocks) == (xlstm.hidden_size, xlstm.num_hidden_layers)
     textnet = tiny_config("textnet")
     assert textnet.stem_out_channels == textnet.hidden_sizes[0]
     zamba = tiny_config("zamba")  # the shared transformer is tied to another hybrid layer
@@ -122,7 +150,8 @@ def test_tiny_configs_keep_derived_sizes_consistent():
     zamba2 = tiny_config("zamba2")
     assert zamba2.mamba_headdim * zamba2.n_mamba_heads == zamba2.mamba_expand * zamba2.hidden_size
     assert zamba2.hybrid_layer_ids == [
-        i for i, t in enumerate(zamba2.layers_block_type) if t == "hybrid"]
+        i for i, t in enumerate(zamba2.layers_block_type) if t == "hybrid"
+    ]
 
 
 @pytest.mark.parametrize("model_type", ["qwen4_exp_text", "qwen4_exp"])

@@ -37,9 +37,13 @@ def test_first_heads_stay_the_default():
 
 def test_all_heads_lists_every_pair():
     pairs = set(head_pairs("all"))
-    assert {("albert", "question-answering"), ("albert", "masked-lm"), ("clip",
-            "zero-shot-image-classification"), ("detr", "object-detection"),
-            ("patchtst", "time-series-regression")} <= pairs
+    assert {
+        ("albert", "question-answering"),
+        ("albert", "masked-lm"),
+        ("clip", "zero-shot-image-classification"),
+        ("detr", "object-detection"),
+        ("patchtst", "time-series-regression"),
+    } <= pairs
     cases = list_cases(heads="all")
     assert {(c.model_type, c.head) for c in cases} == pairs
     assert {c.head for c in cases} == set(ALL_HEADS)
@@ -49,7 +53,9 @@ def test_all_heads_lists_every_pair():
     assert max(sum(c.head == h for c in sample) for h in ALL_HEADS) == 2
     # the heads in the order given
     assert list_cases(["albert"], heads="question-answering,masked-lm") == [
-        ZooCase("albert", "question-answering"), ZooCase("albert", "masked-lm")]
+        ZooCase("albert", "question-answering"),
+        ZooCase("albert", "masked-lm"),
+    ]
     with pytest.raises(ValueError, match="unknown heads"):
         heads_of("no-such-head")
 
@@ -71,8 +77,7 @@ def test_skipped_case_is_a_row_with_its_reason():
 
 
 def _fake_case(case, exporter, *, atol=1e-3):
-    return dict(model_type=case.model_type, head=case.head, exporter=exporter,
-                status="pass")
+    return dict(model_type=case.model_type, head=case.head, exporter=exporter, status="pass")
 
 
 def test_main_keys_rows_by_head(tmp_path, monkeypatch):
@@ -86,15 +91,18 @@ def test_main_keys_rows_by_head(tmp_path, monkeypatch):
     assert len(heads) > 1 and "question-answering" in heads
 
 
-@pytest.mark.parametrize("model_type,head", [
-    ("albert", "multiple-choice"),                 # tokens (batch, choices, seq)
-    ("albert", "question-answering"),              # tokens, start and end logits
-    ("clip", "zero-shot-image-classification"),    # tokens and pixels
-    ("aria", "image-text-to-text"),                # pixels and a prompt, one prefill
-    ("patchtst", "time-series-classification"),    # past values and their mask
-    ("sam", "mask-generation"),                    # pixels and a point prompt
-    ("beit", "backbone"),                          # pixels of a dynamic size
-])
+@pytest.mark.parametrize(
+    "model_type,head",
+    [
+        ("albert", "multiple-choice"),  # tokens (batch, choices, seq)
+        ("albert", "question-answering"),  # tokens, start and end logits
+        ("clip", "zero-shot-image-classification"),  # tokens and pixels
+        ("aria", "image-text-to-text"),  # pixels and a prompt, one prefill
+        ("patchtst", "time-series-classification"),  # past values and their mask
+        ("sam", "mask-generation"),  # pixels and a point prompt
+        ("beit", "backbone"),  # pixels of a dynamic size
+    ],
+)
 def test_new_head_exports(model_type, head):
     assert head in NEW_HEADS
     row = run_case(ZooCase(model_type, head), "to_onnx", timeout=120)
@@ -122,9 +130,11 @@ def test_multiple_choice_and_prompt_layouts():
 
 
 def test_render_heads():
-    rows = [dict(model_type="a", head="qa", status="pass", cause=""),
-            dict(model_type="b", head="qa", status="fail", cause="numerical mismatch"),
-            dict(model_type="c", head="km", status="skip", cause="two images")]
+    rows = [
+        dict(model_type="a", head="qa", status="pass", cause=""),
+        dict(model_type="b", head="qa", status="fail", cause="numerical mismatch"),
+        dict(model_type="c", head="km", status="skip", cause="two images"),
+    ]
     text = render_heads(rows)
     assert "* - km" in text and "two images" in text
     assert "numerical mismatch (1)" in text

@@ -11,13 +11,16 @@ from experimental_experiment.bench.zoo_configs import tiny_config
 from experimental_experiment.bench.zoo_inputs import audio_feature_dim, seq_factor
 
 
-@pytest.mark.parametrize("model_type,dim", [
-    ("canary", 128),               # encoder_config.num_mel_bins
-    ("granite_speech5_ctc", 320),  # 80 mel bins, 4 frames stacked
-    ("wav2vec2-bert", 160),        # feature_projection_input_dim
-    ("fun_asr_nano", 560),         # audio_config: 80 mel bins, 7 frames stacked
-    ("speech_to_text", 80),        # input_feat_per_channel * input_channels
-])
+@pytest.mark.parametrize(
+    "model_type,dim",
+    [
+        ("canary", 128),  # encoder_config.num_mel_bins
+        ("granite_speech5_ctc", 320),  # 80 mel bins, 4 frames stacked
+        ("wav2vec2-bert", 160),  # feature_projection_input_dim
+        ("fun_asr_nano", 560),  # audio_config: 80 mel bins, 7 frames stacked
+        ("speech_to_text", 80),  # input_feat_per_channel * input_channels
+    ],
+)
 def test_audio_feature_dim(model_type, dim):
     assert audio_feature_dim(tiny_config(model_type)) == dim
 
@@ -49,7 +52,7 @@ def test_siglip2_gets_patches():
     data = _case("siglip2")
     inputs, config = data["inputs"], data["model"].config.vision_config
     b, n, d = inputs["pixel_values"].shape
-    assert d == config.num_channels * config.patch_size ** 2
+    assert d == config.num_channels * config.patch_size**2
     assert int(inputs["spatial_shapes"].prod(dim=1)[0]) == n
     _batch_is_dynamic(data)
 
@@ -58,7 +61,9 @@ def test_siglip2_gets_patches():
 def test_composite_inputs(model_type):
     data = _case(model_type)
     assert data["inputs"]["decoder_input_ids"].shape[:2] == (
-        EXPORT_SIZES["batch"], EXPORT_SIZES["seq"])
+        EXPORT_SIZES["batch"],
+        EXPORT_SIZES["seq"],
+    )
     _batch_is_dynamic(data)
 
 
@@ -70,9 +75,22 @@ def test_layout_models_get_boxes():
     assert data["dynamic_shapes"]["bbox"] == {0: "batch", 1: "seq"}
 
 
-@pytest.mark.parametrize("model_type", [
-    "xlnet", "xmod", "zamba", "zamba2", "mistral4", "xlstm", "textnet", "qwen4_exp_text",
-    "qwen4_exp", "voxtral_realtime", "videoprism_vision_model"])
+@pytest.mark.parametrize(
+    "model_type",
+    [
+        "xlnet",
+        "xmod",
+        "zamba",
+        "zamba2",
+        "mistral4",
+        "xlstm",
+        "textnet",
+        "qwen4_exp_text",
+        "qwen4_exp",
+        "voxtral_realtime",
+        "videoprism_vision_model",
+    ],
+)
 def test_config_and_eager_run(model_type):
     # build_case runs eager on the export and check inputs
     data = _case(model_type)
@@ -83,8 +101,13 @@ def test_video_only_forward_gets_videos():
     data = _case("videoprism_vision_model")
     videos = data["inputs"]["pixel_values_videos"]
     config = data["model"].config
-    assert videos.shape == (EXPORT_SIZES["batch"], config.num_frames, 3, config.image_size,
-                            config.image_size)
+    assert videos.shape == (
+        EXPORT_SIZES["batch"],
+        config.num_frames,
+        3,
+        config.image_size,
+        config.image_size,
+    )
 
 
 def test_audio_frames_follow_the_tokens():

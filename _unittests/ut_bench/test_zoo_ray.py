@@ -30,17 +30,30 @@ def ray_head(tmp_path_factory):
     port = _free_port()
     tmp = tmp_path_factory.mktemp("ray")
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    subprocess.run([_ray_cli(), "start", "--head", "--num-cpus", "2", "--port", str(port),
-                    "--include-dashboard=false", "--disable-usage-stats",
-                    f"--temp-dir={tmp}"], check=True, env=env, capture_output=True,
-                   timeout=300)
+    subprocess.run(
+        [
+            _ray_cli(),
+            "start",
+            "--head",
+            "--num-cpus",
+            "2",
+            "--port",
+            str(port),
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={tmp}",
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
     try:
         yield f"127.0.0.1:{port}"
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        subprocess.run([_ray_cli(), "stop", "--force"], env=env, capture_output=True,
-                       timeout=120)
+        subprocess.run([_ray_cli(), "stop", "--force"], env=env, capture_output=True, timeout=120)
 
 
 def test_ray_rows_equal_local_rows(tmp_path, ray_head):
@@ -50,8 +63,10 @@ def test_ray_rows_equal_local_rows(tmp_path, ray_head):
     assert main(["--output", str(tmp_path / "ray.csv"), "--ray", ray_head, *common]) == 0
 
     def rows(name):
-        return sorted((r["model_type"], r["exporter"], r["status"], r["stage"], r["cause"])
-                      for r in read_rows(str(tmp_path / name)))
+        return sorted(
+            (r["model_type"], r["exporter"], r["status"], r["stage"], r["cause"])
+            for r in read_rows(str(tmp_path / name))
+        )
 
     assert rows("ray.csv") == rows("local.csv")
     assert [r[3] for r in rows("ray.csv")] == ["config", "config"]

@@ -17,29 +17,54 @@ from experimental_experiment.bench.zoo_report import (  # noqa: E402
 )
 
 ROWS = [
-    dict(model_type="llama", head="causal-lm", model_class="LlamaForCausalLM",
-         exporter="to_onnx", cache=1, status="pass", export_time=1.5, nodes=160,
-         max_diff="2e-07", wall_time=3.0),
-    dict(model_type="llama", head="causal-lm", model_class="LlamaForCausalLM",
-         exporter="torch.onnx", cache=1, status="fail", stage="conversion",
-         cause="conversion of aten.foo.default", error="UnsupportedOpError: `aten.foo` *x* |y|"),
-    dict(model_type="my_bert", head="masked-lm", model_class="", exporter="to_onnx",
-         status="fail", stage="config", cause="config: KeyError: '…'", error="KeyError: 'a_b'"),
+    dict(
+        model_type="llama",
+        head="causal-lm",
+        model_class="LlamaForCausalLM",
+        exporter="to_onnx",
+        cache=1,
+        status="pass",
+        export_time=1.5,
+        nodes=160,
+        max_diff="2e-07",
+        wall_time=3.0,
+    ),
+    dict(
+        model_type="llama",
+        head="causal-lm",
+        model_class="LlamaForCausalLM",
+        exporter="torch.onnx",
+        cache=1,
+        status="fail",
+        stage="conversion",
+        cause="conversion of aten.foo.default",
+        error="UnsupportedOpError: `aten.foo` *x* |y|",
+    ),
+    dict(
+        model_type="my_bert",
+        head="masked-lm",
+        model_class="",
+        exporter="to_onnx",
+        status="fail",
+        stage="config",
+        cause="config: KeyError: '…'",
+        error="KeyError: 'a_b'",
+    ),
 ]
 
 
 def _render(tmp_path):
     path = tmp_path / "zoo.csv"
     write_rows(str(path), ROWS)
-    (tmp_path / "zoo.json").write_text(json.dumps(dict(
-        date="2026-01-01 00:00 UTC", listed=345, versions={"torch": "2.13"})))
+    (tmp_path / "zoo.json").write_text(
+        json.dumps(dict(date="2026-01-01 00:00 UTC", listed=345, versions={"torch": "2.13"}))
+    )
     rows, meta = load(str(path))
     return rows, meta
 
 
 def _check_rst(text):
-    docutils_core.publish_doctree(text, settings_overrides={
-        "halt_level": 2, "report_level": 2})
+    docutils_core.publish_doctree(text, settings_overrides={"halt_level": 2, "report_level": 2})
 
 
 def test_totals(tmp_path):
@@ -64,15 +89,42 @@ def test_causes_and_table(tmp_path):
 
 
 def test_failures_keep_digits_and_full_error():
-    error = ("ImportError: LayoutLMv2Model requires the detectron2 library but it was not "
-             "found in your environment. Check out the instructions on the installation "
-             "page of its repository and follow the ones that match your environment.")
-    rows = [dict(model_type="layoutlmv2", head="sequence-classification", model_class="",
-                 exporter=e, cache="", status="fail", stage="config",
-                 cause=cause_bucket("config", error), error=error, export_time="",
-                 nodes="", max_diff="", wall_time="1.2") for e in ("to_onnx", "torch.onnx")]
-    rows.append(dict(rows[0], model_type="llama", status="pass", stage="", cause="",
-                     error="", export_time="3.916", nodes="238", max_diff="1.24e-06"))
+    error = (
+        "ImportError: LayoutLMv2Model requires the detectron2 library but it was not "
+        "found in your environment. Check out the instructions on the installation "
+        "page of its repository and follow the ones that match your environment."
+    )
+    rows = [
+        dict(
+            model_type="layoutlmv2",
+            head="sequence-classification",
+            model_class="",
+            exporter=e,
+            cache="",
+            status="fail",
+            stage="config",
+            cause=cause_bucket("config", error),
+            error=error,
+            export_time="",
+            nodes="",
+            max_diff="",
+            wall_time="1.2",
+        )
+        for e in ("to_onnx", "torch.onnx")
+    ]
+    rows.append(
+        dict(
+            rows[0],
+            model_type="llama",
+            status="pass",
+            stage="",
+            cause="",
+            error="",
+            export_time="3.916",
+            nodes="238",
+            max_diff="1.24e-06",
+        )
+    )
     rows.append(dict(rows[0], model_type="xlnet", error="RuntimeError: aten.sub 1"))
     rows.append(dict(rows[1], model_type="xlnet", error="ValueError: 2 inconsistencies"))
     text = render_failures(rows)
@@ -89,19 +141,37 @@ def test_failures_keep_digits_and_full_error():
 def test_transformers_rows_skip_and_runs(tmp_path):
     from experimental_experiment.bench.zoo import write_meta
 
-    rows = [*ROWS,
-            dict(model_type="llama", head="causal-lm", model_class="LlamaForCausalLM",
-                 exporter="transformers", cache=1, status="pass", export_time=6.0,
-                 nodes=189, max_diff="2e-07", wall_time=8.0),
-            dict(model_type="my_bert", head="masked-lm", model_class="",
-                 exporter="transformers", status="skip", stage="refused",
-                 cause="refused by the exporter",
-                 error="TransformersExportRefusedError: ValueError: Found 'labels'")]
+    rows = [
+        *ROWS,
+        dict(
+            model_type="llama",
+            head="causal-lm",
+            model_class="LlamaForCausalLM",
+            exporter="transformers",
+            cache=1,
+            status="pass",
+            export_time=6.0,
+            nodes=189,
+            max_diff="2e-07",
+            wall_time=8.0,
+        ),
+        dict(
+            model_type="my_bert",
+            head="masked-lm",
+            model_class="",
+            exporter="transformers",
+            status="skip",
+            stage="refused",
+            cause="refused by the exporter",
+            error="TransformersExportRefusedError: ValueError: Found 'labels'",
+        ),
+    ]
     path = tmp_path / "zoo.csv"
     write_rows(str(path), rows)
     meta_path = str(tmp_path / "zoo.json")
-    (tmp_path / "zoo.json").write_text(json.dumps(dict(
-        date="2026-01-01 00:00 UTC", commit="a" * 40, listed=345, versions={})))
+    (tmp_path / "zoo.json").write_text(
+        json.dumps(dict(date="2026-01-01 00:00 UTC", commit="a" * 40, listed=345, versions={}))
+    )
     # a run of transformers' exporter alone dates its rows, keeps the others' date
     write_meta(meta_path, 345, ["transformers"], ["to_onnx", "torch.onnx"], commit="b" * 40)
     rows, meta = load(str(path))

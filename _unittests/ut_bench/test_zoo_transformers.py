@@ -86,10 +86,29 @@ def test_failure_during_tracing_is_not_a_refusal():
 
 
 def test_skip_rows_are_not_failures(tmp_path):
-    rows = [dict(model_type="bert", head="masked-lm", exporter="transformers", status="skip",
-                 stage="refused", cause="refused by the exporter", error="x")]
+    rows = [
+        dict(
+            model_type="bert",
+            head="masked-lm",
+            exporter="transformers",
+            status="skip",
+            stage="refused",
+            cause="refused by the exporter",
+            error="x",
+        )
+    ]
     zoo.write_rows(str(tmp_path / "zoo.csv"), rows)
-    code = zoo.main(["--output", str(tmp_path / "zoo.csv"), "--types", "bert",
-                     "--exporters", "transformers", "--strict", "--failed"])
+    code = zoo.main(
+        [
+            "--output",
+            str(tmp_path / "zoo.csv"),
+            "--types",
+            "bert",
+            "--exporters",
+            "transformers",
+            "--strict",
+            "--failed",
+        ]
+    )
     assert code == 0  # --failed selects no type, --strict sees no failure
     assert zoo.read_rows(str(tmp_path / "zoo.csv"))[0]["status"] == "skip"

@@ -13,10 +13,12 @@ from experimental_experiment._command_lines import main
 
 def _model() -> onnx.ModelProto:
     graph = oh.make_graph(
-        [oh.make_node("Add", ["x", "w"], ["y"])], "g",
+        [oh.make_node("Add", ["x", "w"], ["y"])],
+        "g",
         [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
-        [onh.from_array(np.ones((2, 3), dtype=np.float32), "w")])
+        [onh.from_array(np.ones((2, 3), dtype=np.float32), "w")],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
@@ -37,7 +39,7 @@ def _bad_file(tmp_path, kind: str):
         path.write_bytes(b"\xff\xfenot a model")
         return path, "not an ONNX model"
     if kind == "cut_inside":  # inside the graph: protobuf fails
-        path.write_bytes(data[:len(data) // 2])
+        path.write_bytes(data[: len(data) // 2])
         return path, "not an ONNX model"
     # cut between the graph and the opsets: protobuf parses a partial model
     no_opset = _model()
@@ -49,9 +51,15 @@ def _bad_file(tmp_path, kind: str):
 
 
 COMMANDS = {
-    "print": [], "stats": [], "optimize": ["{tmp}/o.onnx"], "lighten": ["{tmp}/l.onnx"],
-    "unlighten": ["{tmp}/u.onnx", "--random"], "fill-weights": ["{tmp}/w.pt"],
-    "run": [], "find": ["y"], "compare": ["{tmp}/good.onnx"],
+    "print": [],
+    "stats": [],
+    "optimize": ["{tmp}/o.onnx"],
+    "lighten": ["{tmp}/l.onnx"],
+    "unlighten": ["{tmp}/u.onnx", "--random"],
+    "fill-weights": ["{tmp}/w.pt"],
+    "run": [],
+    "find": ["y"],
+    "compare": ["{tmp}/good.onnx"],
 }
 KINDS = ["folder", "empty", "tensor", "text", "cut_inside", "cut_between"]
 

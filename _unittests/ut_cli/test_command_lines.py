@@ -21,10 +21,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def tiny_model() -> onnx.ModelProto:
     "Two transposes cancelling each other, a MatMul, an Add and an If with two branches."
     two = onh.from_array(np.array([2], dtype=np.float32), "two")
-    then = oh.make_graph([oh.make_node("Mul", ["x", "two"], ["y1"])], "then", [],
-                         [oh.make_tensor_value_info("y1", TensorProto.FLOAT, None)], [two])
-    other = oh.make_graph([oh.make_node("Identity", ["x"], ["y2"])], "else", [],
-                          [oh.make_tensor_value_info("y2", TensorProto.FLOAT, None)])
+    then = oh.make_graph(
+        [oh.make_node("Mul", ["x", "two"], ["y1"])],
+        "then",
+        [],
+        [oh.make_tensor_value_info("y1", TensorProto.FLOAT, None)],
+        [two],
+    )
+    other = oh.make_graph(
+        [oh.make_node("Identity", ["x"], ["y2"])],
+        "else",
+        [],
+        [oh.make_tensor_value_info("y2", TensorProto.FLOAT, None)],
+    )
     graph = oh.make_graph(
         [
             oh.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
@@ -62,7 +71,10 @@ def model_path(tmp_path):
 def run_cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "experimental_experiment", *args],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
 
 
@@ -116,9 +128,14 @@ def test_not_an_onnx_file(tmp_path):
 
 def test_model_statistics_subgraphs_and_functions():
     model = tiny_model()
-    fct = oh.make_function("local", "Twice", ["a"], ["b"],
-                           [oh.make_node("Add", ["a", "a"], ["b"])],
-                           [oh.make_opsetid("", 18)])
+    fct = oh.make_function(
+        "local",
+        "Twice",
+        ["a"],
+        ["b"],
+        [oh.make_node("Add", ["a", "a"], ["b"])],
+        [oh.make_opsetid("", 18)],
+    )
     model.functions.append(fct)
     stats = model_statistics(model)
     assert stats["n_nodes"] == 9  # the two nodes of the branches included
@@ -185,6 +202,7 @@ def test_cli_does_not_import_torch(model_path):
         "from experimental_experiment._command_lines import main; "
         f"main(['stats', {model_path!r}]); assert 'torch' not in sys.modules, 'torch'"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert res.returncode == 0, res.stderr

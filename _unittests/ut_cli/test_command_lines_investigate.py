@@ -75,8 +75,9 @@ def test_compare_and_find(llama, capsys, tmp_path):
 
 def test_export_module_class_and_compare_with_torch(capsys, tmp_path):
     path = tmp_path / "relu.onnx"
-    rc, _, _ = _run(capsys, "export", "torch.nn:Tanh", "-o", path, "--shape", "3x4",
-                    "--dynamic", "0")
+    rc, _, _ = _run(
+        capsys, "export", "torch.nn:Tanh", "-o", path, "--shape", "3x4", "--dynamic", "0"
+    )
     assert rc == 0
     dim = onnx.load(str(path)).graph.input[0].type.tensor_type.shape.dim[0]
     assert dim.dim_param == "dim0"
@@ -111,8 +112,9 @@ def test_truncated_report_and_inputs(llama, capsys, tmp_path):
     assert not (tmp_path / "m.onnx").exists()
 
 
-@pytest.mark.parametrize("command", ["run", "compare", "find", "report", "export", "lighten",
-                                     "unlighten"])
+@pytest.mark.parametrize(
+    "command", ["run", "compare", "find", "report", "export", "lighten", "unlighten"]
+)
 def test_help(command, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
@@ -142,15 +144,18 @@ def test_unlighten_bad_weights(llama, capsys, tmp_path):
     light = tmp_path / "light.onnx"
     assert main(["lighten", str(model), str(light)]) == 0
     capsys.readouterr()
-    rc, _, err = _run(capsys, "unlighten", light, tmp_path / "o.onnx", "--weights",
-                      tmp_path / "none.npz")
+    rc, _, err = _run(
+        capsys, "unlighten", light, tmp_path / "o.onnx", "--weights", tmp_path / "none.npz"
+    )
     assert rc == 2 and "no file" in err
     np.savez(tmp_path / "wrong.npz", x=np.zeros(3))
-    rc, _, err = _run(capsys, "unlighten", light, tmp_path / "o.onnx", "--weights",
-                      tmp_path / "wrong.npz")
+    rc, _, err = _run(
+        capsys, "unlighten", light, tmp_path / "o.onnx", "--weights", tmp_path / "wrong.npz"
+    )
     assert rc == 2 and "no weight for initializer" in err
     (tmp_path / "trunc.npz").write_bytes((tmp_path / "light.onnx.npz").read_bytes()[:100])
-    rc, _, err = _run(capsys, "unlighten", light, tmp_path / "o.onnx", "--weights",
-                      tmp_path / "trunc.npz")
+    rc, _, err = _run(
+        capsys, "unlighten", light, tmp_path / "o.onnx", "--weights", tmp_path / "trunc.npz"
+    )
     assert rc == 2 and "cannot read weights" in err
     assert not (tmp_path / "o.onnx").exists()

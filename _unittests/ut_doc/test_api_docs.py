@@ -39,9 +39,11 @@ def public_modules() -> list[str]:
     for folder, subs, files in os.walk(package):
         subs[:] = sorted(s for s in subs if not s.startswith("_"))
         dotted = os.path.relpath(folder, ROOT).replace(os.sep, ".")
-        names.extend(dotted if f == "__init__.py" else f"{dotted}.{f[:-3]}"
-                     for f in sorted(files) if f.endswith(".py")
-                     and (f == "__init__.py" or not f.startswith("_")))
+        names.extend(
+            dotted if f == "__init__.py" else f"{dotted}.{f[:-3]}"
+            for f in sorted(files)
+            if f.endswith(".py") and (f == "__init__.py" or not f.startswith("_"))
+        )
     return names
 
 
@@ -68,18 +70,23 @@ def undescribed_parameters(obj) -> list[str]:
     except (TypeError, ValueError):
         return []
     doc = inspect.getdoc(obj) or ""
-    return [p.name for p in parameters
-            if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-            and not re.search(rf"(:param\s+(\w+\s+)?{p.name}:|^\s*{p.name}\s*(\(.*\))?:)",
-                              doc, re.M)]
+    return [
+        p.name
+        for p in parameters
+        if p.name not in ("self", "cls")
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        and not re.search(rf"(:param\s+(\w+\s+)?{p.name}:|^\s*{p.name}\s*(\(.*\))?:)", doc, re.M)
+    ]
 
 
 def test_public_modules_in_module_index():
     declared = set(_read(MODULE))
-    missing = [m for m in public_modules() if m not in declared
-               and m != "experimental_experiment.__main__"]
+    missing = [
+        m for m in public_modules() if m not in declared and m != "experimental_experiment.__main__"
+    ]
     assert not missing, (
-        f"modules missing from the module index, add them to _doc/api/modules.rst: {missing}")
+        f"modules missing from the module index, add them to _doc/api/modules.rst: {missing}"
+    )
 
 
 def test_undescribed_parameters():

@@ -18,7 +18,8 @@ PACKAGE = os.path.join(ROOT, "experimental_experiment")
 # generated folders of the documentation
 SKIPPED = {"_build", "_build_quick", "_backrefs", "auto_examples", "auto_recipes"}
 DIRECTIVE = re.compile(
-    r"^(?P<indent>\s*)\.\. (?:(?:code-block|code|sourcecode)::\s*(?:python3?|py)|runpython::)\s*$")
+    r"^(?P<indent>\s*)\.\. (?:(?:code-block|code|sourcecode)::\s*(?:python3?|py)|runpython::)\s*$"
+)
 # a literal block (``::``) is highlighted as python: it is checked when it imports
 LITERAL = re.compile(r"^(?P<indent>\s*)(?!\.\. )\S?.*::\s*$")
 IMPORT = re.compile(r"^\s*(import \w|from [\w.]+ import )", re.M)
@@ -27,8 +28,9 @@ PROMPT = re.compile(r"^\s*(>>>|\.\.\.)( |$)")
 
 def _block_end(lines: list[str], start: int, indent: int) -> int:
     end = start
-    while end < len(lines) and (not lines[end].strip()
-                                or len(lines[end]) - len(lines[end].lstrip()) > indent):
+    while end < len(lines) and (
+        not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+    ):
         end += 1
     return end
 
@@ -100,17 +102,24 @@ def docstrings(path: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 found.append((body[0].value.lineno - 1, body[0].value.value))
     return found
 
 
 def _files(folder: str, suffix: str) -> list[str]:
     return sorted(
-        os.path.join(d, n) for d, subs, names in os.walk(folder)
+        os.path.join(d, n)
+        for d, subs, names in os.walk(folder)
         if not subs.__setitem__(slice(None), [s for s in subs if s not in SKIPPED])
-        for n in names if n.endswith(suffix))
+        for n in names
+        if n.endswith(suffix)
+    )
 
 
 def code_blocks() -> list[tuple[str, int, str]]:
@@ -191,5 +200,6 @@ def test_site_code_blocks_compile():
     assert len(blocks) > 50, "the pages, docstrings and gallery scripts were not found"
     errors = compile_errors(blocks)
     if errors:
-        pytest.fail(f"{len(errors)} code block(s) of the site do not compile:\n"
-                    + "\n".join(errors))
+        pytest.fail(
+            f"{len(errors)} code block(s) of the site do not compile:\n" + "\n".join(errors)
+        )

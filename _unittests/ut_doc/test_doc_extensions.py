@@ -21,8 +21,16 @@ def build(tmp_path, extensions, index, **conf):
     warnings = StringIO()
     sys.path.insert(0, DOC)
     try:
-        app = Sphinx(str(src), str(src), str(tmp_path / "out"), str(tmp_path / "doctrees"),
-                     "html", status=None, warning=warnings, freshenv=True)
+        app = Sphinx(
+            str(src),
+            str(src),
+            str(tmp_path / "out"),
+            str(tmp_path / "doctrees"),
+            "html",
+            status=None,
+            warning=warnings,
+            freshenv=True,
+        )
         app.build()
     finally:
         sys.path.remove(DOC)
@@ -100,14 +108,23 @@ def test_api_examples(tmp_path):
 
     add_examples = _extension("_api_examples").add_examples
     (tmp_path / "refs").mkdir()
-    (tmp_path / "refs" / "backreferences_all.json").write_text(json.dumps(
-        {"pkg.to_onnx": [["plot_a_101.py", "src", "gallery", "intro", "title"]]}))
-    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(
-        sphinx_gallery_conf={"backreferences_dir": "refs"}))
+    (tmp_path / "refs" / "backreferences_all.json").write_text(
+        json.dumps({"pkg.to_onnx": [["plot_a_101.py", "src", "gallery", "intro", "title"]]})
+    )
+    app = SimpleNamespace(
+        srcdir=str(tmp_path),
+        config=SimpleNamespace(sphinx_gallery_conf={"backreferences_dir": "refs"}),
+    )
     lines = ["Doc."]
     add_examples(app, "function", "pkg.to_onnx", None, {}, lines)
-    assert lines == ["Doc.", "", ".. rubric:: Examples using ``to_onnx``", "",
-                     ".. minigallery:: pkg.to_onnx", ""]
+    assert lines == [
+        "Doc.",
+        "",
+        ".. rubric:: Examples using ``to_onnx``",
+        "",
+        ".. minigallery:: pkg.to_onnx",
+        "",
+    ]
     lines = ["Doc."]
     add_examples(app, "function", "pkg.unused", None, {}, lines)
     assert lines == ["Doc."]

@@ -7,7 +7,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 spec = importlib.util.spec_from_file_location(
-    "make_inventories", os.path.join(ROOT, "tools", "make_inventories.py"))
+    "make_inventories", os.path.join(ROOT, "tools", "make_inventories.py")
+)
 make_inventories = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(make_inventories)
 
@@ -21,17 +22,22 @@ def load(path):
 
 def test_inventory_format(tmp_path):
     names = tmp_path / "names.txt"
-    names.write_text("# comment\ntorch torch.export.export func export/api_reference.html\n"
-                     "torch torch.cond func\n"
-                     "onnx onnx.ModelProto class api/classes.html#modelproto\n")
+    names.write_text(
+        "# comment\ntorch torch.export.export func export/api_reference.html\n"
+        "torch torch.cond func\n"
+        "onnx onnx.ModelProto class api/classes.html#modelproto\n"
+    )
     assert make_inventories.main(["--output", str(tmp_path), "--names", str(names)]) == 0
     torch_inv = load(tmp_path / "torch.inv")
     assert torch_inv["py:function"]["torch.export.export"].uri == (
-        "https://site/export/api_reference.html#torch.export.export")
+        "https://site/export/api_reference.html#torch.export.export"
+    )
     assert torch_inv["py:function"]["torch.cond"].uri == (
-        "https://site/generated/torch.cond.html#torch.cond")
+        "https://site/generated/torch.cond.html#torch.cond"
+    )
     assert load(tmp_path / "onnx.inv")["py:class"]["onnx.ModelProto"].uri == (
-        "https://site/api/classes.html#modelproto")
+        "https://site/api/classes.html#modelproto"
+    )
 
 
 def test_bad_line(tmp_path):

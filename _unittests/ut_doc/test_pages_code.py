@@ -9,10 +9,12 @@ import textwrap
 
 import pytest
 
-DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "_doc")
-PAGES = sorted(glob.glob(os.path.join(DOC, "*.rst")) +
-               glob.glob(os.path.join(DOC, "tutorial", "*.rst")))
+DOC = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "_doc"
+)
+PAGES = sorted(
+    glob.glob(os.path.join(DOC, "*.rst")) + glob.glob(os.path.join(DOC, "tutorial", "*.rst"))
+)
 _PYTHON_START = re.compile(r"^(import |from \S+ import |with |def |class |[a-z_]+ = )")
 
 
@@ -32,8 +34,9 @@ def code_blocks(text: str) -> list[tuple[int, str]]:
         while j < len(lines) and lines[j].strip().startswith(":"):
             j += 1  # the directive's options
         body = []
-        while j < len(lines) and (not lines[j].strip() or
-                                  len(lines[j]) - len(lines[j].lstrip()) > indent):
+        while j < len(lines) and (
+            not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > indent
+        ):
             body.append(lines[j])
             j += 1
         code = textwrap.dedent("\n".join(body)).strip("\n")

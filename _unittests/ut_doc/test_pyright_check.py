@@ -7,19 +7,23 @@ import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 spec = importlib.util.spec_from_file_location(
-    "pyright_check", os.path.join(ROOT, "tools", "pyright_check.py"))
+    "pyright_check", os.path.join(ROOT, "tools", "pyright_check.py")
+)
 pyright_check = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pyright_check)
 
 
 def _diag(path, line=0):
-    return {"file": os.path.join(ROOT, path), "severity": "error", "message": "m",
-            "range": {"start": {"line": line}}}
+    return {
+        "file": os.path.join(ROOT, path),
+        "severity": "error",
+        "message": "m",
+        "range": {"start": {"line": line}},
+    }
 
 
 def test_counts_are_relative_to_the_root():
-    counts = pyright_check.count_per_file([_diag("a/b.py"), _diag("a/b.py", 3),
-                                           _diag("c.py")])
+    counts = pyright_check.count_per_file([_diag("a/b.py"), _diag("a/b.py", 3), _diag("c.py")])
     assert counts == {"a/b.py": 2, "c.py": 1}
 
 
@@ -27,8 +31,10 @@ def test_a_file_gaining_errors_is_a_regression():
     baseline = {"a.py": 2, "b.py": 1}
     assert pyright_check.regressions(baseline, {"a.py": 2, "b.py": 0}) == []
     bad = pyright_check.regressions(baseline, {"a.py": 3, "new.py": 1})
-    assert bad == ["a.py: 3 errors, the baseline allows 2",
-                   "new.py: 1 errors, the baseline allows 0"]
+    assert bad == [
+        "a.py: 3 errors, the baseline allows 2",
+        "new.py: 1 errors, the baseline allows 0",
+    ]
 
 
 def test_update_lowers_and_never_raises():

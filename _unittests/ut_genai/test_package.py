@@ -41,8 +41,13 @@ def tiny_decoder(arch: str, seed: int = 0):
 
 def eager_tokens(model, ids: torch.Tensor) -> list[int]:
     with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                             max_new_tokens=NEW_TOKENS, pad_token_id=0)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=NEW_TOKENS,
+            pad_token_id=0,
+        )
     return out[0].tolist()
 
 
@@ -64,8 +69,9 @@ def test_genai_generates_eager_tokens(arch, tmp_path, quiet_transformers):
     assert report.model_type == arch
     assert report.op_types.get("com.microsoft.GroupQueryAttention") == 2, report.op_types
     for length in (5, 11):
-        ids = torch.randint(3, model.config.vocab_size, (1, length),
-                            generator=torch.Generator().manual_seed(length))
+        ids = torch.randint(
+            3, model.config.vocab_size, (1, length), generator=torch.Generator().manual_seed(length)
+        )
         expected = eager_tokens(model, ids)
         assert len(expected) == length + NEW_TOKENS  # no end of sequence on the way
         assert genai_tokens(out, ids) == expected, (arch, length)
@@ -81,18 +87,38 @@ def test_genai_config_content(llama, tmp_path, quiet_transformers):
     assert cfg["model"]["type"] == "llama"
     assert cfg["model"]["context_length"] == c.max_position_embeddings
     assert cfg["model"]["vocab_size"] == c.vocab_size
-    assert (dec["num_attention_heads"], dec["num_key_value_heads"], dec["head_size"],
-            dec["hidden_size"], dec["num_hidden_layers"]) == (4, 2, 8, 32, 2)
+    assert (
+        dec["num_attention_heads"],
+        dec["num_key_value_heads"],
+        dec["head_size"],
+        dec["hidden_size"],
+        dec["num_hidden_layers"],
+    ) == (4, 2, 8, 32, 2)
     assert cfg["search"]["max_length"] == 64
     assert cfg["search"]["past_present_share_buffer"] is False
     onx = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
     names = [i.name for i in onx.graph.input] + [o.name for o in onx.graph.output]
-    assert names == ["input_ids", "attention_mask", "position_ids", "past_key_values.0.key",
-                     "past_key_values.1.key", "past_key_values.0.value",
-                     "past_key_values.1.value", "logits", "present.0.key", "present.1.key",
-                     "present.0.value", "present.1.value"]
-    assert set(dec["inputs"]) == {"input_ids", "attention_mask", "position_ids",
-                                  "past_key_names", "past_value_names"}
+    assert names == [
+        "input_ids",
+        "attention_mask",
+        "position_ids",
+        "past_key_values.0.key",
+        "past_key_values.1.key",
+        "past_key_values.0.value",
+        "past_key_values.1.value",
+        "logits",
+        "present.0.key",
+        "present.1.key",
+        "present.0.value",
+        "present.1.value",
+    ]
+    assert set(dec["inputs"]) == {
+        "input_ids",
+        "attention_mask",
+        "position_ids",
+        "past_key_names",
+        "past_value_names",
+    }
 
 
 def test_gpt2_runs_as_llama(tmp_path, quiet_transformers):
@@ -110,10 +136,14 @@ def _bpe_tokenizer():
     from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(["hello world, the model generates tokens"] * 10,
-                            vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"])
-    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, unk_token="<unk>",
-                                   bos_token="<s>", eos_token="</s>")
+    bpe.train_from_iterator(
+        ["hello world, the model generates tokens"] * 10,
+        vocab_size=300,
+        special_tokens=["<unk>", "<s>", "</s>"],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
 
 
 def test_cli_from_folder_with_tokenizer(llama, tmp_path, quiet_transformers, capsys):
@@ -245,8 +275,13 @@ def test_cli_errors_are_one_line(llama, tmp_path, capsys):
 def test_errors_share_a_base():
     from experimental_experiment.errors import ExportError
 
-    for cls in (MissingTokenizerError, NotADecoderError, OutputFolderError,
-                PackageModelTypeError, PackagePrecisionError):
+    for cls in (
+        MissingTokenizerError,
+        NotADecoderError,
+        OutputFolderError,
+        PackageModelTypeError,
+        PackagePrecisionError,
+    ):
         assert issubclass(cls, GenAIPackageError) and issubclass(cls, ExportError)
 
 
@@ -255,8 +290,9 @@ def test_rename_unrecognized_cache():
 
     x = helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, 2])
     y = helper.make_tensor_value_info("y", TensorProto.INT64, [1, 2])
-    onx = helper.make_model(helper.make_graph(
-        [helper.make_node("Identity", ["input_ids"], ["y"])], "g", [x], [y]))
+    onx = helper.make_model(
+        helper.make_graph([helper.make_node("Identity", ["input_ids"], ["y"])], "g", [x], [y])
+    )
     with pytest.raises(NotADecoderError, match="no recognizable cache of 2 layers"):
         rename_to_genai(onx, 2)
 
@@ -298,11 +334,14 @@ def test_int4_quantizes_the_head(llama, tmp_path, quiet_transformers):
     # decoding slower than onnxruntime-genai's builder, which quantizes it
     report = package_model(llama, str(tmp_path / "q"), precision="int4", progress=False)
     assert "MatMul" not in report.op_types, report.op_types
-    kept = package_model(llama, str(tmp_path / "f"), precision="int4", progress=False,
-                         quantize_lm_head=False)
+    kept = package_model(
+        llama, str(tmp_path / "f"), precision="int4", progress=False, quantize_lm_head=False
+    )
     assert kept.op_types.get("MatMul") == 1, kept.op_types
-    assert kept.op_types["com.microsoft.MatMulNBits"] == \
-        report.op_types["com.microsoft.MatMulNBits"] - 1
+    assert (
+        kept.op_types["com.microsoft.MatMulNBits"]
+        == report.op_types["com.microsoft.MatMulNBits"] - 1
+    )
 
 
 def test_int4_bad_block_size_before_work(llama, tmp_path):
@@ -335,18 +374,22 @@ def test_probe_cache_refuses_other_caches():
     hybrid = _FakeLM([SimpleNamespace(conv_states=torch.zeros(1, 2, 3))])
     with pytest.raises(NotADecoderError, match="layer 0 .* state space or hybrid"):
         probe_cache(hybrid)
-    latent = _FakeLM([SimpleNamespace(keys=torch.zeros(1, 2, 2, 8),
-                                      values=torch.zeros(1, 2, 2, 4))])
+    latent = _FakeLM(
+        [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 4))]
+    )
     with pytest.raises(NotADecoderError, match="differ in heads or size"):
         probe_cache(latent)
-    mixed = _FakeLM([SimpleNamespace(keys=torch.zeros(1, 2, 2, 8),
-                                     values=torch.zeros(1, 2, 2, 8)),
-                     SimpleNamespace(keys=torch.zeros(1, 1, 2, 8),
-                                     values=torch.zeros(1, 1, 2, 8))])
+    mixed = _FakeLM(
+        [
+            SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8)),
+            SimpleNamespace(keys=torch.zeros(1, 1, 2, 8), values=torch.zeros(1, 1, 2, 8)),
+        ]
+    )
     with pytest.raises(NotADecoderError, match="differ in cache geometry"):
         probe_cache(mixed)
-    good = _FakeLM([SimpleNamespace(keys=torch.zeros(1, 2, 2, 8),
-                                    values=torch.zeros(1, 2, 2, 8))] * 3)
+    good = _FakeLM(
+        [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8))] * 3
+    )
     assert probe_cache(good) == [(2, 8)] * 3
 
 
@@ -355,8 +398,14 @@ def test_falcon_multi_query(tmp_path, quiet_transformers):
     import transformers
 
     config = transformers.FalconConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
-        multi_query=True, new_decoder_architecture=False, max_position_embeddings=128)
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        vocab_size=1000,
+        multi_query=True,
+        new_decoder_architecture=False,
+        max_position_embeddings=128,
+    )
     model = transformers.FalconForCausalLM(config).eval()
     out = str(tmp_path / "pkg")
     report = package_model(model, out, progress=False)

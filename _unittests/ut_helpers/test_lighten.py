@@ -26,10 +26,12 @@ HUGE = [1024, 1024, 1024, 1792]  # float32: 7 TiB
 
 def _light():
     graph = oh.make_graph(
-        [oh.make_node("Add", ["x", "w"], ["y"])], "g",
+        [oh.make_node("Add", ["x", "w"], ["y"])],
+        "g",
         [oh.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16])],
         [oh.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])],
-        [onh.from_array(np.arange(256, dtype=np.float32).reshape(16, 16), "w")])
+        [onh.from_array(np.arange(256, dtype=np.float32).reshape(16, 16), "w")],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
     return lighten_model(model, threshold=8)
 
@@ -45,8 +47,13 @@ def _forge_shape(light, shape, dims=None):
 def _npy(shape, dtype, payload: bytes) -> bytes:
     buf = io.BytesIO()
     np.lib.format.write_array_header_1_0(
-        buf, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-              "fortran_order": False, "shape": tuple(shape)})
+        buf,
+        {
+            "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+            "fortran_order": False,
+            "shape": tuple(shape),
+        },
+    )
     return buf.getvalue() + payload
 
 
@@ -73,7 +80,8 @@ def test_recorded_shape_differs_from_dims(no_random):
 def test_recorded_dtype_and_damaged_stats(no_random):
     light, _ = _light()
     light.graph.initializer[0].doc_string = light.graph.initializer[0].doc_string.replace(
-        '"float32"', '"float64"')
+        '"float32"', '"float64"'
+    )
     with pytest.raises(LightenError, match="recorded dtype 'float64'"):
         unlighten_model(light, None)
     light.graph.initializer[0].doc_string = "lightened {not json"
@@ -85,15 +93,16 @@ def test_max_bytes_budget():
     light, _ = _light()
     with pytest.raises(LightenError, match="1,024 bytes, more than the 1,000"):
         unlighten_model(light, None, max_bytes=1000)
-    assert len(unlighten_model(light, None, max_bytes=1024).graph.initializer[0].raw_data) \
-        == 1024
+    assert len(unlighten_model(light, None, max_bytes=1024).graph.initializer[0].raw_data) == 1024
     assert issubclass(LightenError, ExportError) and issubclass(LightenError, ValueError)
 
 
 def test_load_weights_round_trip(tmp_path):
-    arrays = {"a": np.arange(12, dtype=np.float32).reshape(3, 4),
-              "f": np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3)),
-              "s": np.array(3.5)}
+    arrays = {
+        "a": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "f": np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3)),
+        "s": np.array(3.5),
+    }
     for save in (np.savez, np.savez_compressed):
         save(tmp_path / "w.npz", **arrays)
         got = load_weights(str(tmp_path / "w.npz"))
@@ -125,13 +134,19 @@ def test_cli_unlighten_forged(tmp_path, capsys, no_random):
     onnx.save(light, str(tmp_path / "light.onnx"))
     with zipfile.ZipFile(tmp_path / "forged.npz", "w") as z:
         z.writestr("w.npy", _npy(HUGE, np.float32, b"\x00" * 24))
-    rc = main(["unlighten", str(tmp_path / "light.onnx"), str(tmp_path / "o.onnx"),
-               "--weights", str(tmp_path / "forged.npz")])
+    rc = main(
+        [
+            "unlighten",
+            str(tmp_path / "light.onnx"),
+            str(tmp_path / "o.onnx"),
+            "--weights",
+            str(tmp_path / "forged.npz"),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "array 'w'" in err and len(err.strip().splitlines()) == 1, err
     onnx.save(_forge_shape(light, HUGE), str(tmp_path / "huge.onnx"))
-    rc = main(["unlighten", str(tmp_path / "huge.onnx"), str(tmp_path / "o.onnx"),
-               "--random"])
+    rc = main(["unlighten", str(tmp_path / "huge.onnx"), str(tmp_path / "o.onnx"), "--random"])
     err = capsys.readouterr().err
     assert rc == 2 and "initializer 'w'" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o.onnx").exists()

@@ -49,7 +49,7 @@ def test_wrong_converter_found_at_the_exact_node(runtime, shape):
     assert f"line {_line('y * 3.0')}" in first.source
     assert first.max_abs_diff > 1e-3
     # the values before it match: the linear layer is compared and right
-    before = report.comparisons[:report.comparisons.index(first)]
+    before = report.comparisons[: report.comparisons.index(first)]
     assert before and all(c.ok for c in before)
     assert first.torch_stats.shape == first.onnx_stats.shape == tuple(shape)
 

@@ -49,8 +49,10 @@ def test_one_unexportable_submodule():
 
 
 def test_infer_dynamic_shapes():
-    calls = [((torch.zeros(2, 3, 4), 1), {"y": torch.zeros(2)}),
-             ((torch.zeros(2, 5, 4), 1), {"y": torch.zeros(2)})]
+    calls = [
+        ((torch.zeros(2, 3, 4), 1), {"y": torch.zeros(2)}),
+        ((torch.zeros(2, 5, 4), 1), {"y": torch.zeros(2)}),
+    ]
     args_ds, kwargs_ds = infer_dynamic_shapes(calls)
     assert args_ds == ({1: torch.export.Dim.AUTO}, None)
     assert kwargs_ds == {"y": None}

@@ -18,8 +18,12 @@ from experimental_experiment.investigate.troubleshooting import (
 def test_every_error_class_says_cause_and_fix():
     classes = error_classes()
     names = {e.name for e in classes}
-    assert {"ExportError", "CaptureError", "UnsupportedOpError",
-            "ConstrainedDimensionWarning"} <= names
+    assert {
+        "ExportError",
+        "CaptureError",
+        "UnsupportedOpError",
+        "ConstrainedDimensionWarning",
+    } <= names
     assert missing_cause_or_fix(classes) == []
 
 
@@ -44,7 +48,8 @@ def test_discovery_finds_new_classes_and_missing_docstrings(tmp_path, monkeypatc
     (root / "sub").mkdir(parents=True)
     (root / "__init__.py").write_text("")
     (root / "sub" / "__init__.py").write_text("")
-    (root / "errors.py").write_text(textwrap.dedent('''
+    (root / "errors.py").write_text(
+        textwrap.dedent('''
         class BaseErr(RuntimeError):
             """Base.
 
@@ -54,18 +59,24 @@ def test_discovery_finds_new_classes_and_missing_docstrings(tmp_path, monkeypatc
             """
         class NotAnError:
             pass
-        '''))
-    (root / "sub" / "more.py").write_text(textwrap.dedent('''
+        ''')
+    )
+    (root / "sub" / "more.py").write_text(
+        textwrap.dedent('''
         from ..errors import BaseErr
         class NewError(BaseErr):
             """Only a summary."""
-        '''))
+        ''')
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     classes = error_classes(str(root))
-    assert [e.path for e in classes] == ["fakepkg_tsh.errors.BaseErr",
-                                         "fakepkg_tsh.sub.more.NewError"]
+    assert [e.path for e in classes] == [
+        "fakepkg_tsh.errors.BaseErr",
+        "fakepkg_tsh.sub.more.NewError",
+    ]
     assert missing_cause_or_fix(classes) == [
-        "fakepkg_tsh.sub.more.NewError: no cause, fix in its docstring"]
+        "fakepkg_tsh.sub.more.NewError: no cause, fix in its docstring"
+    ]
 
 
 def test_triggers_name_existing_classes():
@@ -78,8 +89,10 @@ def test_trigger_raises_its_class(path):
     cls = next(e.cls for e in error_classes() if e.path == path)
     message = et.raise_and_capture(cls)
     assert message and message.startswith(cls.__name__ + ":"), message
-    assert all(len(line) <= et.WIDTH or " " not in line.strip()  # a long URL
-               for line in message.splitlines()), message
+    assert all(
+        len(line) <= et.WIDTH or " " not in line.strip()  # a long URL
+        for line in message.splitlines()
+    ), message
 
 
 def test_capture_message_rejects_another_error():

@@ -38,8 +38,11 @@ def _relocate(path, location):
 
 
 def _snapshot(root):
-    return {os.path.join(d, f): open(os.path.join(d, f), "rb").read()
-            for d, _, files in os.walk(root) for f in files}
+    return {
+        os.path.join(d, f): open(os.path.join(d, f), "rb").read()
+        for d, _, files in os.walk(root)
+        for f in files
+    }
 
 
 @pytest.fixture
@@ -92,10 +95,14 @@ def test_cli_refuses_escaping_locations(hostile, tmp_path, capsys, location):
     path, victim, ckpt = hostile
     _relocate(path, location)
     before = _snapshot(tmp_path)
-    for argv in (["fill-weights", str(path), str(ckpt)], ["stats", str(path)],
-                 ["print", str(path)], ["run", str(path)],
-                 ["optimize", str(path), str(tmp_path / "opt.onnx")],
-                 ["lighten", str(path), str(tmp_path / "light.onnx")]):
+    for argv in (
+        ["fill-weights", str(path), str(ckpt)],
+        ["stats", str(path)],
+        ["print", str(path)],
+        ["run", str(path)],
+        ["optimize", str(path), str(tmp_path / "opt.onnx")],
+        ["lighten", str(path), str(tmp_path / "light.onnx")],
+    ):
         rc = main(argv)
         out, err = capsys.readouterr()
         assert rc == 2, (argv, out, err)
@@ -131,7 +138,8 @@ def test_cli_shard_escape_exit_code(hostile, tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {"fc.weight": "../w.pt"}}))
+        json.dumps({"weight_map": {"fc.weight": "../w.pt"}})
+    )
     assert main(["fill-weights", str(path), str(ckpt)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "'../w.pt'" in err
@@ -140,14 +148,17 @@ def test_cli_shard_escape_exit_code(hostile, tmp_path, capsys):
 def test_output_checked_before_export(tmp_path, monkeypatch, capsys):
     """A folder given as output used to fail after the whole export with an OSError
     naming a temporary file."""
+
     def no_export(*args, **kwargs):
         raise AssertionError("the export started")
 
     monkeypatch.setattr(torch.export, "export", no_export)
     (tmp_path / "dir.onnx").mkdir()
     (tmp_path / "file").write_text("")
-    for target, match in ((tmp_path / "dir.onnx", "is a folder"),
-                          (tmp_path / "file" / "m.onnx", "not a folder")):
+    for target, match in (
+        (tmp_path / "dir.onnx", "is a folder"),
+        (tmp_path / "file" / "m.onnx", "not a folder"),
+    ):
         with pytest.raises(OutputPathError, match=match):
             to_onnx(Net(), (torch.randn(2, 32),), filename=str(target))
         rc = main(["export", "experimental_experiment.large:Net", "-o", str(target)])
@@ -160,11 +171,12 @@ def test_cli_outputs_checked_first(hostile, tmp_path, capsys):
     path, _, ckpt = hostile
     (tmp_path / "d").mkdir()
     before = _snapshot(tmp_path)
-    for argv in (["optimize", str(path), str(tmp_path / "d")],
-                 ["fill-weights", str(path), str(ckpt), "-o", str(tmp_path / "d")],
-                 ["lighten", str(path), str(tmp_path / "l.onnx"), "--weights",
-                  str(tmp_path / "d")],
-                 ["unlighten", str(path), str(tmp_path / "d"), "--random"]):
+    for argv in (
+        ["optimize", str(path), str(tmp_path / "d")],
+        ["fill-weights", str(path), str(ckpt), "-o", str(tmp_path / "d")],
+        ["lighten", str(path), str(tmp_path / "l.onnx"), "--weights", str(tmp_path / "d")],
+        ["unlighten", str(path), str(tmp_path / "d"), "--random"],
+    ):
         rc = main(argv)
         err = capsys.readouterr().err
         assert rc == 2 and "is a folder" in err and "Traceback" not in err, (argv, err)
@@ -174,14 +186,17 @@ def test_cli_outputs_checked_first(hostile, tmp_path, capsys):
 def test_report_path_checked_before_export(tmp_path, monkeypatch):
     """report= naming a folder used to fail after the whole export, when the report
     was written."""
+
     def no_export(*args, **kwargs):
         raise AssertionError("the export started")
 
     monkeypatch.setattr(torch.export, "export", no_export)
     (tmp_path / "r.json").mkdir()
     (tmp_path / "file").write_text("")
-    for target, match in ((tmp_path / "r.json", "is a folder"),
-                          (tmp_path / "file" / "r.json", "not a folder")):
+    for target, match in (
+        (tmp_path / "r.json", "is a folder"),
+        (tmp_path / "file" / "r.json", "not a folder"),
+    ):
         with pytest.raises(OutputPathError, match=f"report .*{match}"):
             to_onnx(Net(), (torch.randn(2, 32),), report=str(target))
     assert os.listdir(tmp_path / "r.json") == []

@@ -24,7 +24,7 @@ def good(tmp_path):
 def _split(path):
     data = path.read_bytes()
     (length,) = struct.unpack("<Q", data[:8])
-    return json.loads(data[8:8 + length]), data[8 + length:]
+    return json.loads(data[8 : 8 + length]), data[8 + length :]
 
 
 def _forge(path, header, body):
@@ -83,12 +83,15 @@ def test_offsets_past_the_end(good, tmp_path):
     _refused(_forge(tmp_path / "off.safetensors", header, body), "'a'", "past the")
 
 
-@pytest.mark.parametrize("field, value, words", [
-    ("data_offsets", [8, 4], "increasing"),
-    ("data_offsets", [0, 60], "needs 64 bytes"),
-    ("shape", [4, -4], "non-negative"),
-    ("dtype", "Q99", "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("data_offsets", [8, 4], "increasing"),
+        ("data_offsets", [0, 60], "needs 64 bytes"),
+        ("shape", [4, -4], "non-negative"),
+        ("dtype", "Q99", "unknown dtype"),
+    ],
+)
 def test_inconsistent_entries(good, tmp_path, field, value, words):
     header, body = _split(good)
     header["a"][field] = value

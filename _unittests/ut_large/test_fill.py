@@ -45,8 +45,9 @@ def _export_meta(path):
 def _data(path):
     """The data file a saved model refers to (named after its content)."""
     model = onnx.load(str(path), load_external_data=False)
-    locs = {e.value for i in model.graph.initializer for e in i.external_data
-            if e.key == "location"}
+    locs = {
+        e.value for i in model.graph.initializer for e in i.external_data if e.key == "location"
+    }
     assert len(locs) == 1, locs
     return path.parent / locs.pop()
 
@@ -62,10 +63,19 @@ def _run(path, x):
 
 
 def test_match_names_rules():
-    inits = {"layers.0.proj.weight": "layers.0.proj.weight", "layers_1_proj_weight": None,
-             "gate_weight": None, "norm.weight": None}
-    ckpt = ["layers.0.proj.weight", "layers.1.proj.weight", "model.decoder.gate.weight",
-            "layers.0.norm.weight", "layers.1.norm.weight"]
+    inits = {
+        "layers.0.proj.weight": "layers.0.proj.weight",
+        "layers_1_proj_weight": None,
+        "gate_weight": None,
+        "norm.weight": None,
+    }
+    ckpt = [
+        "layers.0.proj.weight",
+        "layers.1.proj.weight",
+        "model.decoder.gate.weight",
+        "layers.0.norm.weight",
+        "layers.1.norm.weight",
+    ]
     matched, ambiguous = match_names(inits, ckpt)
     assert matched == {
         "layers.0.proj.weight": ("layers.0.proj.weight", "source"),
@@ -87,8 +97,10 @@ def test_renamed_checkpoint_suffix_rule(tmp_path):
     safetensors.torch.save_file(renamed, str(tmp_path / "w.safetensors"))
     report = fill_weights(str(path), [str(tmp_path / "w.safetensors")])
     assert report.rules() == {"suffix": 6}
-    assert report.matched["layers.1.gate.weight"] == ("model.backbone.layers.1.gate.weight",
-                                                      "suffix")
+    assert report.matched["layers.1.gate.weight"] == (
+        "model.backbone.layers.1.gate.weight",
+        "suffix",
+    )
     assert report.unused == ["extra.unused"] and report.unfilled == []
     x = torch.randn(5, 32)
     np.testing.assert_allclose(_run(path, x), model(x).detach().numpy(), atol=1e-5, rtol=1e-4)
@@ -119,8 +131,7 @@ def test_shape_mismatch_writes_nothing(tmp_path):
 def test_truncated_data_file(tmp_path):
     path = tmp_path / "m.onnx"
     model = _real()
-    to_onnx(model, (torch.randn(2, 32),), large_model=True, external_threshold=0).save(
-        str(path))
+    to_onnx(model, (torch.randn(2, 32),), large_model=True, external_threshold=0).save(str(path))
     data = _data(path)
     data.write_bytes(data.read_bytes()[:-100])
     torch.save(model.state_dict(), str(tmp_path / "w.pt"))
@@ -161,8 +172,14 @@ def _export_llama(config, model, path):
 
     inputs, ds = make_llm_inputs(config, model=model)
     with bypass_export_some_errors(patch_transformers=True) as modificator:
-        to_onnx(model, (), modificator(inputs), dynamic_shapes=ds, large_model=True,
-                external_threshold=0).save(str(path))
+        to_onnx(
+            model,
+            (),
+            modificator(inputs),
+            dynamic_shapes=ds,
+            large_model=True,
+            external_threshold=0,
+        ).save(str(path))
 
 
 def test_tiny_llama_weight_free_then_filled(tmp_path, monkeypatch):
@@ -180,16 +197,23 @@ def test_tiny_llama_weight_free_then_filled(tmp_path, monkeypatch):
     report = fill_weights(str(tmp_path / "without.onnx"), [str(tmp_path / "ckpt")])
     assert report.unfilled == [] and report.unused == []
     assert _data(tmp_path / "without.onnx").read_bytes() == (
-        _data(tmp_path / "with.onnx").read_bytes())
+        _data(tmp_path / "with.onnx").read_bytes()
+    )
     monkeypatch.chdir(tmp_path / "ckpt")
-    sess = onnxruntime.InferenceSession(str(tmp_path / "without.onnx"),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        str(tmp_path / "without.onnx"), providers=["CPUExecutionProvider"]
+    )
     for batch, seq, past in ((2, 3, 5), (3, 4, 7)):
-        inputs, _ = make_llm_inputs(config, batch, seq, past, model=model,
-                                    generator=torch.Generator().manual_seed(batch))
+        inputs, _ = make_llm_inputs(
+            config, batch, seq, past, model=model, generator=torch.Generator().manual_seed(batch)
+        )
         with bypass_export_some_errors(patch_transformers=True):
-            feeds = dict(zip([i.name for i in sess.get_inputs()],
-                             [t.numpy() for t in flatten_tensors(inputs)]))
+            feeds = dict(
+                zip(
+                    [i.name for i in sess.get_inputs()],
+                    [t.numpy() for t in flatten_tensors(inputs)],
+                )
+            )
             with torch.no_grad():
                 expected = model(**inputs).logits.numpy()
         got = sess.run(None, feeds)[0]
@@ -207,8 +231,10 @@ def test_sharded_checkpoint_index(tmp_path):
     model = _real()
     state = model.state_dict()
     names = sorted(state)
-    shards = {"model-00001-of-00002.safetensors": names[:3],
-              "model-00002-of-00002.safetensors": names[3:]}
+    shards = {
+        "model-00001-of-00002.safetensors": names[:3],
+        "model-00002-of-00002.safetensors": names[3:],
+    }
     for file, keys in shards.items():
         safetensors.torch.save_file({k: state[k] for k in keys}, str(tmp_path / file))
     index = {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}
@@ -223,8 +249,13 @@ def test_export_with_weights_deterministic(tmp_path):
     contents = []
     for i in range(2):
         path = tmp_path / str(i) / "m.onnx"
-        to_onnx(_real(), (torch.randn(2, 32),), dynamic_shapes=({0: "batch"},),
-                large_model=True, external_threshold=0).save(str(path))
+        to_onnx(
+            _real(),
+            (torch.randn(2, 32),),
+            dynamic_shapes=({0: "batch"},),
+            large_model=True,
+            external_threshold=0,
+        ).save(str(path))
         contents.append((path.read_bytes(), _data(path).read_bytes()))
     assert contents[0] == contents[1]
 
@@ -246,7 +277,8 @@ def test_tied_weights_filled_from_the_other_name(tmp_path):
     inputs, ds = make_llm_inputs(config, model=meta)
     with bypass_export_some_errors(patch_transformers=True) as modificator:
         to_onnx(meta, (), modificator(inputs), dynamic_shapes=ds, large_model=True).save(
-            str(tmp_path / "m.onnx"))
+            str(tmp_path / "m.onnx")
+        )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
     model.save_pretrained(str(tmp_path / "ckpt"))

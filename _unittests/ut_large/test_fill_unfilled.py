@@ -17,8 +17,7 @@ class Rotary(torch.nn.Module):
     def __init__(self, n=16):
         super().__init__()
         self.proj = torch.nn.Linear(n, n)
-        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(n) / n),
-                             persistent=False)
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(n) / n), persistent=False)
 
     def forward(self, x):
         return self.proj(x) * torch.cos(self.inv_freq)

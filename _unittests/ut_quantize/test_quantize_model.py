@@ -41,9 +41,13 @@ from experimental_experiment.quantize import (
 from experimental_experiment.quantize.graph import name_nodes
 from experimental_experiment.xbuilder.model_container import load_model, save_model
 
-FUSIONS = ("com.microsoft.GroupQueryAttention", "SimplifiedLayerNormalization",
-           "com.microsoft.SkipSimplifiedLayerNormalization",
-           "com.microsoft.RotaryEmbedding", "com.microsoft.MultiHeadAttention")
+FUSIONS = (
+    "com.microsoft.GroupQueryAttention",
+    "SimplifiedLayerNormalization",
+    "com.microsoft.SkipSimplifiedLayerNormalization",
+    "com.microsoft.RotaryEmbedding",
+    "com.microsoft.MultiHeadAttention",
+)
 SIZES = [(1, 1, 64), (2, 7, 5)]  # batch, new tokens, cached tokens
 
 
@@ -54,8 +58,9 @@ def _relative(got, expected) -> float:
 
 
 def _run(model, feeds):
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, {i.name: feeds[i.name] for i in sess.get_inputs()})
 
 
@@ -85,8 +90,12 @@ class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.layers = torch.nn.Sequential(
-            torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
-            torch.nn.ReLU(), torch.nn.Linear(128, 10))
+            torch.nn.Linear(64, 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 128),
+            torch.nn.ReLU(),
+            torch.nn.Linear(128, 10),
+        )
 
     def forward(self, x):
         return self.layers(x)
@@ -142,8 +151,9 @@ def test_llama_int4(llama, size, accuracy_level):
 @pytest.mark.parametrize("size", SIZES)
 def test_llama_int4_head_and_embeddings(llama, size):
     config, model, _ = llama
-    q = quantize_model(model, "int4", quantize_lm_head=True, quantize_embeddings=True,
-                       symmetric=False)
+    q = quantize_model(
+        model, "int4", quantize_lm_head=True, quantize_embeddings=True, symmetric=False
+    )
     counts = node_type_counts(q)
     assert counts["com.microsoft.MatMulNBits"] == _weighted_matmuls(model)
     assert counts["com.microsoft.GatherBlockQuantized"] == 1
@@ -187,8 +197,11 @@ def test_llama_fp16(llama, keep_io_types):
     # the CPU run checks the conversion, not the float16 kernels of these operators
     assert "MatMul" in cpu_float16_fallbacks(q)
     feeds = _llama_feeds(config, model, 2, 7, 5)
-    q_feeds = feeds if keep_io_types else {
-        k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    q_feeds = (
+        feeds
+        if keep_io_types
+        else {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in feeds.items()}
+    )
     got = _run(q, q_feeds)[0]
     assert got.dtype == (np.float32 if keep_io_types else np.float16)
     assert _relative(got, _run(model, feeds)[0]) < 1e-2
@@ -199,8 +212,9 @@ def _with_cos_output(model):
     model = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v.type.tensor_type.elem_type for v in model.graph.value_info}
     cos = next(n for n in model.graph.node if n.op_type == "Cos").output[0]
-    model.graph.output.append(onnx.helper.make_tensor_value_info(
-        cos, types.get(cos, onnx.TensorProto.FLOAT), None))
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info(cos, types.get(cos, onnx.TensorProto.FLOAT), None)
+    )
     return model
 
 
@@ -245,9 +259,11 @@ def test_one_matmul_error_matches_theory(precision, low, high):
     w = (rng.standard_normal((k, n)) * 0.02).astype(np.float32)
     graph = oh.make_graph(
         [oh.make_node("MatMul", ["x", "w"], ["h"], name="mm")],
-        "one", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["m", k])],
+        "one",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["m", k])],
         [oh.make_tensor_value_info("h", TensorProto.FLOAT, ["m", n])],
-        [onh.from_array(w, "w")])
+        [onh.from_array(w, "w")],
+    )
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
     assert find_lm_head(model) == ["mm"]  # it computes the output
     q = quantize_model(model, precision, quantize_lm_head=True)
@@ -283,13 +299,20 @@ def _single_linear(names: bool = True) -> onnx.ModelProto:
 
     w = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
     graph = oh.make_graph(
-        [oh.make_node("Reshape", ["x", "shape"], ["x2"], name="r" if names else ""),
-         oh.make_node("MatMul", ["x2", "w"], ["y0"], name="mm" if names else ""),
-         oh.make_node("Add", ["y0", "b"], ["y"], name="add" if names else "")],
-        "one", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [
+            oh.make_node("Reshape", ["x", "shape"], ["x2"], name="r" if names else ""),
+            oh.make_node("MatMul", ["x2", "w"], ["y0"], name="mm" if names else ""),
+            oh.make_node("Add", ["y0", "b"], ["y"], name="add" if names else ""),
+        ],
+        "one",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
         [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])],
-        [onh.from_array(w, "w"), onh.from_array(np.ones(32, dtype=np.float32), "b"),
-         onh.from_array(np.array([-1, 64], dtype=np.int64), "shape")])
+        [
+            onh.from_array(w, "w"),
+            onh.from_array(np.ones(32, dtype=np.float32), "b"),
+            onh.from_array(np.array([-1, 64], dtype=np.int64), "shape"),
+        ],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
@@ -305,12 +328,19 @@ def _two_linears() -> onnx.ModelProto:
 
     rng = np.random.default_rng(0)
     graph = oh.make_graph(
-        [oh.make_node("MatMul", ["x", "w1"], ["h"]), oh.make_node("Relu", ["h"], ["r"]),
-         oh.make_node("MatMul", ["r", "w2"], ["y"])],
-        "two", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [
+            oh.make_node("MatMul", ["x", "w1"], ["h"]),
+            oh.make_node("Relu", ["h"], ["r"]),
+            oh.make_node("MatMul", ["r", "w2"], ["y"]),
+        ],
+        "two",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
         [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])],
-        [onh.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w1"),
-         onh.from_array(rng.standard_normal((64, 16)).astype(np.float32), "w2")])
+        [
+            onh.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w1"),
+            onh.from_array(rng.standard_normal((64, 16)).astype(np.float32), "w2"),
+        ],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
@@ -336,20 +366,28 @@ def _transposed_weights(tied: bool = False) -> onnx.ModelProto:
     from onnx import numpy_helper as onh
 
     rng = np.random.default_rng(1)
-    nodes = [oh.make_node("Transpose", ["w1"], ["w1t"], perm=[1, 0], name="t1"),
-             oh.make_node("Transpose", ["w2"], ["w2t"], perm=[1, 0], name="t2"),
-             oh.make_node("MatMul", ["x", "w1t"], ["h"], name="mm1"),
-             oh.make_node("Relu", ["h"], ["r"], name="relu"),
-             oh.make_node("MatMul", ["r", "w2t"], ["y"], name="head")]
+    nodes = [
+        oh.make_node("Transpose", ["w1"], ["w1t"], perm=[1, 0], name="t1"),
+        oh.make_node("Transpose", ["w2"], ["w2t"], perm=[1, 0], name="t2"),
+        oh.make_node("MatMul", ["x", "w1t"], ["h"], name="mm1"),
+        oh.make_node("Relu", ["h"], ["r"], name="relu"),
+        oh.make_node("MatMul", ["r", "w2t"], ["y"], name="head"),
+    ]
     outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])]
     if tied:
         nodes.append(oh.make_node("Gather", ["w2", "ids"], ["emb"], name="gather"))
         outputs.append(oh.make_tensor_value_info("emb", TensorProto.FLOAT, [2, 64]))
     graph = oh.make_graph(
-        nodes, "tr", [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])], outputs,
-        [onh.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w1"),
-         onh.from_array(rng.standard_normal((16, 64)).astype(np.float32), "w2"),
-         onh.from_array(np.array([0, 3], dtype=np.int64), "ids")])
+        nodes,
+        "tr",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        outputs,
+        [
+            onh.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w1"),
+            onh.from_array(rng.standard_normal((16, 64)).astype(np.float32), "w2"),
+            onh.from_array(np.array([0, 3], dtype=np.int64), "ids"),
+        ],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
@@ -379,8 +417,9 @@ def test_unsupported_precision(mlp):
         quantize_model(mlp, "int2")
 
 
-@pytest.mark.parametrize("kwargs", [dict(block_size=24), dict(block_size=8),
-                                    dict(accuracy_level=7)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(block_size=24), dict(block_size=8), dict(accuracy_level=7)]
+)
 def test_bad_options(mlp, kwargs):
     with pytest.raises(QuantizeOptionError):
         quantize_model(mlp, "int4", **kwargs)
@@ -427,8 +466,9 @@ def test_weight_free_export(tmp_path, capsys):
         model = MLP()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the weights are not filled
-        container = to_onnx(model, (torch.randn(3, 64),), dynamic_shapes=({0: "batch"},),
-                            large_model=True)
+        container = to_onnx(
+            model, (torch.randn(3, 64),), dynamic_shapes=({0: "batch"},), large_model=True
+        )
     with pytest.raises(MissingWeightsError, match="ModelContainer"):
         quantize_model(container, "int4")
     path, out = str(tmp_path / "light.onnx"), str(tmp_path / "q.onnx")
@@ -442,8 +482,13 @@ def test_weight_free_export(tmp_path, capsys):
 
 
 def test_errors_share_a_base():
-    for cls in (UnsupportedPrecisionError, QuantizeOptionError, AlreadyQuantizedError,
-                NothingToQuantizeError, MissingWeightsError):
+    for cls in (
+        UnsupportedPrecisionError,
+        QuantizeOptionError,
+        AlreadyQuantizedError,
+        NothingToQuantizeError,
+        MissingWeightsError,
+    ):
         assert issubclass(cls, QuantizeError)
         assert "Cause:" in cls.__doc__ and "Fix:" in cls.__doc__
 
@@ -454,8 +499,19 @@ def test_errors_share_a_base():
 def test_cli_int4(llama, tmp_path, capsys):
     config, model, path = llama
     out = str(tmp_path / "q4.onnx")
-    rc = main(["quantize", path, out, "--precision", "int4", "--block-size", "32",
-               "--accuracy-level", "4"])
+    rc = main(
+        [
+            "quantize",
+            path,
+            out,
+            "--precision",
+            "int4",
+            "--block-size",
+            "32",
+            "--accuracy-level",
+            "4",
+        ]
+    )
     assert rc == 0
     text = capsys.readouterr().out
     assert "MatMulNBits: 10" in text and "MatMul: 1" in text
@@ -477,11 +533,14 @@ def test_cli_head_embeddings_and_external_input(mlp, tmp_path, capsys):
     assert os.listdir(os.path.dirname(out)) == ["q8.onnx"]  # small: one file
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--precision", "int3"], "int4, int8, fp16"),
-    (["--precision", "int4", "--block-size", "20"], "power of two"),
-    (["--precision", "int8", "--embeddings"], "int4"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--precision", "int3"], "int4, int8, fp16"),
+        (["--precision", "int4", "--block-size", "20"], "power of two"),
+        (["--precision", "int8", "--embeddings"], "int4"),
+    ],
+)
 def test_cli_errors_one_line(mlp, tmp_path, capsys, args, message):
     path = str(tmp_path / "mlp.onnx")
     onnx.save(mlp, path)
@@ -509,11 +568,14 @@ def test_cli_does_not_import_torch(mlp, tmp_path):
 
     path = str(tmp_path / "mlp.onnx")
     onnx.save(mlp, path)
-    code = ("import sys; from experimental_experiment._command_lines import main; "
-            f"rc = main(['quantize', {path!r}, {str(tmp_path / 'q.onnx')!r}, "
-            "'--precision', 'int4']); assert rc == 0, rc; "
-            "assert 'torch' not in sys.modules, 'torch'")
+    code = (
+        "import sys; from experimental_experiment._command_lines import main; "
+        f"rc = main(['quantize', {path!r}, {str(tmp_path / 'q.onnx')!r}, "
+        "'--precision', 'int4']); assert rc == 0, rc; "
+        "assert 'torch' not in sys.modules, 'torch'"
+    )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=root, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300
+    )
     assert res.returncode == 0, res.stderr

@@ -19,11 +19,17 @@ SCHEMA = os.path.join(os.path.dirname(__file__), "data", "sarif-schema-2.1.0.jso
 
 def _failed_report() -> ExportReport:
     loc = SourceLocation("/home/user/model.py", 12, "forward", "z = x.reshape(4, -1)")
-    rep = ExportReport(model="M", status="failed", error_type="CaptureError",
-                       error="could not capture M", error_location=loc)
+    rep = ExportReport(
+        model="M",
+        status="failed",
+        error_type="CaptureError",
+        error="could not capture M",
+        error_location=loc,
+    )
     rep.capture_attempts.append(CaptureAttempt("strict=False", False, "UserError", "bad"))
-    rep.dimensions.append(DimensionRecord("x.shape[0]", "specialized", "s0", value=4,
-                                          guard="Eq(s0, 4)", location=loc))
+    rep.dimensions.append(
+        DimensionRecord("x.shape[0]", "specialized", "s0", value=4, guard="Eq(s0, 4)", location=loc)
+    )
     rep.add("warning", "warning", "UserWarning: something", None)
     return rep
 
@@ -72,12 +78,12 @@ def test_sarif_structure():
 
 def test_sarif_valid_against_schema():
     jsonschema = pytest.importorskip(
-        "jsonschema", reason="jsonschema is not installed: the SARIF schema check needs it")
+        "jsonschema", reason="jsonschema is not installed: the SARIF schema check needs it"
+    )
     with open(SCHEMA, encoding="utf-8") as f:
         schema = json.load(f)
     for rep in [_failed_report(), ExportReport(model="M", status="success")]:
-        jsonschema.validate(rep.to_sarif(), schema,
-                            cls=jsonschema.Draft4Validator)
+        jsonschema.validate(rep.to_sarif(), schema, cls=jsonschema.Draft4Validator)
     bad = _failed_report().to_sarif()
     bad["runs"][0]["results"][0]["level"] = "fatal"
     with pytest.raises(jsonschema.ValidationError):
@@ -113,8 +119,9 @@ def test_load_truncated_json(tmp_path):
 
 
 def test_no_torch_import():
-    code = ("import sys, experimental_experiment.report as r; r.ExportReport().to_sarif(); "
-            "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys, experimental_experiment.report as r; r.ExportReport().to_sarif(); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -47,15 +47,22 @@ def test_runner_agrees_with_the_whole_model(n):
 
 def _chain(op_b: str) -> onnx.ModelProto:
     """x -> Mul(x, 2) -> <op_b>(., 3) -> Neg -> y, then Abs."""
-    nodes = [helper.make_node("Mul", ["x", "two"], ["a"], name="A"),
-             helper.make_node(op_b, ["a", "three"], ["b"], name="B"),
-             helper.make_node("Neg", ["b"], ["c"], name="C"),
-             helper.make_node("Abs", ["c"], ["y"], name="D")]
+    nodes = [
+        helper.make_node("Mul", ["x", "two"], ["a"], name="A"),
+        helper.make_node(op_b, ["a", "three"], ["b"], name="B"),
+        helper.make_node("Neg", ["b"], ["c"], name="C"),
+        helper.make_node("Abs", ["c"], ["y"], name="D"),
+    ]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
-        [numpy_helper.from_array(np.array(2, np.float32), "two"),
-         numpy_helper.from_array(np.array(3, np.float32), "three")])
+        [
+            numpy_helper.from_array(np.array(2, np.float32), "two"),
+            numpy_helper.from_array(np.array(3, np.float32), "three"),
+        ],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
@@ -88,18 +95,21 @@ def test_outer_names_of_a_subgraph():
     names = outer_names(node)
     # the branches read the relu result and a size computed outside
     assert names and all(
-        any(nm in n.output for n in onx.graph.node) or nm in
-        {i.name for i in onx.graph.initializer} for nm in names), names
+        any(nm in n.output for n in onx.graph.node) or nm in {i.name for i in onx.graph.initializer}
+        for nm in names
+    ), names
 
 
 @pytest.mark.parametrize("compare", ["eager", "reference"])
 def test_debug_backend_node_by_node(compare):
     model = Model().eval()
     reports: list = []
-    compiler = functools.partial(onnx_debug_backend, node_by_node=True, compare=compare,
-                                 reports=reports)
-    compiled = torch.compile(model, backend=aot_autograd(fw_compiler=compiler),
-                             fullgraph=True, dynamic=True)
+    compiler = functools.partial(
+        onnx_debug_backend, node_by_node=True, compare=compare, reports=reports
+    )
+    compiled = torch.compile(
+        model, backend=aot_autograd(fw_compiler=compiler), fullgraph=True, dynamic=True
+    )
     for n in SIZES:
         x = torch.randn(n, 4)
         with torch.no_grad():

@@ -25,16 +25,27 @@ from experimental_experiment.torch_models.training_helper import make_aot_ort, t
 def mlp():
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
-        torch.nn.Sigmoid(), torch.nn.Linear(32, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+        torch.nn.Linear(10, 32),
+        torch.nn.ReLU(),
+        torch.nn.Linear(32, 32),
+        torch.nn.Sigmoid(),
+        torch.nn.Linear(32, 16),
+        torch.nn.Tanh(),
+        torch.nn.Linear(16, 1),
+    )
 
 
 def cnn():
     torch.manual_seed(0)
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(8, 4, 3, stride=2, padding=1), torch.nn.GELU(), torch.nn.Flatten(),
-        torch.nn.Linear(4 * 2 * 2, 10))
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),
+        torch.nn.GELU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * 2 * 2, 10),
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -45,14 +56,12 @@ def _fresh():
     torch._dynamo.reset()
 
 
-def assert_same_training(model, inputs, steps=3, compile_dynamic=None, atol=1e-5,
-                         **kwargs):
+def assert_same_training(model, inputs, steps=3, compile_dynamic=None, atol=1e-5, **kwargs):
     """Trains a copy eagerly and the model through the backend; compares losses,
     gradients, weights and buffers after every step; returns the backend's compiler."""
     ref = copy.deepcopy(model)
     backend, extra = make_aot_ort(**kwargs)
-    compiled = torch.compile(model, backend=backend, fullgraph=True,
-                             dynamic=compile_dynamic)
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=compile_dynamic)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05)
     for args in inputs:
@@ -61,8 +70,13 @@ def assert_same_training(model, inputs, steps=3, compile_dynamic=None, atol=1e-5
             expected = train_loop(ref, *args, optimizer=opt_ref)
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
             for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-                torch.testing.assert_close(p.grad, q.grad, atol=atol, rtol=atol * 10,
-                                           msg=lambda m, n=name: f"grad {n}: {m}")
+                torch.testing.assert_close(
+                    p.grad,
+                    q.grad,
+                    atol=atol,
+                    rtol=atol * 10,
+                    msg=lambda m, n=name: f"grad {n}: {m}",
+                )
                 torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-4)
             for b, rb in zip(model.buffers(), ref.buffers()):  # running statistics
                 torch.testing.assert_close(b, rb, atol=1e-5, rtol=1e-4)
@@ -83,9 +97,15 @@ def test_cnn_batch_norm_layer_norm_avg_pool():
     # running statistics are mutated buffers: aot_autograd returns them as outputs
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 4, 3, padding=1, groups=1), torch.nn.BatchNorm2d(4),
-        torch.nn.SiLU(), torch.nn.AvgPool2d(2), torch.nn.Flatten(), torch.nn.LayerNorm(64),
-        torch.nn.Linear(64, 10), torch.nn.LogSoftmax(-1))
+        torch.nn.Conv2d(3, 4, 3, padding=1, groups=1),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.SiLU(),
+        torch.nn.AvgPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.LayerNorm(64),
+        torch.nn.Linear(64, 10),
+        torch.nn.LogSoftmax(-1),
+    )
     # batch norm divides by the batch's deviation: float32 rounding grows (5e-5 seen)
     assert_same_training(model, [(torch.randn(4, 3, 8, 8),)], steps=2, atol=1e-4)
     assert model[1].num_batches_tracked.item() == 2
@@ -98,9 +118,18 @@ class ActivationsAndLosses(torch.nn.Module):
         super().__init__()
         torch.manual_seed(0)
         self.seq = torch.nn.Sequential(
-            torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(16, 16),
-            torch.nn.LeakyReLU(), torch.nn.ELU(), torch.nn.Softplus(), torch.nn.Hardswish(),
-            torch.nn.Hardsigmoid(), torch.nn.ReLU6(), torch.nn.Mish(), torch.nn.Linear(16, 5))
+            torch.nn.Linear(8, 16),
+            torch.nn.GELU(approximate="tanh"),
+            torch.nn.Linear(16, 16),
+            torch.nn.LeakyReLU(),
+            torch.nn.ELU(),
+            torch.nn.Softplus(),
+            torch.nn.Hardswish(),
+            torch.nn.Hardsigmoid(),
+            torch.nn.ReLU6(),
+            torch.nn.Mish(),
+            torch.nn.Linear(16, 5),
+        )
 
     def forward(self, x, y):
         out = self.seq(x)
@@ -116,15 +145,13 @@ def test_losses_inside_the_graph():
 
 def test_dynamic_one_model_for_every_shape():
     inputs = [(torch.randn(8, 10),), (torch.randn(5, 10),), (torch.randn(11, 10),)]
-    compiler = assert_same_training(mlp(), inputs, steps=2, compile_dynamic=True,
-                                    dynamic=True)
+    compiler = assert_same_training(mlp(), inputs, steps=2, compile_dynamic=True, dynamic=True)
     assert compiler.stats.exported == 2
 
 
 def test_dynamic_cnn():
     inputs = [(torch.randn(2, 3, 8, 8),), (torch.randn(3, 3, 8, 8),)]
-    compiler = assert_same_training(cnn(), inputs, steps=1, compile_dynamic=True,
-                                    dynamic=True)
+    compiler = assert_same_training(cnn(), inputs, steps=1, compile_dynamic=True, dynamic=True)
     assert compiler.stats.exported == 2
 
 
@@ -135,8 +162,7 @@ def test_static_specialization_per_signature():
     backend, extra = make_aot_ort(dynamic=False)
     compiled = torch.compile(mlp(), backend=backend, fullgraph=True, dynamic=True)
     for args in inputs + inputs:
-        torch.testing.assert_close(train_loop(compiled, *args, lr=0),
-                                   train_loop(ref, *args, lr=0))
+        torch.testing.assert_close(train_loop(compiled, *args, lr=0), train_loop(ref, *args, lr=0))
     assert extra["compiler"].stats == BackendStats(exported=4, cache_hits=0)
 
 
@@ -300,14 +326,17 @@ def test_dump_onnx_context_and_env(tmp_path, monkeypatch):
     monkeypatch.setenv("ONNXRT_DUMP_PATH", str(tmp_path / "env" / "model_"))
     train_loop(torch.compile(mlp(), backend=backend), x)
     assert sorted(os.listdir(tmp_path / "env")) == [
-        "model_0.onnx", "model_0.txt", "model_1.onnx", "model_1.txt"]
+        "model_0.onnx",
+        "model_0.txt",
+        "model_1.onnx",
+        "model_1.txt",
+    ]
     assert extra["compiler"].stats.cache_hits == 2
 
 
 def test_debug_backend(tmp_path):
     inputs = [(torch.randn(2, 3, 8, 8),)]
-    assert_same_training(cnn(), inputs, steps=1, debug=True,
-                         dump_intermediate=str(tmp_path))
+    assert_same_training(cnn(), inputs, steps=1, debug=True, dump_intermediate=str(tmp_path))
     files = sorted(os.listdir(tmp_path))
     assert len(files) == 2 and all(f.endswith("_call0.npz") for f in files)
     import numpy as np
@@ -343,8 +372,20 @@ def test_backend_speed_benchmark_runs(capsys):
 
     threads = torch.get_num_threads()
     try:
-        rows = main(["--models", "mlp", "--backends", "eager,ort", "--warmup", "1",
-                     "--repeat", "2", "--threads", "1"])
+        rows = main(
+            [
+                "--models",
+                "mlp",
+                "--backends",
+                "eager,ort",
+                "--warmup",
+                "1",
+                "--repeat",
+                "2",
+                "--threads",
+                "1",
+            ]
+        )
     finally:
         torch.set_num_threads(threads)
     assert [r["backend"] for r in rows] == ["eager", "ort"]

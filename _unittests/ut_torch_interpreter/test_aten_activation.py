@@ -54,14 +54,19 @@ ACTIVATIONS = {
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_activation(name, dtype):
-    check_export(OpModule(ACTIVATIONS[name]), _inputs(dtype), dynamic_shapes=DS,
-                 **_tol(dtype))
+    check_export(OpModule(ACTIVATIONS[name]), _inputs(dtype), dynamic_shapes=DS, **_tol(dtype))
 
 
 @pytest.mark.parametrize("name", ["gelu", "silu", "softmax", "hardswish", "mish"])
 def test_activation_bfloat16(name):
-    check_export(OpModule(ACTIVATIONS[name]), _inputs(torch.bfloat16), dynamic_shapes=DS,
-                 atol=5e-2, rtol=5e-2, use_reference=True)
+    check_export(
+        OpModule(ACTIVATIONS[name]),
+        _inputs(torch.bfloat16),
+        dynamic_shapes=DS,
+        atol=5e-2,
+        rtol=5e-2,
+        use_reference=True,
+    )
 
 
 @pytest.mark.parametrize("name", ["softplus", "mish", "hardsigmoid", "hardswish", "celu"])
@@ -84,8 +89,7 @@ def test_softplus_large_values():
 
 def test_relu_int64():
     sets = [(torch.randint(-5, 5, s),) for s in SHAPES]
-    check_export(OpModule(lambda x: F.relu(x) + F.threshold(x, 1, 7)), sets,
-                 dynamic_shapes=DS)
+    check_export(OpModule(lambda x: F.relu(x) + F.threshold(x, 1, 7)), sets, dynamic_shapes=DS)
 
 
 def test_softmax_3d():
@@ -97,8 +101,9 @@ def test_softmax_3d():
 
 def test_softmax_half_to_float():
     # _softmax(half_to_float=True) is CUDA only in torch, check the converter on graph
-    fn = OpModule(lambda x: torch.ops.aten._softmax(x, -1, False)
-                  + torch.ops.aten._log_softmax(x, 0, False))
+    fn = OpModule(
+        lambda x: torch.ops.aten._softmax(x, -1, False) + torch.ops.aten._log_softmax(x, 0, False)
+    )
     check_export(fn, _inputs(), dynamic_shapes=DS)
 
 
@@ -129,8 +134,11 @@ def test_prelu_zero_dim_keeps_rank():
 
 @pytest.mark.parametrize("kind", ["dropout", "feature", "alpha"])
 def test_dropout_eval(kind):
-    mods = {"dropout": torch.nn.Dropout(0.3), "feature": torch.nn.Dropout2d(0.3),
-            "alpha": torch.nn.AlphaDropout(0.3)}
+    mods = {
+        "dropout": torch.nn.Dropout(0.3),
+        "feature": torch.nn.Dropout2d(0.3),
+        "alpha": torch.nn.AlphaDropout(0.3),
+    }
     model = torch.nn.Sequential(mods[kind], torch.nn.ReLU()).eval()
     sets = [(torch.randn(2, 3, 4, 4),), (torch.randn(3, 2, 5, 5),)]
     onx = check_export(model, sets, dynamic_shapes=({0: "b", 1: "c", 2: "h", 3: "w"},))

@@ -35,13 +35,18 @@ SDPA = {
 @pytest.mark.parametrize("name", sorted(SDPA))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_sdpa(name, dtype):
-    check_export(OpModule(SDPA[name]), _qkv(dtype), dynamic_shapes=(DS, DS, DS),
-                 **_tol(dtype))
+    check_export(OpModule(SDPA[name]), _qkv(dtype), dynamic_shapes=(DS, DS, DS), **_tol(dtype))
 
 
 def test_sdpa_bfloat16():
-    check_export(OpModule(SDPA["causal"]), _qkv(torch.bfloat16), dynamic_shapes=(DS, DS, DS),
-                 atol=2e-2, rtol=2e-2, use_reference=True)
+    check_export(
+        OpModule(SDPA["causal"]),
+        _qkv(torch.bfloat16),
+        dynamic_shapes=(DS, DS, DS),
+        atol=2e-2,
+        rtol=2e-2,
+        use_reference=True,
+    )
 
 
 def test_sdpa_causal_different_lengths_static():
@@ -83,7 +88,8 @@ def test_sdpa_fully_masked_rows(kind):
     def fn(q, k, v, m):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
         lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, attn_mask=m if kind == "float" else None)[1]
+            q, k, v, attn_mask=m if kind == "float" else None
+        )[1]
         return out, lse
 
     sets = []
@@ -98,15 +104,18 @@ def test_sdpa_fully_masked_rows(kind):
 
 
 def test_sdpa_gqa():
-    fn = OpModule(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True,
-                                                                 is_causal=True))
+    fn = OpModule(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True)
+    )
     check_export(fn, _qkv(heads=(6, 2)), dynamic_shapes=(DS, DS, DS))
 
 
 def test_sdpa_3d_dynamic_head_dim():
     fn = OpModule(lambda q, k, v: F.scaled_dot_product_attention(q, k, v))
-    sets = [(torch.randn(2, 5, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 3)),
-            (torch.randn(3, 4, 6), torch.randn(3, 7, 6), torch.randn(3, 7, 5))]
+    sets = [
+        (torch.randn(2, 5, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 3)),
+        (torch.randn(3, 4, 6), torch.randn(3, 7, 6), torch.randn(3, 7, 5)),
+    ]
     ds = ({0: "b", 1: "l", 2: "e"}, {0: "b", 1: "s", 2: "e"}, {0: "b", 1: "s", 2: "ev"})
     check_export(fn, sets, dynamic_shapes=ds)
 
@@ -114,8 +123,7 @@ def test_sdpa_3d_dynamic_head_dim():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_attention_for_cpu(causal):
     def fn(q, k, v):
-        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, causal)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal)
 
     check_export(OpModule(fn), _qkv(), dynamic_shapes=(DS, DS, DS))
 
@@ -123,12 +131,11 @@ def test_flash_attention_for_cpu(causal):
 def test_flash_attention_for_cpu_mask_scale():
     def fn(q, k, v, m):
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, attn_mask=m, scale=0.2)
+            q, k, v, attn_mask=m, scale=0.2
+        )
 
-    sets = [(q, k, v, torch.randn(q.shape[0], 1, q.shape[2], k.shape[2]))
-            for q, k, v in _qkv()]
-    check_export(OpModule(fn), sets,
-                 dynamic_shapes=(DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"}))
+    sets = [(q, k, v, torch.randn(q.shape[0], 1, q.shape[2], k.shape[2])) for q, k, v in _qkv()]
+    check_export(OpModule(fn), sets, dynamic_shapes=(DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"}))
 
 
 def test_attention_math():
@@ -145,8 +152,12 @@ def test_transformer_encoder_layer():
 
 
 def test_sdpa_decomposed():
-    check_export(OpModule(SDPA["causal"]), _qkv(), dynamic_shapes=(DS, DS, DS),
-                 export_options=ExportOptions(decomposition_table="default"))
+    check_export(
+        OpModule(SDPA["causal"]),
+        _qkv(),
+        dynamic_shapes=(DS, DS, DS),
+        export_options=ExportOptions(decomposition_table="default"),
+    )
 
 
 def _kept_fraction(onx, sets):
@@ -183,12 +194,14 @@ def test_sdpa_dropout_is_random(kind):
 def test_attention_math_dropout_mask():
     def fn(q, k, v, m):
         return torch.ops.aten._scaled_dot_product_attention_math(
-            q, k, v, dropout_p=0.3, dropout_mask=m)
+            q, k, v, dropout_p=0.3, dropout_mask=m
+        )
 
-    sets = [(q, k, v, torch.rand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]) > 0.3)
-            for q, k, v in _qkv()]
-    check_export(OpModule(fn), sets,
-                 dynamic_shapes=(DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"}))
+    sets = [
+        (q, k, v, torch.rand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]) > 0.3)
+        for q, k, v in _qkv()
+    ]
+    check_export(OpModule(fn), sets, dynamic_shapes=(DS, DS, DS, {0: "batch", 2: "seq", 3: "seq"}))
 
 
 def _masks(kind, sets, fully_masked_row=False):
@@ -204,8 +217,10 @@ def _masks(kind, sets, fully_masked_row=False):
     return out
 
 
-@pytest.mark.parametrize("case", ["plain", "causal", "scale", "gqa", "bool", "float",
-                                  "bool_fully_masked", "float_fully_masked"])
+@pytest.mark.parametrize(
+    "case",
+    ["plain", "causal", "scale", "gqa", "bool", "float", "bool_fully_masked", "float_fully_masked"],
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_sdpa_opset23_is_one_attention_node(case, dtype):
     """At opset 23 sdpa is ONNX Attention; rows whose keys are all masked stay 0 as in
@@ -229,6 +244,7 @@ def test_sdpa_opset23_is_one_attention_node(case, dtype):
 def test_sdpa_opset23_causal_with_mask_stays_decomposed():
     """The aten op accepts a mask and the causal flag together; both can empty a row
     (row 0 keeps only key 0, which the mask drops): the decomposed form handles it."""
+
     def fn(q, k, v, m):
         return torch.ops.aten.scaled_dot_product_attention(q, k, v, m, 0.0, True)
 
@@ -237,6 +253,7 @@ def test_sdpa_opset23_causal_with_mask_stays_decomposed():
         m = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool)
         m[0, 0] = False
         sets.append((q, k, v, m))
-    onx = check_export(OpModule(fn), sets, dynamic_shapes=(DS, DS, DS, {0: "seq", 1: "seq"}),
-                       target_opset=23)
+    onx = check_export(
+        OpModule(fn), sets, dynamic_shapes=(DS, DS, DS, {0: "seq", 1: "seq"}), target_opset=23
+    )
     assert "Attention" not in [n.op_type for n in onx.graph.node]

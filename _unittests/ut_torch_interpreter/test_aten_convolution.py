@@ -123,10 +123,10 @@ def test_convolution_aten_direct():
     w, b = torch.randn(4, 3, 3, 3), torch.randn(4)
 
     def fn(x):
-        y = torch.ops.aten._convolution(x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
-                                        False, False, True, True)
-        return y + torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False,
-                                              [0, 0], 1)
+        y = torch.ops.aten._convolution(
+            x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False, True, True
+        )
+        return y + torch.ops.aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
 
     check_export(OpModule(fn), _x2(), dynamic_shapes=DS2)
 
@@ -139,14 +139,12 @@ POOL2D = {
     "max_dilation": lambda x: F.max_pool2d(x, 2, 1, 0, dilation=2),
     "max_ceil": lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
     "max_indices": lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
-    "max_indices_ceil": lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True,
-                                               return_indices=True),
+    "max_indices_ceil": lambda x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True, return_indices=True),
     "avg": lambda x: F.avg_pool2d(x, 2),
     "avg_pad": lambda x: F.avg_pool2d(x, 3, 2, 1),
     "avg_pad_exclude": lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
     "avg_ceil": lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
-    "avg_ceil_exclude": lambda x: F.avg_pool2d(x, 2, 3, 1, ceil_mode=True,
-                                               count_include_pad=False),
+    "avg_ceil_exclude": lambda x: F.avg_pool2d(x, 2, 3, 1, ceil_mode=True, count_include_pad=False),
     "avg_divisor": lambda x: F.avg_pool2d(x, 3, 2, 1, divisor_override=2),
     "adaptive_1": lambda x: F.adaptive_avg_pool2d(x, 1),
     "adaptive_uneven": lambda x: F.adaptive_avg_pool2d(x, (3, 2)),
@@ -204,8 +202,7 @@ def test_adaptive_max_pool_uneven_1d_3d_unbatched():
     fn = OpModule(lambda x: F.adaptive_max_pool1d(x, 4, return_indices=True))
     check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(3, 3, 7),)], dynamic_shapes=DS1)
     fn = OpModule(lambda x: F.adaptive_max_pool1d(x, 3, return_indices=True))
-    check_export(fn, [(torch.randn(3, 10),), (torch.randn(3, 7),)],
-                 dynamic_shapes=({1: "n"},))
+    check_export(fn, [(torch.randn(3, 10),), (torch.randn(3, 7),)], dynamic_shapes=({1: "n"},))
     fn = OpModule(lambda x: F.adaptive_max_pool3d(x, (2, 3, 4), return_indices=True))
     check_export(fn, _x3(), dynamic_shapes=DS3)
     # static sizes: the window indices are constants
@@ -216,20 +213,28 @@ def test_adaptive_max_pool_uneven_1d_3d_unbatched():
 
 def test_adaptive_avg_pool_1d_3d():
     fn = OpModule(lambda x: F.adaptive_avg_pool1d(x, 4))
-    check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(4, 3, 10),)],
-                 dynamic_shapes=({0: "batch"},))
+    check_export(
+        fn, [(torch.randn(2, 3, 10),), (torch.randn(4, 3, 10),)], dynamic_shapes=({0: "batch"},)
+    )
     fn = OpModule(lambda x: F.adaptive_avg_pool3d(x, (1, 2, 3)))
-    check_export(fn, [(torch.randn(2, 3, 4, 5, 7),), (torch.randn(4, 3, 6, 5, 7),)],
-                 dynamic_shapes=({0: "batch", 2: "d"},))
+    check_export(
+        fn,
+        [(torch.randn(2, 3, 4, 5, 7),), (torch.randn(4, 3, 6, 5, 7),)],
+        dynamic_shapes=({0: "batch", 2: "d"},),
+    )
 
 
 def test_adaptive_avg_pool3d_uneven_empty_batch():
     # onnxruntime's MatMul fails to broadcast an empty batch: 2-D products
     fn = OpModule(lambda x: F.adaptive_avg_pool3d(x, (5, 7, 4)))
-    check_export(fn, [(torch.randn(2, 3, 8, 8, 8),), (torch.randn(0, 3, 8, 8, 8),)],
-                 dynamic_shapes=({0: "batch"},))
-    check_export(fn, [(torch.randn(3, 8, 8, 8),), (torch.randn(2, 8, 8, 8),)],
-                 dynamic_shapes=({0: "c"},))
+    check_export(
+        fn,
+        [(torch.randn(2, 3, 8, 8, 8),), (torch.randn(0, 3, 8, 8, 8),)],
+        dynamic_shapes=({0: "batch"},),
+    )
+    check_export(
+        fn, [(torch.randn(3, 8, 8, 8),), (torch.randn(2, 8, 8, 8),)], dynamic_shapes=({0: "c"},)
+    )
 
 
 def test_pool_1d_3d_and_unbatched():
@@ -266,8 +271,11 @@ def test_avg_pool2d_ceil_mode(name):
     # torch drops the windows starting in the right padding, its divisor counts the left
     # and right padding but not what ceil_mode adds past it
     k, s, p, include, div = AVG_CEIL[name]
-    fn = OpModule(lambda x: F.avg_pool2d(x, k, s, p, ceil_mode=True, count_include_pad=include,
-                                         divisor_override=div))
+    fn = OpModule(
+        lambda x: F.avg_pool2d(
+            x, k, s, p, ceil_mode=True, count_include_pad=include, divisor_override=div
+        )
+    )
     check_export(fn, _x2(), dynamic_shapes=DS2)
     check_export(fn, _x2()[:1])
     check_export(fn, _x2()[1:])
@@ -279,14 +287,24 @@ def test_avg_pool2d_divisor_float16():
 
 
 def test_avg_pool_ceil_1d_3d():
-    fn = OpModule(lambda x: (F.avg_pool1d(x, 4, 3, 2, ceil_mode=True, count_include_pad=False),
-                             F.avg_pool1d(x, 3, 2, 1, ceil_mode=True)))
-    check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(3, 3, 10),)],
-                 dynamic_shapes=({0: "batch"},))
-    fn = OpModule(lambda x: (F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, divisor_override=3),
-                             F.avg_pool3d(x, (3, 2, 2), 2, 1, ceil_mode=True)))
-    check_export(fn, [(torch.randn(2, 3, 5, 7, 6),), (torch.randn(1, 3, 4, 5, 9),)],
-                 dynamic_shapes=DS3)
+    fn = OpModule(
+        lambda x: (
+            F.avg_pool1d(x, 4, 3, 2, ceil_mode=True, count_include_pad=False),
+            F.avg_pool1d(x, 3, 2, 1, ceil_mode=True),
+        )
+    )
+    check_export(
+        fn, [(torch.randn(2, 3, 10),), (torch.randn(3, 3, 10),)], dynamic_shapes=({0: "batch"},)
+    )
+    fn = OpModule(
+        lambda x: (
+            F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, divisor_override=3),
+            F.avg_pool3d(x, (3, 2, 2), 2, 1, ceil_mode=True),
+        )
+    )
+    check_export(
+        fn, [(torch.randn(2, 3, 5, 7, 6),), (torch.randn(1, 3, 4, 5, 9),)], dynamic_shapes=DS3
+    )
 
 
 # padding
@@ -307,11 +325,18 @@ PADS = {
 @pytest.mark.parametrize("name", sorted(PADS))
 @pytest.mark.parametrize("decompose", [False, True])
 def test_pad(name, decompose):
-    if decompose and name == "circular" and find_converter(
-            torch.ops.aten.slice_scatter.default, 18) is None:
+    if (
+        decompose
+        and name == "circular"
+        and find_converter(torch.ops.aten.slice_scatter.default, 18) is None
+    ):
         pytest.skip("decomposed circular pad needs slice_scatter (indexing family)")
-    check_export(OpModule(PADS[name]), _x2(), dynamic_shapes=DS2,
-                 export_options=DECOMPOSE if decompose else None)
+    check_export(
+        OpModule(PADS[name]),
+        _x2(),
+        dynamic_shapes=DS2,
+        export_options=DECOMPOSE if decompose else None,
+    )
 
 
 def test_pad_int64_and_1d_reflect():
@@ -354,12 +379,10 @@ UPSAMPLE = {
     "nearest_exact": lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest-exact"),
     "bilinear": lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"),
     "bilinear_size": lambda x: F.interpolate(x, size=(5, 13), mode="bilinear"),
-    "bilinear_align": lambda x: F.interpolate(x, size=(5, 13), mode="bilinear",
-                                              align_corners=True),
+    "bilinear_align": lambda x: F.interpolate(x, size=(5, 13), mode="bilinear", align_corners=True),
     "bilinear_down": lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear"),
     "bicubic": lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"),
-    "bicubic_align": lambda x: F.interpolate(x, size=(5, 13), mode="bicubic",
-                                             align_corners=True),
+    "bicubic_align": lambda x: F.interpolate(x, size=(5, 13), mode="bicubic", align_corners=True),
     "upsample_module": torch.nn.Upsample(scale_factor=2),
 }
 
@@ -371,16 +394,19 @@ def test_upsample(name):
 
 @pytest.mark.parametrize("name", ["nearest_size", "bilinear", "bicubic_align"])
 def test_upsample_decomposed(name):
-    check_export(OpModule(UPSAMPLE[name]), _x2(), dynamic_shapes=DS2,
-                 export_options=DECOMPOSE)
+    check_export(OpModule(UPSAMPLE[name]), _x2(), dynamic_shapes=DS2, export_options=DECOMPOSE)
 
 
 def test_upsample_1d_3d():
-    fn = OpModule(lambda x: F.interpolate(x, scale_factor=2, mode="linear")
-                  + F.interpolate(x, scale_factor=2))
+    fn = OpModule(
+        lambda x: F.interpolate(x, scale_factor=2, mode="linear") + F.interpolate(x, scale_factor=2)
+    )
     check_export(fn, _x1(), dynamic_shapes=DS1)
-    fn = OpModule(lambda x: F.interpolate(x, scale_factor=2, mode="trilinear")
-                  + F.interpolate(x, scale_factor=2))
+    fn = OpModule(
+        lambda x: (
+            F.interpolate(x, scale_factor=2, mode="trilinear") + F.interpolate(x, scale_factor=2)
+        )
+    )
     check_export(fn, _x3(), dynamic_shapes=DS3)
 
 
@@ -396,15 +422,19 @@ def test_upsample_dynamic_size():
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 def test_embedding(dtype):
     model = torch.nn.Embedding(10, 4, padding_idx=0)
-    sets = [(torch.randint(0, 10, (2, 3), dtype=dtype),),
-            (torch.randint(0, 10, (4, 5), dtype=dtype),)]
+    sets = [
+        (torch.randint(0, 10, (2, 3), dtype=dtype),),
+        (torch.randint(0, 10, (4, 5), dtype=dtype),),
+    ]
     check_export(model, sets, dynamic_shapes=({0: "batch", 1: "seq"},))
 
 
 def test_embedding_float16_weight_input():
     fn = OpModule(lambda w, i: F.embedding(i, w))
-    sets = [(torch.randn(10, 4).half(), torch.randint(0, 10, (3,))),
-            (torch.randn(7, 4).half(), torch.randint(0, 7, (6,)))]
+    sets = [
+        (torch.randn(10, 4).half(), torch.randint(0, 10, (3,))),
+        (torch.randn(7, 4).half(), torch.randint(0, 7, (6,))),
+    ]
     check_export(fn, sets, dynamic_shapes=({0: "v"}, {0: "n"}))
 
 
@@ -413,17 +443,21 @@ def test_embedding_float16_weight_input():
 AA_DS = ({0: "batch", 1: "channels"},)
 AA = {
     "down_size": lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", antialias=True),
-    "down_align": lambda x: F.interpolate(x, size=(3, 7), mode="bilinear", antialias=True,
-                                          align_corners=True),
-    "down_scale": lambda x: F.interpolate(x, scale_factor=(0.4, 0.6), mode="bilinear",
-                                          antialias=True),
+    "down_align": lambda x: F.interpolate(
+        x, size=(3, 7), mode="bilinear", antialias=True, align_corners=True
+    ),
+    "down_scale": lambda x: F.interpolate(
+        x, scale_factor=(0.4, 0.6), mode="bilinear", antialias=True
+    ),
     "up_down": lambda x: F.interpolate(x, size=(23, 4), mode="bilinear", antialias=True),
     "to_one": lambda x: F.interpolate(x, size=(1, 1), mode="bilinear", antialias=True),
     "bicubic_down": lambda x: F.interpolate(x, size=(4, 5), mode="bicubic", antialias=True),
-    "bicubic_align": lambda x: F.interpolate(x, size=(3, 7), mode="bicubic", antialias=True,
-                                             align_corners=True),
-    "bicubic_scale": lambda x: F.interpolate(x, scale_factor=(0.4, 1.7), mode="bicubic",
-                                             antialias=True),
+    "bicubic_align": lambda x: F.interpolate(
+        x, size=(3, 7), mode="bicubic", antialias=True, align_corners=True
+    ),
+    "bicubic_scale": lambda x: F.interpolate(
+        x, scale_factor=(0.4, 1.7), mode="bicubic", antialias=True
+    ),
 }
 
 
@@ -458,10 +492,11 @@ def test_upsample_antialias_dynamic_spatial(name):
 
 def test_upsample_antialias_dynamic_output_size():
     """The output size follows another input's dynamic shape."""
-    fn = OpModule(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear",
-                                             antialias=True))
-    sets = [(torch.randn(1, 2, 12, 10), torch.randn(1, 1, 5, 4)),
-            (torch.randn(1, 2, 9, 14), torch.randn(1, 1, 4, 11))]
+    fn = OpModule(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear", antialias=True))
+    sets = [
+        (torch.randn(1, 2, 12, 10), torch.randn(1, 1, 5, 4)),
+        (torch.randn(1, 2, 9, 14), torch.randn(1, 1, 4, 11)),
+    ]
     check_export(fn, sets, dynamic_shapes=({2: "h", 3: "w"}, {2: "h2", 3: "w2"}))
 
 
@@ -472,8 +507,10 @@ GRID_DS = ({0: "batch", 1: "c", 2: "d", 3: "h", 4: "w"}, {0: "batch", 1: "od", 2
 
 def _grid_inputs():
     torch.manual_seed(0)
-    return [(torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 2.6 - 1.3),
-            (torch.randn(1, 2, 3, 7, 2), torch.rand(1, 2, 5, 4, 3) * 2.6 - 1.3)]
+    return [
+        (torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 2.6 - 1.3),
+        (torch.randn(1, 2, 3, 7, 2), torch.rand(1, 2, 5, 4, 3) * 2.6 - 1.3),
+    ]
 
 
 @pytest.mark.parametrize("opset", [18, 20])
@@ -481,16 +518,18 @@ def _grid_inputs():
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 def test_grid_sample_3d(mode, padding, align, opset):
-    fn = OpModule(lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding,
-                                                align_corners=align))
+    fn = OpModule(
+        lambda x, grid: F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+    )
     onx = check_export(fn, _grid_inputs(), dynamic_shapes=GRID_DS, target_opset=opset)
     assert ("GridSample" in {n.op_type for n in onx.graph.node}) == (opset >= 20)
 
 
 def test_grid_sample_3d_single_voxel_reflection():
     """A size-1 axis reflects every coordinate onto 0 (torch's special case)."""
-    fn = OpModule(lambda x, grid: F.grid_sample(x, grid, padding_mode="reflection",
-                                                align_corners=True))
+    fn = OpModule(
+        lambda x, grid: F.grid_sample(x, grid, padding_mode="reflection", align_corners=True)
+    )
     check_export(fn, [(torch.randn(1, 2, 1, 3, 4), torch.rand(1, 2, 2, 2, 3) * 3 - 1.5)])
 
 
@@ -522,7 +561,6 @@ POOL_DYNAMIC = {
 @pytest.mark.parametrize("name", sorted(POOL_DYNAMIC))
 def test_pooling_all_dims_dynamic(name):
     fn, spatial = POOL_DYNAMIC[name]
-    first, second = [2, 3, 7, 9, 6][:2 + spatial], [1, 4, 10, 5, 8][:2 + spatial]
+    first, second = [2, 3, 7, 9, 6][: 2 + spatial], [1, 4, 10, 5, 8][: 2 + spatial]
     ds = ({i: f"d{i}" for i in range(2 + spatial)},)
-    check_export(OpModule(fn), [(torch.randn(*first),), (torch.randn(*second),)],
-                 dynamic_shapes=ds)
+    check_export(OpModule(fn), [(torch.randn(*first),), (torch.randn(*second),)], dynamic_shapes=ds)

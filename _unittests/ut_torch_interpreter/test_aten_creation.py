@@ -78,8 +78,9 @@ def test_bfloat16_with_reference():
     def fn(x):
         return torch.full_like(x, 1.5) + torch.arange(x.shape[1], dtype=torch.bfloat16)
 
-    check_export(OpModule(fn), _inputs(torch.bfloat16), dynamic_shapes=DS,
-                 use_reference=True, atol=1e-2)
+    check_export(
+        OpModule(fn), _inputs(torch.bfloat16), dynamic_shapes=DS, use_reference=True, atol=1e-2
+    )
 
 
 def test_fill_inplace_on_view():

@@ -47,20 +47,39 @@ BINARY = {
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
 def test_binary(name, dtype):
     fn = BINARY[name]
-    check_export(OpModule(fn), _inputs(dtype, dtype), dynamic_shapes=DS * 2,
-                 atol=1e-2 if dtype == torch.float16 else 1e-4)
+    check_export(
+        OpModule(fn),
+        _inputs(dtype, dtype),
+        dynamic_shapes=DS * 2,
+        atol=1e-2 if dtype == torch.float16 else 1e-4,
+    )
 
 
 UNARY = {
-    "abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "sin": torch.sin,
-    "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
-    "floor": torch.floor, "ceil": torch.ceil, "sign": torch.sign, "trunc": torch.trunc,
-    "square": torch.square, "clamp": lambda x: torch.clamp(x, -0.5, 0.5),
+    "abs": torch.abs,
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "erf": torch.erf,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "sign": torch.sign,
+    "trunc": torch.trunc,
+    "square": torch.square,
+    "clamp": lambda x: torch.clamp(x, -0.5, 0.5),
     "clamp_min": lambda x: torch.clamp_min(x, 0.1),
 }
 POSITIVE = {
-    "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "log2": torch.log2,
-    "log1p": torch.log1p, "reciprocal": torch.reciprocal, "pow": lambda x: x ** 2.5,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "log2": torch.log2,
+    "log1p": torch.log1p,
+    "reciprocal": torch.reciprocal,
+    "pow": lambda x: x**2.5,
 }
 
 
@@ -71,8 +90,7 @@ def test_unary(name):
 
 @pytest.mark.parametrize("name", sorted(POSITIVE))
 def test_unary_positive(name):
-    check_export(OpModule(POSITIVE[name]), _inputs(torch.float32, positive=True),
-                 dynamic_shapes=DS)
+    check_export(OpModule(POSITIVE[name]), _inputs(torch.float32, positive=True), dynamic_shapes=DS)
 
 
 @pytest.mark.parametrize("mode", ["floor", "trunc"])
@@ -102,19 +120,35 @@ def test_bool_with_int_and_float_tensor():
 
 def test_bfloat16_with_reference():
     fn = OpModule(lambda x, y: x * y + 1)
-    check_export(fn, _inputs(torch.bfloat16, torch.bfloat16), dynamic_shapes=DS * 2,
-                 atol=5e-2, rtol=5e-2, use_reference=True)
+    check_export(
+        fn,
+        _inputs(torch.bfloat16, torch.bfloat16),
+        dynamic_shapes=DS * 2,
+        atol=5e-2,
+        rtol=5e-2,
+        use_reference=True,
+    )
 
 
 ROUNDING = {
-    "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "round": torch.round,
+    "trunc": torch.trunc,
     "round_decimals": lambda x: torch.round(x, decimals=1),
     "round_decimals_neg": lambda x: torch.round(x, decimals=-1),
 }
 # onnxruntime's CPU has no bfloat16 kernel for these: computed in float32
-BF16_UNARY = {"abs": torch.abs, "neg": torch.neg, "exp": torch.exp, "sin": torch.sin,
-              "tanh": torch.tanh, "sigmoid": torch.sigmoid, "erf": torch.erf,
-              "sign": torch.sign}
+BF16_UNARY = {
+    "abs": torch.abs,
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "sin": torch.sin,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "erf": torch.erf,
+    "sign": torch.sign,
+}
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
@@ -135,8 +169,9 @@ def test_div_rounding_bfloat16_onnxruntime(mode):
 
 @pytest.mark.parametrize("name", sorted(BF16_UNARY))
 def test_unary_bfloat16_onnxruntime(name):
-    check_export(OpModule(BF16_UNARY[name]), _inputs(torch.bfloat16), dynamic_shapes=DS,
-                 atol=1e-2, rtol=1e-2)
+    check_export(
+        OpModule(BF16_UNARY[name]), _inputs(torch.bfloat16), dynamic_shapes=DS, atol=1e-2, rtol=1e-2
+    )
 
 
 @pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc"])

@@ -28,33 +28,67 @@ def _inputs():
 
 
 CASES = {  # name -> (function, node types expected besides Q/DQ)
-    "per_tensor": (lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 3, -128, 127),
-                   set()),
-    "per_tensor_uint8": (lambda x: torch.fake_quantize_per_tensor_affine(
-        x, 0.05, 128, 0, 255), set()),
-    "per_tensor_4bit": (lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 3, 0, 15),
-                        {"Clip"}),
-    "per_tensor_narrow": (lambda x: torch.fake_quantize_per_tensor_affine(
-        x, 0.05, 0, -127, 127), {"Clip"}),
-    "per_tensor_tensor_qparams": (lambda x: torch.fake_quantize_per_tensor_affine(
-        x, torch.tensor(0.05), torch.tensor(3, dtype=torch.int32), 0, 255), set()),
-    "per_channel": (lambda x: torch.fake_quantize_per_channel_affine(
-        x, SCALES, ZPS, 1, -128, 127), set()),
-    "per_channel_last_axis": (lambda x: torch.fake_quantize_per_channel_affine(
-        x.transpose(1, 2), SCALES, ZPS, 2, -128, 127), set()),
-    "cachemask_per_tensor": (lambda x: aten.fake_quantize_per_tensor_affine_cachemask(
-        x, 0.05, 3, -128, 127), set()),
-    "cachemask_per_channel": (lambda x: aten.fake_quantize_per_channel_affine_cachemask(
-        x, SCALES, ZPS, 1, -20, 20), {"Clip"}),
+    "per_tensor": (lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 3, -128, 127), set()),
+    "per_tensor_uint8": (
+        lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 128, 0, 255),
+        set(),
+    ),
+    "per_tensor_4bit": (
+        lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 3, 0, 15),
+        {"Clip"},
+    ),
+    "per_tensor_narrow": (
+        lambda x: torch.fake_quantize_per_tensor_affine(x, 0.05, 0, -127, 127),
+        {"Clip"},
+    ),
+    "per_tensor_tensor_qparams": (
+        lambda x: torch.fake_quantize_per_tensor_affine(
+            x, torch.tensor(0.05), torch.tensor(3, dtype=torch.int32), 0, 255
+        ),
+        set(),
+    ),
+    "per_channel": (
+        lambda x: torch.fake_quantize_per_channel_affine(x, SCALES, ZPS, 1, -128, 127),
+        set(),
+    ),
+    "per_channel_last_axis": (
+        lambda x: torch.fake_quantize_per_channel_affine(
+            x.transpose(1, 2), SCALES, ZPS, 2, -128, 127
+        ),
+        set(),
+    ),
+    "cachemask_per_tensor": (
+        lambda x: aten.fake_quantize_per_tensor_affine_cachemask(x, 0.05, 3, -128, 127),
+        set(),
+    ),
+    "cachemask_per_channel": (
+        lambda x: aten.fake_quantize_per_channel_affine_cachemask(x, SCALES, ZPS, 1, -20, 20),
+        {"Clip"},
+    ),
     "cachemask_tensor_qparams": (
         lambda x: aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams(
-            x, torch.tensor([0.05]), torch.tensor([3], dtype=torch.int32),
-            torch.tensor([1], dtype=torch.uint8), -128, 127), set()),
+            x,
+            torch.tensor([0.05]),
+            torch.tensor([3], dtype=torch.int32),
+            torch.tensor([1], dtype=torch.uint8),
+            -128,
+            127,
+        ),
+        set(),
+    ),
     # float zero points are rounded (2.6 -> 3) and clamped (-200 -> -128)
-    "learnable_per_tensor": (lambda x: torch._fake_quantize_learnable_per_tensor_affine(
-        x, torch.tensor([0.05]), torch.tensor([2.6]), -128, 127, 1.0), set()),
-    "learnable_per_channel": (lambda x: torch._fake_quantize_learnable_per_channel_affine(
-        x, SCALES, torch.tensor([2.6, -200.0, 0.4]), 1, -128, 127, 1.0), set()),
+    "learnable_per_tensor": (
+        lambda x: torch._fake_quantize_learnable_per_tensor_affine(
+            x, torch.tensor([0.05]), torch.tensor([2.6]), -128, 127, 1.0
+        ),
+        set(),
+    ),
+    "learnable_per_channel": (
+        lambda x: torch._fake_quantize_learnable_per_channel_affine(
+            x, SCALES, torch.tensor([2.6, -200.0, 0.4]), 1, -128, 127, 1.0
+        ),
+        set(),
+    ),
 }
 
 
@@ -84,8 +118,8 @@ class _Switch(torch.nn.Module):
 
     def forward(self, x):
         return aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams(
-            x, torch.tensor([0.05]), torch.tensor([3], dtype=torch.int32), self.enabled,
-            -128, 127)
+            x, torch.tensor([0.05]), torch.tensor([3], dtype=torch.int32), self.enabled, -128, 127
+        )
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -100,8 +134,13 @@ def _fused_fake_quant(per_channel, observer):
     fq = pytest.importorskip("torchao.quantization.pt2e.fake_quantize")
     if per_channel:
         module = fq.FusedMovingAvgObsFakeQuantize(
-            observer=fq.MovingAveragePerChannelMinMaxObserver, ch_axis=0, dtype=torch.qint8,
-            quant_min=-128, quant_max=127, qscheme=torch.per_channel_symmetric)
+            observer=fq.MovingAveragePerChannelMinMaxObserver,
+            ch_axis=0,
+            dtype=torch.qint8,
+            quant_min=-128,
+            quant_max=127,
+            qscheme=torch.per_channel_symmetric,
+        )
     else:
         module = fq.FusedMovingAvgObsFakeQuantize(quant_min=0, quant_max=255)
     for (x,) in _inputs():
@@ -148,7 +187,8 @@ class _FakeQuantLinear(torch.nn.Module):
     def forward(self, x):
         # symmetric: the largest element of each row sits on level 127 exactly
         w = torch.fake_quantize_per_channel_affine(
-            self.linear.weight, self.scale, self.zero_point, 0, -127, 127)
+            self.linear.weight, self.scale, self.zero_point, 0, -127, 127
+        )
         x = torch.fake_quantize_per_tensor_affine(x, 0.05, 128, 0, 255)
         return torch.nn.functional.linear(x, w, self.linear.bias)
 
@@ -159,17 +199,22 @@ def test_constant_weight_keeps_qdq(tmp_path):
     still sees the QDQ form and fuses it."""
     import onnxruntime
 
-    onx = check_export(_FakeQuantLinear(), [(torch.randn(3, 5, 4),), (torch.randn(2, 5, 4),)],
-                       dynamic_shapes=DS, atol=1e-6, rtol=0)
+    onx = check_export(
+        _FakeQuantLinear(),
+        [(torch.randn(3, 5, 4),), (torch.randn(2, 5, 4),)],
+        dynamic_shapes=DS,
+        atol=1e-6,
+        rtol=0,
+    )
     int8 = {i.name for i in onx.graph.initializer if i.data_type == onnx.TensorProto.INT8}
-    dq_of_weight = [n for n in onx.graph.node
-                    if n.op_type == "DequantizeLinear" and n.input[0] in int8]
+    dq_of_weight = [
+        n for n in onx.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in int8
+    ]
     assert len(dq_of_weight) == 1, [n.op_type for n in onx.graph.node]
     assert [n.op_type for n in onx.graph.node].count("QuantizeLinear") == 1
     so = onnxruntime.SessionOptions()
     so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
-    onnxruntime.InferenceSession(onx.SerializeToString(), so,
-                                 providers=["CPUExecutionProvider"])
+    onnxruntime.InferenceSession(onx.SerializeToString(), so, providers=["CPUExecutionProvider"])
     fused = {n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node}
     assert fused & {"QLinearMatMul", "MatMulIntegerToFloat", "QGemm"}, fused
     np.testing.assert_equal(len(onx.graph.input), 1)
@@ -188,8 +233,9 @@ class _FakeQuantModules(torch.nn.Module):
         self.linear = torch.nn.Linear(4, 6)
 
     def forward(self, x):
-        return torch.nn.functional.linear(self.act(x), self.weight(self.linear.weight),
-                                          self.linear.bias)
+        return torch.nn.functional.linear(
+            self.act(x), self.weight(self.linear.weight), self.linear.bias
+        )
 
 
 @pytest.mark.parametrize("fake_quant", [True, False])
@@ -204,8 +250,9 @@ def test_fake_quantize_modules(fake_quant):
     if not fake_quant:
         model.apply(disable_fake_quant)
     model.eval()
-    onx = check_export(model, [(torch.randn(3, 4),), (torch.randn(5, 4),)],
-                       dynamic_shapes=DS, atol=1e-6, rtol=0)
+    onx = check_export(
+        model, [(torch.randn(3, 4),), (torch.randn(5, 4),)], dynamic_shapes=DS, atol=1e-6, rtol=0
+    )
     assert ("DequantizeLinear" in {n.op_type for n in onx.graph.node}) == fake_quant
     assert "forward" not in vars(model.act)  # the module is restored
 

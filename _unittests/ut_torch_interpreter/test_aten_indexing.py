@@ -71,10 +71,10 @@ def test_index_mask(name):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64, torch.bool])
 def test_index_dtypes(dtype):
-    sets = [(_x(s, torch.float32).to(dtype), i, j) for (_, i, j), s in
-            zip(_index_inputs(), X_SHAPES)]
-    check_export(OpModule(lambda x, i, j: (x[i], x[:, j, j])), sets,
-                 dynamic_shapes=(DX, DK, DK))
+    sets = [
+        (_x(s, torch.float32).to(dtype), i, j) for (_, i, j), s in zip(_index_inputs(), X_SHAPES)
+    ]
+    check_export(OpModule(lambda x, i, j: (x[i], x[:, j, j])), sets, dynamic_shapes=(DX, DK, DK))
 
 
 # ---------------------------------------------------------------- index_put
@@ -82,7 +82,8 @@ def _put(indices_fn, values_fn, accumulate=False):
     def fn(x, i, j):
         # the aten op accepts None in the indices, torch.index_put does not
         return torch.ops.aten.index_put.default(
-            x, list(indices_fn(x, i, j)), values_fn(x, i, j), accumulate)
+            x, list(indices_fn(x, i, j)), values_fn(x, i, j), accumulate
+        )
 
     return fn
 
@@ -179,14 +180,16 @@ def test_gather(dim):
     sets = [(x, i) for x, i, _ in _gather_inputs(dim)]
     di = dict(DX)
     di[dim % 3] = "m"
-    check_export(OpModule(lambda x, i: torch.gather(x, dim, i)), sets,
-                 dynamic_shapes=(DX, di))
+    check_export(OpModule(lambda x, i: torch.gather(x, dim, i)), sets, dynamic_shapes=(DX, di))
 
 
 def test_gather_smaller_index():
     sets = [(x, i[:-1]) for x, i, _ in _gather_inputs(1)]
-    check_export(OpModule(lambda x, i: torch.gather(x, 1, i)), sets,
-                 dynamic_shapes=(DX, {0: "a1", 1: "m", 2: "c"}))
+    check_export(
+        OpModule(lambda x, i: torch.gather(x, 1, i)),
+        sets,
+        dynamic_shapes=(DX, {0: "a1", 1: "m", 2: "c"}),
+    )
 
 
 def test_take_along_dim():
@@ -205,8 +208,14 @@ def test_take_along_dim_static():
 
 def test_index_select_take():
     sets = [(x, i % x.shape[0], j % min(x.shape[1:])) for x, i, j in _index_inputs()]
-    fn = OpModule(lambda x, i, j: (torch.index_select(x, 0, i), torch.take(x, i),
-                                   torch.index_select(x, 2, j), torch.index_select(x, 1, j[0])))
+    fn = OpModule(
+        lambda x, i, j: (
+            torch.index_select(x, 0, i),
+            torch.take(x, i),
+            torch.index_select(x, 2, j),
+            torch.index_select(x, 1, j[0]),
+        )
+    )
     check_export(fn, sets, dynamic_shapes=(DX, DK, DK))
 
 
@@ -222,15 +231,20 @@ SCATTER = {
 @pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
 @pytest.mark.parametrize("name", sorted(SCATTER))
 def test_scatter(name):
-    check_export(OpModule(SCATTER[name]), _gather_inputs(1, unique=True),
-                 dynamic_shapes=(DX, DIDX, DIDX))
+    check_export(
+        OpModule(SCATTER[name]), _gather_inputs(1, unique=True), dynamic_shapes=(DX, DIDX, DIDX)
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
 def test_scatter_add(dtype):
     sets = [(_cast(x, dtype), i, _cast(s, dtype)) for x, i, s in _gather_inputs(1, m=4)]
-    check_export(OpModule(lambda x, i, s: torch.scatter_add(x, 1, i, s)), sets,
-                 dynamic_shapes=(DX, DIDX, DIDX), atol=1e-2)
+    check_export(
+        OpModule(lambda x, i, s: torch.scatter_add(x, 1, i, s)),
+        sets,
+        dynamic_shapes=(DX, DIDX, DIDX),
+        atol=1e-2,
+    )
 
 
 @pytest.mark.parametrize("include_self", [True, False])
@@ -285,9 +299,13 @@ def _index_dim_inputs(dim):
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_index_fill_add_copy(dim):
     def fn(x, i, s):
-        return (x.index_fill(dim, i, -2.0), x.index_fill(dim, i, x[0, 0, 0]),
-                x.index_add(dim, i, s), x.index_add(dim, i, s, alpha=2),
-                x.index_copy(dim, i, s))
+        return (
+            x.index_fill(dim, i, -2.0),
+            x.index_fill(dim, i, x[0, 0, 0]),
+            x.index_add(dim, i, s),
+            x.index_add(dim, i, s, alpha=2),
+            x.index_copy(dim, i, s),
+        )
 
     ds = dict(DX)
     ds[dim] = "k"
@@ -302,5 +320,6 @@ def test_bfloat16_with_reference():
         return x[i], x[:, j, j], y, x.masked_fill(x > 0, 1.5), z
 
     sets = [(x.to(torch.bfloat16), i % x.shape[0], j) for x, i, j in _put_inputs()]
-    check_export(OpModule(fn), sets, dynamic_shapes=(DX, DK, DK), use_reference=True,
-                 atol=5e-2, rtol=5e-2)
+    check_export(
+        OpModule(fn), sets, dynamic_shapes=(DX, DK, DK), use_reference=True, atol=5e-2, rtol=5e-2
+    )

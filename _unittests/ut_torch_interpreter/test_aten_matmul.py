@@ -39,8 +39,9 @@ def test_einsum(eq):
     _check_einsum(eq, torch.float32)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.int32,
-                                   torch.float64])
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.float64]
+)
 @pytest.mark.parametrize("eq", ["bij,bjk->bik", "bi,bj->bij"])
 def test_einsum_dtypes(eq, dtype):
     atol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-4)

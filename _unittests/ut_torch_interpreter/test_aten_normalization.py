@@ -16,13 +16,17 @@ def _tol(dtype):
 
 
 def _seq(dtype=torch.float32, last=8):
-    return [((torch.randn(2, 3, last) * 2 + 1).to(dtype),),
-            ((torch.randn(4, 5, last) * 2 + 1).to(dtype),)]
+    return [
+        ((torch.randn(2, 3, last) * 2 + 1).to(dtype),),
+        ((torch.randn(4, 5, last) * 2 + 1).to(dtype),),
+    ]
 
 
 def _img(dtype=torch.float32, c=4):
-    return [((torch.randn(2, c, 5, 6) * 2 + 1).to(dtype),),
-            ((torch.randn(3, c, 4, 7) * 2 + 1).to(dtype),)]
+    return [
+        ((torch.randn(2, c, 5, 6) * 2 + 1).to(dtype),),
+        ((torch.randn(3, c, 4, 7) * 2 + 1).to(dtype),),
+    ]
 
 
 def _randomize(model):
@@ -59,8 +63,9 @@ def test_layer_norm_dynamic_normalized_dim():
 
 def test_layer_norm_bfloat16():
     model = _randomize(torch.nn.LayerNorm(8)).to(torch.bfloat16)
-    check_export(model, _seq(torch.bfloat16), dynamic_shapes=DS3, atol=5e-2, rtol=5e-2,
-                 use_reference=True)
+    check_export(
+        model, _seq(torch.bfloat16), dynamic_shapes=DS3, atol=5e-2, rtol=5e-2, use_reference=True
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -72,8 +77,12 @@ def test_native_layer_norm(dtype):
 
 def test_native_layer_norm_decomposed():
     model = _randomize(torch.nn.LayerNorm(8))
-    check_export(model, _seq(), dynamic_shapes=DS3,
-                 export_options=ExportOptions(decomposition_table="default"))
+    check_export(
+        model,
+        _seq(),
+        dynamic_shapes=DS3,
+        export_options=ExportOptions(decomposition_table="default"),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -87,8 +96,7 @@ def test_rms_norm(dtype, eps):
 @pytest.mark.parametrize("affine", [True, False])
 def test_rms_norm_opset23(dtype, affine):
     model = _randomize(torch.nn.RMSNorm(8, elementwise_affine=affine)).to(dtype)
-    onx = check_export(model, _seq(dtype), dynamic_shapes=DS3, target_opset=23,
-                       **_tol(dtype))
+    onx = check_export(model, _seq(dtype), dynamic_shapes=DS3, target_opset=23, **_tol(dtype))
     ops = [n.op_type for n in onx.graph.node]
     assert ("RMSNormalization" in ops) == (dtype != torch.float64)
 
@@ -115,8 +123,12 @@ def test_group_norm_no_affine_3d():
 
 def test_native_group_norm_decomposed():
     model = _randomize(torch.nn.GroupNorm(2, 4))
-    check_export(model, _img(), dynamic_shapes=DS4,
-                 export_options=ExportOptions(decomposition_table="default"))
+    check_export(
+        model,
+        _img(),
+        dynamic_shapes=DS4,
+        export_options=ExportOptions(decomposition_table="default"),
+    )
 
 
 @pytest.mark.parametrize("affine", [True, False])
@@ -139,8 +151,7 @@ def test_instance_norm_running_stats_eval():
 def test_batch_norm_eval(dtype, decompose):
     model = _randomize(torch.nn.BatchNorm2d(4)).eval().to(dtype)
     opts = ExportOptions(decomposition_table="default" if decompose else None)
-    onx = check_export(model, _img(dtype), dynamic_shapes=DS4, export_options=opts,
-                       **_tol(dtype))
+    onx = check_export(model, _img(dtype), dynamic_shapes=DS4, export_options=opts, **_tol(dtype))
     assert "BatchNormalization" in [n.op_type for n in onx.graph.node]
 
 
@@ -167,8 +178,7 @@ def test_batch_norm_train(track, decompose):
     for (x,) in sets:
         expected = F.batch_norm(x, None, None, model.weight, model.bias, training=True)
         got = run_onnx(onx, [x])[0]
-        torch.testing.assert_close(torch.from_numpy(got), expected.detach(),
-                                   atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(torch.from_numpy(got), expected.detach(), atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -178,7 +188,8 @@ def test_native_batch_norm_functional(training):
 
     def fn(x):
         return torch.ops.aten._native_batch_norm_legit_functional(
-            x, w, b, rm, rv, training, 0.1, 1e-5)
+            x, w, b, rm, rv, training, 0.1, 1e-5
+        )
 
     check_export(OpModule(fn), _img(), dynamic_shapes=DS4)
 
@@ -187,14 +198,16 @@ def test_native_batch_norm_functional(training):
 def test_native_batch_norm(training):
     rm, rv = torch.randn(4), torch.rand(4) + 0.5
     w = torch.randn(4)
-    fn = OpModule(lambda x: torch.ops.aten.native_batch_norm(
-        x, w, None, rm, rv, training, 0.1, 1e-5))
+    fn = OpModule(
+        lambda x: torch.ops.aten.native_batch_norm(x, w, None, rm, rv, training, 0.1, 1e-5)
+    )
     check_export(fn, _img(), dynamic_shapes=DS4)
 
 
 def test_native_batch_norm_legit_no_stats():
-    fn = OpModule(lambda x: torch.ops.aten._native_batch_norm_legit.no_stats(
-        x, None, None, True, 0.1, 1e-5))
+    fn = OpModule(
+        lambda x: torch.ops.aten._native_batch_norm_legit.no_stats(x, None, None, True, 0.1, 1e-5)
+    )
     check_export(fn, _img(), dynamic_shapes=DS4)
 
 

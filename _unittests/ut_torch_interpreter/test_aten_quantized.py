@@ -42,8 +42,7 @@ def _qdq_channel(x, dtype, qmin, qmax, zp):
 
 
 def _qdq_channel_no_zp(x, dtype, qmin, qmax, zp):
-    q = qd.quantize_per_channel(x, SCALES, torch.zeros(3, dtype=torch.int64), 1, qmin, qmax,
-                                dtype)
+    q = qd.quantize_per_channel(x, SCALES, torch.zeros(3, dtype=torch.int64), 1, qmin, qmax, dtype)
     return q, qd.dequantize_per_channel(q, SCALES, None, 1, qmin, qmax, dtype)
 
 
@@ -66,8 +65,13 @@ RANGES = {  # dtype, quant_min, quant_max, zero point
 def test_quantize_dequantize(case, range_name):
     dtype, qmin, qmax, zp = RANGES[range_name]
     fn = CASES[case]
-    onx = check_export(OpModule(lambda x: fn(x, dtype, qmin, qmax, zp)), _inputs(),
-                       dynamic_shapes=DS, atol=0, rtol=0)
+    onx = check_export(
+        OpModule(lambda x: fn(x, dtype, qmin, qmax, zp)),
+        _inputs(),
+        dynamic_shapes=DS,
+        atol=0,
+        rtol=0,
+    )
     types = [n.op_type for n in onx.graph.node]
     assert "QuantizeLinear" in types and "DequantizeLinear" in types, types
     assert ("Clip" in types) == range_name.endswith("narrow"), types
@@ -76,8 +80,7 @@ def test_quantize_dequantize(case, range_name):
 def test_dequantize_out_dtype_float16():
     def fn(x):
         q = qd.quantize_per_tensor(x, 0.05, 2, -128, 127, torch.int8)
-        return qd.dequantize_per_tensor(q, 0.05, 2, -128, 127, torch.int8,
-                                        out_dtype=torch.float16)
+        return qd.dequantize_per_tensor(q, 0.05, 2, -128, 127, torch.int8, out_dtype=torch.float16)
 
     check_export(OpModule(fn), _inputs(), dynamic_shapes=DS, atol=0, rtol=0)
 
@@ -118,8 +121,7 @@ def test_int16_needs_opset_21():
 
     with pytest.raises(UnsupportedOpError, match="opset >= 21"):
         to_onnx(OpModule(fn), _inputs()[0], dynamic_shapes=DS, target_opset=19)
-    onx = check_export(OpModule(fn), _inputs(), dynamic_shapes=DS, atol=0, rtol=0,
-                       target_opset=21)
+    onx = check_export(OpModule(fn), _inputs(), dynamic_shapes=DS, atol=0, rtol=0, target_opset=21)
     assert {o.domain: o.version for o in onx.opset_import}[""] == 21
 
 
@@ -137,8 +139,7 @@ def _pt2e_x86(model, example, calibration, is_dynamic=False):
     """torchao's PT2E quantization: export, prepare, calibrate, convert."""
     pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
     xiq = pytest.importorskip("torchao.quantization.pt2e.quantizer.x86_inductor_quantizer")
-    ep = torch.export.export(model, (example,),
-                             dynamic_shapes=({0: torch.export.Dim("batch")},))
+    ep = torch.export.export(model, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
     quantizer = xiq.X86InductorQuantizer()
     quantizer.set_global(xiq.get_default_x86_inductor_quantization_config(is_dynamic=is_dynamic))
     prepared = pt2e.prepare_pt2e(ep.module(), quantizer)
@@ -154,8 +155,9 @@ def test_pt2e_x86_static_cnn(tmp_path):
 
     torch.manual_seed(0)
     model = _SmallCNN().eval()
-    converted = _pt2e_x86(model, torch.randn(2, 3, 8, 8),
-                          [torch.randn(4, 3, 8, 8) for _ in range(4)])
+    converted = _pt2e_x86(
+        model, torch.randn(2, 3, 8, 8), [torch.randn(4, 3, 8, 8) for _ in range(4)]
+    )
     onx = to_onnx(converted, (torch.randn(2, 3, 8, 8),), dynamic_shapes=({0: "batch"},))
     onnx.checker.check_model(onx, full_check=True)
     types = [n.op_type for n in onx.graph.node]
@@ -166,23 +168,26 @@ def test_pt2e_x86_static_cnn(tmp_path):
     assert sum(weights.get(i) == onnx.TensorProto.INT8 for i in dq_inputs) == 2, weights
 
     # one step of the quantized input of fc moves the output by at most this much
-    fc_scale = [n.args[1] for n in converted.graph.nodes
-                if n.target == qd.quantize_per_tensor.default][-1]
+    fc_scale = [
+        n.args[1] for n in converted.graph.nodes if n.target == qd.quantize_per_tensor.default
+    ][-1]
     one_step = fc_scale * float(model.fc.weight.detach().abs().sum(dim=1).max()) * 1.05
     level = onnxruntime.GraphOptimizationLevel
     for opt, atol in [(level.ORT_DISABLE_ALL, 1e-5), (level.ORT_ENABLE_ALL, one_step)]:
         so = onnxruntime.SessionOptions()
         so.graph_optimization_level = opt
         so.optimized_model_filepath = str(tmp_path / f"opt{int(opt)}.onnx")
-        sess = onnxruntime.InferenceSession(onx.SerializeToString(), so,
-                                            providers=["CPUExecutionProvider"])
+        sess = onnxruntime.InferenceSession(
+            onx.SerializeToString(), so, providers=["CPUExecutionProvider"]
+        )
         for batch in (2, 7):
             x = torch.randn(batch, 3, 8, 8)
             with torch.no_grad():
                 expected = converted(x).numpy()
             (got,) = sess.run(None, {onx.graph.input[0].name: x.numpy()})
-            np.testing.assert_allclose(got, expected, atol=atol, rtol=0,
-                                       err_msg=f"level {opt}, batch {batch}")
+            np.testing.assert_allclose(
+                got, expected, atol=atol, rtol=0, err_msg=f"level {opt}, batch {batch}"
+            )
     # onnxruntime fuses the quantized convolution (Conv+Relu+QuantizeLinear)
     optimized = onnx.load(so.optimized_model_filepath)
     assert "QLinearConv" in {n.op_type for n in optimized.graph.node}
@@ -191,11 +196,17 @@ def test_pt2e_x86_static_cnn(tmp_path):
 def test_pt2e_x86_dynamic_mlp():
     """Dynamic quantization (choose_qparams.tensor per call) matches eager exactly."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
-                                torch.nn.Linear(32, 4)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+    ).eval()
     converted = _pt2e_x86(model, torch.randn(2, 16), [torch.randn(4, 16)], is_dynamic=True)
     assert any(n.target == qd.choose_qparams.tensor for n in converted.graph.nodes)
-    onx = check_export(converted, [(torch.randn(2, 16),), (torch.randn(7, 16),)],
-                       dynamic_shapes=({0: "batch"},), atol=1e-6, rtol=0)
+    onx = check_export(
+        converted,
+        [(torch.randn(2, 16),), (torch.randn(7, 16),)],
+        dynamic_shapes=({0: "batch"},),
+        atol=1e-6,
+        rtol=0,
+    )
     types = [n.op_type for n in onx.graph.node]
     assert types.count("QuantizeLinear") == 2 and types.count("DequantizeLinear") == 4, types

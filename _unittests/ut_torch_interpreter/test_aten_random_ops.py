@@ -37,16 +37,21 @@ def _random_masking(x, keep=2):
 
 
 CASES = {
-    "rand_range": lambda x: ((torch.rand(x.shape[0], x.shape[1]) < 1) & (
-        torch.rand(x.shape[0], x.shape[1]) >= 0)).to(x.dtype) + x,
+    "rand_range": lambda x: (
+        ((torch.rand(x.shape[0], x.shape[1]) < 1) & (torch.rand(x.shape[0], x.shape[1]) >= 0)).to(
+            x.dtype
+        )
+        + x
+    ),
     "rand_floor": lambda x: torch.rand(x.shape[0], 3).floor() + x[:, :1],
     "rand_like": lambda x: torch.rand_like(x).floor() + x,
     "rand_like_dtype": lambda x: torch.rand_like(x, dtype=torch.float64).floor(),
     "randn_like_zero": lambda x: torch.randn_like(x) * 0 + x,
     "randn_shape": lambda x: torch.randn(x.shape[1], x.shape[0]).isfinite(),
     "randint_one": lambda x: torch.randint(3, 4, (x.shape[0], x.shape[1])),
-    "randint_range": lambda x: ((torch.randint(5, (x.shape[0], 2)) >= 0)
-                                & (torch.randint(5, (x.shape[0], 2)) < 5)),
+    "randint_range": lambda x: (
+        (torch.randint(5, (x.shape[0], 2)) >= 0) & (torch.randint(5, (x.shape[0], 2)) < 5)
+    ),
     "randint_symint": lambda x: torch.randint(x.shape[0], x.shape[0] + 1, (x.shape[1],)),
     "randint_like": lambda x: torch.randint_like(x, 1) + x,
     "randint_like_low": lambda x: torch.randint_like(x, -2, -1) + x,
@@ -64,21 +69,22 @@ def test_random(name):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 def test_random_dtypes(dtype):
     """onnxruntime has no bfloat16 comparison: the reference evaluator runs that one."""
+
     def fn(x):
         r = torch.rand(x.shape[0], x.shape[1], dtype=dtype)
         n = torch.randn_like(x, dtype=dtype)
         inside = (r >= 0) & (r < 1)
         return inside.to(dtype), (n * 0).to(dtype), torch.bernoulli(x * 0 + 1)
 
-    check_export(OpModule(fn), _inputs(dtype), dynamic_shapes=DS,
-                 use_reference=dtype == torch.bfloat16)
+    check_export(
+        OpModule(fn), _inputs(dtype), dynamic_shapes=DS, use_reference=dtype == torch.bfloat16
+    )
 
 
 def _draws(fn, shape, dtype=torch.float32):
     """The model and two runs of the same session."""
     onx = to_onnx(OpModule(fn), (torch.zeros((2, 3), dtype=dtype),), dynamic_shapes=DS)
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     feeds = {sess.get_inputs()[0].name: torch.zeros(shape, dtype=dtype).numpy()}
     return onx, sess.run(None, feeds)[0], sess.run(None, feeds)[0]
 

@@ -29,8 +29,9 @@ def _inputs(dtype, *, low=-5, high=6, shapes=SHAPES):
 
 def _check(fn, dtype, *, inputs=None, **kwargs):
     tol = 1e-2 if dtype in (F16, torch.bfloat16) else 1e-4
-    return check_export(OpModule(fn), inputs or _inputs(dtype), dynamic_shapes=DS,
-                        atol=tol, rtol=tol, **kwargs)
+    return check_export(
+        OpModule(fn), inputs or _inputs(dtype), dynamic_shapes=DS, atol=tol, rtol=tol, **kwargs
+    )
 
 
 # ops taking every dtype: name -> function
@@ -67,8 +68,15 @@ ANY_DTYPE = {
     "count_nonzero_dims": lambda x: torch.count_nonzero(x, (0, -1)),
 }
 # bool has no ordering for argmax/argmin in torch, nor aminmax
-NO_BOOL = {"argmax", "argmax_keep", "argmax_dim", "argmin_dim_keep", "argmin",
-           "aminmax", "aminmax_all"}
+NO_BOOL = {
+    "argmax",
+    "argmax_keep",
+    "argmax_dim",
+    "argmin_dim_keep",
+    "argmin",
+    "aminmax",
+    "aminmax_all",
+}
 
 
 @pytest.mark.parametrize("name", sorted(ANY_DTYPE))
@@ -138,8 +146,10 @@ def test_norm(name, dtype):
 # first (name -> (function, dynamic dim))
 MATRIX_NORMS = {
     "linalg_norm_1": (lambda x: torch.linalg.norm(x, ord=1, dim=(0, 2)), 0),
-    "linalg_norm_inf_keep": (lambda x: torch.linalg.norm(x, ord=math.inf, dim=(1, 2),
-                                                         keepdim=True), 2),
+    "linalg_norm_inf_keep": (
+        lambda x: torch.linalg.norm(x, ord=math.inf, dim=(1, 2), keepdim=True),
+        2,
+    ),
     "linalg_norm_m1": (lambda x: torch.linalg.norm(x, ord=-1, dim=(2, 0)), 2),
     "linalg_norm_minf": (lambda x: torch.linalg.norm(x, ord=-math.inf, dim=(-1, -2)), 1),
 }
@@ -209,6 +219,7 @@ def test_var_dynamic_count():
 
 def test_scalar_input_reductions():
     """0-D tensors: dim 0 and -1 are allowed by torch, ONNX reduces nothing."""
+
     def fn(x):
         s = x.sum()
         v, i = s.max(0)
@@ -227,16 +238,16 @@ def test_nan_propagates_in_sum_and_any():
 
 def test_output_shapes_are_symbolic():
     """keepdim=False drops the reduced dims; the others keep their dynamic names."""
-    onx = to_onnx(OpModule(lambda x: x.sum(1)), (torch.randn(2, 3, 4),),
-                  dynamic_shapes=DS)
+    onx = to_onnx(OpModule(lambda x: x.sum(1)), (torch.randn(2, 3, 4),), dynamic_shapes=DS)
     dims = onx.graph.output[0].type.tensor_type.shape.dim
     assert [d.dim_param or d.dim_value for d in dims] == ["a", "c"]
 
 
 def test_linalg_norm_nuc_unsupported():
     with pytest.raises(Exception, match="SVD"):
-        to_onnx(OpModule(lambda x: torch.linalg.norm(x, ord=2, dim=(0, 1))),
-                (torch.randn(3, 4, 5),))
+        to_onnx(
+            OpModule(lambda x: torch.linalg.norm(x, ord=2, dim=(0, 1))), (torch.randn(3, 4, 5),)
+        )
 
 
 @pytest.mark.parametrize("fn", ["any", "all", "any_all", "is_all_true", "is_any_true"])
@@ -250,9 +261,11 @@ def test_all_any_over_an_empty_axis(fn):
         "is_all_true": lambda x: torch.ops.aten._is_all_true(x > 0),
         "is_any_true": lambda x: torch.ops.aten._is_any_true(x > 0),
     }
-    check_export(OpModule(fns[fn]), [(torch.randn(2, 3),), (torch.randn(2, 0),),
-                                     (torch.randn(3, 5),)],
-                 dynamic_shapes=({0: "b", 1: "n"},))
+    check_export(
+        OpModule(fns[fn]),
+        [(torch.randn(2, 3),), (torch.randn(2, 0),), (torch.randn(3, 5),)],
+        dynamic_shapes=({0: "b", 1: "n"},),
+    )
 
 
 # histogram
@@ -268,13 +281,19 @@ def _check_each(fn, inputs):
         check_export(OpModule(fn), [args])
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(bins=5), dict(bins=4, range=(-1.0, 1.5)), dict(bins=3, density=True),
-    dict(bins=6, range=(0.5, 0.5)),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(bins=5),
+        dict(bins=4, range=(-1.0, 1.5)),
+        dict(bins=3, density=True),
+        dict(bins=6, range=(0.5, 0.5)),
+    ],
+)
 @pytest.mark.parametrize("weighted", [False, True])
 def test_histogram_bin_count(kwargs, weighted):
     """Counts (or weights) per bin and torch's bin edges, the range from the data or given."""
+
     def fn(x, w):
         return torch.histogram(x, weight=w if weighted else None, **kwargs)
 
@@ -286,8 +305,9 @@ def test_histogram_edges_and_ties():
     outside the range (NaN too) are dropped, a constant input gets a range of 1."""
     x = torch.tensor([0.0, 1.0, 2.0, 2.0, 4.0, -1.0, 5.0, float("nan")])
     check_export(OpModule(lambda x: torch.histogram(x, bins=4, range=(0.0, 4.0))), [(x,)])
-    _check_each(lambda x: torch.histogram(x, bins=3),
-                [(torch.full((4,), 2.0),), (torch.full((6,), -3.0),)])
+    _check_each(
+        lambda x: torch.histogram(x, bins=3), [(torch.full((4,), 2.0),), (torch.full((6,), -3.0),)]
+    )
 
 
 @pytest.mark.parametrize("density", [False, True])
@@ -321,10 +341,15 @@ def test_histogram_empty_input():
 DD_INPUTS = [(torch.randn(7, 2), torch.rand(7)), (torch.randn(4, 3, 2), torch.rand(4, 3))]
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(bins=[3, 4]), dict(bins=[2, 5], range=[-1.0, 1.0, 0.0, 2.0]),
-    dict(bins=[3, 3], density=True), dict(bins=[2, 2], range=[1.0, 1.0, -1.0, 1.0]),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(bins=[3, 4]),
+        dict(bins=[2, 5], range=[-1.0, 1.0, 0.0, 2.0]),
+        dict(bins=[3, 3], density=True),
+        dict(bins=[2, 2], range=[1.0, 1.0, -1.0, 1.0]),
+    ],
+)
 @pytest.mark.parametrize("weighted", [False, True])
 def test_histogramdd_bin_counts(kwargs, weighted):
     def fn(x, w):

@@ -49,8 +49,10 @@ def test_select_scatter_symint_index():
     def fn(x, y, z):
         return aten.select_scatter(x, y, 1, z.shape[0] - 1)
 
-    sets = [(torch.randn(3, 6), torch.randn(3), torch.randn(2)),
-            (torch.randn(5, 6), torch.randn(5), torch.randn(4))]
+    sets = [
+        (torch.randn(3, 6), torch.randn(3), torch.randn(2)),
+        (torch.randn(5, 6), torch.randn(5), torch.randn(4)),
+    ]
     check_export(OpModule(fn), sets, dynamic_shapes=({0: "batch"}, {0: "batch"}, {0: "k"}))
 
 
@@ -86,8 +88,7 @@ def test_slice_scatter(name, dtype):
         sets.append((x, _rand(s.shape, dtype)))
     # the size of src along dim derives from x: torch.export infers it (AUTO)
     auto = torch.export.Dim.AUTO
-    check_export(OpModule(fn), sets, dynamic_shapes=(DIMS2, {0: auto, 1: auto}),
-                 **_tol(dtype))
+    check_export(OpModule(fn), sets, dynamic_shapes=(DIMS2, {0: auto, 1: auto}), **_tol(dtype))
 
 
 def test_slice_scatter_symint_bounds():
@@ -96,11 +97,13 @@ def test_slice_scatter_symint_bounds():
         n = new.shape[2]
         p = cache.shape[2] - n
         cache = cache.clone()
-        cache[:, :, p:p + n] = new
+        cache[:, :, p : p + n] = new
         return cache
 
-    sets = [(torch.randn(2, 3, 8, 4), torch.randn(2, 3, 2, 4)),
-            (torch.randn(2, 3, 11, 4), torch.randn(2, 3, 3, 4))]
+    sets = [
+        (torch.randn(2, 3, 8, 4), torch.randn(2, 3, 2, 4)),
+        (torch.randn(2, 3, 11, 4), torch.randn(2, 3, 3, 4)),
+    ]
     ds = ({2: torch.export.Dim("s", min=4)}, {2: torch.export.Dim("m", min=1, max=3)})
     onx = check_export(OpModule(fn), sets, dynamic_shapes=ds)
     assert "Concat" in {n.op_type for n in onx.graph.node}
@@ -115,11 +118,21 @@ def test_scatter_bfloat16():
     sets = []
     for n in (5, 8):
         x = torch.randn(n, 4).to(torch.bfloat16)
-        sets.append((x, torch.randn(n).to(torch.bfloat16),
-                     torch.randn(len(range(1, n, 2)), 4).to(torch.bfloat16)))
+        sets.append(
+            (
+                x,
+                torch.randn(n).to(torch.bfloat16),
+                torch.randn(len(range(1, n, 2)), 4).to(torch.bfloat16),
+            )
+        )
     auto = torch.export.Dim.AUTO
-    check_export(OpModule(fn), sets, dynamic_shapes=({0: "batch"}, {0: "batch"}, {0: auto}),
-                 use_reference=True, atol=1e-2)
+    check_export(
+        OpModule(fn),
+        sets,
+        dynamic_shapes=({0: "batch"}, {0: "batch"}, {0: auto}),
+        use_reference=True,
+        atol=1e-2,
+    )
 
 
 # diagonal and diagonal_scatter
@@ -171,8 +184,7 @@ def test_diagonal_scatter(offset, dim1, dim2, dynamic):
 @pytest.mark.parametrize("dim,size,step", [(1, 2, 1), (1, 3, 2), (0, 2, 2), (-1, 1, 1)])
 def test_unfold(dim, size, step):
     sets = [(torch.randn(4, 6, 3),), (torch.randn(6, 9, 5),)]
-    check_export(OpModule(lambda x: x.unfold(dim, size, step)), sets,
-                 dynamic_shapes=(DIMS3,))
+    check_export(OpModule(lambda x: x.unfold(dim, size, step)), sets, dynamic_shapes=(DIMS3,))
 
 
 def test_unfold_static():
@@ -184,8 +196,9 @@ def test_unfold_static():
 
 def test_as_strided_reshape():
     def fn(x):
-        return torch.as_strided(x, (x.shape[0], 2, x.shape[1] // 2),
-                                (x.shape[1], x.shape[1] // 2, 1))
+        return torch.as_strided(
+            x, (x.shape[0], 2, x.shape[1] // 2), (x.shape[1], x.shape[1] // 2, 1)
+        )
 
     sets = [(torch.randn(3, 6),), (torch.randn(5, 6),)]
     check_export(OpModule(fn), sets, dynamic_shapes=({0: "batch"},))
@@ -243,8 +256,9 @@ def test_zero():
     check_export(OpModule(fn), sets, dynamic_shapes=(DIMS2,))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64,
-                                   torch.int32])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.float64, torch.int64, torch.int32]
+)
 def test_item(dtype):
     def fn(x):
         return x * x[0, 0].item()

@@ -80,17 +80,21 @@ def test_views(name):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64, torch.bool])
-@pytest.mark.parametrize("name", ["view_copy_dims", "permute", "expand_sym", "flip",
-                                  "roll_neg2", "repeat"])
+@pytest.mark.parametrize(
+    "name", ["view_copy_dims", "permute", "expand_sym", "flip", "roll_neg2", "repeat"]
+)
 def test_views_dtypes(name, dtype):
-    check_export(OpModule(VIEWS[name]), _sets([(2, 4)], [(5, 6)], dtype=dtype),
-                 dynamic_shapes=DS2)
+    check_export(OpModule(VIEWS[name]), _sets([(2, 4)], [(5, 6)], dtype=dtype), dynamic_shapes=DS2)
 
 
 def test_views_bfloat16():
     fn = lambda x: x.view(x.shape[0], -1, 2).transpose(0, 1).flatten(1)  # noqa: E731
-    check_export(OpModule(fn), _sets([(2, 4)], [(5, 6)], dtype=torch.bfloat16),
-                 dynamic_shapes=DS2, use_reference=True)
+    check_export(
+        OpModule(fn),
+        _sets([(2, 4)], [(5, 6)], dtype=torch.bfloat16),
+        dynamic_shapes=DS2,
+        use_reference=True,
+    )
 
 
 def test_view_shapes_are_constant():
@@ -103,15 +107,17 @@ def test_view_shapes_are_constant():
 
 
 def test_view_zero_dim():
-    check_export(OpModule(lambda x: x.view(0, 3, x.shape[1])),
-                 [(torch.zeros(0, 4),), (torch.zeros(0, 7),)],
-                 dynamic_shapes=({1: "n"},))
+    check_export(
+        OpModule(lambda x: x.view(0, 3, x.shape[1])),
+        [(torch.zeros(0, 4),), (torch.zeros(0, 7),)],
+        dynamic_shapes=({1: "n"},),
+    )
 
 
 SLICES = {
     "slice_end_sym": lambda x: x[:, : x.shape[1] // 2],
-    "slice_start_sym": lambda x: x[x.shape[0] - 1:],
-    "slice_both_sym": lambda x: x[:, x.shape[1] // 4: x.shape[1] - 1],
+    "slice_start_sym": lambda x: x[x.shape[0] - 1 :],
+    "slice_both_sym": lambda x: x[:, x.shape[1] // 4 : x.shape[1] - 1],
     "slice_neg": lambda x: x[1:-1, -3:],
     "slice_step": lambda x: x[::2, 1::3],
     "slice_full": lambda x: x[:, :] + 1,
@@ -155,8 +161,9 @@ def test_splits(name):
     check_export(OpModule(SPLITS[name]), _sets([(4, 6)], [(7, 6)]), dynamic_shapes=DS0)
 
 
-@pytest.mark.parametrize("name", ["slice_end_sym", "select_sym", "cat", "stack",
-                                  "split_sizes_sym2"])
+@pytest.mark.parametrize(
+    "name", ["slice_end_sym", "select_sym", "cat", "stack", "split_sizes_sym2"]
+)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64, torch.bool])
 def test_slices_dtypes(name, dtype):
     fn = SLICES[name]
@@ -194,8 +201,11 @@ def test_cat_skips_empty_1d():
 
 def test_two_inputs_cat_dynamic():
     fn = lambda x, y: torch.cat([x, y], dim=1)  # noqa: E731
-    check_export(OpModule(fn), _sets([(2, 3), (2, 4)], [(5, 1), (5, 7)]),
-                 dynamic_shapes=({0: "batch", 1: "n"}, {0: "batch", 1: "m"}))
+    check_export(
+        OpModule(fn),
+        _sets([(2, 3), (2, 4)], [(5, 1), (5, 7)]),
+        dynamic_shapes=({0: "batch", 1: "n"}, {0: "batch", 1: "m"}),
+    )
 
 
 CONVERSIONS = {
@@ -218,19 +228,21 @@ CONVERSIONS = {
 
 @pytest.mark.parametrize("name", sorted(CONVERSIONS))
 def test_conversions(name):
-    check_export(OpModule(CONVERSIONS[name]), _sets([(2, 3)], [(5, 3)]),
-                 dynamic_shapes=DS0)
+    check_export(OpModule(CONVERSIONS[name]), _sets([(2, 3)], [(5, 3)]), dynamic_shapes=DS0)
 
 
 def test_conversion_from_int():
-    check_export(OpModule(lambda x: x.float() / 2), _sets([(2, 3)], [(5, 3)],
-                                                          dtype=torch.int64),
-                 dynamic_shapes=DS0)
+    check_export(
+        OpModule(lambda x: x.float() / 2),
+        _sets([(2, 3)], [(5, 3)], dtype=torch.int64),
+        dynamic_shapes=DS0,
+    )
 
 
 def test_assert_tensor_metadata_leaves_no_node():
-    onx = to_onnx(OpModule(lambda x: x.to(torch.float32) * 2), (torch.randn(2, 3),),
-                  dynamic_shapes=DS0)
+    onx = to_onnx(
+        OpModule(lambda x: x.to(torch.float32) * 2), (torch.randn(2, 3),), dynamic_shapes=DS0
+    )
     assert "Cast" not in _ops(onx) and "Mul" in _ops(onx), _ops(onx)
 
 
@@ -256,8 +268,9 @@ REPEAT_INTERLEAVE = {
 
 @pytest.mark.parametrize("name", sorted(REPEAT_INTERLEAVE))
 def test_repeat_interleave(name):
-    onx = check_export(OpModule(REPEAT_INTERLEAVE[name]), _sets([(2, 4)], [(5, 6)]),
-                       dynamic_shapes=DS2)
+    onx = check_export(
+        OpModule(REPEAT_INTERLEAVE[name]), _sets([(2, 4)], [(5, 6)]), dynamic_shapes=DS2
+    )
     if name != "one":  # a Tile from the converter, not torch's decomposition (Gather)
         assert "Tile" in _ops(onx), _ops(onx)
 
@@ -266,14 +279,22 @@ def test_repeat_interleave(name):
 @pytest.mark.parametrize("name", ["dim1", "flat"])
 def test_repeat_interleave_dtypes(name, dtype):
     # onnxruntime's CPU has no bfloat16 Tile (nor Expand): the reference evaluator runs it
-    check_export(OpModule(REPEAT_INTERLEAVE[name]), _sets([(2, 4)], [(5, 6)], dtype=dtype),
-                 dynamic_shapes=DS2, use_reference=dtype == torch.bfloat16)
+    check_export(
+        OpModule(REPEAT_INTERLEAVE[name]),
+        _sets([(2, 4)], [(5, 6)], dtype=dtype),
+        dynamic_shapes=DS2,
+        use_reference=dtype == torch.bfloat16,
+    )
 
 
 # tensor_split with the split indices as a tensor input: sizes depend on their values
 
-TS_INDICES = [torch.tensor([1, 3, 4]), torch.tensor([4, 2, 5]), torch.tensor([-2, 0, 9]),
-              torch.tensor([0, 0, 6])]
+TS_INDICES = [
+    torch.tensor([1, 3, 4]),
+    torch.tensor([4, 2, 5]),
+    torch.tensor([-2, 0, 9]),
+    torch.tensor([0, 0, 6]),
+]
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -289,6 +310,7 @@ def test_tensor_split_tensor_indices(dim):
 def test_tensor_split_storage_offset():
     """The storage offset of each piece (a SymInt torch checks) is the start of its
     slice, wrapped and clamped, times the stride of the split axis."""
+
     def fn(x, idx):
         pieces = torch.tensor_split(x, idx, 1)
         return tuple(torch.full((1,), p.storage_offset(), dtype=torch.int64) for p in pieces)

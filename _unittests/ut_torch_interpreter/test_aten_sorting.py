@@ -59,6 +59,7 @@ def test_bool_inputs():
 
 def test_ties_are_stable():
     x = torch.tensor([[3.0, 1.0, 3.0, 1.0, 2.0, 3.0], [1.0, 1.0, 0.0, 1.0, 0.0, 2.0]])
-    fn = OpModule(lambda x: (torch.sort(x, stable=True), torch.sort(x, descending=True,
-                                                                     stable=True)))
+    fn = OpModule(
+        lambda x: (torch.sort(x, stable=True), torch.sort(x, descending=True, stable=True))
+    )
     check_export(fn, [(x,), (x.repeat(2, 2),)], dynamic_shapes=DS)

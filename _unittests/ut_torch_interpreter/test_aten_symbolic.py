@@ -60,8 +60,12 @@ def test_symbolic_in_graph(name):
 def test_symbolic_float16_input():
     # a SymInt/SymFloat added to a float16 tensor keeps float16
     fn = lambda x: x * (x.shape[0] / 4) + x.shape[1]  # noqa: E731
-    check_export(OpModule(fn), [(torch.randn(4, 6).half(),), (torch.randn(7, 5).half(),)],
-                 dynamic_shapes=DS2, atol=1e-2)
+    check_export(
+        OpModule(fn),
+        [(torch.randn(4, 6).half(),), (torch.randn(7, 5).half(),)],
+        dynamic_shapes=DS2,
+        atol=1e-2,
+    )
 
 
 def test_symint_input():
@@ -92,20 +96,26 @@ def test_unbacked_with_assertions():
 
     dispatcher = Dispatcher({torch.ops.aten.item.default: item})
     x = torch.randn(5, 3)
-    onx = to_onnx(M(), (x, torch.tensor(2)), dynamic_shapes=({0: "batch"}, None),
-                  dispatcher=dispatcher)
+    onx = to_onnx(
+        M(), (x, torch.tensor(2)), dynamic_shapes=({0: "batch"}, None), dispatcher=dispatcher
+    )
     for xi, n in [(x, 2), (torch.randn(8, 3), 7)]:
         (got,) = run_onnx(onx, [xi, torch.tensor(n)])
         np.testing.assert_allclose(got, (xi[:n] * 2).numpy(), rtol=1e-6)
 
 
 def test_sym_size_is_int64_scalar():
-    onx = to_onnx(OpModule(lambda x: x.view(x.shape[0] * 2, -1)), (torch.randn(4, 6),),
-                  dynamic_shapes=DS2, optimize=False)
+    onx = to_onnx(
+        OpModule(lambda x: x.view(x.shape[0] * 2, -1)),
+        (torch.randn(4, 6),),
+        dynamic_shapes=DS2,
+        optimize=False,
+    )
     ops = [n.op_type for n in onx.graph.node]
     assert ops[:2] == ["Shape", "Gather"], ops
-    check_export(OpModule(lambda x: x.view(x.shape[0] * 2, -1)), _sets((4, 6), (3, 8)),
-                 dynamic_shapes=DS2)
+    check_export(
+        OpModule(lambda x: x.view(x.shape[0] * 2, -1)), _sets((4, 6), (3, 8)), dynamic_shapes=DS2
+    )
 
 
 def test_symbolic_outputs():
@@ -113,8 +123,7 @@ def test_symbolic_outputs():
     fn = lambda x: (x * 2, x.shape[0] * 2, x.numel(), x.shape[0] // 3 > 0)  # noqa: E731
     onx = to_onnx(OpModule(fn), (torch.randn(4, 3),), dynamic_shapes=({0: "batch"},))
     types = [o.type.tensor_type.elem_type for o in onx.graph.output]
-    assert types == [TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT64,
-                     TensorProto.BOOL]
+    assert types == [TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT64, TensorProto.BOOL]
     for n in (7, 2):
         got = run_onnx(onx, [torch.randn(n, 3)])[1:]
         assert [g.item() for g in got] == [n * 2, n * 3, n // 3 > 0]
@@ -125,22 +134,30 @@ def _run_converter(op, values):
     g = GraphBuilder(18)
     names = []
     for i, v in enumerate(values):
-        t = TensorProto.FLOAT if isinstance(v, float) else (
-            TensorProto.BOOL if isinstance(v, bool) else TensorProto.INT64)
+        t = (
+            TensorProto.FLOAT
+            if isinstance(v, float)
+            else (TensorProto.BOOL if isinstance(v, bool) else TensorProto.INT64)
+        )
         names.append(g.make_tensor_input(f"a{i}", t, ()))
     expected = op(*values)
     torch_dtype = {bool: torch.bool, int: torch.int64, float: torch.float32}[type(expected)]
     ctx = SimpleNamespace(
         node=SimpleNamespace(target=op),
-        dtype=lambda i=0: {torch.bool: TensorProto.BOOL, torch.int64: TensorProto.INT64,
-                           torch.float32: TensorProto.FLOAT}[torch_dtype],
+        dtype=lambda i=0: {
+            torch.bool: TensorProto.BOOL,
+            torch.int64: TensorProto.INT64,
+            torch.float32: TensorProto.FLOAT,
+        }[torch_dtype],
     )
     out = call_converter(find_converter(op, 18), g, names, {}, ctx)
     g.make_tensor_output(out, output_name="y")
     onx = g.to_onnx()
     onnx.checker.check_model(onx)
-    (got,) = run_onnx(onx, [torch.tensor(v, dtype=torch.float32 if isinstance(v, float)
-                                         else None) for v in values])
+    (got,) = run_onnx(
+        onx,
+        [torch.tensor(v, dtype=torch.float32 if isinstance(v, float) else None) for v in values],
+    )
     assert got.shape == ()
     assert got.dtype == {bool: np.bool_, int: np.int64, float: np.float32}[type(expected)]
     if isinstance(expected, float):
@@ -149,9 +166,23 @@ def _run_converter(op, values):
         assert got.item() == expected, (op, values, got, expected)
 
 
-BINARY = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
-          operator.mod, operator.pow, operator.eq, operator.ne, operator.lt, operator.le,
-          operator.gt, operator.ge, torch.sym_max, torch.sym_min]
+BINARY = [
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.floordiv,
+    operator.mod,
+    operator.pow,
+    operator.eq,
+    operator.ne,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    torch.sym_max,
+    torch.sym_min,
+]
 PAIRS = [(7, 2), (-7, 2), (7, -2), (-6, 3), (5, 5)]
 
 
@@ -163,9 +194,19 @@ def test_binary_int(op):
         _run_converter(op, (x, y))
 
 
-@pytest.mark.parametrize("op", [operator.add, operator.mul, operator.truediv,
-                                operator.floordiv, operator.mod, operator.lt, torch.sym_max],
-                         ids=lambda o: o.__name__)
+@pytest.mark.parametrize(
+    "op",
+    [
+        operator.add,
+        operator.mul,
+        operator.truediv,
+        operator.floordiv,
+        operator.mod,
+        operator.lt,
+        torch.sym_max,
+    ],
+    ids=lambda o: o.__name__,
+)
 def test_binary_float(op):
     for x, y in [(7.5, 2.0), (-7.5, 2.0), (3.0, -1.25)]:
         _run_converter(op, (x, y))
@@ -182,15 +223,19 @@ def test_and_or(op):
         _run_converter(op, (x, y))
 
 
-@pytest.mark.parametrize("op,values", [
-    (operator.neg, [3, -4, 2.5]),
-    (torch.sym_not, [True, False]),
-    (torch.sym_float, [3, -4]),
-    (torch.sym_int, [2.7, -2.7, 5]),
-    (math.ceil, [2.2, -2.2, 3]),
-    (math.floor, [2.7, -2.2, 3]),
-    (math.trunc, [2.7, -2.7]),
-], ids=lambda v: getattr(v, "__name__", "v"))
+@pytest.mark.parametrize(
+    "op,values",
+    [
+        (operator.neg, [3, -4, 2.5]),
+        (torch.sym_not, [True, False]),
+        (torch.sym_float, [3, -4]),
+        (torch.sym_int, [2.7, -2.7, 5]),
+        (math.ceil, [2.2, -2.2, 3]),
+        (math.floor, [2.7, -2.2, 3]),
+        (math.trunc, [2.7, -2.7]),
+    ],
+    ids=lambda v: getattr(v, "__name__", "v"),
+)
 def test_unary(op, values):
     for v in values:
         _run_converter(op, (v,))

@@ -14,27 +14,46 @@ class FlashGrad(torch.nn.Module):
     def __init__(self, is_causal=False, scale=None, masked=False, dropout_p=0.0):
         super().__init__()
         self.is_causal, self.scale, self.masked, self.dropout_p = (
-            is_causal, scale, masked, dropout_p)
+            is_causal,
+            scale,
+            masked,
+            dropout_p,
+        )
 
     def forward(self, q, k, v, grad):
         mask = None
         if self.masked:
-            mask = torch.zeros(q.shape[-2], k.shape[-2]) - (
-                torch.arange(k.shape[-2]) % 3 == 0).float() * 1e4
+            mask = (
+                torch.zeros(q.shape[-2], k.shape[-2])
+                - (torch.arange(k.shape[-2]) % 3 == 0).float() * 1e4
+            )
         out, lse = aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, self.is_causal, attn_mask=mask, scale=self.scale)
+            q, k, v, 0.0, self.is_causal, attn_mask=mask, scale=self.scale
+        )
         return aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            grad, q, k, v, out, lse, self.dropout_p, self.is_causal, attn_mask=mask,
-            scale=self.scale)
+            grad,
+            q,
+            k,
+            v,
+            out,
+            lse,
+            self.dropout_p,
+            self.is_causal,
+            attn_mask=mask,
+            scale=self.scale,
+        )
 
 
 def _inputs(seq):
-    return (torch.randn(2, 3, seq, 8), torch.randn(2, 3, seq, 8), torch.randn(2, 3, seq, 8),
-            torch.randn(2, 3, seq, 8))
+    return (
+        torch.randn(2, 3, seq, 8),
+        torch.randn(2, 3, seq, 8),
+        torch.randn(2, 3, seq, 8),
+        torch.randn(2, 3, seq, 8),
+    )
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"scale": 0.3},
-                                    {"masked": True}])
+@pytest.mark.parametrize("kwargs", [{}, {"is_causal": True}, {"scale": 0.3}, {"masked": True}])
 def test_flash_attention_backward(kwargs):
     ds = tuple({2: "seq"} for _ in range(4))
     check_export(FlashGrad(**kwargs), [_inputs(5), _inputs(7)], dynamic_shapes=ds)

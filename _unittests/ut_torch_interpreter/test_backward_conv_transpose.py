@@ -16,10 +16,20 @@ class ConvTransposeGrad(torch.nn.Module):
 
     def forward(self, x, w):
         stride, padding, dilation, output_padding, groups, mask = self.args
-        y = aten.convolution(x, w, None, stride, padding, dilation, True, output_padding,
-                             groups)
-        res = aten.convolution_backward(torch.sin(y), x, w, [w.shape[1] * groups], stride,
-                                        padding, dilation, True, output_padding, groups, mask)
+        y = aten.convolution(x, w, None, stride, padding, dilation, True, output_padding, groups)
+        res = aten.convolution_backward(
+            torch.sin(y),
+            x,
+            w,
+            [w.shape[1] * groups],
+            stride,
+            padding,
+            dilation,
+            True,
+            output_padding,
+            groups,
+            mask,
+        )
         return tuple(r for r in res if r is not None)
 
 
@@ -39,8 +49,7 @@ def test_conv_transpose_backward(case, dynamic):
     w = torch.randn(4, 6 // groups, 3, 3)
     inputs = [(torch.randn(2, 4, 5, 6), w), (torch.randn(3, 4, 7, 4), w)]
     ds = ({0: "n", 2: "h", 3: "w"}, None) if dynamic else None
-    model = ConvTransposeGrad(stride, padding, dilation, output_padding, groups,
-                              [True, True, True])
+    model = ConvTransposeGrad(stride, padding, dilation, output_padding, groups, [True, True, True])
     check_export(model, inputs if dynamic else inputs[:1], dynamic_shapes=ds)
 
 
@@ -49,8 +58,11 @@ def test_conv_transpose1d_backward_mask():
     inputs = [(torch.randn(2, 2, 9), w), (torch.randn(3, 2, 14), w)]
     # (eager's 1-D kernel returns a 4-D weight gradient with the mask [True, False, True])
     for mask in ([False, True, False], [True, False, False]):
-        check_export(ConvTransposeGrad([2], [1], [1], [1], 1, mask), inputs,
-                     dynamic_shapes=({0: "n", 2: "l"}, None))
+        check_export(
+            ConvTransposeGrad([2], [1], [1], [1], 1, mask),
+            inputs,
+            dynamic_shapes=({0: "n", 2: "l"}, None),
+        )
 
 
 def test_matches_autograd():

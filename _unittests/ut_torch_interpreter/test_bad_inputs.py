@@ -71,8 +71,11 @@ def test_args_not_a_tuple():
 
 def test_string_instead_of_a_tensor_spec(no_capture):
     x, y = _xy()
-    with pytest.raises(DynamicShapesError, match=r"input 'x' is the string 'batch'.*"
-                                                  r"\{0: 'batch'\}") as e:
+    with pytest.raises(
+        DynamicShapesError,
+        match=r"input 'x' is the string 'batch'.*"
+        r"\{0: 'batch'\}",
+    ) as e:
         to_onnx(Add(), (x, y), dynamic_shapes={"x": "batch", "y": None})
     assert e.value.input_name == "x"
 
@@ -90,9 +93,11 @@ def test_string_instead_of_a_tuple_spec(no_capture):
 def test_dim_min_above_the_example_size(no_capture):
     x, y = _xy()
     ds = {"x": {0: Dim("b", min=5)}, "y": {0: Dim("b", min=5)}}
-    with pytest.raises(DynamicShapesError, match=r"dimension 0 \('b'\) of input 'x' has the "
-                                                 r"example size 2, outside the range \[5, inf\]"
-                       ) as e:
+    with pytest.raises(
+        DynamicShapesError,
+        match=r"dimension 0 \('b'\) of input 'x' has the "
+        r"example size 2, outside the range \[5, inf\]",
+    ) as e:
         to_onnx(Add(), (x, y), dynamic_shapes=ds)
     assert (e.value.input_name, e.value.axis) == ("x", 0)
 
@@ -106,17 +111,23 @@ def test_dim_max_below_the_example_size(no_capture):
 
 def test_same_name_on_different_sizes(no_capture):
     x, y = _xy(2, 3)
-    with pytest.raises(DynamicShapesError, match=r"'b' is given to dimension 0 of input 'x' "
-                                                 r"\(example size 2\) and to dimension 0 of "
-                                                 r"input 'y' \(example size 3\)"):
+    with pytest.raises(
+        DynamicShapesError,
+        match=r"'b' is given to dimension 0 of input 'x' "
+        r"\(example size 2\) and to dimension 0 of "
+        r"input 'y' \(example size 3\)",
+    ):
         to_onnx(Cat(), (x, y), dynamic_shapes={"x": {0: "b"}, "y": {0: "b"}})
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # the Dim's range, reported
 def test_same_name_same_size_and_valid_dims_still_export():
     x, y = _xy(2, 2)
-    onx = to_onnx(Add(), (x, y), dynamic_shapes={"x": {0: Dim("b", min=1, max=64)},
-                                                 "y": {0: Dim("b", min=1, max=64)}})
+    onx = to_onnx(
+        Add(),
+        (x, y),
+        dynamic_shapes={"x": {0: Dim("b", min=1, max=64)}, "y": {0: Dim("b", min=1, max=64)}},
+    )
     assert onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param
     onx = to_onnx(Cat(), _xy(2, 3), dynamic_shapes={"x": {0: "a"}, "y": {0: "b"}})
     assert len(onx.graph.output) == 1
@@ -145,8 +156,11 @@ class WithDropout(torch.nn.Module):
 
 def test_training_mode_warns_naming_the_modules():
     model = WithDropout().train()
-    with pytest.warns(TrainingModeWarning, match=r"'drop' \(Dropout\), 'norm' \(BatchNorm1d\)"
-                                                 r".*model.eval\(\)"):
+    with pytest.warns(
+        TrainingModeWarning,
+        match=r"'drop' \(Dropout\), 'norm' \(BatchNorm1d\)"
+        r".*model.eval\(\)",
+    ):
         to_onnx(model, (torch.randn(4, 3),))
 
 

@@ -43,8 +43,9 @@ def test_non_strict_then_strict(caplog):
     with pytest.raises(CaptureError, match="strict=False"):
         to_onnx(OnlyStrict(), SETS[0], dynamic_shapes=DS)
     with caplog.at_level(logging.INFO, logger="experimental_experiment"):
-        onx = to_onnx(OnlyStrict(), SETS[0], dynamic_shapes=DS,
-                      export_options=ExportOptions(fallback=True))
+        onx = to_onnx(
+            OnlyStrict(), SETS[0], dynamic_shapes=DS, export_options=ExportOptions(fallback=True)
+        )
     assert "capture succeeded with strict=True after strict=False: RuntimeError" in caplog.text
     assert [n.op_type for n in onx.graph.node] == ["Mul"]
 
@@ -53,8 +54,12 @@ def test_strict_then_non_strict():
     OnlyNonStrict()(SETS[0][0])  # eager works
     with pytest.raises(CaptureError, match="strict=True"):
         to_onnx(OnlyNonStrict(), SETS[0], export_options=ExportOptions(strict=True))
-    check_export(OnlyNonStrict(), SETS, dynamic_shapes=DS,
-                 export_options=ExportOptions(strict=True, fallback=True))
+    check_export(
+        OnlyNonStrict(),
+        SETS,
+        dynamic_shapes=DS,
+        export_options=ExportOptions(strict=True, fallback=True),
+    )
 
 
 def test_every_attempt_fails():

@@ -16,8 +16,9 @@ def _run(onx, inputs):
     outs = []
     for value, info in zip(got, onx.graph.output):
         t = torch.from_numpy(np.asarray(value))
-        outs.append(torch.view_as_complex(t.contiguous()) if info.name.endswith("_real_imag")
-                    else t)
+        outs.append(
+            torch.view_as_complex(t.contiguous()) if info.name.endswith("_real_imag") else t
+        )
     return outs
 
 
@@ -85,8 +86,7 @@ class LlamaRotary(torch.nn.Module):
 
 def test_llama_rotary_buffer():
     model = LlamaRotary().eval()
-    _check(model, lambda seq: (torch.randn(2, seq, 16),), ({0: "batch", 1: "seq"},),
-           sizes=(5, 9))
+    _check(model, lambda seq: (torch.randn(2, seq, 16),), ({0: "batch", 1: "seq"},), sizes=(5, 9))
 
 
 class ComplexIO(torch.nn.Module):
@@ -99,13 +99,16 @@ class ComplexIO(torch.nn.Module):
 
 def test_complex_inputs_outputs():
     def make(n):
-        return (torch.randn(n, 3, dtype=torch.complex64),
-                torch.randn(n, 3, dtype=torch.complex64))
+        return (torch.randn(n, 3, dtype=torch.complex64), torch.randn(n, 3, dtype=torch.complex64))
 
     onx = _check(ComplexIO(), make, ({0: "n"}, {0: "n"}), atol=1e-4)
     assert [i.name for i in onx.graph.input] == ["z_real_imag", "w_real_imag"]
     assert [o.name for o in onx.graph.output] == [
-        "output_0_real_imag", "output_1", "output_2", "output_3_real_imag"]
+        "output_0_real_imag",
+        "output_1",
+        "output_2",
+        "output_3_real_imag",
+    ]
     dims = [d.dim_param or d.dim_value for d in onx.graph.input[0].type.tensor_type.shape.dim]
     assert dims == ["n", 3, 2]
     assert onx.graph.input[0].type.tensor_type.elem_type == 1  # float32 pairs
@@ -144,8 +147,11 @@ class MatMul(torch.nn.Module):
 
 def test_complex_matmul():
     def make(n):
-        return torch.randn(n, 4, dtype=torch.complex64), torch.randn(n, 4), torch.randn(
-            4, 3, dtype=torch.complex64)
+        return (
+            torch.randn(n, 4, dtype=torch.complex64),
+            torch.randn(n, 4),
+            torch.randn(4, 3, dtype=torch.complex64),
+        )
 
     _check(MatMul(), make, ({0: "n"}, {0: "n"}, None), atol=1e-4)
 
@@ -173,8 +179,7 @@ class ComplexMoves(torch.nn.Module):
 
 def test_complex_to_device_and_dtype_layout():
     def make(n):
-        return (torch.randn(n, 3, dtype=torch.complex64), torch.randn(n, 3,
-                                                                      dtype=torch.complex64))
+        return (torch.randn(n, 3, dtype=torch.complex64), torch.randn(n, 3, dtype=torch.complex64))
 
     ep = torch.export.export(ComplexMoves(), make(5))
     targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}

@@ -38,11 +38,9 @@ def test_bounded_dimension_warns_with_range_and_line():
     text = str(bounded[0].message)
     assert "x.shape[1]" in text and "[0, 3]" in text
     assert f"{__file__}:17" in text  # the line of the branch
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     inside, outside = torch.randn(3, 2), torch.randn(3, 6)
-    np.testing.assert_allclose(sess.run(None, {"x": inside.numpy()})[0],
-                               model(inside).numpy())
+    np.testing.assert_allclose(sess.run(None, {"x": inside.numpy()})[0], model(inside).numpy())
     # outside the range the ONNX model keeps the branch taken at capture time
     assert not np.allclose(sess.run(None, {"x": outside.numpy()})[0], model(outside).numpy())
 
@@ -50,8 +48,7 @@ def test_bounded_dimension_warns_with_range_and_line():
 def test_unbounded_dimension_does_not_warn():
     onx, bounded = _export(NoBranch(), torch.randn(2, 3))
     assert bounded == []
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for shape in [(2, 3), (5, 9)]:
         x = torch.randn(*shape)
         np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], (x * 2).numpy())
@@ -64,8 +61,9 @@ def test_torch_guard_locations_point_at_the_user_line():
 
     dyn = torch.export.Dim.DYNAMIC
     with record_shape_guards() as recorder:
-        torch.export.export(BranchOnLength(), (torch.randn(2, 3),),
-                            dynamic_shapes=({0: dyn, 1: dyn},), strict=False)
+        torch.export.export(
+            BranchOnLength(), (torch.randn(2, 3),), dynamic_shapes=({0: dyn, 1: dyn},), strict=False
+        )
     texts = [str(g.sloc) for env in recorder.envs for g in env.guards]
     assert any(f"{__file__.split('/')[-1]}:17" in t for t in texts), texts
     assert not any("shape_guards.py" in t for t in texts), texts
@@ -105,10 +103,11 @@ def test_lower_bound_alone_is_warned():
     report = ExportReport()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        to_onnx(AtLeastFour(), (torch.randn(2, 6),), dynamic_shapes=({0: "b", 1: "n"},),
-                report=report)
-    texts = [str(w.message) for w in caught
-             if issubclass(w.category, ConstrainedDimensionWarning)]
+        to_onnx(
+            AtLeastFour(), (torch.randn(2, 6),), dynamic_shapes=({0: "b", 1: "n"},), report=report
+        )
+    texts = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
     assert len(texts) == 1 and "x.shape[1]" in texts[0] and "[4, inf]" in texts[0], texts
-    assert [(r.dimension, r.min, r.max) for r in report.dimensions
-            if r.kind == "constrained"] == [("x.shape[1]", 4, None)]
+    assert [(r.dimension, r.min, r.max) for r in report.dimensions if r.kind == "constrained"] == [
+        ("x.shape[1]", 4, None)
+    ]

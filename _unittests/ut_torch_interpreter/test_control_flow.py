@@ -108,7 +108,8 @@ class CondShape(torch.nn.Module):
 
 
 @pytest.mark.parametrize(
-    "model", [CondOneOutput, CondTwoOutputs, CondNested, CondSubmodule],
+    "model",
+    [CondOneOutput, CondTwoOutputs, CondNested, CondSubmodule],
     ids=["one_output", "two_outputs", "nested", "submodule"],
 )
 def test_cond(model):
@@ -192,8 +193,10 @@ def test_scan_cumsum():
 
 
 def test_scan_two_inputs_additional():
-    inputs = [(torch.randn(5, 3), torch.randn(5, 3), torch.randn(3)),
-              (torch.randn(2, 4), torch.randn(2, 4), torch.randn(4))]
+    inputs = [
+        (torch.randn(5, 3), torch.randn(5, 3), torch.randn(3)),
+        (torch.randn(2, 4), torch.randn(2, 4), torch.randn(4)),
+    ]
     dyn = ({0: "n", 1: "d"}, {0: "n", 1: "d"}, {0: "d"})
     onx = check_export(ScanTwoInputs(), inputs, dynamic_shapes=dyn)
     scan_node = next(n for n in onx.graph.node if n.op_type == "Scan")
@@ -345,8 +348,7 @@ def test_passes_keep_outer_names_used_in_subgraphs():
     xv = np.array([1.0, 2.0], dtype=np.float32)
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(sess.run(None, {"x": xv})[0], xv * 3 + 3)
     np.testing.assert_allclose(sess.run(None, {"x": -xv})[0], -xv * 3 - 3)
     # the constant was folded, the Identity removed: both renamed inside the branches

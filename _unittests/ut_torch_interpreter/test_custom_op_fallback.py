@@ -75,12 +75,21 @@ class MutatingInput(torch.nn.Module):
 
 CASES = {
     "gelu": (Gelu, lambda n: (torch.randn(n, 4),), ({0: "batch"},)),
-    "mutating": (Mutating, lambda n: (torch.randn(n, 4), torch.randn(n, 4)),
-                 ({0: "batch"}, {0: "batch"})),
-    "mutating_view": (MutatingView, lambda n: (torch.randn(n, 4), torch.randn(n, 2)),
-                      ({0: "batch"}, {0: "batch"})),
-    "mutating_input": (MutatingInput, lambda n: (torch.randn(n, 4), torch.randn(n, 4)),
-                       ({0: "batch"}, {0: "batch"})),
+    "mutating": (
+        Mutating,
+        lambda n: (torch.randn(n, 4), torch.randn(n, 4)),
+        ({0: "batch"}, {0: "batch"}),
+    ),
+    "mutating_view": (
+        MutatingView,
+        lambda n: (torch.randn(n, 4), torch.randn(n, 2)),
+        ({0: "batch"}, {0: "batch"}),
+    ),
+    "mutating_input": (
+        MutatingInput,
+        lambda n: (torch.randn(n, 4), torch.randn(n, 4)),
+        ({0: "batch"}, {0: "batch"}),
+    ),
 }
 
 
@@ -131,8 +140,9 @@ def test_not_traceable_keeps_error():
 
 def test_no_fallback_keeps_error():
     with pytest.raises(UnsupportedOpError, match="h16test.gelu_like"):
-        to_onnx(Gelu(), (torch.randn(3, 4),),
-                export_options=ExportOptions(decomposition_fallback=False))
+        to_onnx(
+            Gelu(), (torch.randn(3, 4),), export_options=ExportOptions(decomposition_fallback=False)
+        )
 
 
 def test_export_report_names_inlined_op():

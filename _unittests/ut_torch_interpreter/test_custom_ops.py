@@ -70,8 +70,9 @@ def test_dispatcher_keys(key):
     }[key]
     dispatcher = Dispatcher({op: convert_scaled_tanh})
     assert torch.ops.h4test.scaled_tanh.default in dispatcher
-    check_export(TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},),
-                 dispatcher=dispatcher)
+    check_export(
+        TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},), dispatcher=dispatcher
+    )
 
 
 def test_dispatcher_bad_keys():
@@ -88,10 +89,15 @@ def test_missing_converter():
 
 def test_onnx_function_in_custom_domain():
     fct = helper.make_function(
-        "h4.custom", "ScaledTanh", ["x"], ["y"],
-        [helper.make_node("Tanh", ["x"], ["t"]),
-         helper.make_node("Constant", [], ["s"], value_float=2.0),
-         helper.make_node("Mul", ["t", "s"], ["y"])],
+        "h4.custom",
+        "ScaledTanh",
+        ["x"],
+        ["y"],
+        [
+            helper.make_node("Tanh", ["x"], ["t"]),
+            helper.make_node("Constant", [], ["s"], value_float=2.0),
+            helper.make_node("Mul", ["t", "s"], ["y"]),
+        ],
         [helper.make_opsetid("", 18)],
     )
 
@@ -100,8 +106,12 @@ def test_onnx_function_in_custom_domain():
         g.add_function(fct)
         return g.make_node("ScaledTanh", [x], domain="h4.custom")
 
-    onx = check_export(TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},),
-                       dispatcher=Dispatcher({scaled_tanh: convert}))
+    onx = check_export(
+        TanhModel().eval(),
+        TWO_SIZES,
+        dynamic_shapes=({0: "batch"},),
+        dispatcher=Dispatcher({scaled_tanh: convert}),
+    )
     assert [(f.domain, f.name) for f in onx.functions] == [("h4.custom", "ScaledTanh")]
     assert "ScaledTanh" in [n.op_type for n in onx.graph.node]
 
@@ -114,12 +124,20 @@ def test_oxs_dispatcher_onnxscript_function():
     def oxs_scaled_tanh(x, scale: float):
         return op.Mul(op.Tanh(x), op.CastLike(op.Constant(value_float=scale), x))
 
-    onx = check_export(TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},),
-                       dispatcher=OxsDispatcher({scaled_tanh: oxs_scaled_tanh}))
+    onx = check_export(
+        TanhModel().eval(),
+        TWO_SIZES,
+        dynamic_shapes=({0: "batch"},),
+        dispatcher=OxsDispatcher({scaled_tanh: oxs_scaled_tanh}),
+    )
     assert any(f.domain == "h4.oxs" for f in onx.functions)
     # python converters are kept as they are
-    check_export(TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},),
-                 dispatcher=OxsDispatcher({scaled_tanh: convert_scaled_tanh}))
+    check_export(
+        TanhModel().eval(),
+        TWO_SIZES,
+        dynamic_shapes=({0: "batch"},),
+        dispatcher=OxsDispatcher({scaled_tanh: convert_scaled_tanh}),
+    )
 
 
 def convert_add_scaled_(g, x, y, alpha):
@@ -145,8 +163,12 @@ class InplaceSliceModel(torch.nn.Module):
 def test_custom_op_mutating_input(cls):
     n = 3 if cls is InplaceModel else 2
     sets = [(torch.randn(3, 4), torch.randn(n, 4)), (torch.randn(3, 6), torch.randn(n, 6))]
-    onx = check_export(cls(), sets, dynamic_shapes=({1: "n"}, {1: "n"}),
-                       dispatcher=Dispatcher({add_scaled_: convert_add_scaled_}))
+    onx = check_export(
+        cls(),
+        sets,
+        dynamic_shapes=({1: "n"}, {1: "n"}),
+        dispatcher=Dispatcher({add_scaled_: convert_add_scaled_}),
+    )
     assert "Add" in {node.op_type for node in onx.graph.node}
 
 
@@ -162,8 +184,12 @@ def test_custom_op_output_and_mutation():
         return y, g.op.Add(count, 1.0)  # output, new value of count
 
     sets = [(torch.randn(3, 4), torch.tensor([2.0])), (torch.randn(5, 4), torch.tensor([7.0]))]
-    check_export(Model(), sets, dynamic_shapes=({0: "batch"}, None),
-                 dispatcher=Dispatcher({"h4test::norm_and_count_": convert}))
+    check_export(
+        Model(),
+        sets,
+        dynamic_shapes=({0: "batch"}, None),
+        dispatcher=Dispatcher({"h4test::norm_and_count_": convert}),
+    )
 
 
 def test_custom_op_mutating_wrong_count():
@@ -171,10 +197,15 @@ def test_custom_op_mutating_wrong_count():
         return g.op.Identity(x)
 
     with pytest.raises(Exception, match="expected 1 output"):
-        to_onnx(type("M", (torch.nn.Module,), {
-            "forward": lambda self, x, c: norm_and_count_(x, c.clone())})(),
+        to_onnx(
+            type(
+                "M",
+                (torch.nn.Module,),
+                {"forward": lambda self, x, c: norm_and_count_(x, c.clone())},
+            )(),
             (torch.randn(3, 4), torch.tensor([1.0])),
-            dispatcher=Dispatcher({norm_and_count_: convert}))
+            dispatcher=Dispatcher({norm_and_count_: convert}),
+        )
 
 
 def test_auto_functionalized_v1_graph_module():
@@ -185,8 +216,10 @@ def test_auto_functionalized_v1_graph_module():
     v2 = next(n for n in graph.nodes if n.target is torch.ops.higher_order.auto_functionalized_v2)
     with graph.inserting_before(v2):
         v1 = graph.call_function(
-            torch.ops.higher_order.auto_functionalized, (torch.ops.h4test.add_scaled_.default,),
-            {"x": v2.kwargs["_all_bases"][0], "y": v2.kwargs["y"], "alpha": 0.5})
+            torch.ops.higher_order.auto_functionalized,
+            (torch.ops.h4test.add_scaled_.default,),
+            {"x": v2.kwargs["_all_bases"][0], "y": v2.kwargs["y"], "alpha": 0.5},
+        )
     v1.meta["val"] = v2.meta["val"]
     v2.replace_all_uses_with(v1)
     graph.erase_node(v2)
@@ -235,8 +268,7 @@ def test_seed_000_oxs_dispatcher_backend():
         return run
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    compiled = torch.compile(model, backend=aot_autograd(fw_compiler=compiler),
-                             fullgraph=True)
+    compiled = torch.compile(model, backend=aot_autograd(fw_compiler=compiler), fullgraph=True)
     x = torch.randn(5, 4)
     with torch.no_grad():
         got, expected = compiled(x), model(x)
@@ -254,7 +286,11 @@ def test_dispatcher_converter_with_node_context():
         return g.op.Mul(g.op.Tanh(x), scale)
 
     dispatcher = Dispatcher({scaled_tanh: convert})
-    check_export(TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},),
-                 dispatcher=dispatcher)
-    assert seen == {"target": torch.ops.h4test.scaled_tanh.default,
-                    "dtype": onnx.TensorProto.FLOAT, "shape": ("batch", 4)}
+    check_export(
+        TanhModel().eval(), TWO_SIZES, dynamic_shapes=({0: "batch"},), dispatcher=dispatcher
+    )
+    assert seen == {
+        "target": torch.ops.h4test.scaled_tanh.default,
+        "dtype": onnx.TensorProto.FLOAT,
+        "shape": ("batch", 4),
+    }

@@ -10,16 +10,19 @@ FLOATS = [(torch.randn(4, 3),), (torch.randn(7, 3),)]
 DS = ({0: "batch"},)
 
 
-@pytest.mark.parametrize("name,fn", [
-    ("nonzero", lambda x: torch.nonzero(x > 0)),
-    ("nonzero_as_tuple", lambda x: torch.nonzero(x > 0, as_tuple=True)[1]),
-    ("where_1arg", lambda x: torch.where(x > 0)),
-    ("mask", lambda x: x[x > 0]),
-    ("mask_rows", lambda x: x[x[:, 0] > 0]),
-    ("mask_then_ops", lambda x: (x[x > 0] * 2).sum() + x[x < 0].numel()),
-    ("masked_select", lambda x: torch.masked_select(x, x > 0)),
-    ("masked_select_broadcast", lambda x: torch.masked_select(x, x[:1] > 0)),
-])
+@pytest.mark.parametrize(
+    "name,fn",
+    [
+        ("nonzero", lambda x: torch.nonzero(x > 0)),
+        ("nonzero_as_tuple", lambda x: torch.nonzero(x > 0, as_tuple=True)[1]),
+        ("where_1arg", lambda x: torch.where(x > 0)),
+        ("mask", lambda x: x[x > 0]),
+        ("mask_rows", lambda x: x[x[:, 0] > 0]),
+        ("mask_then_ops", lambda x: (x[x > 0] * 2).sum() + x[x < 0].numel()),
+        ("masked_select", lambda x: torch.masked_select(x, x > 0)),
+        ("masked_select_broadcast", lambda x: torch.masked_select(x, x[:1] > 0)),
+    ],
+)
 def test_masks(name, fn):
     onx = check_export(OpModule(fn), FLOATS, dynamic_shapes=DS)
     if name == "nonzero":
@@ -35,33 +38,48 @@ def test_nonzero_3d_int():
 INTS = [(torch.tensor([3, 1, 3, 2]),), (torch.tensor([5, 5, 1, 0, 2, 9, 1]),)]
 
 
-@pytest.mark.parametrize("kw", [
-    {}, {"return_inverse": True}, {"return_counts": True},
-    {"return_inverse": True, "return_counts": True},
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"return_inverse": True},
+        {"return_counts": True},
+        {"return_inverse": True, "return_counts": True},
+    ],
+)
 def test_unique(kw):
     check_export(OpModule(lambda x: torch.unique(x, **kw)), INTS, dynamic_shapes=({0: "n"},))
 
 
 def test_unique_float_2d_inverse():
-    sets = [(torch.tensor([[1.0, 2.0], [2.0, 1.0], [3.0, 1.0]]),),
-            (torch.tensor([[4.0, 4.0], [0.5, 2.0], [2.0, 0.5], [4.0, 0.5]]),)]
-    check_export(OpModule(lambda x: torch.unique(x, return_inverse=True)), sets,
-                 dynamic_shapes=({0: "n"},))
+    sets = [
+        (torch.tensor([[1.0, 2.0], [2.0, 1.0], [3.0, 1.0]]),),
+        (torch.tensor([[4.0, 4.0], [0.5, 2.0], [2.0, 0.5], [4.0, 0.5]]),),
+    ]
+    check_export(
+        OpModule(lambda x: torch.unique(x, return_inverse=True)), sets, dynamic_shapes=({0: "n"},)
+    )
 
 
 def test_unique_dim():
-    sets = [(torch.tensor([[1, 2], [1, 2], [0, 5]]),),
-            (torch.tensor([[4, 4], [0, 1], [4, 4], [0, 1], [9, 9]]),)]
-    check_export(OpModule(lambda x: torch.unique(x, dim=0, return_inverse=True,
-                                                 return_counts=True)),
-                 sets, dynamic_shapes=({0: "n"},))
+    sets = [
+        (torch.tensor([[1, 2], [1, 2], [0, 5]]),),
+        (torch.tensor([[4, 4], [0, 1], [4, 4], [0, 1], [9, 9]]),),
+    ]
+    check_export(
+        OpModule(lambda x: torch.unique(x, dim=0, return_inverse=True, return_counts=True)),
+        sets,
+        dynamic_shapes=({0: "n"},),
+    )
 
 
 def test_unique_then_ops():
     # the number of unique values flows into later shapes
-    check_export(OpModule(lambda x: torch.unique(x).float().mean() + torch.unique(x).numel()),
-                 INTS, dynamic_shapes=({0: "n"},))
+    check_export(
+        OpModule(lambda x: torch.unique(x).float().mean() + torch.unique(x).numel()),
+        INTS,
+        dynamic_shapes=({0: "n"},),
+    )
 
 
 class ItemSlice(torch.nn.Module):

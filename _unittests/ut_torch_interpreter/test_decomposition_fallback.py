@@ -24,16 +24,22 @@ def _fn(x):
 def test_no_converter_is_decomposed():
     if find_converter(aten.logit.default, 18) is not None:
         pytest.skip("aten.logit now has a converter: pick another op for this test")
-    check_export(OpModule(_fn), [(torch.randn(3, 4),), (torch.randn(5, 2),)],
-                 dynamic_shapes=({0: "a", 1: "b"},))
+    check_export(
+        OpModule(_fn),
+        [(torch.randn(3, 4),), (torch.randn(5, 2),)],
+        dynamic_shapes=({0: "a", 1: "b"},),
+    )
 
 
 def test_switch_off_raises():
     if find_converter(aten.logit.default, 18) is not None:
         pytest.skip("aten.logit now has a converter")
     with pytest.raises(UnsupportedOpError, match="logit"):
-        to_onnx(OpModule(_fn), (torch.randn(3, 4),),
-                export_options=ExportOptions(decomposition_fallback=False))
+        to_onnx(
+            OpModule(_fn),
+            (torch.randn(3, 4),),
+            export_options=ExportOptions(decomposition_fallback=False),
+        )
 
 
 def test_graph_unchanged_when_everything_converts():
@@ -74,8 +80,9 @@ def test_dispatcher_wins_over_fallback():
         return g.op.Log(g.op.Div(x, g.op.Sub(1.0, x)))
 
     model = OpModule(lambda x: torch.logit(torch.sigmoid(x)))
-    onx = to_onnx(model, (torch.randn(2, 3),),
-                  dispatcher=Dispatcher({aten.logit.default: my_logit}))
+    onx = to_onnx(
+        model, (torch.randn(2, 3),), dispatcher=Dispatcher({aten.logit.default: my_logit})
+    )
     assert calls == [None]
     assert onx is not None
 

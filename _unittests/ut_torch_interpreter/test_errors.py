@@ -19,8 +19,17 @@ from experimental_experiment.xoptim.passes import PassError
 aten = torch.ops.aten
 
 
-@pytest.mark.parametrize("cls", [CaptureError, ConversionError, InvalidArgumentError,
-                                 UnsupportedOpError, GraphBuilderError, PassError])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        CaptureError,
+        ConversionError,
+        InvalidArgumentError,
+        UnsupportedOpError,
+        GraphBuilderError,
+        PassError,
+    ],
+)
 def test_every_error_derives_from_export_error(cls):
     assert issubclass(cls, ExportError)
 
@@ -41,8 +50,11 @@ def test_lookup_converter_says_why():
 
 
 def test_lookup_converter_other_overload():
-    ops = [op for op in (aten.add.Tensor, aten.add.Scalar, aten.add.out)
-           if lookup_converter(op, 18).converter is None]
+    ops = [
+        op
+        for op in (aten.add.Tensor, aten.add.Scalar, aten.add.out)
+        if lookup_converter(op, 18).converter is None
+    ]
     if not ops:
         pytest.skip("every overload of aten.add has a converter")
     assert "only for aten.add." in lookup_converter(ops[0], 18).reason
@@ -62,8 +74,7 @@ def test_converter_refusal_is_unsupported_op_error_with_argument():
 
     from experimental_experiment.torch_interpreter import Dispatcher
 
-    dispatcher = Dispatcher({aten.pad.default: bad_pad,
-                             aten.reflection_pad1d.default: bad_pad})
+    dispatcher = Dispatcher({aten.pad.default: bad_pad, aten.reflection_pad1d.default: bad_pad})
     with pytest.raises(UnsupportedOpError) as e:
         to_onnx(Pad(), (torch.randn(2, 3, 4),), dispatcher=dispatcher)
     err = e.value

@@ -13,8 +13,9 @@ from experimental_experiment.report import ExportReport
 from experimental_experiment.torch_interpreter import Dispatcher, ExportOptions, to_onnx
 from experimental_experiment.torch_interpreter.errors import ExportError, InvalidArgumentError
 
-SCHEMA = os.path.join(os.path.dirname(__file__), "..", "ut_report", "data",
-                      "sarif-schema-2.1.0.json")
+SCHEMA = os.path.join(
+    os.path.dirname(__file__), "..", "ut_report", "data", "sarif-schema-2.1.0.json"
+)
 
 
 class Specializes(torch.nn.Module):
@@ -39,8 +40,13 @@ def _inputs():
 def test_specialized_dimension_source_line(strict):
     report = ExportReport()
     ds = ({0: torch.export.Dim.AUTO}, {1: torch.export.Dim.AUTO})
-    onx = to_onnx(Specializes(), _inputs(), dynamic_shapes=ds, report=report,
-                  export_options=ExportOptions(strict=strict))
+    onx = to_onnx(
+        Specializes(),
+        _inputs(),
+        dynamic_shapes=ds,
+        report=report,
+        export_options=ExportOptions(strict=strict),
+    )
     assert report.status == "success"
     dims = {d.dimension: d for d in report.dimensions}
     spec, cons = dims["x.shape[0]"], dims["y.shape[1]"]
@@ -50,8 +56,7 @@ def test_specialized_dimension_source_line(strict):
     assert (cons.kind, cons.min, cons.max) == ("constrained", 4, None)
     assert cons.location.line == _line("y.shape[1] > 3")
     # the model is right on another size of y's dynamic dimension
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     x, y = torch.randn(4, 3), torch.randn(2, 7)
     names = [i.name for i in onx.graph.input]
     got = sess.run(None, dict(zip(names, [x.numpy(), y.numpy()])))[0]
@@ -61,8 +66,7 @@ def test_specialized_dimension_source_line(strict):
 def test_failed_export_carries_report(tmp_path):
     path = tmp_path / "report.sarif"
     with pytest.raises(ExportError) as info:
-        to_onnx(Specializes(), _inputs(), dynamic_shapes=({0: "batch"}, {1: "n"}),
-                report=str(path))
+        to_onnx(Specializes(), _inputs(), dynamic_shapes=({0: "batch"}, {1: "n"}), report=str(path))
     report = info.value.report
     assert report.status == "failed" and report.error_type == "CaptureError"
     assert report.capture_attempts and not report.capture_attempts[0].success
@@ -98,10 +102,15 @@ def test_user_converter_is_reported():
         return g.op.Relu(x)
 
     report = ExportReport()
-    to_onnx(torch.nn.ReLU(), (torch.randn(3, 4),), report=report,
-            dispatcher=Dispatcher({torch.ops.aten.relu.default: my_relu}))
+    to_onnx(
+        torch.nn.ReLU(),
+        (torch.randn(3, 4),),
+        report=report,
+        dispatcher=Dispatcher({torch.ops.aten.relu.default: my_relu}),
+    )
     assert [c.converter for c in report.converters] == [
-        f"{__name__}.test_user_converter_is_reported.<locals>.my_relu"]
+        f"{__name__}.test_user_converter_is_reported.<locals>.my_relu"
+    ]
 
 
 def test_fallback_attempts_recorded():
@@ -110,8 +119,12 @@ def test_fallback_attempts_recorded():
             return torch.nn.functional.relu(x) + 1
 
     report = ExportReport()
-    to_onnx(NeedsStrictOff(), (torch.randn(2, 3),), report=report,
-            export_options=ExportOptions(strict=True, fallback=True))
+    to_onnx(
+        NeedsStrictOff(),
+        (torch.randn(2, 3),),
+        report=report,
+        export_options=ExportOptions(strict=True, fallback=True),
+    )
     assert report.capture_attempts[-1].success
     assert report.capture_attempts[0].description.startswith("strict=True")
 
@@ -158,8 +171,7 @@ def test_decomposition_and_patches_recorded():
         pytest.skip("aten.logit has a converter now: pick an op with none")
     report = ExportReport()
     with bypass_export_some_errors(patch_transformers=True):
-        onx = to_onnx(Logit(), (torch.randn(3, 4),), dynamic_shapes=({0: "a"},),
-                      report=report)
+        onx = to_onnx(Logit(), (torch.randn(3, 4),), dynamic_shapes=({0: "a"},), report=report)
     assert report.patches  # the patches active during the export
     why = {d.op: d.reason for d in report.decompositions}
     assert why["aten.logit.default"] == "no converter"
@@ -167,8 +179,7 @@ def test_decomposition_and_patches_recorded():
     others = [op for op in why if op != "aten.logit.default"]
     assert all("decomposition of aten.logit.default" in why[op] for op in others)
     x = torch.randn(5, 4)
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {onx.graph.input[0].name: x.numpy()})[0]
     np.testing.assert_allclose(got, Logit()(x).numpy(), rtol=1e-4, atol=1e-4)
     # outside the context manager, no patch is reported

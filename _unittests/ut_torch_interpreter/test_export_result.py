@@ -64,8 +64,7 @@ def test_verbose_restores_the_logging_level():
 def test_to_onnx_is_export_program(tmp_path):
     # to_onnx returns what export_program computed; both flags give a triple
     model, x = Model(), (torch.randn(2, 4),)
-    onx, builder, optimization = to_onnx(model, x, return_builder=True,
-                                         return_optimize_report=True)
+    onx, builder, optimization = to_onnx(model, x, return_builder=True, return_optimize_report=True)
     res = export_program(model, x)
     assert onx.SerializeToString() == res.model.SerializeToString()
     assert [n.op_type for n in builder.nodes] == [n.op_type for n in res.builder.nodes]

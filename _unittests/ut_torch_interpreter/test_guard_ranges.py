@@ -82,8 +82,7 @@ def _export(model, x, ds):
         onx = to_onnx(model, (x,), dynamic_shapes=ds)
     props = {p.key: p.value for p in onx.metadata_props}
     ranges = json.loads(props.get(METADATA_KEY, "{}"))
-    warned = [str(w.message) for w in caught
-              if issubclass(w.category, ConstrainedDimensionWarning)]
+    warned = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
     return onx, ranges, warned
 
 
@@ -91,8 +90,7 @@ def _inside(ranges: dict, shape: tuple) -> bool:
     for dim, r in ranges.items():
         axis = int(dim.split("[")[1].rstrip("]"))
         size = shape[axis]
-        if (r["min"] is not None and size < r["min"]) or (
-                r["max"] is not None and size > r["max"]):
+        if (r["min"] is not None and size < r["min"]) or (r["max"] is not None and size > r["max"]):
             return False
         if r.get("step") and (size - r["min"]) % r["step"]:
             return False
@@ -101,8 +99,7 @@ def _inside(ranges: dict, shape: tuple) -> bool:
 
 def _check(model, example, ds, shapes):
     onx, ranges, warned = _export(model, example, ds)
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     wrong, outside = [], []
     for shape in shapes:
         x = torch.randn(*shape)
@@ -115,27 +112,55 @@ def _check(model, example, ds, shapes):
         if not ok:
             wrong.append(shape)
             assert not inside, (
-                f"silently wrong at {shape}: reported ranges {ranges}, warnings {warned}")
+                f"silently wrong at {shape}: reported ranges {ranges}, warnings {warned}"
+            )
     return ranges, warned, wrong, outside
 
 
 CASES = [
     (ShiftedWindow(), (2, 5, 3), {1: "h"}, [(2, n, 3) for n in (2, 3, 5, 6, 7, 8, 9, 13, 14, 30)]),
-    (SwinStage(), (2, 3, 48), {2: "length"},
-     [(2, 3, n) for n in (8, 16, 32, 48, 56, 60, 64, 72, 96, 128)]),
+    (
+        SwinStage(),
+        (2, 3, 48),
+        {2: "length"},
+        [(2, 3, n) for n in (8, 16, 32, 48, 56, 60, 64, 72, 96, 128)],
+    ),
     (AtLeast(), (2, 20, 3), {1: "n"}, [(2, n, 3) for n in (2, 5, 15, 16, 17, 20, 31, 32, 64, 100)]),
-    (DivisionChain(), (2, 40, 3), {1: "n"},
-     [(2, n, 3) for n in (4, 8, 24, 27, 28, 29, 40, 64, 100, 200)]),
-    (MultipleOfFour(), (2, 8, 3), {1: "n"},
-     [(2, n, 3) for n in (4, 6, 8, 10, 12, 13, 16, 40, 41, 100)]),
-    (TallOrWide(), (2, 8, 6), {1: "h", 2: "w"},
-     [(2, 8, 6), (2, 7, 7), (2, 9, 2), (2, 20, 5), (2, 6, 8), (2, 8, 8), (2, 12, 7),
-      (2, 3, 2), (2, 100, 99), (2, 5, 9)]),
+    (
+        DivisionChain(),
+        (2, 40, 3),
+        {1: "n"},
+        [(2, n, 3) for n in (4, 8, 24, 27, 28, 29, 40, 64, 100, 200)],
+    ),
+    (
+        MultipleOfFour(),
+        (2, 8, 3),
+        {1: "n"},
+        [(2, n, 3) for n in (4, 6, 8, 10, 12, 13, 16, 40, 41, 100)],
+    ),
+    (
+        TallOrWide(),
+        (2, 8, 6),
+        {1: "h", 2: "w"},
+        [
+            (2, 8, 6),
+            (2, 7, 7),
+            (2, 9, 2),
+            (2, 20, 5),
+            (2, 6, 8),
+            (2, 8, 8),
+            (2, 12, 7),
+            (2, 3, 2),
+            (2, 100, 99),
+            (2, 5, 9),
+        ],
+    ),
 ]
 
 
-@pytest.mark.parametrize("model,example,axes,shapes", CASES,
-                         ids=[type(c[0]).__name__ for c in CASES])
+@pytest.mark.parametrize(
+    "model,example,axes,shapes", CASES, ids=[type(c[0]).__name__ for c in CASES]
+)
 def test_size_dependent_branch_never_silently_wrong(model, example, axes, shapes):
     ranges, warned, wrong, outside = _check(model, torch.randn(*example), ({**axes},), shapes)
     # the corpus does exercise the branch: some sizes take the other one in eager

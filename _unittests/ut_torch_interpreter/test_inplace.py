@@ -35,8 +35,11 @@ def check(model, sets, dynamic_shapes=None, atol=1e-4):
     onx = to_onnx(copy.deepcopy(model), clones[0], dynamic_shapes=dynamic_shapes)
     for k, args in enumerate(sets):
         with torch.no_grad():
-            expected = flatten_tensors(copy.deepcopy(model)(*[
-                a.clone() if isinstance(a, torch.Tensor) else a for a in args]))
+            expected = flatten_tensors(
+                copy.deepcopy(model)(
+                    *[a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+                )
+            )
         got = run_onnx(onx, flatten_tensors(args))
         assert len(got) == len(expected)
         for i, (e, r) in enumerate(zip(expected, got)):
@@ -55,8 +58,10 @@ def test_setitem_ellipsis_index_tensor():
         x[..., kv_index] = update
         return x
 
-    sets = [(torch.randn(4, 4, 10), torch.randn(1, 1, 2), torch.tensor([1, 2])),
-            (torch.randn(5, 3, 10), torch.randn(1, 1, 2), torch.tensor([3, 7]))]
+    sets = [
+        (torch.randn(4, 4, 10), torch.randn(1, 1, 2), torch.tensor([1, 2])),
+        (torch.randn(5, 3, 10), torch.randn(1, 1, 2), torch.tensor([3, 7])),
+    ]
     check(Fn(fn), sets, ({0: "batch", 1: "n"}, None, None))
 
 
@@ -136,8 +141,10 @@ def test_index_put_(accumulate):
         x.index_put_((i,), v, accumulate=accumulate)
         return x
 
-    sets = [(torch.randn(5, 4), torch.tensor([0, 2]), torch.randn(2, 4)),
-            (torch.randn(7, 3), torch.tensor([6, 1, 3]), torch.randn(3, 3))]
+    sets = [
+        (torch.randn(5, 4), torch.tensor([0, 2]), torch.randn(2, 4)),
+        (torch.randn(7, 3), torch.tensor([6, 1, 3]), torch.randn(3, 3)),
+    ]
     check(Fn(fn), sets, ({0: "batch", 1: "n"}, {0: "k"}, {0: "k", 1: "n"}))
 
 
@@ -243,11 +250,13 @@ def test_kv_cache_update():
         n = new.shape[2]
         p = cache.shape[2] - n
         cache = cache.clone()
-        cache[:, :, p:p + n] = new
+        cache[:, :, p : p + n] = new
         return cache
 
-    sets = [(torch.randn(2, 3, 8, 4), torch.randn(2, 3, 2, 4)),
-            (torch.randn(2, 3, 11, 4), torch.randn(2, 3, 3, 4))]
+    sets = [
+        (torch.randn(2, 3, 8, 4), torch.randn(2, 3, 2, 4)),
+        (torch.randn(2, 3, 11, 4), torch.randn(2, 3, 3, 4)),
+    ]
     check(Fn(fn), sets, ({2: Dim("s", min=4)}, {2: Dim("m", min=1, max=3)}))
 
 
@@ -256,7 +265,7 @@ def check_state(model, sets, dynamic_shapes, buffers):
     with the buffers of the eager model after the call."""
     onx = to_onnx(copy.deepcopy(model), sets[0], dynamic_shapes=dynamic_shapes)
     names = [o.name for o in onx.graph.output]
-    assert names[-len(buffers):] == [f"{b}_updated" for b in buffers], names
+    assert names[-len(buffers) :] == [f"{b}_updated" for b in buffers], names
     for k, args in enumerate(sets):
         eager = copy.deepcopy(model)
         with torch.no_grad():
@@ -274,8 +283,12 @@ def test_batchnorm_training():
     bn = torch.nn.BatchNorm2d(3)
     bn.train()
     sets = [(torch.randn(2, 3, 4, 5),), (torch.randn(4, 3, 6, 2),)]
-    check_state(bn, sets, ({0: "batch", 2: "h", 3: "w"},),
-                ["running_mean", "running_var", "num_batches_tracked"])
+    check_state(
+        bn,
+        sets,
+        ({0: "batch", 2: "h", 3: "w"},),
+        ["running_mean", "running_var", "num_batches_tracked"],
+    )
 
 
 def test_buffer_counter():
@@ -312,10 +325,11 @@ def test_buffer_kv_cache_index_copy_():
         m.cache.index_copy_(1, pos, k)
         return m.cache.sum(dim=1)
 
-    sets = [(torch.randn(2, 3, 4), torch.tensor([0, 1, 2])),
-            (torch.randn(2, 2, 4), torch.tensor([5, 3]))]
-    check_state(Fn(fn, cache=torch.zeros(2, 8, 4)), sets, ({1: "seq"}, {0: "seq"}),
-                ["cache"])
+    sets = [
+        (torch.randn(2, 3, 4), torch.tensor([0, 1, 2])),
+        (torch.randn(2, 2, 4), torch.tensor([5, 3])),
+    ]
+    check_state(Fn(fn, cache=torch.zeros(2, 8, 4)), sets, ({1: "seq"}, {0: "seq"}), ["cache"])
 
 
 def test_submodule_buffer_updated_name():

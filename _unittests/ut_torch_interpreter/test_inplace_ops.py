@@ -63,8 +63,10 @@ def _chained(x):
 # _window_mask: 9 fills through slice(slice(mask)); _nested_views: `+=` is add_ then
 # copy_ (setitem), each through select(x[:](slice(x[:](y)))) as torch.export records
 # y[:, 1:3][:, 0], then y[0].mul_
-@pytest.mark.parametrize("fn,writes", [(_window_mask, 9 * 2), (_nested_views, 2 + 2 + 1),
-                                       (_relu_inplace, 0), (_chained, 0)])
+@pytest.mark.parametrize(
+    "fn,writes",
+    [(_window_mask, 9 * 2), (_nested_views, 2 + 2 + 1), (_relu_inplace, 0), (_chained, 0)],
+)
 def test_rewritten_cases_match_eager(fn, writes):
     args = (torch.randn(2, 8, 9, 3),)
     ds = ({0: DYN, 1: DYN, 2: DYN},) if fn is not _relu_inplace else ({0: DYN, 2: DYN, 3: DYN},)
@@ -79,10 +81,12 @@ def test_rewritten_cases_match_eager(fn, writes):
     for inputs in (args, other):
         expected, got = fn(inputs[0].clone()), ep.module()(inputs[0].clone())
         torch.testing.assert_close(got, expected)
-    names = ({0: "b", 1: "h", 2: "w"},) if fn is not _relu_inplace else (
-        {0: "b", 2: "h", 3: "w"},)
-    second = (torch.randn(3, 11, 7, args[0].shape[-1]),) if fn is not _relu_inplace else (
-        torch.randn(1, 3, 11, 7),)
+    names = ({0: "b", 1: "h", 2: "w"},) if fn is not _relu_inplace else ({0: "b", 2: "h", 3: "w"},)
+    second = (
+        (torch.randn(3, 11, 7, args[0].shape[-1]),)
+        if fn is not _relu_inplace
+        else (torch.randn(1, 3, 11, 7),)
+    )
     check_export(Fn(fn), [args, second], dynamic_shapes=names)
 
 
@@ -104,11 +108,14 @@ def _through_transpose(x):
     return y
 
 
-@pytest.mark.parametrize("fn,reason", [
-    (_changes_input, "an input, a buffer or a parameter"),
-    (_stale_view, "a view of mul, is read after"),
-    (_through_transpose, "a view made by aten.t.default"),
-])
+@pytest.mark.parametrize(
+    "fn,reason",
+    [
+        (_changes_input, "an input, a buffer or a parameter"),
+        (_stale_view, "a view of mul, is read after"),
+        (_through_transpose, "a view made by aten.t.default"),
+    ],
+)
 def test_refused_cases_keep_the_graph_and_still_export(fn, reason):
     args = (torch.randn(4, 5),)
     ep, result, before = _rewrite(fn, args)
@@ -137,5 +144,4 @@ def test_graph_output_is_the_new_value():
 
     ep, result, _ = _rewrite(fn, (torch.randn(3, 5),), ({0: DYN},))
     assert result.reason is None and result.write_backs == 1  # y[:] is not written back
-    check_export(Fn(fn), [(torch.randn(3, 5),), (torch.randn(6, 5),)],
-                 dynamic_shapes=({0: "b"},))
+    check_export(Fn(fn), [(torch.randn(3, 5),), (torch.randn(6, 5),)], dynamic_shapes=({0: "b"},))

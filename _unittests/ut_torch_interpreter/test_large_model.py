@@ -59,7 +59,8 @@ def test_container_with_weights(tmp_path, monkeypatch):
     assert sorted(container.tensors) == ["fc1.weight", "fc2.weight"]
     assert container.unfilled == []
     assert container.tensors["fc1.weight"].tensor is model.fc1.weight.detach() or (
-        container.tensors["fc1.weight"].tensor.data_ptr() == model.fc1.weight.data_ptr())
+        container.tensors["fc1.weight"].tensor.data_ptr() == model.fc1.weight.data_ptr()
+    )
     container.save(str(tmp_path / "m.onnx"))
     _check(tmp_path / "m.onnx", model, tmp_path, monkeypatch)
 
@@ -89,8 +90,11 @@ def test_fake_mode_model_then_filled(tmp_path, monkeypatch):
     path = tmp_path / "m.onnx"
     onx = to_onnx(fake, (torch.randn(3, 16),), dynamic_shapes=DS, filename=str(path))
     assert isinstance(onx, onnx.ModelProto)  # refers to its data file
-    assert all(i.data_location == onnx.TensorProto.EXTERNAL for i in onx.graph.initializer
-               if i.name in fake.state_dict())
+    assert all(
+        i.data_location == onnx.TensorProto.EXTERNAL
+        for i in onx.graph.initializer
+        if i.name in fake.state_dict()
+    )
     model = _real_model()
     torch.save(model.state_dict(), str(tmp_path / "w.pt"))
     report = fill_weights(str(path), str(tmp_path / "w.pt"))
@@ -123,7 +127,8 @@ def test_filename_switches_to_external_data(tmp_path, monkeypatch):
     data = sorted(os.listdir(tmp_path))
     assert len(data) == 2 and data[0] == "m.onnx" and data[1].startswith("m.onnx.")
     assert data[1].endswith(".data")
-    external = [i.name for i in onx.graph.initializer
-                if i.data_location == onnx.TensorProto.EXTERNAL]
+    external = [
+        i.name for i in onx.graph.initializer if i.data_location == onnx.TensorProto.EXTERNAL
+    ]
     assert sorted(external) == ["fc1.weight", "fc2.weight"]
     _check(path, model, tmp_path, monkeypatch)

@@ -26,8 +26,13 @@ def _dims(value_info) -> list:
 def _tiny_llama(attn_implementation: str):
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
-        hidden_size=32, num_hidden_layers=1, vocab_size=1024, intermediate_size=64,
-        max_position_embeddings=512, num_attention_heads=4, num_key_value_heads=2,
+        hidden_size=32,
+        num_hidden_layers=1,
+        vocab_size=1024,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_attention_heads=4,
+        num_key_value_heads=2,
     )
     config._attn_implementation = attn_implementation
     config.use_cache = False
@@ -85,9 +90,13 @@ class SmallCNN(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
             torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(8, 16, 3), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 16, 3),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
             torch.nn.AdaptiveAvgPool2d(1),
         )
         self.head = torch.nn.Linear(16, 10)
@@ -109,8 +118,9 @@ def _cnn():
 
 def _export_cnn(model, **kwargs):
     with torch.no_grad():
-        return to_onnx(model, (torch.randn(2, 3, 16, 16),),
-                       dynamic_shapes=({0: "batch"},), **kwargs)
+        return to_onnx(
+            model, (torch.randn(2, 3, 16, 16),), dynamic_shapes=({0: "batch"},), **kwargs
+        )
 
 
 def test_small_cnn():
@@ -123,8 +133,7 @@ def test_small_cnn():
         x = torch.randn(batch, 3, 16, 16)
         with torch.no_grad():
             expected = model(x)
-        assert_close(expected, run_onnx(onx, [x])[0], atol=1e-4, rtol=1e-4,
-                     msg=f"batch={batch}")
+        assert_close(expected, run_onnx(onx, [x])[0], atol=1e-4, rtol=1e-4, msg=f"batch={batch}")
 
 
 def test_deterministic_llama():
@@ -155,9 +164,13 @@ def test_deterministic_across_processes():
 
     script = _HASH_SCRIPT.format(folder=os.path.dirname(os.path.abspath(__file__)))
     procs = [
-        subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, PYTHONHASHSEED=seed))
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONHASHSEED=seed),
+        )
         for seed in ("1", "2")
     ]
     digests = []
@@ -197,8 +210,9 @@ class UsesCustomOp(torch.nn.Module):
 def test_unsupported_op_names_op_node_and_source_line(tmp_path):
     filename = str(tmp_path / "model.onnx")
     with pytest.raises(UnsupportedOpError) as e:
-        to_onnx(UsesCustomOp(), (torch.randn(2, 3),), dynamic_shapes=({0: "batch"},),
-                filename=filename)
+        to_onnx(
+            UsesCustomOp(), (torch.randn(2, 3),), dynamic_shapes=({0: "batch"},), filename=filename
+        )
     msg = str(e.value)
     assert "ee_test_models.no_converter" in msg, msg
     assert "no_converter" in msg and "node" in msg, msg
@@ -260,8 +274,14 @@ def _check_two_outputs(onx, input_names):
 
 
 def test_return_builder_and_names():
-    result = to_onnx(TwoInputs(), _two_inputs(2), dynamic_shapes=({0: "n"}, {0: "n"}),
-                     input_names=["A", "B"], output_names=["S", "P"], return_builder=True)
+    result = to_onnx(
+        TwoInputs(),
+        _two_inputs(2),
+        dynamic_shapes=({0: "n"}, {0: "n"}),
+        input_names=["A", "B"],
+        output_names=["S", "P"],
+        return_builder=True,
+    )
     assert isinstance(result, tuple) and len(result) == 2
     onx, builder = result
     assert isinstance(onx, onnx.ModelProto)
@@ -298,8 +318,9 @@ def _aot_graph_module(model, x):
 
     torch._dynamo.reset()
     with torch.no_grad():
-        compiled = torch.compile(model, backend=aot_autograd(fw_compiler=fw_compiler),
-                                 dynamic=True, fullgraph=True)
+        compiled = torch.compile(
+            model, backend=aot_autograd(fw_compiler=fw_compiler), dynamic=True, fullgraph=True
+        )
         compiled(x)
     assert len(captured) == 1
     return captured[0]
@@ -322,8 +343,12 @@ def test_graph_module_from_a_backend():
         x = torch.randn(batch, 4)
         with torch.no_grad():
             expected = model(x)
-        feeds = [model[0].weight.detach(), model[0].bias.detach(),
-                 torch.tensor(batch, dtype=torch.int64), x]
+        feeds = [
+            model[0].weight.detach(),
+            model[0].bias.detach(),
+            torch.tensor(batch, dtype=torch.int64),
+            x,
+        ]
         assert_close(expected, run_onnx(onx, feeds)[0], atol=1e-5, rtol=1e-5)
 
 

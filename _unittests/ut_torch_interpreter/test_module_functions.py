@@ -57,8 +57,9 @@ def test_blocks_as_functions(selected):
     assert {n.op_type for n in onx.graph.node} == {"Block", "Gemm"}
     # the weights stay initializers of the main graph, given to each call
     call = onx.graph.node[0]
-    assert "block1.linear.weight" in call.input or any(
-        "block1" in i for i in call.input), list(call.input)
+    assert "block1.linear.weight" in call.input or any("block1" in i for i in call.input), list(
+        call.input
+    )
     _check(model, onx)
     flat = inline_functions(onx)
     assert not flat.functions and "Block" not in {n.op_type for n in flat.graph.node}

@@ -22,9 +22,13 @@ torch.utils._pytree.register_pytree_node(
     lambda c: ([c.keys, c.values], None),
     lambda xs, _: Cache(xs[0], xs[1]),
     serialized_type_name="h4test.Cache",
-    flatten_with_keys_fn=lambda c: ([(torch.utils._pytree.GetAttrKey("keys"), c.keys),
-                                     (torch.utils._pytree.GetAttrKey("values"), c.values)],
-                                    None),
+    flatten_with_keys_fn=lambda c: (
+        [
+            (torch.utils._pytree.GetAttrKey("keys"), c.keys),
+            (torch.utils._pytree.GetAttrKey("values"), c.values),
+        ],
+        None,
+    ),
 )
 
 
@@ -42,8 +46,9 @@ def _names(onx):
 
 
 def _dims(onx):
-    return [[d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
-            for i in onx.graph.input]
+    return [
+        [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim] for i in onx.graph.input
+    ]
 
 
 def check(model, sets, dynamic_shapes):
@@ -76,12 +81,26 @@ def _nested(batch, c):
 
 
 def test_nested_everything():
-    ds = dict(x={0: "batch"}, pair=({0: "batch"}, {0: "batch"}),
-              d={"a": {0: "batch"}, "b": [{0: "batch"}]}, none=None, n=None, f=None,
-              cache=[[{0: "c"}], [{0: "c"}, {0: "c"}]])
+    ds = dict(
+        x={0: "batch"},
+        pair=({0: "batch"}, {0: "batch"}),
+        d={"a": {0: "batch"}, "b": [{0: "batch"}]},
+        none=None,
+        n=None,
+        f=None,
+        cache=[[{0: "c"}], [{0: "c"}, {0: "c"}]],
+    )
     onx = check(Nested(), [_nested(3, 2), _nested(5, 4)], ds)
-    assert _names(onx) == ["x", "pair_0", "pair_1", "d_a", "d_b_0", "cache_keys_0",
-                           "cache_values_0", "cache_values_1"]
+    assert _names(onx) == [
+        "x",
+        "pair_0",
+        "pair_1",
+        "d_a",
+        "d_b_0",
+        "cache_keys_0",
+        "cache_values_0",
+        "cache_values_1",
+    ]
     assert _dims(onx) == [["batch", 4]] * 5 + [["c", 5]] * 3
     assert len(onx.graph.output) == 4
 
@@ -94,7 +113,7 @@ def test_python_scalars_are_constants():
     sets = [((torch.randn(3, 4), 2, 0.5, True), {}), ((torch.randn(6, 4), 2, 0.5, True), {})]
     onx = to_onnx(Model(), sets[0][0], dynamic_shapes=({0: "batch"}, None, None, None))
     assert _names(onx) == ["x"]
-    for (a, _) in sets:
+    for a, _ in sets:
         assert_close(Model()(*a), run_onnx(onx, [a[0]])[0], 1e-6, 1e-6)
 
 

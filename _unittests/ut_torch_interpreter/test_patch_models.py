@@ -27,9 +27,16 @@ def test_cpmant_dynamic_sequence():
     from transformers import CpmAntConfig, CpmAntForCausalLM
 
     torch.manual_seed(0)
-    config = CpmAntConfig(vocab_size=128, hidden_size=32, num_attention_heads=4,
-                          dim_head=8, dim_ff=64, num_hidden_layers=2, prompt_length=4,
-                          use_cache=False)
+    config = CpmAntConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_attention_heads=4,
+        dim_head=8,
+        dim_ff=64,
+        num_hidden_layers=2,
+        prompt_length=4,
+        use_cache=False,
+    )
     _check(CpmAntForCausalLM(config).eval(), 128, "_prepare_attention_mask")
 
 
@@ -37,10 +44,16 @@ def test_dbrx_experts_without_data_dependent_loop():
     from transformers import DbrxConfig, DbrxForCausalLM
 
     torch.manual_seed(0)
-    config = DbrxConfig(d_model=32, n_heads=4, n_layers=2, max_seq_len=64, vocab_size=128,
-                        attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=8.0),
-                        ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2),
-                        use_cache=False)
+    config = DbrxConfig(
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
+        max_seq_len=64,
+        vocab_size=128,
+        attn_config=dict(kv_n_heads=2, rope_theta=10000.0, clip_qkv=8.0),
+        ffn_config=dict(ffn_hidden_size=32, moe_num_experts=4, moe_top_k=2),
+        use_cache=False,
+    )
     _check(DbrxForCausalLM(config).eval(), 128, "DbrxExperts.forward")
 
 
@@ -49,8 +62,17 @@ def test_switch_transformers_experts_without_data_dependent_loop():
 
     torch.manual_seed(0)
     config = SwitchTransformersConfig(
-        vocab_size=128, d_model=32, d_kv=8, d_ff=64, num_heads=4, num_layers=2,
-        num_sparse_encoder_layers=1, num_experts=4, expert_capacity=8, use_cache=False)
+        vocab_size=128,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_heads=4,
+        num_layers=2,
+        num_sparse_encoder_layers=1,
+        num_experts=4,
+        expert_capacity=8,
+        use_cache=False,
+    )
     encoder = SwitchTransformersEncoderModel(config).eval()
 
     class Encoder(torch.nn.Module):
@@ -65,11 +87,19 @@ def test_reformer_axial_positions_keep_the_batch_dynamic():
     from transformers import ReformerConfig, ReformerForMaskedLM
 
     torch.manual_seed(0)
-    config = ReformerConfig(vocab_size=128, hidden_size=32, num_attention_heads=2,
-                            attention_head_size=16, feed_forward_size=64,
-                            attn_layers=["local", "local"], axial_pos_embds_dim=[16, 16],
-                            axial_pos_shape=[4, 8], local_attn_chunk_length=4,
-                            is_decoder=False, use_cache=False)
+    config = ReformerConfig(
+        vocab_size=128,
+        hidden_size=32,
+        num_attention_heads=2,
+        attention_head_size=16,
+        feed_forward_size=64,
+        attn_layers=["local", "local"],
+        axial_pos_embds_dim=[16, 16],
+        axial_pos_shape=[4, 8],
+        local_attn_chunk_length=4,
+        is_decoder=False,
+        use_cache=False,
+    )
     _check(ReformerForMaskedLM(config).eval(), 128, "AxialPositionEmbeddings.forward")
 
 
@@ -77,12 +107,24 @@ def test_longcat_flash_experts_without_data_dependent_loop():
     from transformers import LongcatFlashConfig, LongcatFlashForCausalLM
 
     torch.manual_seed(0)
-    config = LongcatFlashConfig(vocab_size=128, hidden_size=64, num_layers=1,
-                                num_attention_heads=4, num_key_value_heads=4,
-                                ffn_hidden_size=128, q_lora_rank=32, kv_lora_rank=32,
-                                qk_nope_head_dim=16, qk_rope_head_dim=16, head_dim=16,
-                                v_head_dim=16, moe_topk=2, n_routed_experts=4,
-                                zero_expert_num=2, use_cache=False)
+    config = LongcatFlashConfig(
+        vocab_size=128,
+        hidden_size=64,
+        num_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        ffn_hidden_size=128,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=16,
+        head_dim=16,
+        v_head_dim=16,
+        moe_topk=2,
+        n_routed_experts=4,
+        zero_expert_num=2,
+        use_cache=False,
+    )
     model = LongcatFlashForCausalLM(config).eval()
     with torch.no_grad():  # a router initialised at zero ties the experts: random scores
         for name, p in model.named_parameters():
@@ -95,24 +137,35 @@ def test_depth_pro_keeps_the_batch_dynamic():
     from transformers import DepthProConfig, DepthProModel
 
     torch.manual_seed(0)
-    vit = dict(model_type="dinov2", hidden_size=32, num_hidden_layers=2,
-               num_attention_heads=4, image_size=8, patch_size=8,
-               out_features=["stage2"], out_indices=[2])
+    vit = dict(
+        model_type="dinov2",
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=8,
+        patch_size=8,
+        out_features=["stage2"],
+        out_indices=[2],
+    )
     config = DepthProConfig(
-        fusion_hidden_size=32, patch_size=8, intermediate_hook_ids=[1, 0],
-        intermediate_feature_dims=[32, 32], scaled_images_ratios=[0.25, 0.5, 1],
+        fusion_hidden_size=32,
+        patch_size=8,
+        intermediate_hook_ids=[1, 0],
+        intermediate_feature_dims=[32, 32],
+        scaled_images_ratios=[0.25, 0.5, 1],
         scaled_images_overlap_ratios=[0.0, 0.5, 0.25],
-        scaled_images_feature_dims=[64, 64, 32], use_fov_model=False,
-        image_model_config=vit, patch_model_config=vit, fov_model_config=vit)
+        scaled_images_feature_dims=[64, 64, 32],
+        use_fov_model=False,
+        image_model_config=vit,
+        patch_model_config=vit,
+        fov_model_config=vit,
+    )
     model = DepthProModel(config).eval()
     with bypass_export_some_errors(patch_transformers=True):
-        assert any(p.name.endswith("DepthProPatchEncoder.forward")
-                   for p in get_model_patches())
-        onx = to_onnx(model, (torch.randn(2, 3, 32, 32),),
-                      dynamic_shapes=({0: "batch"},))
+        assert any(p.name.endswith("DepthProPatchEncoder.forward") for p in get_model_patches())
+        onx = to_onnx(model, (torch.randn(2, 3, 32, 32),), dynamic_shapes=({0: "batch"},))
     assert onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for batch in (2, 3):
         x = torch.randn(batch, 3, 32, 32)
         with torch.no_grad():
@@ -127,31 +180,36 @@ def _siglip2_inputs(shapes, patches, channels):
     mask = torch.zeros(len(shapes), patches, dtype=torch.int64)
     for i, (h, w) in enumerate(shapes):
         mask[i, : h * w] = 1
-    return dict(pixel_values=torch.randn(len(shapes), patches, channels),
-                pixel_attention_mask=mask,
-                spatial_shapes=torch.tensor(shapes, dtype=torch.int64))
+    return dict(
+        pixel_values=torch.randn(len(shapes), patches, channels),
+        pixel_attention_mask=mask,
+        spatial_shapes=torch.tensor(shapes, dtype=torch.int64),
+    )
 
 
 def test_siglip2_resized_positions_keep_the_batch_dynamic():
     from transformers import Siglip2VisionConfig, Siglip2VisionModel
 
     torch.manual_seed(0)
-    config = Siglip2VisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_channels=3, patch_size=2,
-                                 num_patches=16)
+    config = Siglip2VisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_channels=3,
+        patch_size=2,
+        num_patches=16,
+    )
     model = Siglip2VisionModel(config).eval()
     channels, patches = 3 * 2 * 2, 24
     names = ("pixel_values", "pixel_attention_mask", "spatial_shapes")
     ds = ({0: "batch", 1: "patches"}, {0: "batch", 1: "patches"}, {0: "batch"})
     inputs = _siglip2_inputs([(2, 3), (4, 5)], patches, channels)
     with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
-        assert any(p.name.endswith("resize_positional_embeddings")
-                   for p in get_model_patches())
+        assert any(p.name.endswith("resize_positional_embeddings") for p in get_model_patches())
         onx = to_onnx(model, (), inputs, dynamic_shapes=dict(zip(names, ds)))
-    assert [i.type.tensor_type.shape.dim[0].dim_param for i in onx.graph.input] == [
-        "batch"] * 3
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    assert [i.type.tensor_type.shape.dim[0].dim_param for i in onx.graph.input] == ["batch"] * 3
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     # upsampled, downsampled, padded and unpadded grids, another batch and length
     for shapes, length in (([(2, 3), (4, 5)], patches), ([(6, 4), (1, 7), (4, 4)], 30)):
         feeds = _siglip2_inputs(shapes, length, channels)
@@ -169,7 +227,7 @@ def _check_with_mask(model, vocab, names, shapes, output=lambda out: out.last_hi
 
     def feeds(shape):
         mask = torch.ones(shape, dtype=torch.int64)
-        mask[1, shape[1] * 2 // 3:] = 0
+        mask[1, shape[1] * 2 // 3 :] = 0
         return dict(input_ids=torch.randint(0, vocab, shape), attention_mask=mask)
 
     ds = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
@@ -179,8 +237,7 @@ def _check_with_mask(model, vocab, names, shapes, output=lambda out: out.last_hi
         onx = to_onnx(model, (), feeds(shapes[0]), dynamic_shapes=ds)
     for i in onx.graph.input:
         assert [d.dim_param for d in i.type.tensor_type.shape.dim] == ["batch", "seq"]
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for shape in shapes:
         inputs = feeds(shape)
         with torch.no_grad():
@@ -194,14 +251,24 @@ def test_canine_keeps_the_sequence_dynamic():
     from transformers import CanineConfig, CanineModel
 
     torch.manual_seed(0)
-    config = CanineConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                          intermediate_size=64, downsampling_rate=4,
-                          local_transformer_stride=5, num_hash_buckets=64,
-                          num_hash_functions=4)
+    config = CanineConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        downsampling_rate=4,
+        local_transformer_stride=5,
+        num_hash_buckets=64,
+        num_hash_functions=4,
+    )
     model = CanineModel(config).eval()
     # one chunk, chunks with remainders, a chunk of padding only, lengths % 4 != 0
-    _check_with_mask(model, 1000, ("_downsample_attention_mask", "CanineAttention.forward"),
-                     [(2, 12), (3, 13), (2, 23), (2, 4)])
+    _check_with_mask(
+        model,
+        1000,
+        ("_downsample_attention_mask", "CanineAttention.forward"),
+        [(2, 12), (3, 13), (2, 23), (2, 4)],
+    )
 
 
 def test_qwen4_exp_indexer_selects_the_same_tokens():
@@ -238,14 +305,16 @@ def test_qwen4_exp_indexer_selects_the_same_tokens():
         expected = original(self, hidden, positions, mask, cache)
         if cache is not None:
             del cache.update_indexer
-        got = patched(self, hidden, positions, mask,
-                      Replay(seen["keys"]) if cache is not None else None)
+        got = patched(
+            self, hidden, positions, mask, Replay(seen["keys"]) if cache is not None else None
+        )
         compared.append((tuple(expected.shape), bool((expected == got).all())))
         return expected
 
     ids = torch.randint(0, 50, (2, 12))
-    padded = torch.cat([torch.zeros(2, 3, dtype=torch.int64), torch.ones(2, 9,
-                                                                          dtype=torch.int64)], 1)
+    padded = torch.cat(
+        [torch.zeros(2, 3, dtype=torch.int64), torch.ones(2, 9, dtype=torch.int64)], 1
+    )
     try:
         indexer.forward = both
         with torch.no_grad():

@@ -26,12 +26,19 @@ def test_rwkv_scan_matches_the_loop(seq, with_state):
     scan = _rwkv_linear_attention_cpu(loop)
     g = torch.Generator().manual_seed(seq)
     b, d = 2, 6
-    args = (torch.randn(d, generator=g), torch.randn(d, generator=g),
-            torch.randn(b, seq, d, generator=g), torch.randn(b, seq, d, generator=g))
+    args = (
+        torch.randn(d, generator=g),
+        torch.randn(d, generator=g),
+        torch.randn(b, seq, d, generator=g),
+        torch.randn(b, seq, d, generator=g),
+    )
     state = None
     if with_state:
-        state = [torch.rand(b, d, generator=g), torch.rand(b, d, generator=g) + 0.5,
-                 torch.randn(b, d, generator=g)]
+        state = [
+            torch.rand(b, d, generator=g),
+            torch.rand(b, d, generator=g) + 0.5,
+            torch.randn(b, d, generator=g),
+        ]
     expected = loop(*args, state=None if state is None else list(state), return_state=True)
     got = scan(*args, state=None if state is None else list(state), return_state=True)
     torch.testing.assert_close(got[0], expected[0], atol=1e-6, rtol=1e-6)
@@ -65,6 +72,7 @@ def test_recurrent_gemma_scan_matches_the_loop(seq, with_state):
 def _check_dynamic_sequence(model, vocab):
     """Exports with a dynamic batch and sequence, compares onnxruntime with the
     unpatched model (the Python loop) on two sizes."""
+
     def patched():
         assert len(get_recurrence_patches()) == 2
 
@@ -77,9 +85,15 @@ def test_rwkv_dynamic_sequence_to_onnx():
     from transformers.models.recurrent_gemma import modeling_recurrent_gemma  # noqa: F401
 
     torch.manual_seed(0)
-    config = RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                        attention_hidden_size=32, intermediate_size=64, context_length=64,
-                        use_cache=False)
+    config = RwkvConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        attention_hidden_size=32,
+        intermediate_size=64,
+        context_length=64,
+        use_cache=False,
+    )
     _check_dynamic_sequence(RwkvForCausalLM(config).eval(), 64)
 
 
@@ -89,8 +103,16 @@ def test_recurrent_gemma_dynamic_sequence_to_onnx():
     from transformers.models.rwkv import modeling_rwkv  # noqa: F401
 
     torch.manual_seed(0)
-    config = RecurrentGemmaConfig(vocab_size=64, hidden_size=32, lru_width=32,
-                                  intermediate_size=64, num_hidden_layers=3,
-                                  num_attention_heads=4, num_key_value_heads=1, head_dim=8,
-                                  attention_window_size=16, use_cache=False)
+    config = RecurrentGemmaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        lru_width=32,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=8,
+        attention_window_size=16,
+        use_cache=False,
+    )
     _check_dynamic_sequence(RecurrentGemmaForCausalLM(config).eval(), 64)

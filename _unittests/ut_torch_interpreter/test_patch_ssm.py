@@ -53,8 +53,15 @@ def _tiny_mamba():
     from transformers import MambaConfig, MambaForCausalLM
 
     torch.manual_seed(0)
-    config = MambaConfig(vocab_size=64, hidden_size=32, state_size=8, num_hidden_layers=2,
-                         intermediate_size=64, time_step_rank=4, use_cache=False)
+    config = MambaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        state_size=8,
+        num_hidden_layers=2,
+        intermediate_size=64,
+        time_step_rank=4,
+        use_cache=False,
+    )
     return MambaForCausalLM(config).eval()
 
 
@@ -65,8 +72,7 @@ def _check_dynamic_sequence(model, while_patched=lambda: None):
     with bypass_export_some_errors(patch_transformers=True):
         while_patched()
         onx = to_onnx(model, (ids,), dynamic_shapes=({0: "batch", 1: "seq"},))
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for shape in [(2, 3), (3, 7)]:
         ids = torch.randint(0, 64, shape)
         with torch.no_grad():
@@ -88,12 +94,24 @@ def test_jamba_dynamic_sequence_to_onnx():
     from transformers.models.jamba import modeling_jamba
 
     torch.manual_seed(0)
-    config = JambaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
-                         expert_layer_offset=1, num_experts=2, mamba_d_state=8,
-                         mamba_expand=2, mamba_dt_rank=4, use_cache=False,
-                         use_mamba_kernels=False)
+    config = JambaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        num_experts=2,
+        mamba_d_state=8,
+        mamba_expand=2,
+        mamba_dt_rank=4,
+        use_cache=False,
+        use_mamba_kernels=False,
+    )
     model = JambaForCausalLM(config).eval()
 
     def patched():

@@ -34,8 +34,7 @@ def test_module_to_same_dtype_exports():
     model = Router()
     with bypass_export_some_errors():
         onx = to_onnx(model, (torch.randn(2, 3, 8),), dynamic_shapes=({0: "b", 1: "s"},))
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for shape in [(2, 3, 8), (3, 5, 8)]:
         x = torch.randn(*shape)
         got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]

@@ -132,6 +132,7 @@ def test_apply_patches_restores_a_staticmethod():
         assert Owner().f(1) == -1
     assert isinstance(vars(Owner)["f"], staticmethod) and Owner().f(1) == 1
 
+
 def test_every_patch_is_documented():
     for patch in get_transformers_patches():
         assert "Fixes" in patch.doc, patch.name
@@ -143,16 +144,18 @@ def test_dim_names_of_cache_inputs():
     ds = ({0: "batch", 2: "seq"}, [{0: "batch", 2: "past"}] * 4)
     with bypass_export_some_errors(patch_transformers=True) as modificator:
         onx = to_onnx(model, modificator((query, _cache(2, 5))), dynamic_shapes=ds)
-    dims = {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
-            for i in onx.graph.input}
+    dims = {
+        i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+        for i in onx.graph.input
+    }
     # a transformers cache keeps the names past_key_values_* whatever the argument name
     assert dims["past_key_values_key_0"] == ["batch", 2, "past", 8]
     assert dims["past_key_values_value_1"] == ["batch", 2, "past", 8]
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     query, cache = torch.randn(3, 2, 4, 16), _cache(3, 7)
-    feeds = [query] + [layer.keys for layer in cache.layers] + [
-        layer.values for layer in cache.layers]
+    feeds = (
+        [query] + [layer.keys for layer in cache.layers] + [layer.values for layer in cache.layers]
+    )
     got = sess.run(None, {i.name: t.numpy() for i, t in zip(sess.get_inputs(), feeds)})[0]
     np.testing.assert_allclose(model(query, cache).numpy(), got, atol=1e-5)
 
@@ -160,8 +163,11 @@ def test_dim_names_of_cache_inputs():
 def test_torch_export_export_and_module():
     model = AttentionStep()
     with bypass_export_some_errors(patch_transformers=True) as modificator:
-        ep = torch.export.export(model, modificator((torch.randn(2, 2, 3, 16), _cache(2, 5))),
-                                 dynamic_shapes=({0: DYN, 2: DYN}, [{0: DYN, 2: DYN}] * 4))
+        ep = torch.export.export(
+            model,
+            modificator((torch.randn(2, 2, 3, 16), _cache(2, 5))),
+            dynamic_shapes=({0: DYN, 2: DYN}, [{0: DYN, 2: DYN}] * 4),
+        )
         query, cache = torch.randn(3, 2, 4, 16), _cache(3, 7)
         torch.testing.assert_close(ep.module()(query, cache), model(query, cache))
 
@@ -169,8 +175,9 @@ def test_torch_export_export_and_module():
 def test_modificator():
     keys = [torch.randn(2, 2, 3, 8) for _ in range(4)]
     with bypass_export_some_errors(patch_transformers=True) as modificator:
-        inputs = modificator({"x": keys[0], "past_key_values": ((keys[0], keys[1]),
-                                                                 (keys[2], keys[3]))})
+        inputs = modificator(
+            {"x": keys[0], "past_key_values": ((keys[0], keys[1]), (keys[2], keys[3]))}
+        )
         cache = inputs["past_key_values"]
         assert isinstance(cache, DynamicCache)
         assert torch.equal(cache.layers[1].values, keys[3])
@@ -206,19 +213,21 @@ def test_static_cache_to_onnx():
     data = get_tiny_llm("llama", with_cache=False)
     model, config = data["model"], data["config"]
     cache = StaticCache(config=config, max_cache_len=8)
-    cache.early_initialization(batch_size=2, num_heads=2, head_dim=8, dtype=torch.float32,
-                               device="cpu")
-    inputs = dict(input_ids=data["inputs"]["input_ids"],
-                  attention_mask=torch.ones(2, 8, dtype=torch.int64),
-                  position_ids=data["inputs"]["position_ids"])
+    cache.early_initialization(
+        batch_size=2, num_heads=2, head_dim=8, dtype=torch.float32, device="cpu"
+    )
+    inputs = dict(
+        input_ids=data["inputs"]["input_ids"],
+        attention_mask=torch.ones(2, 8, dtype=torch.int64),
+        position_ids=data["inputs"]["position_ids"],
+    )
     inputs[cache_argument_name(model)] = cache
     with bypass_export_some_errors(patch_transformers=True) as modificator:
         onx = to_onnx(model, (), modificator(inputs))
         feeds = [t.numpy() for t in _pytree.tree_leaves(modificator(inputs))]
     names = [i.name for i in onx.graph.input]
     assert "past_key_values_cumulative_length_1" in names
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, dict(zip(names, feeds)))
     expected = model(**copy.deepcopy(inputs)).logits
     np.testing.assert_allclose(expected.detach().numpy(), got[0], atol=1e-4)
@@ -230,19 +239,26 @@ def test_vmap_mask_to_onnx():
 
     class Masked(torch.nn.Module):
         def forward(self, x, pad):
-            mask = sdpa_mask(batch_size=x.shape[0], q_length=x.shape[1],
-                             kv_length=pad.shape[1], q_offset=0, kv_offset=0,
-                             mask_function=causal_mask_function, attention_mask=pad,
-                             use_vmap=True, allow_is_causal_skip=False)
+            mask = sdpa_mask(
+                batch_size=x.shape[0],
+                q_length=x.shape[1],
+                kv_length=pad.shape[1],
+                q_offset=0,
+                kv_offset=0,
+                mask_function=causal_mask_function,
+                attention_mask=pad,
+                use_vmap=True,
+                allow_is_causal_skip=False,
+            )
             return x[:, None, :, None] * mask
 
     pad = torch.ones(2, 5, dtype=torch.bool)
     with bypass_export_some_errors(patch_transformers=True):
-        onx = to_onnx(Masked(), (torch.randn(2, 3), pad),
-                      dynamic_shapes=({0: "b", 1: "s"}, {0: "b", 1: "t"}))
+        onx = to_onnx(
+            Masked(), (torch.randn(2, 3), pad), dynamic_shapes=({0: "b", 1: "s"}, {0: "b", 1: "t"})
+        )
     x, pad = torch.randn(3, 4), torch.rand(3, 6) > 0.3
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {"x": x.numpy(), "pad": pad.numpy()})[0]
     np.testing.assert_allclose(Masked()(x, pad).numpy(), got)
 
@@ -252,20 +268,29 @@ def _voxtral_realtime():
     from transformers import VoxtralRealtimeConfig, VoxtralRealtimeForConditionalGeneration
 
     torch.manual_seed(0)
-    small = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                 num_attention_heads=2, head_dim=16, vocab_size=128)
-    config = VoxtralRealtimeConfig(audio_config=dict(small, num_mel_bins=16),
-                                   text_config=dict(small, num_key_value_heads=1))
+    small = dict(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        head_dim=16,
+        vocab_size=128,
+    )
+    config = VoxtralRealtimeConfig(
+        audio_config=dict(small, num_mel_bins=16), text_config=dict(small, num_key_value_heads=1)
+    )
     return VoxtralRealtimeForConditionalGeneration(config).eval()
 
 
 def _voxtral_inputs(model, batch, seq, past, padding):
     """Decoder inputs with a cache of ``past`` tokens; with ``padding``, the padding
     cache a first chunk leaves (the streaming case: an input updated in place)."""
-    inputs = dict(input_ids=torch.randint(0, 128, (batch, seq)),
-                  input_features=torch.randn(batch, 16, seq * 8),
-                  attention_mask=torch.ones(batch, past + seq, dtype=torch.int64),
-                  position_ids=torch.arange(past, past + seq).expand(batch, -1))
+    inputs = dict(
+        input_ids=torch.randint(0, 128, (batch, seq)),
+        input_features=torch.randn(batch, 16, seq * 8),
+        attention_mask=torch.ones(batch, past + seq, dtype=torch.int64),
+        position_ids=torch.arange(past, past + seq).expand(batch, -1),
+    )
     inputs[cache_argument_name(model)] = _cache(batch, past, heads=1, dim=16)
     if padding:
         with torch.no_grad():
@@ -302,20 +327,24 @@ def test_voxtral_realtime_to_onnx(padding):
 
     model = _voxtral_realtime()
     inputs = _voxtral_inputs(model, 2, 3, 5, padding)
-    ds = dict(input_ids={0: "batch", 1: "seq"}, input_features={0: "batch", 2: "frames"},
-              attention_mask={0: "batch", 1: "total"}, position_ids={0: "batch", 1: "seq"})
+    ds = dict(
+        input_ids={0: "batch", 1: "seq"},
+        input_features={0: "batch", 2: "frames"},
+        attention_mask={0: "batch", 1: "total"},
+        position_ids={0: "batch", 1: "seq"},
+    )
     ds[cache_argument_name(model)] = [{0: "batch", 2: "past"}] * 4
     if padding:
         ds["padding_cache"] = [{0: "batch"}] * 2
     with bypass_export_some_errors(patch_transformers=True) as modificator:
         onx = to_onnx(model, (), modificator(copy.deepcopy(inputs)), dynamic_shapes=ds)
-    dims = {i.name: [d.dim_param for d in i.type.tensor_type.shape.dim[:3]]
-            for i in onx.graph.input}
+    dims = {
+        i.name: [d.dim_param for d in i.type.tensor_type.shape.dim[:3]] for i in onx.graph.input
+    }
     assert dims["input_ids"][:2] == ["batch", "seq"]
     assert dims["past_key_values_key_0"] == ["batch", "", "past"]
     assert dims.get("padding_cache_conv1", ["batch"])[0] == "batch"
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for sizes in [(2, 3, 5), (3, 4, 7)]:
         inputs = _voxtral_inputs(model, *sizes, padding)
         expected = eager_outputs(model, inputs)

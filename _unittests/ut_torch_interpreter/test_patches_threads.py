@@ -47,7 +47,8 @@ def _targets() -> list[tuple]:
 
 def _snapshot(targets) -> list:
     return [vars(owner).get(attr, _MISSING) for owner, attr in targets] + [
-        set(_pytree.SUPPORTED_NODES)]
+        set(_pytree.SUPPORTED_NODES)
+    ]
 
 
 def _diff(before, after, targets) -> list[str]:
@@ -55,8 +56,9 @@ def _diff(before, after, targets) -> list[str]:
     return [n for n, b, a in zip(names, before, after) if b is not a and b != a]
 
 
-def _user(entered: threading.Event, leave: threading.Event, errors: list,
-          **kwargs) -> threading.Thread:
+def _user(
+    entered: threading.Event, leave: threading.Event, errors: list, **kwargs
+) -> threading.Thread:
     def run():
         try:
             with bypass_export_some_errors(**kwargs):
@@ -128,8 +130,10 @@ def test_many_threads_random_order():
     for _ in range(3):
         errors: list = []
         users = [(threading.Event(), threading.Event()) for _ in range(6)]
-        threads = [_user(e, leave, errors, patch_transformers=bool(i % 2))
-                   for i, (e, leave) in enumerate(users)]
+        threads = [
+            _user(e, leave, errors, patch_transformers=bool(i % 2))
+            for i, (e, leave) in enumerate(users)
+        ]
         for t in threads:
             t.start()
         for e, _ in users:
@@ -176,8 +180,9 @@ def _failing_patches(original):
 def test_failure_on_entry_undone_before_the_except_block(monkeypatch):
     targets = _targets()
     before = _snapshot(targets)
-    monkeypatch.setattr(pt, "get_transformers_patches",
-                        _failing_patches(pt.get_transformers_patches))
+    monkeypatch.setattr(
+        pt, "get_transformers_patches", _failing_patches(pt.get_transformers_patches)
+    )
     gelu = torch.nn.functional.gelu
     try:
         with bypass_export_some_errors(patch_transformers=True):
@@ -199,8 +204,9 @@ def test_failure_on_entry_while_another_thread_is_inside(monkeypatch):
     a = _user(ea, la, errors, patch_transformers=False)
     a.start()
     assert ea.wait(30)
-    monkeypatch.setattr(pt, "get_transformers_patches",
-                        _failing_patches(pt.get_transformers_patches))
+    monkeypatch.setattr(
+        pt, "get_transformers_patches", _failing_patches(pt.get_transformers_patches)
+    )
     with pytest.raises(RuntimeError, match="patch failed on entry"):
         with bypass_export_some_errors(patch_transformers=True):
             pass

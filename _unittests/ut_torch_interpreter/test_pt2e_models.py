@@ -36,8 +36,7 @@ def _case(name):
     return _CACHE[name]
 
 
-@pytest.mark.parametrize(("name", "flow", "fused"), CASES,
-                         ids=[f"{m}-{f}" for m, f, _ in CASES])
+@pytest.mark.parametrize(("name", "flow", "fused"), CASES, ids=[f"{m}-{f}" for m, f, _ in CASES])
 def test_pt2e_model(name, flow, fused, tmp_path):
     case = _case(name)
     qmodel = qm.quantize(case, flow)

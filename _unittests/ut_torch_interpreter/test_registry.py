@@ -49,8 +49,7 @@ def test_call_converter():
     ctx = object()
     assert call_converter(_with_ctx, "g", ("x",), {"y": 3}, ctx) == ("ctx", "x", 3, ctx)
     assert call_converter(_plain, "g", ("x",), {"y": 3}, ctx) == ("plain", "x", 3)
-    assert call_converter(_kwargs_only, "g", ("x",), {"a": 1}, ctx) == (
-        "kwargs", "x", {"a": 1})
+    assert call_converter(_kwargs_only, "g", ("x",), {"a": 1}, ctx) == ("kwargs", "x", {"a": 1})
     assert call_converter(_positional_ctx, "g", ("v",), {}, ctx) == ("positional", "v")
 
 
@@ -61,6 +60,7 @@ def test_builtin_converters_declare_ctx_when_they_need_it():
 
 
 # the registry object: the user's converters layered on top, complex variants
+
 
 def _graph(model, args, dynamic_shapes=None):
     ep = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
@@ -139,8 +139,11 @@ class _Reciprocal(torch.nn.Module):
 def test_complex_variant_found_by_the_registry():
     registry = DEFAULT_REGISTRY.copy()
     registry.register(aten.reciprocal.default, _complex_reciprocal, variant=COMPLEX)
-    gm = _graph(_Reciprocal(), (torch.randn(3, 4, dtype=torch.complex64),),
-                dynamic_shapes=({0: torch.export.Dim("n")},))
+    gm = _graph(
+        _Reciprocal(),
+        (torch.randn(3, 4, dtype=torch.complex64),),
+        dynamic_shapes=({0: torch.export.Dim("n")},),
+    )
     node = next(n for n in gm.graph.nodes if n.target is aten.reciprocal.default)
     # the node reads a complex tensor: the complex variant, not the real converter
     assert registry.lookup_node(node, 18).converter is _complex_reciprocal

@@ -51,21 +51,26 @@ def _check(model, make, dynamic_shapes, sizes=(3, 5)):
 
 
 def _dims(onx):
-    return {i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
-            for i in onx.graph.input}
+    return {
+        i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+        for i in onx.graph.input
+    }
 
 
 def _star(n):
     return tuple(torch.randn(n, 4) for _ in range(3)), {}
 
 
-@pytest.mark.parametrize("ds", [
-    {"xs": ({0: "batch"}, {0: "batch"}, {0: "batch"})},            # torch.export's dict
-    (({0: "batch"}, {0: "batch"}, {0: "batch"}),),                 # torch.export's tuple
-    ({0: "batch"}, {0: "batch"}, {0: "batch"}),                    # one spec per tensor
-    {"xs_0": {0: "batch"}, "xs_1": {0: "batch"}, "xs_2": {0: "batch"}},  # flattened names
-    {"xs": [{0: torch.export.Dim("batch")}] * 3},                  # Dim objects, a list
-])
+@pytest.mark.parametrize(
+    "ds",
+    [
+        {"xs": ({0: "batch"}, {0: "batch"}, {0: "batch"})},  # torch.export's dict
+        (({0: "batch"}, {0: "batch"}, {0: "batch"}),),  # torch.export's tuple
+        ({0: "batch"}, {0: "batch"}, {0: "batch"}),  # one spec per tensor
+        {"xs_0": {0: "batch"}, "xs_1": {0: "batch"}, "xs_2": {0: "batch"}},  # flattened names
+        {"xs": [{0: torch.export.Dim("batch")}] * 3},  # Dim objects, a list
+    ],
+)
 def test_star_args(ds):
     onx = _check(Star(), _star, ds)
     assert _dims(onx) == {f"xs_{i}": ["batch", 4] for i in range(3)}
@@ -93,22 +98,25 @@ def test_star_single_value():
 
 
 def _kwargs(n):
-    return (torch.randn(n, 4),), dict(scale=torch.tensor(2.0), bias=torch.randn(n, 4),
-                                      shift=torch.randn(n + 1))
+    return (torch.randn(n, 4),), dict(
+        scale=torch.tensor(2.0), bias=torch.randn(n, 4), shift=torch.randn(n + 1)
+    )
 
 
-@pytest.mark.parametrize("ds", [
-    # torch.export's documented form (torch 2.13 cannot capture it by itself)
-    {"x": {0: "batch"}, "scale": None, "kwargs": {"bias": {0: "batch"}, "shift": {0: "s"}}},
-    {"x": {0: "batch"}, "bias": {0: "batch"}, "shift": {0: "s"}},    # flattened
-    ({0: "batch"}, None, {"bias": {0: "batch"}, "shift": {0: "s"}}),  # torch's tuple
-    ({0: "batch"}, None, {0: "batch"}, {0: "s"}),                     # one per value
-])
+@pytest.mark.parametrize(
+    "ds",
+    [
+        # torch.export's documented form (torch 2.13 cannot capture it by itself)
+        {"x": {0: "batch"}, "scale": None, "kwargs": {"bias": {0: "batch"}, "shift": {0: "s"}}},
+        {"x": {0: "batch"}, "bias": {0: "batch"}, "shift": {0: "s"}},  # flattened
+        ({0: "batch"}, None, {"bias": {0: "batch"}, "shift": {0: "s"}}),  # torch's tuple
+        ({0: "batch"}, None, {0: "batch"}, {0: "s"}),  # one per value
+    ],
+)
 def test_kwargs(ds):
     model = Kwargs()
     onx = _check(model, _kwargs, ds)
-    assert _dims(onx) == {"x": ["batch", 4], "scale": [], "bias": ["batch", 4],
-                          "shift": ["s"]}
+    assert _dims(onx) == {"x": ["batch", 4], "scale": [], "bias": ["batch", 4], "shift": ["s"]}
     assert "forward" not in model.__dict__  # the capture put the signature back
 
 
@@ -135,8 +143,7 @@ def test_kwargs_strict_capture():
 
     model = Kwargs()
     ds = {"x": {0: "batch"}, "kwargs": {"bias": {0: "batch"}, "shift": {0: "s"}}}
-    onx = to_onnx(model, *_kwargs(3), dynamic_shapes=ds,
-                  export_options=ExportOptions(strict=True))
+    onx = to_onnx(model, *_kwargs(3), dynamic_shapes=ds, export_options=ExportOptions(strict=True))
     assert _dims(onx)["bias"] == ["batch", 4]
     for n in (3, 5):
         a, kw = _kwargs(n)

@@ -37,17 +37,21 @@ def test_one_export_reads_the_signature_once(monkeypatch):
 
     monkeypatch.setattr(signature.ArgumentLayout, "__init__", counting)
     x = torch.randn(3, 4)
-    onx = to_onnx(Kw(), (x, x), {"z": x}, dynamic_shapes={
-        "x": {0: "batch"}, "y": {0: "batch"}, "kw": {"z": {0: "batch"}}})
-    assert [i.type.tensor_type.shape.dim[0].dim_param for i in onx.graph.input] == [
-        "batch"] * 3
+    onx = to_onnx(
+        Kw(),
+        (x, x),
+        {"z": x},
+        dynamic_shapes={"x": {0: "batch"}, "y": {0: "batch"}, "kw": {"z": {0: "batch"}}},
+    )
+    assert [i.type.tensor_type.shape.dim[0].dim_param for i in onx.graph.input] == ["batch"] * 3
     assert len(built) == 1
 
 
 def test_user_inputs_hold_names_spec_and_small_axes():
     x = torch.randn(1, 4)
-    inputs = read_user_inputs(Kw(), (x, x), {"z": x},
-                              {"x": {0: "batch"}, "kw": {"z": {1: "width"}}})
+    inputs = read_user_inputs(
+        Kw(), (x, x), {"z": x}, {"x": {0: "batch"}, "kw": {"z": {1: "width"}}}
+    )
     assert inputs.arg_names == ["x", "y", "z"]
     assert inputs.leaf_names == ["x", "y", "z"]
     assert inputs.dim_names == {(("x",), 0): "batch", (("z",), 1): "width"}
@@ -78,6 +82,7 @@ def test_serialization_plan_decides_external_once():
 def test_unknown_keyword_names_the_closest_option():
     with pytest.raises(InvalidArgumentError, match="did you mean 'optimize'"):
         to_onnx(torch.nn.Linear(4, 2), (torch.randn(3, 4),), optimise=False)
-    onx, builder = to_onnx(torch.nn.Linear(4, 2), (torch.randn(3, 4),),
-                           return_builder=True, optimize=False)
+    onx, builder = to_onnx(
+        torch.nn.Linear(4, 2), (torch.randn(3, 4),), return_builder=True, optimize=False
+    )
     assert len(builder.nodes) >= 1 and len(onx.graph.node) >= 1

@@ -48,8 +48,9 @@ def test_verify_dict_kwargs():
     args, kwargs = (torch.randn(3, 4),), {"extra": {"bias": torch.randn(3, 4)}}
     ds = {"x": {0: "batch"}, "extra": {"bias": {0: "batch"}}}
     onx = to_onnx(model, args, kwargs, dynamic_shapes=ds)
-    report = verify_dynamic_shapes(model, onx, args, kwargs, dynamic_shapes=ds,
-                                   sizes=[{"batch": 7}, {"batch": 2}])
+    report = verify_dynamic_shapes(
+        model, onx, args, kwargs, dynamic_shapes=ds, sizes=[{"batch": 7}, {"batch": 2}]
+    )
     assert report.ok, str(report)
     assert [t.shapes for t in report.trials] == [[(7, 4), (7, 4)], [(2, 4), (2, 4)]]
 
@@ -110,16 +111,19 @@ def test_zero_one_example_specialized_by_the_model():
             return x + y
 
     with pytest.raises(CaptureError, match="backed_size_oblivious"):
-        to_onnx(Add(), (torch.randn(1, 4), torch.randn(3, 4)),
-                dynamic_shapes=({0: "batch"}, None))
+        to_onnx(Add(), (torch.randn(1, 4), torch.randn(3, 4)), dynamic_shapes=({0: "batch"}, None))
 
 
 def test_zero_one_auto_is_accepted():
     # Dim.AUTO lets torch decide: without the size-oblivious capture it specializes the
     # example size 1, no error, the dimension is static
     auto = ({0: torch.export.Dim.AUTO}, {0: torch.export.Dim.AUTO})
-    onx = to_onnx(MLP(), _inputs(batch=1), dynamic_shapes=auto,
-                  export_options=ExportOptions(size_oblivious=False))
+    onx = to_onnx(
+        MLP(),
+        _inputs(batch=1),
+        dynamic_shapes=auto,
+        export_options=ExportOptions(size_oblivious=False),
+    )
     assert onx.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
 
 
@@ -144,8 +148,9 @@ def test_zero_one_size_two_fix():
     model, args = MLP().eval(), _inputs(batch=2)
     ds = ({0: "batch"}, {0: "batch"})
     onx = to_onnx(model, args, dynamic_shapes=ds)
-    report = verify_dynamic_shapes(model, onx, args, dynamic_shapes=ds,
-                                   sizes=[{"batch": 1}, {"batch": 5}])
+    report = verify_dynamic_shapes(
+        model, onx, args, dynamic_shapes=ds, sizes=[{"batch": 1}, {"batch": 5}]
+    )
     assert report.ok, str(report)
 
 

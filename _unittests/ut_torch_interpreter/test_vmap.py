@@ -60,15 +60,27 @@ class Linear(torch.nn.Module):
 
 # name -> (model, inputs for a batch size, dynamic_shapes, strict capture needed)
 CASES = {
-    "closure": (Closure, lambda n: (torch.randn(n, 4), torch.randn(n)),
-                ({0: "batch"}, {0: "batch"}), False),
-    "nested": (Nested, lambda n: (torch.randn(n, 4), torch.randn(n + 2, 4)),
-               ({0: "n"}, {0: "m"}), False),
+    "closure": (
+        Closure,
+        lambda n: (torch.randn(n, 4), torch.randn(n)),
+        ({0: "batch"}, {0: "batch"}),
+        False,
+    ),
+    "nested": (
+        Nested,
+        lambda n: (torch.randn(n, 4), torch.randn(n + 2, 4)),
+        ({0: "n"}, {0: "m"}),
+        False,
+    ),
     # torch.export non-strict fails on in_dims/out_dims != 0 ("We found a fake tensor
     # in the exported program constant's list"), strict captures it: to_onnx retries
     # strict by itself on that error
-    "in_out_dims": (InOutDims, lambda n: (torch.randn(3, n, 4), torch.randn(4, 5)),
-                    ({1: "batch"}, None), True),
+    "in_out_dims": (
+        InOutDims,
+        lambda n: (torch.randn(3, n, 4), torch.randn(4, 5)),
+        ({1: "batch"}, None),
+        True,
+    ),
     "linear": (Linear, lambda n: (torch.randn(n, 4),), ({0: "batch"},), False),
 }
 

@@ -26,8 +26,12 @@ class _Wrapper(torch.nn.Module):
         self.inner = cache_argument_name(model)
 
     def run(self, input_ids, attention_mask, position_ids, cache):
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         position_ids=position_ids, **{self.inner: cache})
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            **{self.inner: cache},
+        )
         return out.logits, output_cache(out)
 
 
@@ -86,11 +90,14 @@ def test_both_generations_give_the_same_onnx_inputs():
         assert arg in inputs and arg in ds
         onx = export_model(model, copy.deepcopy(inputs), ds, "to_onnx")
         names[arg] = [i.name for i in onx.graph.input]
-        other, _ = make_llm_inputs(data["config"], 3, 4, 7, model=model,
-                                   generator=torch.Generator().manual_seed(1))
+        other, _ = make_llm_inputs(
+            data["config"], 3, 4, 7, model=model, generator=torch.Generator().manual_seed(1)
+        )
         assert check_onnx(model, onx, other, atol=1e-4) < 1e-4
     assert names["cache"] == names["past_key_values"]
     assert names["cache"][3:] == [
-        "past_key_values_key_0", "past_key_values_key_1",
-        "past_key_values_value_0", "past_key_values_value_1",
+        "past_key_values_key_0",
+        "past_key_values_key_1",
+        "past_key_values_value_0",
+        "past_key_values_value_1",
     ]

@@ -40,10 +40,29 @@ TYPES = ("lfm2", "falcon_h1", "qwen3_next")
 #: every hybrid type of transformers 5.23 whose decode step exports (one to two minutes
 #: each): run with EE_HYBRID_ALL=1
 ALL_TYPES = (
-    "bailing_hybrid", "bamba", "falcon_h1", "falcon_mamba", "granitemoehybrid",
-    "inkling_text", "inkling2_text", "jamba", "kimi_linear", "lfm2", "lfm2_moe", "lfm3",
-    "mamba", "mamba2", "minimax", "nemotron_h", "olmo_hybrid", "qwen3_5_moe_text",
-    "qwen3_5_text", "qwen3_next", "zamba", "zamba2", "zaya",
+    "bailing_hybrid",
+    "bamba",
+    "falcon_h1",
+    "falcon_mamba",
+    "granitemoehybrid",
+    "inkling_text",
+    "inkling2_text",
+    "jamba",
+    "kimi_linear",
+    "lfm2",
+    "lfm2_moe",
+    "lfm3",
+    "mamba",
+    "mamba2",
+    "minimax",
+    "nemotron_h",
+    "olmo_hybrid",
+    "qwen3_5_moe_text",
+    "qwen3_5_text",
+    "qwen3_next",
+    "zamba",
+    "zamba2",
+    "zaya",
 )
 
 
@@ -108,14 +127,17 @@ def test_unknown_layer_attribute_is_reported():
 
 
 def _decode_inputs(config, model, batch, past, seed):
-    return make_llm_inputs(config, batch, 1, past, model=model,
-                           generator=torch.Generator().manual_seed(seed))
+    return make_llm_inputs(
+        config, batch, 1, past, model=model, generator=torch.Generator().manual_seed(seed)
+    )
 
 
 def _check_decode(config, model, onx):
     names = [i.name for i in onx.graph.input]
-    assert any(n.startswith(("past_key_values_conv_state_", "past_key_values_recurrent_state_"))
-               for n in names), names
+    assert any(
+        n.startswith(("past_key_values_conv_state_", "past_key_values_recurrent_state_"))
+        for n in names
+    ), names
     for batch, past, seed in ((2, 5, 1), (3, 7, 2)):
         check, _ = _decode_inputs(config, model, batch, past, seed)
         assert check_onnx(model, onx, check, atol=1e-3) <= 1e-3
@@ -133,22 +155,29 @@ def test_jamba_prefill_then_decode_gives_eager_tokens():
     prefill_inputs, prefill_ds = make_llm_inputs(config, 2, 4, with_cache=False, model=model)
     prefill = export_model(model, copy.deepcopy(prefill_inputs), prefill_ds, "to_onnx")
     for batch, seq, seed in ((2, 4, 1), (3, 6, 2)):  # the prefill returns the cache
-        check, _ = make_llm_inputs(config, batch, seq, with_cache=False, model=model,
-                                   generator=torch.Generator().manual_seed(seed))
+        check, _ = make_llm_inputs(
+            config,
+            batch,
+            seq,
+            with_cache=False,
+            model=model,
+            generator=torch.Generator().manual_seed(seed),
+        )
         assert check_onnx(model, prefill, check, atol=1e-3) <= 1e-3
     inputs, ds = _decode_inputs(config, model, 2, 5, 0)
     decode = export_model(model, copy.deepcopy(inputs), ds, "to_onnx")
     _check_decode(config, model, decode)
     # the decode step takes back the cache the prefill (then itself) returned
-    prompt = torch.randint(0, config.vocab_size, (2, 5),
-                           generator=torch.Generator().manual_seed(3))
+    prompt = torch.randint(0, config.vocab_size, (2, 5), generator=torch.Generator().manual_seed(3))
     report = check_prefill_decode(model, prefill, decode, prompt, steps=6)
     assert report["ok"], report
     assert len(report["eager_tokens"][0]) == 6
 
 
-@pytest.mark.skipif(os.environ.get("EE_HYBRID_ALL") != "1",
-                    reason="every hybrid type: set EE_HYBRID_ALL=1 (about 20 minutes)")
+@pytest.mark.skipif(
+    os.environ.get("EE_HYBRID_ALL") != "1",
+    reason="every hybrid type: set EE_HYBRID_ALL=1 (about 20 minutes)",
+)
 @pytest.mark.parametrize("model_type", ALL_TYPES)
 def test_every_hybrid_type_decode_step(model_type):
     test_decode_step_matches_eager_on_two_sizes(model_type)

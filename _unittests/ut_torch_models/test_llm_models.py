@@ -31,12 +31,13 @@ pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
 
 def _export_and_check(arch, with_cache, config_kwargs=None, check_sizes=CHECK_SIZES):
-    data = get_tiny_llm(arch, with_cache=with_cache, config_kwargs=config_kwargs,
-                        **EXPORT_SIZES)
-    other = get_tiny_llm(arch, with_cache=with_cache, config_kwargs=config_kwargs, seed=1,
-                         **check_sizes)
-    onx = export_model(data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"],
-                       "to_onnx")
+    data = get_tiny_llm(arch, with_cache=with_cache, config_kwargs=config_kwargs, **EXPORT_SIZES)
+    other = get_tiny_llm(
+        arch, with_cache=with_cache, config_kwargs=config_kwargs, seed=1, **check_sizes
+    )
+    onx = export_model(
+        data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"], "to_onnx"
+    )
     check_onnx(data["model"], onx, other["inputs"], atol=1e-4)
     return onx
 
@@ -65,8 +66,9 @@ def test_decoder(arch, with_cache):
 def test_sliding_window_smaller_than_cache(arch):
     """The window (6) is shorter than the checked total length (9 + 4): the mask applies
     it, the cache is not specialized to the window."""
-    _export_and_check(arch, True, config_kwargs=dict(sliding_window=6),
-                      check_sizes=dict(batch=3, seq=4, past=9))
+    _export_and_check(
+        arch, True, config_kwargs=dict(sliding_window=6), check_sizes=dict(batch=3, seq=4, past=9)
+    )
 
 
 @pytest.mark.parametrize("arch", ["bert", "vit"])
@@ -85,8 +87,9 @@ def test_t5_with_cache():
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "gpt2"])
 def test_greedy_decoding(arch):
     data = get_tiny_llm(arch, **EXPORT_SIZES)
-    onx = export_model(data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"],
-                       "to_onnx")
+    onx = export_model(
+        data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"], "to_onnx"
+    )
     input_ids = torch.randint(0, 1000, (2, 5), generator=torch.Generator().manual_seed(3))
     report = check_greedy_decoding(data["model"], onx, input_ids, steps=8)
     assert report["same_tokens"], report
@@ -99,12 +102,12 @@ def test_greedy_decoding_detects_a_wrong_cache():
     """The check fails when the model returns a wrong cache (values of the last layer
     zeroed): the first step matches, the next ones do not."""
     data = get_tiny_llm("llama", **EXPORT_SIZES)
-    onx = export_model(data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"],
-                       "to_onnx")
+    onx = export_model(
+        data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"], "to_onnx"
+    )
     last = onx.graph.output[-1].name
     onx.graph.node.append(onnx.helper.make_node("Mul", [last, "zero_bad"], ["bad_present"]))
-    onx.graph.initializer.append(onnx.numpy_helper.from_array(
-        torch.zeros(()).numpy(), "zero_bad"))
+    onx.graph.initializer.append(onnx.numpy_helper.from_array(torch.zeros(()).numpy(), "zero_bad"))
     onx.graph.output[-1].name = "bad_present"
     input_ids = torch.randint(0, 1000, (2, 5), generator=torch.Generator().manual_seed(3))
     report = check_greedy_decoding(data["model"], onx, input_ids, steps=3)
@@ -149,8 +152,10 @@ def test_make_seq2seq_inputs():
 def test_dynamic_rope():
     """rope_type="dynamic" rescales the frequencies beyond max_position_embeddings (8)
     with a data-dependent test: exported with 8 positions, checked with 9 + 4."""
-    kw = dict(rope_parameters=dict(rope_type="dynamic", factor=2.0, rope_theta=10000.0),
-              max_position_embeddings=8)
+    kw = dict(
+        rope_parameters=dict(rope_type="dynamic", factor=2.0, rope_theta=10000.0),
+        max_position_embeddings=8,
+    )
     _export_and_check("llama", True, config_kwargs=kw, check_sizes=dict(batch=3, seq=4, past=9))
 
 
@@ -159,8 +164,9 @@ def test_greedy_decoding_beyond_the_sliding_window():
     window, the exported model (full caches, windowed mask) matches ``generate``
     (cropped sliding caches)."""
     data = get_tiny_llm("gemma2", config_kwargs=dict(sliding_window=6), **EXPORT_SIZES)
-    onx = export_model(data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"],
-                       "to_onnx")
+    onx = export_model(
+        data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"], "to_onnx"
+    )
     input_ids = torch.randint(0, 1000, (2, 5), generator=torch.Generator().manual_seed(3))
     report = check_greedy_decoding(data["model"], onx, input_ids, steps=8)
     assert report["ok"], report
@@ -172,9 +178,17 @@ def test_mixture_of_experts():
     import transformers
 
     config = transformers.AutoConfig.for_model(
-        "mixtral", hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=8, vocab_size=1000, intermediate_size=32,
-        num_local_experts=4, num_experts_per_tok=2)
+        "mixtral",
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        vocab_size=1000,
+        intermediate_size=32,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     inputs, ds = make_llm_inputs(config, **EXPORT_SIZES, model=model)
@@ -187,8 +201,9 @@ def test_padding_and_single_token():
     """Exported with batch 2 and 3 tokens: runs with left padding, and with a batch of
     one and a single token (the decoding step)."""
     data = get_tiny_llm("llama", **EXPORT_SIZES)
-    onx = export_model(data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"],
-                       "to_onnx")
+    onx = export_model(
+        data["model"], copy.deepcopy(data["inputs"]), data["dynamic_shapes"], "to_onnx"
+    )
     other = get_tiny_llm("llama", seed=1, **CHECK_SIZES)["inputs"]
     other["attention_mask"][0, :3] = 0
     check_onnx(data["model"], onx, other)

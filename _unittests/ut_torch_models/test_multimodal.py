@@ -50,10 +50,16 @@ def test_mrope_positions_match_transformers():
     model = build_model("qwen2_5_vl")
     case = build_multimodal("qwen2_5_vl", image_size=(32, 64), prompt=(2, 3), model=model)
     expected, delta = model.model.get_rope_index(
-        case.input_ids, mm_token_type_ids=case.generate_kwargs["mm_token_type_ids"],
-        image_grid_thw=case.constants["image_grid_thw"])
-    got, got_delta = mrope_positions(case.input_ids.numpy(), model.config.image_token_id,
-                                     [(1, 4, 8)], model.config.vision_config.spatial_merge_size)
+        case.input_ids,
+        mm_token_type_ids=case.generate_kwargs["mm_token_type_ids"],
+        image_grid_thw=case.constants["image_grid_thw"],
+    )
+    got, got_delta = mrope_positions(
+        case.input_ids.numpy(),
+        model.config.image_token_id,
+        [(1, 4, 8)],
+        model.config.vision_config.spatial_merge_size,
+    )
     np.testing.assert_array_equal(expected.numpy(), got)
     np.testing.assert_array_equal(delta.numpy().ravel(), got_delta)
 

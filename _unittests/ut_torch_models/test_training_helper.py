@@ -83,9 +83,7 @@ def print_dumped_models():
         print("NODES in {name!r}")
         onx = onnx.load(os.path.join("dump_llama", name))
         for i, node in enumerate(onx.graph.node):
-            print(
-                f"{i+1}/{len(onx.graph.node)}: {node.op_type} {node.input} -> {node.output}"
-            )
+            print(f"{i + 1}/{len(onx.graph.node)}: {node.op_type} {node.input} -> {node.output}")
     return names
 
 
@@ -100,14 +98,21 @@ def check_gradients_match_eager(model, reference, input_ids, input_mask):
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         assert p.grad is not None, f"no gradient for {name}"
         scale = max(1.0, q.grad.abs().max().item())
-        torch.testing.assert_close(p.grad, q.grad, atol=1e-4 * scale, rtol=1e-4,
-                                   msg=lambda m, n=name: f"gradient of {n}: {m}")
+        torch.testing.assert_close(
+            p.grad,
+            q.grad,
+            atol=1e-4 * scale,
+            rtol=1e-4,
+            msg=lambda m, n=name: f"gradient of {n}: {m}",
+        )
 
 
 def check_dumps(names):
     assert sorted(names) == ["dort-llama-ort_0.onnx", "dort-llama-ort_1.onnx"]
     assert sorted(n for n in os.listdir("dump_llama") if n.endswith(".txt")) == [
-        "dort-llama-ort_0.txt", "dort-llama-ort_1.txt"]
+        "dort-llama-ort_0.txt",
+        "dort-llama-ort_1.txt",
+    ]
     backward = open(os.path.join("dump_llama", "dort-llama-ort_1.txt")).read()
     assert "embedding_dense_backward" in backward
     for n in names:
@@ -165,9 +170,12 @@ def test_llama_dynamic_two_shapes():
     optimized_mod = torch.compile(model, backend=local_aot_ort, fullgraph=True, dynamic=True)
     for seq in (128, 96):
         ids, mask = input_ids[:, :seq], input_mask[:, :seq]
-        torch.testing.assert_close(train_loop(optimized_mod, ids, mask, lr=0),
-                                   train_loop(reference, ids, mask, lr=0), rtol=1e-5,
-                                   atol=1e-5)
+        torch.testing.assert_close(
+            train_loop(optimized_mod, ids, mask, lr=0),
+            train_loop(reference, ids, mask, lr=0),
+            rtol=1e-5,
+            atol=1e-5,
+        )
     assert extra["compiler"].stats.exported == 2
 
 

@@ -14,8 +14,9 @@ from experimental_experiment.xbuilder.function_opsets import (
 
 
 def _function(nodes, opset):
-    return helper.make_function("h4.custom", "F", ["x"], ["y"], nodes,
-                                [helper.make_opsetid("", opset)])
+    return helper.make_function(
+        "h4.custom", "F", ["x"], ["y"], nodes, [helper.make_opsetid("", opset)]
+    )
 
 
 def _model_with(function, opset):
@@ -28,8 +29,9 @@ def _model_with(function, opset):
 
 
 def test_same_definitions_move_to_the_model_opset():
-    f = _function([helper.make_node("Tanh", ["x"], ["t"]),
-                   helper.make_node("Mul", ["t", "t"], ["y"])], 18)
+    f = _function(
+        [helper.make_node("Tanh", ["x"], ["t"]), helper.make_node("Mul", ["t", "t"], ["y"])], 18
+    )
     model = _model_with(f, 20)
     onnx.checker.check_model(model, full_check=True)
     (fct,) = model.functions
@@ -54,12 +56,20 @@ def test_same_version_is_unchanged():
 
 
 def test_subgraph_operators_are_checked():
-    branch = helper.make_graph([helper.make_node("DFT", ["x"], ["z"], axis=1)], "b", [],
-                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
-    f = _function([helper.make_node("Constant", [], ["c"], value_int=1),
-                   helper.make_node("Cast", ["c"], ["b"], to=TensorProto.BOOL),
-                   helper.make_node("If", ["b"], ["y"], then_branch=branch,
-                                    else_branch=branch)], 18)
+    branch = helper.make_graph(
+        [helper.make_node("DFT", ["x"], ["z"], axis=1)],
+        "b",
+        [],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+    )
+    f = _function(
+        [
+            helper.make_node("Constant", [], ["c"], value_int=1),
+            helper.make_node("Cast", ["c"], ["b"], to=TensorProto.BOOL),
+            helper.make_node("If", ["b"], ["y"], then_branch=branch, else_branch=branch),
+        ],
+        18,
+    )
     # Cast, Constant and If only took new types at opset 19; DFT changed its inputs
     assert changed_operators(f, 18, 20) == ["DFT"]
 

@@ -18,8 +18,9 @@ F, F16, I64, B = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, Tens
 
 def _run(model: onnx.ModelProto, feeds: dict) -> list:
     onnx.checker.check_model(model, full_check=True)
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, feeds)
 
 
@@ -34,8 +35,7 @@ def _dims(vi) -> list:
 # op API and constants
 
 
-@pytest.mark.parametrize("elem_type,np_type", [(F, np.float32), (F16, np.float16),
-                                               (I64, np.int64)])
+@pytest.mark.parametrize("elem_type,np_type", [(F, np.float32), (F16, np.float16), (I64, np.int64)])
 def test_scalar_takes_the_type_of_the_tensor(elem_type, np_type):
     g = GraphBuilder()
     x = g.make_tensor_input("x", elem_type, ("n",))
@@ -56,8 +56,10 @@ def test_where_scalar_takes_the_branch_type():
     x = g.make_tensor_input("x", F, (3,))
     g.make_tensor_output(g.op.Where(c, 0.5, x), output_name="y")
     assert g.get_constant(g.nodes[0].input[1]).dtype == np.float32
-    (got,) = _run(g.to_onnx(), {"c": np.array([True, False, True]),
-                                "x": np.array([1, 2, 3], dtype=np.float32)})
+    (got,) = _run(
+        g.to_onnx(),
+        {"c": np.array([True, False, True]), "x": np.array([1, 2, 3], dtype=np.float32)},
+    )
     np.testing.assert_allclose(got, [0.5, 2, 0.5])
 
 
@@ -132,13 +134,16 @@ def _builder(*inputs):
     return g, names
 
 
-@pytest.mark.parametrize("shape,target,expected", [
-    ((2, 3, 4), [6, -1], (6, 4)),
-    ((2, 3, 4), [0, -1], (2, 12)),
-    (("b", 3, 4), [0, 12], ("b", 12)),
-    (("b", 3, 4), [0, 3, 2, 2], ("b", 3, 2, 2)),
-    (("b", 3, 4), [-1, 4], (None, 4)),
-])
+@pytest.mark.parametrize(
+    "shape,target,expected",
+    [
+        ((2, 3, 4), [6, -1], (6, 4)),
+        ((2, 3, 4), [0, -1], (2, 12)),
+        (("b", 3, 4), [0, 12], ("b", 12)),
+        (("b", 3, 4), [0, 3, 2, 2], ("b", 3, 2, 2)),
+        (("b", 3, 4), [-1, 4], (None, 4)),
+    ],
+)
 def test_rule_reshape(shape, target, expected):
     g, (x,) = _builder((F, shape))
     assert g.get_shape(g.op.Reshape(x, np.array(target, dtype=np.int64))) == expected
@@ -150,81 +155,102 @@ def test_rule_reshape_dynamic_target_gives_rank():
     assert g.get_shape(y) is None and g.get_rank(y) == 3 and g.get_type(y) == F
 
 
-@pytest.mark.parametrize("shape,perm,expected", [
-    ((2, 3, 4), [2, 0, 1], (4, 2, 3)),
-    (("a", "b", 4), [1, 2, 0], ("b", 4, "a")),
-    (("a", 3), None, (3, "a")),
-])
+@pytest.mark.parametrize(
+    "shape,perm,expected",
+    [
+        ((2, 3, 4), [2, 0, 1], (4, 2, 3)),
+        (("a", "b", 4), [1, 2, 0], ("b", 4, "a")),
+        (("a", 3), None, (3, "a")),
+    ],
+)
 def test_rule_transpose(shape, perm, expected):
     g, (x,) = _builder((F16, shape))
     y = g.op.Transpose(x, perm=perm)
     assert g.get_shape(y) == expected and g.get_type(y) == F16
 
 
-@pytest.mark.parametrize("shapes,axis,expected", [
-    (((2, 3), (2, 5)), 1, (2, 8)),
-    ((("a", 3), ("a", 5)), -1, ("a", 8)),
-    ((("a", 3), ("b", 3)), 0, (None, 3)),
-])
+@pytest.mark.parametrize(
+    "shapes,axis,expected",
+    [
+        (((2, 3), (2, 5)), 1, (2, 8)),
+        ((("a", 3), ("a", 5)), -1, ("a", 8)),
+        ((("a", 3), ("b", 3)), 0, (None, 3)),
+    ],
+)
 def test_rule_concat(shapes, axis, expected):
     g, names = _builder(*[(I64, s) for s in shapes])
     y = g.op.Concat(*names, axis=axis)
     assert g.get_shape(y) == expected and g.get_type(y) == I64
 
 
-@pytest.mark.parametrize("data,idx,axis,expected", [
-    (("n", 4), (2, 3), 0, (2, 3, 4)),
-    (("n", 4, "m"), (), 1, ("n", "m")),
-    ((5, 4), (7,), -1, (5, 7)),
-])
+@pytest.mark.parametrize(
+    "data,idx,axis,expected",
+    [
+        (("n", 4), (2, 3), 0, (2, 3, 4)),
+        (("n", 4, "m"), (), 1, ("n", "m")),
+        ((5, 4), (7,), -1, (5, 7)),
+    ],
+)
 def test_rule_gather(data, idx, axis, expected):
     g, (x, i) = _builder((F, data), (I64, idx))
     y = g.op.Gather(x, i, axis=axis)
     assert g.get_shape(y) == expected and g.get_type(y) == F
 
 
-@pytest.mark.parametrize("a,b,expected", [
-    ((2, 3), (3, 4), (2, 4)),
-    (("b", 1, 3, 4), (5, 4, 6), ("b", 5, 3, 6)),
-    (("b", "s", 8), (8, 16), ("b", "s", 16)),
-    ((3,), (3, 4), (4,)),
-    (("n", 3), (3,), ("n",)),
-    ((3,), (3,), ()),
-])
+@pytest.mark.parametrize(
+    "a,b,expected",
+    [
+        ((2, 3), (3, 4), (2, 4)),
+        (("b", 1, 3, 4), (5, 4, 6), ("b", 5, 3, 6)),
+        (("b", "s", 8), (8, 16), ("b", "s", 16)),
+        ((3,), (3, 4), (4,)),
+        (("n", 3), (3,), ("n",)),
+        ((3,), (3,), ()),
+    ],
+)
 def test_rule_matmul(a, b, expected):
     g, (x, y) = _builder((F, a), (F, b))
     assert g.get_shape(g.op.MatMul(x, y)) == expected
 
 
-@pytest.mark.parametrize("shape,axes,expected", [
-    (("a", 3), [0], (1, "a", 3)),
-    (("a", 3), [-1], ("a", 3, 1)),
-    (("a", 3), [0, 3], (1, "a", 3, 1)),
-    ((), [0], (1,)),
-])
+@pytest.mark.parametrize(
+    "shape,axes,expected",
+    [
+        (("a", 3), [0], (1, "a", 3)),
+        (("a", 3), [-1], ("a", 3, 1)),
+        (("a", 3), [0, 3], (1, "a", 3, 1)),
+        ((), [0], (1,)),
+    ],
+)
 def test_rule_unsqueeze(shape, axes, expected):
     g, (x,) = _builder((F, shape))
     assert g.get_shape(g.op.Unsqueeze(x, np.array(axes, dtype=np.int64))) == expected
 
 
-@pytest.mark.parametrize("shape,axes,expected", [
-    ((1, "a", 1, 3), [0, 2], ("a", 3)),
-    ((1, "a", 1, 3), [-2], (1, "a", 3)),
-    ((1, 4, 1), None, (4,)),
-])
+@pytest.mark.parametrize(
+    "shape,axes,expected",
+    [
+        ((1, "a", 1, 3), [0, 2], ("a", 3)),
+        ((1, "a", 1, 3), [-2], (1, "a", 3)),
+        ((1, 4, 1), None, (4,)),
+    ],
+)
 def test_rule_squeeze(shape, axes, expected):
     g, (x,) = _builder((F, shape))
     y = g.op.Squeeze(x) if axes is None else g.op.Squeeze(x, np.array(axes, dtype=np.int64))
     assert g.get_shape(y) == expected
 
 
-@pytest.mark.parametrize("shape,starts,ends,axes,steps,expected", [
-    ((10, 4), [2], [7], [0], None, (5, 4)),
-    ((10, 4), [0, 1], [-1, 100], [0, 1], [2, 1], (5, 3)),
-    (("n", 4), [1], [3], [1], None, ("n", 2)),
-    (("n", 4), [1], [3], [0], None, (None, 4)),
-    ((10,), [-1], [-100], [0], [-3], (4,)),
-])
+@pytest.mark.parametrize(
+    "shape,starts,ends,axes,steps,expected",
+    [
+        ((10, 4), [2], [7], [0], None, (5, 4)),
+        ((10, 4), [0, 1], [-1, 100], [0, 1], [2, 1], (5, 3)),
+        (("n", 4), [1], [3], [1], None, ("n", 2)),
+        (("n", 4), [1], [3], [0], None, (None, 4)),
+        ((10,), [-1], [-100], [0], [-3], (4,)),
+    ],
+)
 def test_rule_slice(shape, starts, ends, axes, steps, expected):
     g, (x,) = _builder((F, shape))
     args = [np.array(v, dtype=np.int64) for v in (starts, ends, axes)]
@@ -239,11 +265,14 @@ def test_rule_slice(shape, starts, ends, axes, steps, expected):
         assert got.shape == expected
 
 
-@pytest.mark.parametrize("shape,target,expected", [
-    ((1, 3), [4, 3], (4, 3)),
-    ((1, "n"), [4, 1], (4, "n")),
-    (("n", 1), [2, 1, 5], (2, "n", 5)),
-])
+@pytest.mark.parametrize(
+    "shape,target,expected",
+    [
+        ((1, 3), [4, 3], (4, 3)),
+        ((1, "n"), [4, 1], (4, "n")),
+        (("n", 1), [2, 1, 5], (2, "n", 5)),
+    ],
+)
 def test_rule_expand(shape, target, expected):
     g, (x,) = _builder((F, shape))
     assert g.get_shape(g.op.Expand(x, np.array(target, dtype=np.int64))) == expected

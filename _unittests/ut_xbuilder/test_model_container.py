@@ -36,8 +36,9 @@ def _builder(seed=0):
 def _data(path):
     """The data file a saved model refers to (named after its content)."""
     model = onnx.load(str(path), load_external_data=False)
-    locs = {e.value for i in model.graph.initializer for e in i.external_data
-            if e.key == "location"}
+    locs = {
+        e.value for i in model.graph.initializer for e in i.external_data if e.key == "location"
+    }
     assert len(locs) == 1, locs
     return path.parent / locs.pop()
 
@@ -87,8 +88,9 @@ def test_one_file_per_tensor(tmp_path):
     assert len([f for f in os.listdir(tmp_path) if ".data." in f]) == 3
     sess = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     x = np.ones((3, 64), dtype=np.float32)
-    np.testing.assert_allclose(sess.run(None, {"x": x})[0], _expected(weights, x),
-                               atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(
+        sess.run(None, {"x": x})[0], _expected(weights, x), atol=1e-4, rtol=1e-4
+    )
 
 
 class _Failing:
@@ -118,14 +120,17 @@ def test_save_model_proto_external_keeps_model(tmp_path):
     assert onx.SerializeToString() == before  # the user's model is unchanged
     assert os.path.getsize(_data(tmp_path / "m.onnx")) >= 64 * 300 * 4
     save_model(onx, str(tmp_path / "small.onnx"))  # under 2 GB: one file
-    assert sorted(os.listdir(tmp_path)) == sorted(["m.onnx", _data(tmp_path / "m.onnx").name,
-                                                   "small.onnx"])  # small: no data file
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["m.onnx", _data(tmp_path / "m.onnx").name, "small.onnx"]
+    )  # small: no data file
     for name in ("m.onnx", "small.onnx"):
-        sess = onnxruntime.InferenceSession(str(tmp_path / name),
-                                            providers=["CPUExecutionProvider"])
+        sess = onnxruntime.InferenceSession(
+            str(tmp_path / name), providers=["CPUExecutionProvider"]
+        )
         x = np.ones((2, 64), dtype=np.float32)
-        np.testing.assert_allclose(sess.run(None, {"x": x})[0], _expected(weights, x),
-                                   atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(
+            sess.run(None, {"x": x})[0], _expected(weights, x), atol=1e-4, rtol=1e-4
+        )
 
 
 class _NoData:

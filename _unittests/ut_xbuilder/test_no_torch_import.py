@@ -24,7 +24,6 @@ print("OK")
 
 
 def test_no_torch_import():
-    res = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "OK"

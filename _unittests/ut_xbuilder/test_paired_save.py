@@ -28,10 +28,15 @@ def variant(kind: str) -> onnx.ModelProto:
     w = onh.from_array(rng.standard_normal((64, 32)).astype(np.float32), "w")
     b = onh.from_array(rng.standard_normal((32,)).astype(np.float32), "b")
     graph = oh.make_graph(
-        [oh.make_node("MatMul", ["x", "w"], ["m"]),
-         oh.make_node("Add" if kind == "A" else "Sub", ["m", "b"], ["y"])],
-        kind, [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
-        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])], [w, b])
+        [
+            oh.make_node("MatMul", ["x", "w"], ["m"]),
+            oh.make_node("Add" if kind == "A" else "Sub", ["m", "b"], ["y"]),
+        ],
+        kind,
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 64])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 32])],
+        [w, b],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 
 
@@ -50,8 +55,9 @@ def read_pair(path) -> str:
     kind, folder = model.graph.name, os.path.dirname(str(path))
     check_external_data(model, folder)  # sizes and checksums
     load_external_data_for_model(model, folder)
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     x = np.random.default_rng(5).standard_normal((3, 64)).astype(np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], expected(kind, x), atol=1e-5)
     return kind
@@ -91,8 +97,9 @@ def test_killed_at_every_step(tmp_path):
         folder.mkdir()
         path = folder / "m.onnx"
         save_model(variant("A"), str(path), external_data=True, threshold=0)
-        rc = subprocess.run([sys.executable, str(script), str(path), str(step)],
-                            capture_output=True, text=True).returncode
+        rc = subprocess.run(
+            [sys.executable, str(script), str(path), str(step)], capture_output=True, text=True
+        ).returncode
         assert rc in (0, 3)
         try:
             seen.append(read_pair(path))
@@ -194,11 +201,9 @@ def test_foreign_data_file_detected(tmp_path):
     from experimental_experiment.xbuilder.safe_paths import StaleDataError
 
     for kind in "AB":
-        save_model(variant(kind), str(tmp_path / kind / "m.onnx"), external_data=True,
-                   threshold=0)
+        save_model(variant(kind), str(tmp_path / kind / "m.onnx"), external_data=True, threshold=0)
     model = onnx.load(str(tmp_path / "A" / "m.onnx"), load_external_data=False)
-    loc = next(e.value for e in model.graph.initializer[0].external_data
-               if e.key == "location")
+    loc = next(e.value for e in model.graph.initializer[0].external_data if e.key == "location")
     other = [f for f in os.listdir(tmp_path / "B") if f.endswith(".data")]
     shutil.copyfile(tmp_path / "B" / other[0], tmp_path / "A" / loc)
     with pytest.raises(StaleDataError, match="another save"):
@@ -216,8 +221,7 @@ def test_data_file_named_after_content(tmp_path):
         files.append({f: (path.parent / f).read_bytes() for f in os.listdir(path.parent)})
     assert files[0] == files[1]
     names = sorted(files[0])
-    assert names[0] == "m.onnx" and names[1].startswith("m.onnx.") and names[1].endswith(
-        ".data")
+    assert names[0] == "m.onnx" and names[1].startswith("m.onnx.") and names[1].endswith(".data")
 
 
 def test_small_model_replacing_large_one_removes_its_data(tmp_path):

@@ -33,13 +33,29 @@ def external_model(location: str, offset: str = "0", length: str = "16") -> onnx
     for key, value in (("location", location), ("offset", offset), ("length", length)):
         entry = w.external_data.add()
         entry.key, entry.value = key, value
-    graph = oh.make_graph([oh.make_node("Identity", ["w"], ["y"])], "g", [],
-                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [w])
+    graph = oh.make_graph(
+        [oh.make_node("Identity", ["w"], ["y"])],
+        "g",
+        [],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [w],
+    )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
 
 
-@pytest.mark.parametrize("name", ["../x.data", "a/../../x.data", "..\\x.data", "/etc/passwd",
-                                  "C:\\x.data", "\\\\server\\x", "", "a\x00b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../x.data",
+        "a/../../x.data",
+        "..\\x.data",
+        "/etc/passwd",
+        "C:\\x.data",
+        "\\\\server\\x",
+        "",
+        "a\x00b",
+    ],
+)
 def test_resolve_inside_refuses(tmp_path, name):
     with pytest.raises(UnsafePathError) as e:
         resolve_inside(str(tmp_path), name, what="entry 'w'")
@@ -48,7 +64,8 @@ def test_resolve_inside_refuses(tmp_path, name):
 
 def test_resolve_inside_accepts_subfolders(tmp_path):
     assert resolve_inside(str(tmp_path), "sub/x.data", what="w") == os.path.join(
-        os.path.realpath(tmp_path), "sub", "x.data")
+        os.path.realpath(tmp_path), "sub", "x.data"
+    )
 
 
 def test_symlink_leaving_the_folder(tmp_path):
@@ -78,9 +95,16 @@ def test_absolute_location_refused_before_reading(tmp_path):
         assert isinstance(e.value, ExternalDataError)  # older handlers still catch it
 
 
-@pytest.mark.parametrize("offset, length, match", [
-    ("-4", "16", "offset '-4'"), ("0", "-16", "length '-16'"), ("x", "16", "offset 'x'"),
-    ("96", "16", "ends at byte 112"), ("200", "0", "ends at byte 200")])
+@pytest.mark.parametrize(
+    "offset, length, match",
+    [
+        ("-4", "16", "offset '-4'"),
+        ("0", "-16", "length '-16'"),
+        ("x", "16", "offset 'x'"),
+        ("96", "16", "ends at byte 112"),
+        ("200", "0", "ends at byte 200"),
+    ],
+)
 def test_offsets_and_lengths(tmp_path, offset, length, match):
     (tmp_path / "w.data").write_bytes(b"\0" * 100)
     with pytest.raises(ExternalDataError, match=match):
@@ -108,8 +132,9 @@ def test_output_paths(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["file", "folder"]  # nothing created
 
 
-@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
-                    reason="root writes in read-only folders")
+@pytest.mark.skipif(
+    os.name != "posix" or os.geteuid() == 0, reason="root writes in read-only folders"
+)
 def test_read_only_folder(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()

@@ -116,8 +116,10 @@ def _builder(n_relu=2):
 
 
 def _feeds():
-    return [{"x": np.random.randn(2, 3).astype(np.float32)},
-            {"x": np.random.randn(5, 3).astype(np.float32)}]
+    return [
+        {"x": np.random.randn(2, 3).astype(np.float32)},
+        {"x": np.random.randn(5, 3).astype(np.float32)},
+    ]
 
 
 def test_declarative_on_builder_keeps_output_name():
@@ -130,36 +132,48 @@ def test_declarative_on_builder_keeps_output_name():
 
 
 def test_commutative_match():
-    model = make_model([helper.make_node("Relu", ["x"], ["r"]),
-                        helper.make_node("Add", ["z", "r"], ["y"])],
-                       [("x", F, ("n", 3)), ("z", F, ("n", 3))], [("y", F, ("n", 3))])
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["z", "r"], ["y"])],
+        [("x", F, ("n", 3)), ("z", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
     feeds = [{"x": f["x"], "z": f["x"] * 2} for f in _feeds()]
     opt, report = check_pattern(model, feeds, patterns=[AddReluToNegSub()])
     assert op_types(opt) == ["Relu", "Neg", "Sub"]
 
 
 def test_constant_in_pattern():
-    nodes = [helper.make_node("Mul", ["x", "two"], ["a"]),
-             helper.make_node("Mul", ["a", "three"], ["y"])]
-    model = make_model(nodes, [("x", F, ("n", 3))], [("y", F, ("n", 3))],
-                       {"two": np.array([2.0], np.float32), "three": np.float32(3.0)})
+    nodes = [
+        helper.make_node("Mul", ["x", "two"], ["a"]),
+        helper.make_node("Mul", ["a", "three"], ["y"]),
+    ]
+    model = make_model(
+        nodes,
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+        {"two": np.array([2.0], np.float32), "three": np.float32(3.0)},
+    )
     opt, report = check_pattern(model, _feeds(), patterns=[MulTwoToAdd()])
     assert op_types(opt) == ["Add", "Mul"]
     assert applied(report, "MulTwoToAdd") == 1
 
 
 def test_imperative_pattern():
-    model = make_model([helper.make_node("Concat", ["x"], ["c"], axis=0),
-                        helper.make_node("Neg", ["c"], ["y"])],
-                       [("x", F, ("n", 3))], [("y", F, ("n", 3))])
+    model = make_model(
+        [helper.make_node("Concat", ["x"], ["c"], axis=0), helper.make_node("Neg", ["c"], ["y"])],
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
     opt, report = check_pattern(model, _feeds(), patterns=[ConcatOfOneToIdentity()])
     assert op_types(opt) == ["Neg"]
     assert applied(report, "ConcatOfOneToIdentity") == 1
 
 
 def test_broken_or_wrong_type_rewrite_is_refused():
-    for pattern, reason in [(BrokenPattern(), "rewrite failed"),
-                            (WrongTypePattern(), "changes the type")]:
+    for pattern, reason in [
+        (BrokenPattern(), "rewrite failed"),
+        (WrongTypePattern(), "changes the type"),
+    ]:
         g = _builder(1)
         report = optimize_builder(g, patterns=[pattern])
         assert op_types(g.to_onnx(optimize=False)) == ["Relu"]
@@ -182,12 +196,13 @@ def test_get_pattern_list():
 
 
 def test_options_select_patterns():
-    model = make_model([helper.make_node("Cast", ["x"], ["c"], to=F),
-                        helper.make_node("Neg", ["c"], ["y"])],
-                       [("x", F, ("n", 3))], [("y", F, ("n", 3))])
+    model = make_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=F), helper.make_node("Neg", ["c"], ["y"])],
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
     assert op_types(optimize_model(model)) == ["Neg"]
-    assert op_types(optimize_model(model, patterns="default,-CastToIdentity")) == [
-        "Cast", "Neg"]
+    assert op_types(optimize_model(model, patterns="default,-CastToIdentity")) == ["Cast", "Neg"]
     assert op_types(optimize_model(model, patterns="none")) == ["Cast", "Neg"]
     g = _builder(1)
     g.op.Cast("x", to=F)
@@ -196,69 +211,116 @@ def test_options_select_patterns():
 
 
 def test_report_format_and_verbose_logs(caplog):
-    model = make_model([helper.make_node("Cast", ["x"], ["c"], to=T.INT64),
-                        helper.make_node("Cast", ["c"], ["y"], to=F)],
-                       [("x", F, ("n", 3))], [("y", F, ("n", 3))])
+    model = make_model(
+        [
+            helper.make_node("Cast", ["x"], ["c"], to=T.INT64),
+            helper.make_node("Cast", ["c"], ["y"], to=F),
+        ],
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
     with caplog.at_level(logging.INFO, logger="experimental_experiment"):
         _, report = optimize_model(model, verbose=2, return_report=True)
     assert "CastCastToCast refused" in caplog.text and "loses information" in caplog.text
     names = [e.name for e in report]
-    assert {"remove_unused", "remove_identity", "constant_folding", "cse",
-            "merge_initializers", "CastCastToCast"} <= set(names)
+    assert {
+        "remove_unused",
+        "remove_identity",
+        "constant_folding",
+        "cse",
+        "merge_initializers",
+        "CastCastToCast",
+    } <= set(names)
     for e in report:
-        assert {f.name for f in dataclasses.fields(e)} >= {"name", "kind", "matched", "applied",
-                                                          "refused", "time_s"}
+        assert {f.name for f in dataclasses.fields(e)} >= {
+            "name",
+            "kind",
+            "matched",
+            "applied",
+            "refused",
+            "time_s",
+        }
     assert report.applied("CastCastToCast") == 0 and refused(report, "CastCastToCast")
 
 
 def test_cse_and_duplicated_initializers():
-    nodes = [helper.make_node("Add", ["x", "c1"], ["a"]),
-             helper.make_node("Add", ["x", "c2"], ["b"]),
-             helper.make_node("Mul", ["a", "b"], ["y"])]
-    model = make_model(nodes, [("x", F, ("n", 3))], [("y", F, ("n", 3))],
-                       {"c1": np.ones(3, np.float32) * 5, "c2": np.ones(3, np.float32) * 5})
+    nodes = [
+        helper.make_node("Add", ["x", "c1"], ["a"]),
+        helper.make_node("Add", ["x", "c2"], ["b"]),
+        helper.make_node("Mul", ["a", "b"], ["y"]),
+    ]
+    model = make_model(
+        nodes,
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+        {"c1": np.ones(3, np.float32) * 5, "c2": np.ones(3, np.float32) * 5},
+    )
     opt, report = check_pattern(model, _feeds())
     assert op_types(opt) == ["Add", "Mul"] and len(opt.graph.initializer) == 1
     assert report.applied("merge_initializers") == 1 and report.applied("cse") == 1
 
 
 def test_random_nodes_not_merged():
-    nodes = [helper.make_node("RandomNormalLike", ["x"], ["a"]),
-             helper.make_node("RandomNormalLike", ["x"], ["b"]),
-             helper.make_node("Sub", ["a", "b"], ["y"])]
+    nodes = [
+        helper.make_node("RandomNormalLike", ["x"], ["a"]),
+        helper.make_node("RandomNormalLike", ["x"], ["b"]),
+        helper.make_node("Sub", ["a", "b"], ["y"]),
+    ]
     model = make_model(nodes, [("x", F, ("n", 3))], [("y", F, ("n", 3))])
     assert op_types(optimize_model(model)) == ["RandomNormalLike", "RandomNormalLike", "Sub"]
 
 
 def test_determinism():
-    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
-             helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0]),
-             helper.make_node("Cast", ["u"], ["c"], to=T.DOUBLE),
-             helper.make_node("Cast", ["c"], ["d"], to=F),
-             helper.make_node("Add", ["d", "z"], ["e"]),
-             helper.make_node("Add", ["d", "z"], ["f"]),
-             helper.make_node("Mul", ["e", "f"], ["y"])]
-    model = make_model(nodes, [("x", F, ("n", 3))], [("y", F, ("n", 3))],
-                       {"z": np.zeros(3, np.float32) + 1})
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+        helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0]),
+        helper.make_node("Cast", ["u"], ["c"], to=T.DOUBLE),
+        helper.make_node("Cast", ["c"], ["d"], to=F),
+        helper.make_node("Add", ["d", "z"], ["e"]),
+        helper.make_node("Add", ["d", "z"], ["f"]),
+        helper.make_node("Mul", ["e", "f"], ["y"]),
+    ]
+    model = make_model(
+        nodes, [("x", F, ("n", 3))], [("y", F, ("n", 3))], {"z": np.zeros(3, np.float32) + 1}
+    )
     first = optimize_model(model).SerializeToString()
     for _ in range(2):
         assert optimize_model(model).SerializeToString() == first
 
 
 def test_subgraph_and_function_kept():
-    then_g = helper.make_graph([helper.make_node("Neg", ["u"], ["o"])], "then", [],
-                               [helper.make_tensor_value_info("o", F, None)])
-    else_g = helper.make_graph([helper.make_node("Abs", ["u"], ["o2"])], "else", [],
-                               [helper.make_tensor_value_info("o2", F, None)])
-    fct = helper.make_function("local", "twice", ["a"], ["b"],
-                               [helper.make_node("Add", ["a", "a"], ["b"])],
-                               [helper.make_opsetid("", 18)])
-    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
-             helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0]),
-             helper.make_node("If", ["cond"], ["i"], then_branch=then_g, else_branch=else_g),
-             helper.make_node("twice", ["i"], ["y"], domain="local")]
-    model = make_model(nodes, [("x", F, ("n", 3)), ("cond", T.BOOL, ())],
-                       [("y", F, None)], extra_opsets={"local": 1})
+    then_g = helper.make_graph(
+        [helper.make_node("Neg", ["u"], ["o"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("o", F, None)],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Abs", ["u"], ["o2"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("o2", F, None)],
+    )
+    fct = helper.make_function(
+        "local",
+        "twice",
+        ["a"],
+        ["b"],
+        [helper.make_node("Add", ["a", "a"], ["b"])],
+        [helper.make_opsetid("", 18)],
+    )
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+        helper.make_node("Transpose", ["t"], ["u"], perm=[1, 0]),
+        helper.make_node("If", ["cond"], ["i"], then_branch=then_g, else_branch=else_g),
+        helper.make_node("twice", ["i"], ["y"], domain="local"),
+    ]
+    model = make_model(
+        nodes,
+        [("x", F, ("n", 3)), ("cond", T.BOOL, ())],
+        [("y", F, None)],
+        extra_opsets={"local": 1},
+    )
     model.functions.append(fct)
     feeds = [{"x": f["x"], "cond": np.array(c)} for f, c in zip(_feeds(), [True, False])]
     opt, _ = check_pattern(model, feeds)
@@ -266,9 +328,11 @@ def test_subgraph_and_function_kept():
 
 
 def test_bisect_patterns():
-    model = make_model([helper.make_node("Neg", ["x"], ["a"]),
-                        helper.make_node("Relu", ["a"], ["y"])],
-                       [("x", F, ("n", 3))], [("y", F, ("n", 3))])
+    model = make_model(
+        [helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
     feeds = {"x": np.random.randn(4, 3).astype(np.float32)}
     assert bisect_patterns(model, feeds, patterns="default") is None
     res = bisect_patterns(model, feeds, patterns=[ReluReluToRelu(), WrongResultPattern()])
@@ -278,9 +342,11 @@ def test_bisect_patterns():
 
 
 def test_optimize_model_from_file(tmp_path):
-    model = make_model([helper.make_node("Cast", ["x"], ["c"], to=F),
-                        helper.make_node("Neg", ["c"], ["y"])],
-                       [("x", F, ("n", 3))], [("y", F, ("n", 3))])
+    model = make_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=F), helper.make_node("Neg", ["c"], ["y"])],
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     assert op_types(optimize_model(path)) == ["Neg"]

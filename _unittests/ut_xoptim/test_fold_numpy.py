@@ -30,15 +30,31 @@ CASES = [
     ("Reshape", [X, i64(0, -1)], {}),
     ("Reshape", [X, i64(0, 4, 3)], {"allowzero": 0}),
     ("Reshape", [np.zeros((0, 3), dtype=np.float32), i64(3, 0)], {"allowzero": 1}),
-    ("Range", [np.array(0, dtype=np.int64), np.array(7, dtype=np.int64),
-               np.array(2, dtype=np.int64)], {}),
-    ("Range", [np.array(1.5, dtype=np.float32), np.array(-2, dtype=np.float32),
-               np.array(-0.25, dtype=np.float32)], {}),
+    (
+        "Range",
+        [np.array(0, dtype=np.int64), np.array(7, dtype=np.int64), np.array(2, dtype=np.int64)],
+        {},
+    ),
+    (
+        "Range",
+        [
+            np.array(1.5, dtype=np.float32),
+            np.array(-2, dtype=np.float32),
+            np.array(-0.25, dtype=np.float32),
+        ],
+        {},
+    ),
     ("ConstantOfShape", [i64(2, 3)], {}),
-    ("ConstantOfShape", [i64(2, 3)],
-     {"value": numpy_helper.from_array(np.array([7], dtype=np.int64))}),
-    ("ConstantOfShape", [i64()], {"value": numpy_helper.from_array(
-        np.array([0.5], dtype=np.float16))}),
+    (
+        "ConstantOfShape",
+        [i64(2, 3)],
+        {"value": numpy_helper.from_array(np.array([7], dtype=np.int64))},
+    ),
+    (
+        "ConstantOfShape",
+        [i64()],
+        {"value": numpy_helper.from_array(np.array([0.5], dtype=np.float16))},
+    ),
     ("Concat", [X, X[:, :1]], {"axis": 1}),
     ("Concat", [i64(1, 2), i64(3)], {"axis": -1}),
     ("Identity", [X], {}),
@@ -54,8 +70,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("op,inputs,atts", CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize("op,inputs,atts", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_same_as_reference(op, inputs, atts):
     names = [f"x{i}" for i in range(len(inputs))]
     node = helper.make_node(op, names, ["y"], **atts)
@@ -69,19 +84,28 @@ def test_same_as_reference(op, inputs, atts):
     assert value.tobytes() == np.asarray(expected).tobytes()
 
 
-@pytest.mark.parametrize("node,feeds,opset", [
-    (helper.make_node("Pow", ["a", "b"], ["y"]), {"a": X, "b": X}, 18),  # not handled
-    (helper.make_node("Add", ["a", "b"], ["y"]),  # types differ: the reference raises
-     {"a": X, "b": X.astype(np.float64)}, 18),
-    (helper.make_node("Unsqueeze", ["a"], ["y"], axes=[0]), {"a": X}, 11),  # attribute
-    (helper.make_node("Transpose", ["a"], ["y"], perm=[1, 0]), {"a": X}, 18),  # bad perm
-    (helper.make_node("Range", ["a", "b", "c"], ["y"]),  # float16: stashed in float32
-     {k: np.array(v, dtype=np.float16) for k, v in zip("abc", (0, 1, 0.1))}, 18),
-    (helper.make_node("Concat", ["a", "b"], ["y"], axis=3), {"a": X, "b": X}, 18),
-    (helper.make_node("Gather", ["a", "i"], ["y"]), {"a": X, "i": i64(5)}, 18),
-    (helper.make_node("Reshape", ["a", "s"], ["y"]), {"a": X, "s": i64(5, -1)}, 18),
-    (helper.make_node("Transpose", ["a"], ["y"], domain="com.microsoft"), {"a": X}, 18),
-])
+@pytest.mark.parametrize(
+    "node,feeds,opset",
+    [
+        (helper.make_node("Pow", ["a", "b"], ["y"]), {"a": X, "b": X}, 18),  # not handled
+        (
+            helper.make_node("Add", ["a", "b"], ["y"]),  # types differ: the reference raises
+            {"a": X, "b": X.astype(np.float64)},
+            18,
+        ),
+        (helper.make_node("Unsqueeze", ["a"], ["y"], axes=[0]), {"a": X}, 11),  # attribute
+        (helper.make_node("Transpose", ["a"], ["y"], perm=[1, 0]), {"a": X}, 18),  # bad perm
+        (
+            helper.make_node("Range", ["a", "b", "c"], ["y"]),  # float16: stashed in float32
+            {k: np.array(v, dtype=np.float16) for k, v in zip("abc", (0, 1, 0.1))},
+            18,
+        ),
+        (helper.make_node("Concat", ["a", "b"], ["y"], axis=3), {"a": X, "b": X}, 18),
+        (helper.make_node("Gather", ["a", "i"], ["y"]), {"a": X, "i": i64(5)}, 18),
+        (helper.make_node("Reshape", ["a", "s"], ["y"]), {"a": X, "s": i64(5, -1)}, 18),
+        (helper.make_node("Transpose", ["a"], ["y"], domain="com.microsoft"), {"a": X}, 18),
+    ],
+)
 def test_left_to_the_reference(node, feeds, opset):
     """Other operators, opsets and the invalid cases: None, the reference decides."""
     assert evaluate_numpy(node, feeds, opset) is None
@@ -104,7 +128,7 @@ def test_folding_does_not_import_the_reference_evaluator():
         "g.make_tensor_output(y, elem_type=TensorProto.FLOAT, shape=(2, 3))\n"
         "optimize_builder(g)\n"
         "assert 'Transpose' not in [n.op_type for n in g.nodes], g.nodes\n"
-        "print('onnx.reference' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+        "print('onnx.reference' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -42,8 +42,13 @@ def _ops(f) -> list[str]:
 
 
 def _export(model, options=None):
-    onx = to_onnx(model, (torch.randn(3, 4),), dynamic_shapes=({0: "n"},),
-                  export_modules_as_functions={Block}, options=options)
+    onx = to_onnx(
+        model,
+        (torch.randn(3, 4),),
+        dynamic_shapes=({0: "n"},),
+        export_modules_as_functions={Block},
+        options=options,
+    )
     onnx.checker.check_model(onx, full_check=True)
     for n in (3, 7):
         x = torch.randn(n, 4)
@@ -60,7 +65,15 @@ def test_exported_function_body_is_optimized():
     assert [f.name for f in before.functions] == ["Block"] == [f.name for f in after.functions]
     # small constants are Constant nodes of the body (1.0, 0, 4, 1 of arange, 2)
     assert _ops(before.functions[0]) == ["Constant"] * 5 + [
-        "Gemm", "Mul", "Transpose", "Transpose", "Range", "Cast", "Mul", "Add"]
+        "Gemm",
+        "Mul",
+        "Transpose",
+        "Transpose",
+        "Range",
+        "Cast",
+        "Mul",
+        "Add",
+    ]
     body = after.functions[0]
     # * 1.0 and both transposes vanish, arange(4) * 2 becomes one constant
     assert _ops(body) == ["Constant", "Gemm", "Add"]
@@ -69,40 +82,52 @@ def test_exported_function_body_is_optimized():
     assert list(body.input) == list(before.functions[0].input)
     assert list(body.output) == list(before.functions[0].output)
     # the calls did not change
-    assert [list(n.input) for n in after.graph.node] == [
-        list(n.input) for n in before.graph.node]
+    assert [list(n.input) for n in after.graph.node] == [list(n.input) for n in before.graph.node]
     again = _export(model)
     assert again.SerializeToString() == after.SerializeToString()
 
 
 def _function_model(input_types, f_nodes, f_inputs=("x",), attributes=()):
     """A model calling the function ``F`` once per element type of ``input_types``."""
-    fct = helper.make_function("local", "F", list(f_inputs), ["y"], f_nodes,
-                               [helper.make_opsetid("", 18)], attributes=list(attributes))
+    fct = helper.make_function(
+        "local",
+        "F",
+        list(f_inputs),
+        ["y"],
+        f_nodes,
+        [helper.make_opsetid("", 18)],
+        attributes=list(attributes),
+    )
     inputs, nodes, outputs = [], [], []
     for k, t in enumerate(input_types):
         inputs.append(helper.make_tensor_value_info(f"x{k}", t, ["n"]))
         nodes.append(helper.make_node("F", [f"x{k}"], [f"y{k}"], domain="local"))
         outputs.append(helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, ["n"]))
     graph = helper.make_graph(nodes, "g", inputs, outputs)
-    return helper.make_model(graph, functions=[fct], opset_imports=[
-        helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+    return helper.make_model(
+        graph,
+        functions=[fct],
+        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("local", 1)],
+    )
 
 
 def _cast_body():
-    return [helper.make_node("Constant", [], ["one"], value_float=1.0),
-            helper.make_node("Constant", [], ["two"], value_floats=[2.0]),
-            helper.make_node("Add", ["two", "two"], ["four"]),
-            helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
-            helper.make_node("Mul", ["xf", "one"], ["x1"]),
-            helper.make_node("Add", ["x1", "four"], ["y"])]
+    return [
+        helper.make_node("Constant", [], ["one"], value_float=1.0),
+        helper.make_node("Constant", [], ["two"], value_floats=[2.0]),
+        helper.make_node("Add", ["two", "two"], ["four"]),
+        helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["xf", "one"], ["x1"]),
+        helper.make_node("Add", ["x1", "four"], ["y"]),
+    ]
 
 
 def _run(model, feeds):
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, feeds)
 
 
@@ -135,11 +160,14 @@ def test_types_disagree_between_calls():
 
 
 def test_function_reading_attributes_is_left():
-    body = [helper.make_node("Constant", [], ["one"], value_float=1.0),
-            helper.make_node("Mul", ["x", "one"], ["x1"]),
-            helper.make_node("LeakyRelu", ["x1"], ["y"])]
-    body[2].attribute.append(onnx.AttributeProto(
-        name="alpha", ref_attr_name="alpha", type=onnx.AttributeProto.FLOAT))
+    body = [
+        helper.make_node("Constant", [], ["one"], value_float=1.0),
+        helper.make_node("Mul", ["x", "one"], ["x1"]),
+        helper.make_node("LeakyRelu", ["x1"], ["y"]),
+    ]
+    body[2].attribute.append(
+        onnx.AttributeProto(name="alpha", ref_attr_name="alpha", type=onnx.AttributeProto.FLOAT)
+    )
     model = _function_model([TensorProto.FLOAT], body, attributes=["alpha"])
     opt = optimize_model(model)
     assert _ops(opt.functions[0]) == ["Constant", "Mul", "LeakyRelu"]
@@ -148,18 +176,26 @@ def test_function_reading_attributes_is_left():
 def test_subgraph_inside_a_function():
     """An If inside a function body: its branch reads the function's Constant (an
     outer-scope name of the branch) and a product by one vanishes there."""
+
     def branch(name, op):
         n = helper.make_node(op, ["x", "one"], [f"{name}_t"])
         m = helper.make_node("Mul", [f"{name}_t", "one"], [f"{name}_out"])
-        return helper.make_graph([n, m], name, [], [
-            helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)])
+        return helper.make_graph(
+            [n, m],
+            name,
+            [],
+            [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)],
+        )
 
-    body = [helper.make_node("Constant", [], ["one"], value_float=1.0),
-            helper.make_node("Constant", [], ["zero"], value_float=0.0),
-            helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
-            helper.make_node("Greater", ["s", "zero"], ["b"]),
-            helper.make_node("If", ["b"], ["y"], then_branch=branch("then", "Add"),
-                             else_branch=branch("else", "Sub"))]
+    body = [
+        helper.make_node("Constant", [], ["one"], value_float=1.0),
+        helper.make_node("Constant", [], ["zero"], value_float=0.0),
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["b"]),
+        helper.make_node(
+            "If", ["b"], ["y"], then_branch=branch("then", "Add"), else_branch=branch("else", "Sub")
+        ),
+    ]
     model = _function_model([TensorProto.FLOAT], body)
     opt = optimize_model(model)
     onnx.checker.check_model(opt, full_check=True)

@@ -15,15 +15,22 @@ from experimental_experiment.xoptim.patterns.transpose import TransposeTranspose
 from experimental_experiment.xoptim.report import OptimizationReport
 from experimental_experiment.xoptim.testing import make_model
 
-NO_PASS = OptimizationOptions(remove_unused=False, remove_identity=False,
-                              constant_folding=False, cse=False, merge_initializers=False)
+NO_PASS = OptimizationOptions(
+    remove_unused=False,
+    remove_identity=False,
+    constant_folding=False,
+    cse=False,
+    merge_initializers=False,
+)
 
 
 def _chain(n=4):
     """n Transpose(perm=[1, 2, 0]) in a row: three rounds of rewrites for n=4."""
     names = ["x"] + [f"t{i}" for i in range(n - 1)] + ["y"]
-    nodes = [helper.make_node("Transpose", [names[i]], [names[i + 1]], perm=[1, 2, 0],
-                              name=f"n{i}") for i in range(n)]
+    nodes = [
+        helper.make_node("Transpose", [names[i]], [names[i + 1]], perm=[1, 2, 0], name=f"n{i}")
+        for i in range(n)
+    ]
     return make_model(nodes, [("x", T.FLOAT, (2, 3, 4))], [("y", T.FLOAT, None)])
 
 

@@ -18,8 +18,11 @@ def _imports(name: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
             found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(
-                "experimental_experiment.xoptim."):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("experimental_experiment.xoptim.")
+        ):
             found.add(node.module.split(".")[2])
     return found & set(MODULES)
 

@@ -34,18 +34,24 @@ def _floordiv_model(k, c: int, plus: int | None):
     if plus is not None:
         nodes.append(helper.make_node("Add", ["q", "p"], ["y"]))
     k = np.array(k, np.int64)
-    inits = {"one": np.array(1, np.int64), "k": k,
-             "c": np.array(c, np.int64), "p": np.array(plus or 0, np.int64)}
-    return make_model(nodes, [("x", TensorProto.FLOAT, ("a", "b"))], [("y", I64, k.shape)],
-                      initializers=inits)
+    inits = {
+        "one": np.array(1, np.int64),
+        "k": k,
+        "c": np.array(c, np.int64),
+        "p": np.array(plus or 0, np.int64),
+    }
+    return make_model(
+        nodes, [("x", TensorProto.FLOAT, ("a", "b"))], [("y", I64, k.shape)], initializers=inits
+    )
 
 
 def _expected(size, k, c, plus):
     return (size + k) // c + (plus or 0)
 
 
-@pytest.mark.parametrize("k,c,plus", [(-1, 8, 1), (-1, 8, None), (-5, 2, 1), (-9, 4, 3),
-                                      (3, 4, None), (0, 3, 1)])
+@pytest.mark.parametrize(
+    "k,c,plus", [(-1, 8, 1), (-1, 8, None), (-5, 2, 1), (-9, 4, 3), (3, 4, None), (0, 3, 1)]
+)
 def test_floor_division_of_a_size(k, c, plus):
     model = _floordiv_model(k, c, plus)
     feeds = [{"x": np.zeros((2, n), np.float32)} for n in (0, 1, 3, 7, 8, 9, 16, 17)]
@@ -64,8 +70,9 @@ def test_a_numerator_that_is_not_a_size_is_left():
         helper.make_node("Sub", ["t", "r"], ["e"]),
         helper.make_node("Div", ["e", "c"], ["y"]),
     ]
-    model = make_model(nodes, [("t", I64, ())], [("y", I64, ())],
-                       initializers={"c": np.array(4, np.int64)})
+    model = make_model(
+        nodes, [("t", I64, ())], [("y", I64, ())], initializers={"c": np.array(4, np.int64)}
+    )
     feeds = [{"t": np.array(v, np.int64)} for v in (-7, -1, 0, 5)]
     opt, report = check_pattern(model, feeds, patterns=[FloorDivOfSizeToDiv()])
     assert applied(report, "FloorDivOfSizeToDiv") == 0

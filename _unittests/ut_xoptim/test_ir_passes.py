@@ -23,9 +23,10 @@ from experimental_experiment.xoptim.testing import make_model, op_types, run_ort
 def _chain(n, perm=(1, 0)):
     """n Transpose nodes in a row."""
     names = ["x"] + [f"t{i}" for i in range(n - 1)] + ["y"]
-    nodes = [helper.make_node("Transpose", [names[i]], [names[i + 1]], perm=list(perm))
-             for i in range(n)]
-    shape = (2, 3, 4)[:len(perm)]
+    nodes = [
+        helper.make_node("Transpose", [names[i]], [names[i + 1]], perm=list(perm)) for i in range(n)
+    ]
+    shape = (2, 3, 4)[: len(perm)]
     return make_model(nodes, [("x", T.FLOAT, shape)], [("y", T.FLOAT, None)])
 
 
@@ -47,8 +48,15 @@ def test_fixed_point_reaches_the_end_of_a_chain():
 
 
 def test_nothing_to_do_is_not_modified():
-    res = default_passes()(load(make_model([helper.make_node("Neg", ["x"], ["y"])],
-                                           [("x", T.FLOAT, (2,))], [("y", T.FLOAT, None)])))
+    res = default_passes()(
+        load(
+            make_model(
+                [helper.make_node("Neg", ["x"], ["y"])],
+                [("x", T.FLOAT, (2,))],
+                [("y", T.FLOAT, None)],
+            )
+        )
+    )
     assert not res.modified and res.rewrites == 0
 
 
@@ -65,22 +73,29 @@ def test_custom_pattern_with_use_def_chains():
         def rewrite(self, graph, match):
             return [], [match.bound["x"]]
 
-    model = make_model([helper.make_node("Neg", ["x"], ["a"]),
-                        helper.make_node("Neg", ["a"], ["b"]),
-                        helper.make_node("Abs", ["b"], ["y"])],
-                       [("x", T.FLOAT, (2,))], [("y", T.FLOAT, None)])
+    model = make_model(
+        [
+            helper.make_node("Neg", ["x"], ["a"]),
+            helper.make_node("Neg", ["a"], ["b"]),
+            helper.make_node("Abs", ["b"], ["y"]),
+        ],
+        [("x", T.FLOAT, (2,))],
+        [("y", T.FLOAT, None)],
+    )
     out = save(FixedPointPasses([PatternPass(NegNeg())])(load(model)).model)
     assert op_types(out) == ["Abs"]
     assert out.graph.node[0].input[0] == "x"
 
 
 def test_load_does_not_read_external_data(tmp_path):
-    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])],
-                       [("x", T.FLOAT, (1024,))], [("y", T.FLOAT, None)],
-                       {"w": np.ones(1024, np.float32)})
+    model = make_model(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        [("x", T.FLOAT, (1024,))],
+        [("y", T.FLOAT, None)],
+        {"w": np.ones(1024, np.float32)},
+    )
     path = str(tmp_path / "m.onnx")
-    onnx.save(model, path, save_as_external_data=True, location="m.data",
-              size_threshold=0)
+    onnx.save(model, path, save_as_external_data=True, location="m.data", size_threshold=0)
     (tmp_path / "m.data").unlink()  # loading must not need it
     m = load(path)
     assert m.graph.num_nodes() == 1

@@ -18,8 +18,13 @@ LLAMA_DS = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 
 def _tiny_llama():
     transformers = pytest.importorskip("transformers")
     config = transformers.LlamaConfig(
-        hidden_size=32, num_hidden_layers=1, vocab_size=1024, intermediate_size=64,
-        max_position_embeddings=512, num_attention_heads=4, num_key_value_heads=2,
+        hidden_size=32,
+        num_hidden_layers=1,
+        vocab_size=1024,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        num_attention_heads=4,
+        num_key_value_heads=2,
     )
     config._attn_implementation = "sdpa"
     config.use_cache = False
@@ -42,9 +47,14 @@ def llama_exports():
     ids, mask = _inputs(2, 8)
     res = {}
     for patterns in [None, "default"]:
-        res[patterns] = to_onnx(model, (ids,), dict(attention_mask=mask),
-                                dynamic_shapes=LLAMA_DS, return_optimize_report=True,
-                                options=OptimizationOptions(patterns=patterns))
+        res[patterns] = to_onnx(
+            model,
+            (ids,),
+            dict(attention_mask=mask),
+            dynamic_shapes=LLAMA_DS,
+            return_optimize_report=True,
+            options=OptimizationOptions(patterns=patterns),
+        )
     return model, res
 
 
@@ -94,8 +104,13 @@ def test_optimize_model_on_dynamo_export(tmp_path):
     model = MLP().eval()
     x = torch.randn(5, 4)
     try:
-        program = torch.onnx.export(model, (x,), dynamo=True, optimize=False,
-                                    dynamic_shapes=({0: torch.export.Dim("batch")},))
+        program = torch.onnx.export(
+            model,
+            (x,),
+            dynamo=True,
+            optimize=False,
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+        )
         onx = program.model_proto
     except Exception as e:  # pragma: no cover - environment (onnxscript, torch) issue
         pytest.skip(f"torch.onnx.export(dynamo=True) failed: {type(e).__name__}: {e}")
@@ -113,8 +128,9 @@ def test_optimize_model_on_dynamo_export(tmp_path):
 def test_tiny_llama_opset23_fuses_rms_norm():
     model = _tiny_llama()
     ids, mask = _inputs(2, 8)
-    onx = to_onnx(model, (ids,), dict(attention_mask=mask), dynamic_shapes=LLAMA_DS,
-                  target_opset=23)
+    onx = to_onnx(
+        model, (ids,), dict(attention_mask=mask), dynamic_shapes=LLAMA_DS, target_opset=23
+    )
     ops = [n.op_type for n in onx.graph.node]
     assert ops.count("RMSNormalization") == 3  # two in the layer, one at the end
     ids, mask = _inputs(3, 11, 2)

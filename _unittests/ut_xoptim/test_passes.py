@@ -19,14 +19,20 @@ from experimental_experiment.xoptim.passes import (
 )
 
 F = TensorProto.FLOAT
-NO_OPT = OptimizationOptions(remove_unused=False, remove_identity=False,
-                             constant_folding=False, cse=False, merge_initializers=False,
-                             patterns=None)
+NO_OPT = OptimizationOptions(
+    remove_unused=False,
+    remove_identity=False,
+    constant_folding=False,
+    cse=False,
+    merge_initializers=False,
+    patterns=None,
+)
 
 
 def _run(model, feeds):
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, feeds)
 
 

@@ -54,8 +54,12 @@ def test_match_returns_a_value_and_stores_nothing():
 
 def test_refusal_reason_in_the_report():
     nodes = [helper.make_node("Neg", ["keep"], ["a"]), helper.make_node("Neg", ["a"], ["y"])]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("keep", F, ["n"])],
-                              [helper.make_tensor_value_info("y", F, ["n"])])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("keep", F, ["n"])],
+        [helper.make_tensor_value_info("y", F, ["n"])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     opt, report = optimize_model(model, patterns=[NegNegToIdentity()], return_report=True)
     entry = report.entry("NegNegToIdentity", "pattern")

@@ -21,21 +21,27 @@ def _feeds(dtype=np.float32, with_bias=False):
 
 def _consts(half=0.5):
     rnd = np.random.default_rng(1)
-    return {"half": np.array(half, np.float32), "one": np.array(1.0, np.float32),
-            "rsqrt2": np.array(math.sqrt(0.5), np.float32),
-            "c3": np.array(0.044715, np.float32), "three": np.array(3.0, np.float32),
-            "k": np.array(math.sqrt(2 / math.pi), np.float32),
-            "bias": rnd.standard_normal(H).astype(np.float32),
-            "bias2": rnd.standard_normal((3, H)).astype(np.float32)}
+    return {
+        "half": np.array(half, np.float32),
+        "one": np.array(1.0, np.float32),
+        "rsqrt2": np.array(math.sqrt(0.5), np.float32),
+        "c3": np.array(0.044715, np.float32),
+        "three": np.array(3.0, np.float32),
+        "k": np.array(math.sqrt(2 / math.pi), np.float32),
+        "bias": rnd.standard_normal(H).astype(np.float32),
+        "bias2": rnd.standard_normal((3, H)).astype(np.float32),
+    }
 
 
 def _erf_gelu(x, y):
     """The decomposed form our exporter writes for gelu(approximate='none')."""
-    return [helper.make_node("Mul", [x, "half"], ["h"]),
-            helper.make_node("Mul", [x, "rsqrt2"], ["xs"]),
-            helper.make_node("Erf", ["xs"], ["e"]),
-            helper.make_node("Add", ["e", "one"], ["e1"]),
-            helper.make_node("Mul", ["h", "e1"], [y])]
+    return [
+        helper.make_node("Mul", [x, "half"], ["h"]),
+        helper.make_node("Mul", [x, "rsqrt2"], ["xs"]),
+        helper.make_node("Erf", ["xs"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["e1"]),
+        helper.make_node("Mul", ["h", "e1"], [y]),
+    ]
 
 
 def _tanh_gelu(x, y, pow_form=False):
@@ -44,20 +50,23 @@ def _tanh_gelu(x, y, pow_form=False):
     if pow_form:
         cube = [helper.make_node("Pow", [x, "three"], ["cube"])]
     else:
-        cube = [helper.make_node("Mul", [x, x], ["sq"]),
-                helper.make_node("Mul", ["sq", x], ["cube"])]
-    return cube + [helper.make_node("Mul", [x, "half"], ["h"]),
-                   helper.make_node("Mul", ["cube", "c3"], ["c"]),
-                   helper.make_node("Add", [x, "c"], ["inner"]),
-                   helper.make_node("Mul", ["inner", "k"], ["ik"]),
-                   helper.make_node("Tanh", ["ik"], ["t"]),
-                   helper.make_node("Add", ["t", "one"], ["t1"]),
-                   helper.make_node("Mul", ["h", "t1"], [y])]
+        cube = [
+            helper.make_node("Mul", [x, x], ["sq"]),
+            helper.make_node("Mul", ["sq", x], ["cube"]),
+        ]
+    return cube + [
+        helper.make_node("Mul", [x, "half"], ["h"]),
+        helper.make_node("Mul", ["cube", "c3"], ["c"]),
+        helper.make_node("Add", [x, "c"], ["inner"]),
+        helper.make_node("Mul", ["inner", "k"], ["ik"]),
+        helper.make_node("Tanh", ["ik"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["t1"]),
+        helper.make_node("Mul", ["h", "t1"], [y]),
+    ]
 
 
 def _model(nodes, opset=18, outputs=(("y", F, ("b", "s", H)),)):
-    return make_model(nodes, [("x", F, ("b", "s", H))], list(outputs), _consts(),
-                      opset=opset)
+    return make_model(nodes, [("x", F, ("b", "s", H))], list(outputs), _consts(), opset=opset)
 
 
 def test_erf_gelu_to_gelu():
@@ -68,8 +77,7 @@ def test_erf_gelu_to_gelu():
 
 @pytest.mark.parametrize("pow_form", [False, True])
 def test_tanh_gelu_to_fast_gelu(pow_form):
-    opt, report = check_ort_pattern(_model(_tanh_gelu("x", "y", pow_form)), _feeds(),
-                                    atol=1e-4)
+    opt, report = check_ort_pattern(_model(_tanh_gelu("x", "y", pow_form)), _feeds(), atol=1e-4)
     assert op_types(opt) == ["FastGelu"]
     assert applied(report, "GeluTanhToFastGelu") == 1
 
@@ -100,15 +108,15 @@ def test_bias_not_a_vector_refused():
 
 
 def test_wrong_constant_not_fused():
-    model = make_model(_erf_gelu("x", "y"), [("x", F, ("b", "s", H))],
-                       [("y", F, ("b", "s", H))], _consts(half=0.6))
+    model = make_model(
+        _erf_gelu("x", "y"), [("x", F, ("b", "s", H))], [("y", F, ("b", "s", H))], _consts(half=0.6)
+    )
     opt, _ = check_ort_pattern(model, _feeds())
     assert "Gelu" not in op_types(opt)
 
 
 def test_intermediate_used_elsewhere_refused():
-    model = _model(_erf_gelu("x", "y"), outputs=(("y", F, ("b", "s", H)),
-                                                 ("e", F, ("b", "s", H))))
+    model = _model(_erf_gelu("x", "y"), outputs=(("y", F, ("b", "s", H)), ("e", F, ("b", "s", H))))
     opt, report = check_ort_pattern(model, _feeds())
     assert "Gelu" not in op_types(opt)
     assert any("graph output" in r for r in refused(report, "GeluErfToOrtGelu"))

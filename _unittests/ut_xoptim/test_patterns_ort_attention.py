@@ -50,8 +50,14 @@ def _inputs(batch, seq, past, padding=None, seed=0):
         mask[0, :3] = 0  # the first rows of batch 0 are fully masked when past == 0
     elif padding == "right":
         mask[-1, -2:] = 0
-    return (r(batch, H, seq, D), r(batch, KV, seq, D), r(batch, KV, seq, D),
-            r(batch, KV, past, D), r(batch, KV, past, D), mask)
+    return (
+        r(batch, H, seq, D),
+        r(batch, KV, seq, D),
+        r(batch, KV, seq, D),
+        r(batch, KV, past, D),
+        r(batch, KV, past, D),
+        mask,
+    )
 
 
 def _export(model):
@@ -61,8 +67,16 @@ def _export(model):
     return to_onnx(model, _inputs(2, 3, 5), dynamic_shapes=ds, optimize=False)
 
 
-SIZES = [(1, 1, 6, None), (2, 1, 9, None), (2, 3, 5, None), (1, 7, 0, None),
-         (2, 4, 6, "left"), (2, 5, 0, "left"), (2, 3, 4, "right"), (2, 1, 6, "left")]
+SIZES = [
+    (1, 1, 6, None),
+    (2, 1, 9, None),
+    (2, 3, 5, None),
+    (1, 7, 0, None),
+    (2, 4, 6, "left"),
+    (2, 5, 0, "left"),
+    (2, 3, 4, "right"),
+    (2, 1, 6, "left"),
+]
 
 
 def test_causal_attention_is_fused_and_exact():
@@ -84,10 +98,13 @@ def test_causal_attention_is_fused_and_exact():
             np.testing.assert_allclose(g, u, atol=1e-5)
 
 
-@pytest.mark.parametrize("causal,offset,reason", [
-    (False, True, "no operand proven causal"),
-    (True, False, "not built on the cache length and the query length"),
-])
+@pytest.mark.parametrize(
+    "causal,offset,reason",
+    [
+        (False, True, "no operand proven causal"),
+        (True, False, "not built on the cache length and the query length"),
+    ],
+)
 def test_mask_not_proven_is_refused(causal, offset, reason):
     raw = _export(CachedAttention(causal=causal, offset=offset))
     opt, report = optimize_model(raw, patterns="default+onnxruntime", return_report=True)

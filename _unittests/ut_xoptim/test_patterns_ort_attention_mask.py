@@ -50,7 +50,8 @@ def _export(model):
 
 def _check(model, raw, opt):
     for i, (batch, seq, past, extra) in enumerate(
-            [(2, 3, 5, 0), (1, 1, 9, 0), (3, 4, 0, 0), (2, 1, 6, 3), (1, 5, 2, 1)]):
+        [(2, 3, 5, 0), (1, 1, 9, 0), (3, 4, 0, 0), (2, 1, 6, 3), (1, 5, 2, 1)]
+    ):
         inputs = _inputs(batch, seq, past, extra, seed=i)
         feeds = {n.name: t.numpy() for n, t in zip(raw.graph.input, inputs)}
         expected = model(*inputs).numpy()

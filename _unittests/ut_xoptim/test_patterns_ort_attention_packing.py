@@ -23,46 +23,88 @@ def _weights(seed=0, d=D):
     rnd = np.random.default_rng(seed)
     w = lambda n: (rnd.standard_normal((X, n)) / 4).astype(np.float32)  # noqa: E731
     i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
-    return {"wq": w(H * d), "wk": w(KV * d), "wv": w(KV * d), "zero": i64(0), "one": i64(1),
-            "flat": i64(-1, d // 2)}
+    return {
+        "wq": w(H * d),
+        "wk": w(KV * d),
+        "wv": w(KV * d),
+        "zero": i64(0),
+        "one": i64(1),
+        "flat": i64(-1, d // 2),
+    }
 
 
 def _positions(consecutive=True):
     """Caches with one row per token and their positions (what the rotary pattern
     builds), or positions given as an input."""
-    nodes = [helper.make_node("Reshape", ["f", "flat"], ["f2"]),
-             helper.make_node("Cos", ["f2"], ["cos"]),
-             helper.make_node("Sin", ["f2"], ["sin"])]
+    nodes = [
+        helper.make_node("Reshape", ["f", "flat"], ["f2"]),
+        helper.make_node("Cos", ["f2"], ["cos"]),
+        helper.make_node("Sin", ["f2"], ["sin"]),
+    ]
     if consecutive:
-        nodes += [helper.make_node("Shape", ["f2"], ["n1"], start=0, end=1),
-                  helper.make_node("Squeeze", ["n1"], ["n"]),
-                  helper.make_node("Range", ["zero", "n", "one"], ["r"]),
-                  helper.make_node("Shape", ["f"], ["bs"], start=0, end=2),
-                  helper.make_node("Reshape", ["r", "bs"], ["pos"])]
+        nodes += [
+            helper.make_node("Shape", ["f2"], ["n1"], start=0, end=1),
+            helper.make_node("Squeeze", ["n1"], ["n"]),
+            helper.make_node("Range", ["zero", "n", "one"], ["r"]),
+            helper.make_node("Shape", ["f"], ["bs"], start=0, end=2),
+            helper.make_node("Reshape", ["r", "bs"], ["pos"]),
+        ]
     return nodes
 
 
 def _model(rotary=True, consecutive=True, weight_input=False, d=D, total64=False):
-    nodes = [helper.make_node("MatMul", ["x", w], [o])
-             for w, o in (("wq", "q"), ("wk", "k"), ("wv", "v"))]
+    nodes = [
+        helper.make_node("MatMul", ["x", w], [o])
+        for w, o in (("wq", "q"), ("wk", "k"), ("wv", "v"))
+    ]
     if total64:  # total_sequence_length cast from an int64 tensor of shape (1,)
         nodes.append(helper.make_node("Cast", ["total64"], ["total"], to=I32))
     q, k = "q", "k"
     if rotary:
         nodes += _positions(consecutive)
-        nodes += [helper.make_node("RotaryEmbedding", ["q", "pos", "cos", "sin"], ["qr"],
-                                   domain=MS),
-                  helper.make_node("RotaryEmbedding", ["k", "pos", "cos", "sin"], ["kr"],
-                                   domain=MS)]
+        nodes += [
+            helper.make_node("RotaryEmbedding", ["q", "pos", "cos", "sin"], ["qr"], domain=MS),
+            helper.make_node("RotaryEmbedding", ["k", "pos", "cos", "sin"], ["kr"], domain=MS),
+        ]
         q, k = "qr", "kr"
-    nodes.append(helper.make_node(
-        "GroupQueryAttention", [q, k, "v", "pk", "pv", "seqlens", "total", "", "", "", "",
-                                "", "", "", "", "", "qlens"],
-        ["y", "present_k", "present_v"], domain=MS, num_heads=H, kv_num_heads=KV,
-        scale=d ** -0.5))
-    inputs = [("x", F, ("b", "s", X)), ("pk", F, ("b", KV, "p", d)),
-              ("pv", F, ("b", KV, "p", d)), ("seqlens", I32, ("b",)), ("total", I32, ()),
-              ("qlens", I32, ("b",)), ("f", F, ("b", "s", d // 2))]
+    nodes.append(
+        helper.make_node(
+            "GroupQueryAttention",
+            [
+                q,
+                k,
+                "v",
+                "pk",
+                "pv",
+                "seqlens",
+                "total",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "qlens",
+            ],
+            ["y", "present_k", "present_v"],
+            domain=MS,
+            num_heads=H,
+            kv_num_heads=KV,
+            scale=d**-0.5,
+        )
+    )
+    inputs = [
+        ("x", F, ("b", "s", X)),
+        ("pk", F, ("b", KV, "p", d)),
+        ("pv", F, ("b", KV, "p", d)),
+        ("seqlens", I32, ("b",)),
+        ("total", I32, ()),
+        ("qlens", I32, ("b",)),
+        ("f", F, ("b", "s", d // 2)),
+    ]
     if total64:
         inputs[4] = ("total64", T.INT64, (1,))
     if rotary and not consecutive:
@@ -71,8 +113,11 @@ def _model(rotary=True, consecutive=True, weight_input=False, d=D, total64=False
     if weight_input:
         inputs.append(("wk", F, (X, KV * d)))
         wk = inits.pop("wk")
-    outputs = [("y", F, ("b", "s", H * d)), ("present_k", F, ("b", KV, "t", d)),
-               ("present_v", F, ("b", KV, "t", d))]
+    outputs = [
+        ("y", F, ("b", "s", H * d)),
+        ("present_k", F, ("b", KV, "t", d)),
+        ("present_v", F, ("b", KV, "t", d)),
+    ]
     model = make_model(nodes, inputs, outputs, inits, extra_opsets={MS: 1})
     return (model, wk) if weight_input else model
 
@@ -81,15 +126,20 @@ def _feeds(extra=None):
     rnd = np.random.default_rng(1)
     inv = 1.0 / (10000 ** (np.arange(0, D, 2) / D))
     feeds = []
-    for b, s, p in [(1, 1, 0), (2, 4, 0), (1, 5, 0), (1, 1, 7), (2, 1, 7), (2, 3, 6),
-                    (1, 1, 33)]:
+    for b, s, p in [(1, 1, 0), (2, 4, 0), (1, 5, 0), (1, 1, 7), (2, 1, 7), (2, 3, 6), (1, 1, 33)]:
         # positions differ between batches (left padding of a batch, for example)
         pos = rnd.integers(0, 20, (b, 1)) + np.arange(p, p + s)[None, :]
         f = (pos[:, :, None] * inv[None, None, :]).astype(np.float32)
         r = lambda *shape: rnd.standard_normal(shape).astype(np.float32)  # noqa: E731
-        feed = {"x": r(b, s, X), "pk": r(b, KV, p, D), "pv": r(b, KV, p, D), "f": f,
-                "seqlens": np.full((b,), p + s - 1, np.int32),
-                "total": np.array(p + s, np.int32), "qlens": np.full((b,), s, np.int32)}
+        feed = {
+            "x": r(b, s, X),
+            "pk": r(b, KV, p, D),
+            "pv": r(b, KV, p, D),
+            "f": f,
+            "seqlens": np.full((b,), p + s - 1, np.int32),
+            "total": np.array(p + s, np.int32),
+            "qlens": np.full((b,), s, np.int32),
+        }
         feed.update(extra or {})
         feeds.append(feed)
     return feeds

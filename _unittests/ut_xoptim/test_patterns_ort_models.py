@@ -20,8 +20,14 @@ DS = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "se
 @pytest.fixture(scope="module")
 def llama():
     config = transformers.LlamaConfig(
-        hidden_size=32, num_hidden_layers=2, vocab_size=256, intermediate_size=64,
-        max_position_embeddings=128, num_attention_heads=4, num_key_value_heads=2)
+        hidden_size=32,
+        num_hidden_layers=2,
+        vocab_size=256,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     config._attn_implementation = "sdpa"
     config.use_cache = False
     torch.manual_seed(0)
@@ -34,8 +40,10 @@ def llama():
 
 def _inputs(batch, seq):
     gen = torch.Generator().manual_seed(batch * 100 + seq)
-    return (torch.randint(0, 256, (batch, seq), generator=gen),
-            torch.ones((batch, seq), dtype=torch.int64))
+    return (
+        torch.randint(0, 256, (batch, seq), generator=gen),
+        torch.ones((batch, seq), dtype=torch.int64),
+    )
 
 
 def _export(model, **kw):

@@ -13,8 +13,14 @@ N, D = 3, 8
 
 def _inits():
     i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
-    return {"zero": i64(0), "half": i64(D // 2), "big": i64(np.iinfo(np.int64).max),
-            "last": i64(-1), "one": i64(1), "ax1": i64(1)}
+    return {
+        "zero": i64(0),
+        "half": i64(D // 2),
+        "big": i64(np.iinfo(np.int64).max),
+        "last": i64(-1),
+        "one": i64(1),
+        "ax1": i64(1),
+    }
 
 
 def _rotary_nodes(swap_halves=False, sin_angles="f"):
@@ -38,10 +44,16 @@ def _rotary_nodes(swap_halves=False, sin_angles="f"):
 
 
 def _model(batch_of_angles=1, **kw):
-    return make_model(_rotary_nodes(**kw),
-                      [("x", F, ("b", N, "s", D)), ("f", F, (batch_of_angles, "s", D // 2)),
-                       ("g", F, (batch_of_angles, "s", D // 2))],
-                      [("y", F, ("b", N, "s", D))], _inits())
+    return make_model(
+        _rotary_nodes(**kw),
+        [
+            ("x", F, ("b", N, "s", D)),
+            ("f", F, (batch_of_angles, "s", D // 2)),
+            ("g", F, (batch_of_angles, "s", D // 2)),
+        ],
+        [("y", F, ("b", N, "s", D))],
+        _inits(),
+    )
 
 
 def _feeds(batch_of_angles=1):
@@ -51,8 +63,13 @@ def _feeds(batch_of_angles=1):
         inv = 1.0 / (10000 ** (np.arange(0, D, 2) / D))
         f = np.arange(s)[None, :, None] * inv[None, None, :]
         f = np.tile(f, (b if batch_of_angles == "b" else 1, 1, 1)).astype(np.float32)
-        feeds.append({"x": rnd.standard_normal((b, N, s, D)).astype(np.float32),
-                      "f": f, "g": (f * 1.5).astype(np.float32)})
+        feeds.append(
+            {
+                "x": rnd.standard_normal((b, N, s, D)).astype(np.float32),
+                "f": f,
+                "g": (f * 1.5).astype(np.float32),
+            }
+        )
     return feeds
 
 
@@ -73,8 +90,7 @@ def _feeds_per_batch():
     for b, s in [(2, 5), (3, 1), (1, 4)]:
         pos = rnd.integers(0, 50, (b, 1)) + np.arange(s)[None, :]
         f = (pos[:, :, None] * inv[None, None, :]).astype(np.float32)
-        feeds.append({"x": rnd.standard_normal((b, N, s, D)).astype(np.float32),
-                      "f": f, "g": f})
+        feeds.append({"x": rnd.standard_normal((b, N, s, D)).astype(np.float32), "f": f, "g": f})
     return feeds
 
 

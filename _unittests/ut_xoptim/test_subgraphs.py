@@ -72,10 +72,19 @@ class CondNested(torch.nn.Module):
 def test_cond_nested():
     inputs = [(torch.rand(5, 3) + 0.6,), (torch.rand(7, 3) * 0.1,), (-torch.rand(2, 3),)]
     before, after = _export_both(CondNested(), inputs)
-    inner = {k: _body(_body(m.graph, "If", "then_branch"), "If", "then_branch")
-             for k, m in [("before", before), ("after", after)]}
-    assert _ops(inner["before"]) == ["Transpose", "Transpose", "Mul", "Range", "Cast",
-                                     "Mul", "Add"], _ops(inner["before"])
+    inner = {
+        k: _body(_body(m.graph, "If", "then_branch"), "If", "then_branch")
+        for k, m in [("before", before), ("after", after)]
+    }
+    assert _ops(inner["before"]) == [
+        "Transpose",
+        "Transpose",
+        "Mul",
+        "Range",
+        "Cast",
+        "Mul",
+        "Add",
+    ], _ops(inner["before"])
     # the pair of transposes and the product by one vanish, arange(3) * 2 is folded
     assert _ops(inner["after"]) == ["Add"]
     x, cst = inner["after"].node[0].input
@@ -136,15 +145,15 @@ def test_while_loop_body_reads_outer_names():
 class MapBody(torch.nn.Module):
     def forward(self, x, y):
         return torch._higher_order_ops.map(
-            lambda xi, y: (xi * 1.0).unsqueeze(0).squeeze(0) * y + xi.sum(), x, y)
+            lambda xi, y: (xi * 1.0).unsqueeze(0).squeeze(0) * y + xi.sum(), x, y
+        )
 
 
 def test_map_body():
     inputs = [(torch.randn(5, 3), torch.randn(3)), (torch.randn(8, 3), torch.randn(3))]
     before, after = _export_both(MapBody(), inputs, ds=({0: "n"}, None))
     b, a = _body(before.graph, "Scan", "body"), _body(after.graph, "Scan", "body")
-    assert sorted(_ops(b)) == ["Add", "Mul", "Mul", "ReduceSum", "Squeeze", "Unsqueeze"], \
-        _ops(b)
+    assert sorted(_ops(b)) == ["Add", "Mul", "Mul", "ReduceSum", "Squeeze", "Unsqueeze"], _ops(b)
     assert sorted(_ops(a)) == ["Add", "Mul", "ReduceSum"], _ops(a)
 
 
@@ -207,8 +216,7 @@ def _builder_with_if():
 def _run(onx, x):
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     return sess.run(None, {"x": x})[0]
 
 
@@ -240,20 +248,27 @@ def test_optimize_model_skips_a_subgraph_reusing_names():
         c = helper.make_node("Constant", [], ["one"], value_float=1.0)
         n1 = helper.make_node(op, ["x", "one"], ["t"])
         n2 = helper.make_node("Mul", ["t", "one"], [f"{name}_out"])
-        return helper.make_graph([c, n1, n2], name, [], [
-            helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)])
+        return helper.make_graph(
+            [c, n1, n2],
+            name,
+            [],
+            [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)],
+        )
 
     cond = helper.make_node("Greater", ["x", "zero"], ["gt"])
     red = helper.make_node("ReduceMin", ["gt_f"], ["g0"], keepdims=0)
     cast = helper.make_node("Cast", ["gt"], ["gt_f"], to=TensorProto.FLOAT)
     tob = helper.make_node("Cast", ["g0"], ["b"], to=TensorProto.BOOL)
-    node = helper.make_node("If", ["b"], ["y"], then_branch=branch("then", "Add"),
-                            else_branch=branch("else", "Sub"))
+    node = helper.make_node(
+        "If", ["b"], ["y"], then_branch=branch("then", "Add"), else_branch=branch("else", "Sub")
+    )
     graph = helper.make_graph(
-        [cond, cast, red, tob, node], "g",
+        [cond, cast, red, tob, node],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
-        [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+        [numpy_helper.from_array(np.array(0, np.float32), "zero")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     opt = optimize_model(model)
     onnx.checker.check_model(opt, full_check=True)
@@ -281,8 +296,9 @@ def test_options_leave_subgraphs():
     optimize_builder(g, OptimizationOptions(subgraphs=False))
     then = _body(g.to_onnx().graph, "If", "then_branch")
     assert _ops(then) == ["Add", "Add", "Mul"]
-    assert all(a.type == AttributeProto.GRAPH for n in g.nodes if n.op_type == "If"
-               for a in n.attribute)
+    assert all(
+        a.type == AttributeProto.GRAPH for n in g.nodes if n.op_type == "If" for a in n.attribute
+    )
 
 
 def test_rewrites_inside_bodies_count_for_max_rewrites():

@@ -23,30 +23,33 @@ PACKAGE = "experimental_experiment"
 
 #: layer of every top-level part of the package, an import may only go to a layer
 #: lower or equal to its own; ``ext_test_case`` serves tests only
-LAYERS: Mapping[str, int] = MappingProxyType({
-    "": 0,  # the package's __init__ (version only)
-    "errors": 0,
-    "verbosity": 0,
-    "progress": 0,  # progress bars (tqdm)
-    "helpers": 0,
-    "_tools": 0,
-    "xbuilder": 0,
-    "xoptim": 1,
-    "runtime": 2,
-    "report": 2,  # the export report's data model, filled by to_onnx
-    "large": 2,  # external data, weights fill
-    "torch_interpreter": 2,
-    "torch_dynamo": 3,
-    "torch_models": 4,
-    "bench": 4,
-    "investigate": 4,
-    "_command_lines": 4,
-    "__main__": 4,
-})
+LAYERS: Mapping[str, int] = MappingProxyType(
+    {
+        "": 0,  # the package's __init__ (version only)
+        "errors": 0,
+        "verbosity": 0,
+        "progress": 0,  # progress bars (tqdm)
+        "helpers": 0,
+        "_tools": 0,
+        "xbuilder": 0,
+        "xoptim": 1,
+        "runtime": 2,
+        "report": 2,  # the export report's data model, filled by to_onnx
+        "large": 2,  # external data, weights fill
+        "torch_interpreter": 2,
+        "torch_dynamo": 3,
+        "torch_models": 4,
+        "bench": 4,
+        "investigate": 4,
+        "_command_lines": 4,
+        "__main__": 4,
+    }
+)
 TEST_ONLY = frozenset({"ext_test_case"})
 #: parts which never import torch
 TORCH_FREE = frozenset(
-    {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"})
+    {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"}
+)
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,16 @@ def import_graph(root: str | None = None) -> ImportGraph:
                 while target not in graph.modules and "." in target:
                     target = target.rsplit(".", 1)[0]
                 if target != module:
-                    graph.imports.append(Import(
-                        module, target, node.lineno, names, node.lineno in lazy,
-                        node.lineno in type_only))
+                    graph.imports.append(
+                        Import(
+                            module,
+                            target,
+                            node.lineno,
+                            names,
+                            node.lineno in lazy,
+                            node.lineno in type_only,
+                        )
+                    )
     return graph
 
 
@@ -230,11 +240,13 @@ def upward_imports(graph: ImportGraph) -> list[str]:
 
 #: stages of the exporter (subpackages of ``torch_interpreter``) and the modules of the
 #: other stages each one may import; the modules outside the three stages are shared
-STAGE_IMPORTS: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "capture": ("convert.registry", "convert.dispatcher"),  # is there a converter for it?
-    "convert": (),
-    "result": ("capture", "convert"),
-})
+STAGE_IMPORTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "capture": ("convert.registry", "convert.dispatcher"),  # is there a converter for it?
+        "convert": (),
+        "result": ("capture", "convert"),
+    }
+)
 
 
 def _stage(module: str) -> str:
@@ -254,7 +266,7 @@ def stage_imports(graph: ImportGraph) -> list[str]:
         src, tgt = _stage(imp.source), _stage(imp.target)
         if not src or not tgt or src == tgt:
             continue
-        rel = imp.target[len(prefix):]
+        rel = imp.target[len(prefix) :]
         if not any(rel == a or rel.startswith(a + ".") for a in STAGE_IMPORTS[src]):
             bad.append(f"{imp.source}:{imp.lineno} imports {imp.target} ({src} -> {tgt})")
     return sorted(bad)
@@ -278,8 +290,11 @@ def private_cross_imports(graph: ImportGraph) -> list[str]:
 
 def part_edges(graph: ImportGraph) -> Counter:
     """Number of imports between top-level parts of the package."""
-    return Counter((part(i.source) or "__init__", part(i.target) or "__init__")
-                   for i in graph.imports if part(i.source) != part(i.target))
+    return Counter(
+        (part(i.source) or "__init__", part(i.target) or "__init__")
+        for i in graph.imports
+        if part(i.source) != part(i.target)
+    )
 
 
 def _trees(root: str | None = None):
@@ -308,9 +323,13 @@ def _is_int64(node: ast.AST) -> bool:
 
 def _is_int64_array(node: ast.AST) -> bool:
     """``np.array(..., dtype=np.int64)`` or ``np.array(..., np.int64)``."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("array", "asarray")
-            and isinstance(node.func.value, ast.Name) and node.func.value.id in ("np", "numpy")):
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("array", "asarray")
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in ("np", "numpy")
+    ):
         return False
     if any(k.arg == "dtype" and _is_int64(k.value) for k in node.keywords):
         return True
@@ -343,15 +362,24 @@ def plumbing(root: str | None = None) -> dict[str, list[str]]:
     """Repeated plumbing: int64 arrays built inline, functions which build an int64
     array (shortcuts), read a constant, read an attribute, save a model, and the
     definitions of ``MAX_IR_VERSION``."""
-    found: dict[str, list[str]] = {k: [] for k in (
-        "int64_arrays", "int64_shortcuts", "constant_readers", "attribute_readers",
-        "model_savers", "MAX_IR_VERSION")}
+    found: dict[str, list[str]] = {
+        k: []
+        for k in (
+            "int64_arrays",
+            "int64_shortcuts",
+            "constant_readers",
+            "attribute_readers",
+            "model_savers",
+            "MAX_IR_VERSION",
+        )
+    }
     for module, tree in _trees(root):
         for node in ast.walk(tree):
             if _is_int64_array(node):
                 found["int64_arrays"].append(f"{module}:{node.lineno}")
             if isinstance(node, ast.Assign) and any(
-                    getattr(t, "id", "") == "MAX_IR_VERSION" for t in node.targets):
+                getattr(t, "id", "") == "MAX_IR_VERSION" for t in node.targets
+            ):
                 found["MAX_IR_VERSION"].append(f"{module}:{node.lineno}")
         if part(module) == "helpers":  # display functions, not plumbing
             continue
@@ -359,11 +387,17 @@ def plumbing(root: str | None = None) -> dict[str, list[str]]:
             where, calls = f"{module}.{fn.name}", _calls(fn)
             short = fn.end_lineno - fn.lineno < 15
             stmts = [s for s in fn.body if not isinstance(s, ast.Expr)]
-            if (len(stmts) == 1 and isinstance(stmts[0], ast.Return)
-                    and _is_int64_array(stmts[0].value)):
+            if (
+                len(stmts) == 1
+                and isinstance(stmts[0], ast.Return)
+                and _is_int64_array(stmts[0].value)
+            ):
                 found["int64_shortcuts"].append(where)
-            if (short and {"get_constant", "to_array"} & _last(calls)
-                    and fn.name not in ("get_constant", "constant_value")):
+            if (
+                short
+                and {"get_constant", "to_array"} & _last(calls)
+                and fn.name not in ("get_constant", "constant_value")
+            ):
                 found["constant_readers"].append(where)
             if "get_attribute_value" in _last(calls):
                 found["attribute_readers"].append(where)
@@ -390,14 +424,21 @@ def layer_table(root: str | None = None) -> str:
     (with the number of import statements)."""
     graph = import_graph(root)
     edges = part_edges(graph)
-    parts = sorted({part(m) or "__init__" for m in graph.modules},
-                   key=lambda p: (LAYERS.get("" if p == "__init__" else p, 5), p))
+    parts = sorted(
+        {part(m) or "__init__" for m in graph.modules},
+        key=lambda p: (LAYERS.get("" if p == "__init__" else p, 5), p),
+    )
     rows = [("layer", "part", "imports"), ("-----", "----", "-------")]
     for p in parts:
         lay = layer(f"{PACKAGE}.{p}") if p != "__init__" else 0
         deps = sorted((t, n) for (s, t), n in edges.items() if s == p)
-        rows.append(("test" if lay is None else str(lay), p,
-                     ", ".join(f"{t} ({n})" for t, n in deps) or "-"))
+        rows.append(
+            (
+                "test" if lay is None else str(lay),
+                p,
+                ", ".join(f"{t} ({n})" for t, n in deps) or "-",
+            )
+        )
     width = [max(len(r[i]) for r in rows) for i in range(2)]
     return "\n".join(f"{r[0]:<{width[0]}}  {r[1]:<{width[1]}}  {r[2]}" for r in rows)
 

@@ -10,8 +10,14 @@ import torch
 # values of schema arguments that make a seeded random operator
 # (torch.Tag.nondeterministic_seeded) deterministic: no dropout, evaluation mode, and
 # a single recurrent layer (dropout only applies between layers)
-NOT_RANDOM_IF = {"p": 0, "dropout_p": 0, "dropout": 0, "train": False, "training": False,
-                 "num_layers": 1}
+NOT_RANDOM_IF = {
+    "p": 0,
+    "dropout_p": 0,
+    "dropout": 0,
+    "train": False,
+    "training": False,
+    "num_layers": 1,
+}
 
 
 def _schema_values(node) -> dict[str, Any]:
@@ -37,11 +43,16 @@ def random_nodes(ep: torch.export.ExportedProgram) -> list[str]:
             continue
         for node in gm.graph.nodes:
             target = node.target
-            if (node.op != "call_function" or not isinstance(target, torch._ops.OpOverload)
-                    or torch.Tag.nondeterministic_seeded not in target.tags):
+            if (
+                node.op != "call_function"
+                or not isinstance(target, torch._ops.OpOverload)
+                or torch.Tag.nondeterministic_seeded not in target.tags
+            ):
                 continue
             values = _schema_values(node)
-            if not any(k in values and isinstance(values[k], (bool, int, float))
-                       and values[k] == v for k, v in NOT_RANDOM_IF.items()):
+            if not any(
+                k in values and isinstance(values[k], (bool, int, float)) and values[k] == v
+                for k, v in NOT_RANDOM_IF.items()
+            ):
                 found.append(str(target))
     return found

@@ -21,8 +21,20 @@ def _genai(folder: str, threads: int, seq: int) -> None:
     import onnxruntime_genai as og
 
     cfg = og.Config(folder)
-    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {
-        "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
+    cfg.overlay(
+        json.dumps(
+            {
+                "model": {
+                    "decoder": {
+                        "session_options": {
+                            "intra_op_num_threads": threads,
+                            "inter_op_num_threads": 1,
+                        }
+                    }
+                }
+            }
+        )
+    )
     model = og.Model(cfg)
     params = og.GeneratorParams(model)
     params.set_search_options(max_length=seq + 4)
@@ -41,8 +53,9 @@ def _ort(folder: str, threads: int, seq: int) -> None:
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    sess = onnxruntime.InferenceSession(os.path.join(folder, dec["filename"]), opts,
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        os.path.join(folder, dec["filename"]), opts, providers=["CPUExecutionProvider"]
+    )
     shape = (1, dec["num_key_value_heads"], 0, dec["head_size"])
     feeds = {}
     for i in sess.get_inputs():

@@ -7,8 +7,9 @@ import time
 from typing import Callable
 
 
-def interleaved_medians(runners: dict[str, Callable], warmup: int, repeat: int
-                        ) -> dict[str, tuple[float, float]]:
+def interleaved_medians(
+    runners: dict[str, Callable], warmup: int, repeat: int
+) -> dict[str, tuple[float, float]]:
     """(median, minimum) seconds of every function; each repetition runs every function
     once, in an order rotating from one repetition to the next, so that a change of the
     machine's load affects every function alike.
@@ -26,7 +27,7 @@ def interleaved_medians(runners: dict[str, Callable], warmup: int, repeat: int
     keys = list(runners)
     for i in range(repeat):
         # the order rotates: no function always runs after the same one
-        for key in keys[i % len(keys):] + keys[:i % len(keys)]:
+        for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
             begin = time.perf_counter()
             runners[key]()
             times[key].append(time.perf_counter() - begin)

@@ -41,9 +41,14 @@ def make_llama(seq: int = 1024, batch: int = 2):
         from transformers import LlamaConfig
         from transformers.models.llama.modeling_llama import LlamaModel
 
-    config = LlamaConfig(hidden_size=16, num_hidden_layers=1, vocab_size=1024,
-                         intermediate_size=16, max_position_embeddings=1024,
-                         num_attention_heads=2)
+    config = LlamaConfig(
+        hidden_size=16,
+        num_hidden_layers=1,
+        vocab_size=1024,
+        intermediate_size=16,
+        max_position_embeddings=1024,
+        num_attention_heads=2,
+    )
     config._attn_implementation = "eager"
     torch.manual_seed(0)
     model = LlamaModel(config)
@@ -55,9 +60,14 @@ def make_llama(seq: int = 1024, batch: int = 2):
 def make_mlp(batch: int = 256, width: int = 512):
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(64, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-        torch.nn.GELU(), torch.nn.Linear(width, width), torch.nn.Sigmoid(),
-        torch.nn.Linear(width, 10))
+        torch.nn.Linear(64, width),
+        torch.nn.ReLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.GELU(),
+        torch.nn.Linear(width, width),
+        torch.nn.Sigmoid(),
+        torch.nn.Linear(width, 10),
+    )
     return model, (torch.randn(batch, 64),)
 
 
@@ -103,8 +113,7 @@ def prepare(make: Callable, backend: str, warmup: int) -> tuple[Callable, float]
     return step, first
 
 
-def run(models: list[str], backends: list[str], warmup: int, repeat: int,
-        seq: int) -> list[dict]:
+def run(models: list[str], backends: list[str], warmup: int, repeat: int, seq: int) -> list[dict]:
     """Measures every backend on every model. The timed steps of the backends are
     interleaved (one step of each in turn) so that a slower period of the machine
     weighs on all of them alike."""
@@ -127,7 +136,7 @@ def run(models: list[str], backends: list[str], warmup: int, repeat: int,
                 begin = time.perf_counter()
                 step()
                 times[backend].append(time.perf_counter() - begin)
-        for row in rows[-len(backends):]:
+        for row in rows[-len(backends) :]:
             if row["backend"] in times:
                 row["median"] = statistics.median(times[row["backend"]])
                 row["min"] = min(times[row["backend"]])
@@ -146,28 +155,37 @@ def _add_ratios(rows: list[dict]) -> None:
 
 
 def format_rows(rows: list[dict]) -> str:
-    lines = [f"{'model':6} {'backend':9} {'first call':>11} {'median step':>12} "
-             f"{'/eager':>7} {'/inductor':>9}"]
+    lines = [
+        f"{'model':6} {'backend':9} {'first call':>11} {'median step':>12} "
+        f"{'/eager':>7} {'/inductor':>9}"
+    ]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['model']:6} {r['backend']:9} failed: {r['error']}")
             continue
         ratios = [f"{r[k]:.2f}" if k in r else "-" for k in ("/eager", "/inductor")]
-        lines.append(f"{r['model']:6} {r['backend']:9} {r['first']:10.2f}s "
-                     f"{r['median'] * 1000:10.2f}ms {ratios[0]:>7} {ratios[1]:>9}")
+        lines.append(
+            f"{r['model']:6} {r['backend']:9} {r['first']:10.2f}s "
+            f"{r['median'] * 1000:10.2f}ms {ratios[0]:>7} {ratios[1]:>9}"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="llama,mlp", help="comma separated: llama,mlp")
-    parser.add_argument("--backends", default=",".join(BACKENDS),
-                        help="comma separated: eager,ort,inductor")
+    parser.add_argument(
+        "--backends", default=",".join(BACKENDS), help="comma separated: eager,ort,inductor"
+    )
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps")
     parser.add_argument("--repeat", type=int, default=20, help="timed steps")
     parser.add_argument("--seq", type=int, default=1024, help="llama sequence length")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="threads of torch and onnxruntime (0: their defaults)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="threads of torch and onnxruntime (0: their defaults)",
+    )
     ns = parser.parse_args(argv)
     if ns.threads:
         torch.set_num_threads(ns.threads)

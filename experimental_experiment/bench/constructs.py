@@ -107,27 +107,47 @@ def _c(*shape):
 
 # name -> (model class, inputs (args, kwargs) for a size n, dynamic_shapes)
 CASES = {
-    "star args": (StarArgs, lambda n: (tuple(torch.randn(n, 4) for _ in range(3)), {}),
-                  {"xs": tuple({0: DYN} for _ in range(3))}),
-    "keyword args (kwargs)": (Kwargs, lambda n: ((torch.randn(n, 4),),
-                                    {"scale": torch.randn(n, 4), "bias": torch.randn(4)}),
-                 {"x": {0: DYN}, "kwargs": {"scale": {0: DYN}, "bias": None}}),
-    "complex rotary": (ComplexRotary, lambda n: ((torch.randn(2, n, 4, 8),
-                                                   torch.randn(n, 1, 4)), {}),
-                       ({1: DYN}, {0: DYN})),
-    "complex inputs/outputs": (ComplexIO, lambda n: ((_c(n, 3), _c(n, 3)), {}),
-                               ({0: DYN}, {0: DYN})),
-    "vmap closure": (VmapClosure, lambda n: ((torch.randn(n, 4), torch.randn(n)), {}),
-                     ({0: DYN}, {0: DYN})),
-    "vmap nested": (VmapNested, lambda n: ((torch.randn(n, 4), torch.randn(n + 1, 4)), {}),
-                    ({0: DYN}, {0: DYN})),
-    "vmap in_dims/out_dims": (VmapInOutDims,
-                              lambda n: ((torch.randn(3, n, 4), torch.randn(4, 5)), {}),
-                              ({1: DYN}, None)),
+    "star args": (
+        StarArgs,
+        lambda n: (tuple(torch.randn(n, 4) for _ in range(3)), {}),
+        {"xs": tuple({0: DYN} for _ in range(3))},
+    ),
+    "keyword args (kwargs)": (
+        Kwargs,
+        lambda n: ((torch.randn(n, 4),), {"scale": torch.randn(n, 4), "bias": torch.randn(4)}),
+        {"x": {0: DYN}, "kwargs": {"scale": {0: DYN}, "bias": None}},
+    ),
+    "complex rotary": (
+        ComplexRotary,
+        lambda n: ((torch.randn(2, n, 4, 8), torch.randn(n, 1, 4)), {}),
+        ({1: DYN}, {0: DYN}),
+    ),
+    "complex inputs/outputs": (
+        ComplexIO,
+        lambda n: ((_c(n, 3), _c(n, 3)), {}),
+        ({0: DYN}, {0: DYN}),
+    ),
+    "vmap closure": (
+        VmapClosure,
+        lambda n: ((torch.randn(n, 4), torch.randn(n)), {}),
+        ({0: DYN}, {0: DYN}),
+    ),
+    "vmap nested": (
+        VmapNested,
+        lambda n: ((torch.randn(n, 4), torch.randn(n + 1, 4)), {}),
+        ({0: DYN}, {0: DYN}),
+    ),
+    "vmap in_dims/out_dims": (
+        VmapInOutDims,
+        lambda n: ((torch.randn(3, n, 4), torch.randn(4, 5)), {}),
+        ({1: DYN}, None),
+    ),
     "custom op (traceable)": (CustomOp, lambda n: ((torch.randn(n, 4),), {}), ({0: DYN},)),
-    "mutating custom op": (MutatingCustomOp,
-                           lambda n: ((torch.randn(n, 4), torch.randn(n, 4)), {}),
-                           ({0: DYN}, {0: DYN})),
+    "mutating custom op": (
+        MutatingCustomOp,
+        lambda n: ((torch.randn(n, 4), torch.randn(n, 4)), {}),
+        ({0: DYN}, {0: DYN}),
+    ),
 }
 
 
@@ -136,14 +156,16 @@ def export(exporter: str, model, args, kwargs, ds):
         from ..torch_interpreter import to_onnx
 
         return to_onnx(model, args, kwargs, dynamic_shapes=ds)
-    prog = torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes=ds, dynamo=True,
-                             verbose=False, report=False)
+    prog = torch.onnx.export(
+        model, args, kwargs=kwargs, dynamic_shapes=ds, dynamo=True, verbose=False, report=False
+    )
     return prog.model_proto
 
 
 def _feeds(onx, args, kwargs) -> dict:
-    leaves = [t for t in torch.utils._pytree.tree_leaves((args, kwargs))
-              if isinstance(t, torch.Tensor)]
+    leaves = [
+        t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)
+    ]
     feeds = {}
     for info, t in zip(onx.graph.input, leaves):
         if t.is_complex() and info.type.tensor_type.elem_type in (1, 11):
@@ -176,8 +198,9 @@ def run_case(name: str, exporter: str) -> dict:
     except Exception as e:
         return {**row, "status": "export-fail", "detail": _first_line(e)}
     try:
-        sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                            providers=["CPUExecutionProvider"])
+        sess = onnxruntime.InferenceSession(
+            onx.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
         for n in (3, 5):
             args, kwargs = make(n)
             feeds = _feeds(onx, args, kwargs)
@@ -214,8 +237,9 @@ def format_table(rows: list[dict]) -> str:
         cells = []
         for exp in ("to_onnx", "torch.onnx"):
             r = by.get((n, exp))
-            cells.append("" if r is None else r["status"] + (
-                f" ({r['detail']})" if r["detail"] else ""))
+            cells.append(
+                "" if r is None else r["status"] + (f" ({r['detail']})" if r["detail"] else "")
+            )
         lines.append(f"| {n} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
@@ -228,8 +252,10 @@ def write_csv(rows: list[dict], filename: str, columns: list[str] = COLUMNS) -> 
     writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
     # the documentation renders the cells as reStructuredText: details are literals
-    writer.writerows({**r, "detail": f"``{r['detail'].replace('`', chr(39))}``"
-                      if r["detail"] else ""} for r in rows)
+    writer.writerows(
+        {**r, "detail": f"``{r['detail'].replace('`', chr(39))}``" if r["detail"] else ""}
+        for r in rows
+    )
     filename = os.path.abspath(filename)
     with AtomicFiles(os.path.dirname(filename)) as files:
         files.open(filename).write(text.getvalue().encode("utf-8"))

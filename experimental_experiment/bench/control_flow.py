@@ -32,8 +32,15 @@ from ..xoptim.subgraphs import count_nodes
 from . import constructs
 from .constructs import _first_line
 
-COLUMNS = ["construct", "exporter", "status", "main_nodes", "body_nodes_raw",
-           "body_nodes", "detail"]
+COLUMNS = [
+    "construct",
+    "exporter",
+    "status",
+    "main_nodes",
+    "body_nodes_raw",
+    "body_nodes",
+    "detail",
+]
 DYN = torch.export.Dim.DYNAMIC
 
 
@@ -75,7 +82,8 @@ class WhileBody(torch.nn.Module):
 class MapBody(torch.nn.Module):
     def forward(self, x, y):
         return torch._higher_order_ops.map(
-            lambda xi, y: (xi * 1.0).unsqueeze(0).squeeze(0) * y + xi.sum(), x, y)
+            lambda xi, y: (xi * 1.0).unsqueeze(0).squeeze(0) * y + xi.sum(), x, y
+        )
 
 
 class Block(torch.nn.Module):
@@ -103,8 +111,12 @@ CASES = {
     "scan": (ScanBody, lambda n: (torch.randn(n, 3),), ({0: DYN},), {}),
     "while_loop (outer names)": (WhileBody, lambda n: (torch.randn(n, 3),), ({0: DYN},), {}),
     "map": (MapBody, lambda n: (torch.randn(n, 3), torch.randn(3)), ({0: DYN}, None), {}),
-    "local functions": (Functions, lambda n: (torch.randn(n, 3),), ({0: DYN},),
-                        {"export_modules_as_functions": {Block}}),
+    "local functions": (
+        Functions,
+        lambda n: (torch.randn(n, 3),),
+        ({0: DYN},),
+        {"export_modules_as_functions": {Block}},
+    ),
 }
 
 
@@ -121,16 +133,16 @@ def export(exporter: str, model, args, ds, kwargs: dict, *, optimize: bool):
 
         options = None if optimize else OptimizationOptions(subgraphs=False, functions=False)
         return to_onnx(model, args, dynamic_shapes=ds, options=options, **kwargs)
-    prog = torch.onnx.export(model, args, dynamic_shapes=ds, dynamo=True, verbose=False,
-                             report=False, optimize=optimize)
+    prog = torch.onnx.export(
+        model, args, dynamic_shapes=ds, dynamo=True, verbose=False, report=False, optimize=optimize
+    )
     return prog.model_proto
 
 
 def _check(onx, model, make) -> str:
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     for n in (3, 5):
         args = make(n)
         with torch.no_grad():
@@ -145,19 +157,28 @@ def _check(onx, model, make) -> str:
 
 def run_case(name: str, exporter: str) -> dict:
     cls, make, ds, kwargs = CASES[name]
-    row = {"construct": name, "exporter": exporter, "main_nodes": "", "body_nodes_raw": "",
-           "body_nodes": ""}
+    row = {
+        "construct": name,
+        "exporter": exporter,
+        "main_nodes": "",
+        "body_nodes_raw": "",
+        "body_nodes": "",
+    }
     model = cls().eval()
     if kwargs and exporter != "to_onnx":
-        return {**row, "status": "n/a",
-                "detail": "torch.onnx.export(dynamo=True) exports no module as a function"}
+        return {
+            **row,
+            "status": "n/a",
+            "detail": "torch.onnx.export(dynamo=True) exports no module as a function",
+        }
     try:
         raw = export(exporter, model, make(3), ds, kwargs, optimize=False)
         onx = export(exporter, model, make(3), ds, kwargs, optimize=True)
     except Exception as e:
         return {**row, "status": "export-fail", "detail": _first_line(e)}
-    row.update(main_nodes=len(onx.graph.node), body_nodes_raw=body_nodes(raw),
-               body_nodes=body_nodes(onx))
+    row.update(
+        main_nodes=len(onx.graph.node), body_nodes_raw=body_nodes(raw), body_nodes=body_nodes(onx)
+    )
     try:
         detail = _check(onx, model, make)
     except Exception as e:

@@ -65,16 +65,23 @@ def pivot(rows: list[dict], index: str, column: str, value: str) -> dict:
     table: dict = collections.OrderedDict()
     for r in rows:
         table.setdefault(r[index], {})[r[column]] = r.get(value) or (
-            "failed" if r.get("error") else "")
+            "failed" if r.get("error") else ""
+        )
     return table
 
 
 Field = tuple  # (csv column, header suffix, formatter)
 
 
-def pivot_table(rows: list[dict], index: list[str], column: str, fields: list[Field],
-                columns: list[str] | None = None, widths: list[int] | None = None,
-                extra: list[tuple[str, Callable[[dict], str]]] | None = None) -> str:
+def pivot_table(
+    rows: list[dict],
+    index: list[str],
+    column: str,
+    fields: list[Field],
+    columns: list[str] | None = None,
+    widths: list[int] | None = None,
+    extra: list[tuple[str, Callable[[dict], str]]] | None = None,
+) -> str:
     """A list-table with one line per distinct ``index`` tuple and, for every value of
     ``column`` (the exporters, side by side), one cell per field
     ``(csv column, header suffix, formatter)``; ``extra`` adds columns computed from the
@@ -110,28 +117,35 @@ def _value(r: dict | None, name: str, formatter) -> str:
         return report_format.cell(value)
 
 
-def pivot_rst(rows: list[dict], index: str, column: str, value: str, fmt=fmt,
-              unit: str = "") -> str:
+def pivot_rst(
+    rows: list[dict], index: str, column: str, value: str, fmt=fmt, unit: str = ""
+) -> str:
     """The pivot of one value as a list-table, exporters side by side."""
     return pivot_table(rows, [index], column, [(value, unit, fmt)])
 
 
-def failures(rows: list[dict], status: str = "status",
-             ok: tuple[str, ...] = ("pass", "skipped")) -> list[dict]:
+def failures(
+    rows: list[dict], status: str = "status", ok: tuple[str, ...] = ("pass", "skipped")
+) -> list[dict]:
     """The rows whose ``status`` is not in ``ok``."""
     return [r for r in rows if r.get(status) not in ok]
 
 
-def failing_keys(rows: list[dict], key: str, status: str = "status",
-                 ok: tuple[str, ...] = ("pass", "skipped")) -> list[dict]:
+def failing_keys(
+    rows: list[dict], key: str, status: str = "status", ok: tuple[str, ...] = ("pass", "skipped")
+) -> list[dict]:
     """Every row of the keys (model, operator...) one of whose rows failed, so that a
     failures-only table still shows the other exporter side by side."""
     bad = {r[key] for r in failures(rows, status, ok)}
     return [r for r in rows if r[key] in bad]
 
 
-def status_counts(rows: list[dict], column: str = "exporter", status: str = "status",
-                  order: list[str] | None = None) -> str:
+def status_counts(
+    rows: list[dict],
+    column: str = "exporter",
+    status: str = "status",
+    order: list[str] | None = None,
+) -> str:
     """A list-table: one line per status, one column per exporter, the counts."""
     columns = ordered(r[column] for r in rows)
     counts = collections.Counter((r[status], r[column]) for r in rows)
@@ -157,9 +171,14 @@ def export_time_ratios(rows: list[dict]) -> list[dict]:
         ours = _float(t.get("to_onnx"))
         other = _float(t.get("torch.onnx"))
         capture = _float(t.get("capture size-oblivious"))
-        out.append(dict(model=model, to_onnx=ours,
-                        vs_torch_onnx=ours / other if ours and other else None,
-                        vs_capture=ours / capture if ours and capture else None))
+        out.append(
+            dict(
+                model=model,
+                to_onnx=ours,
+                vs_torch_onnx=ours / other if ours and other else None,
+                vs_capture=ours / capture if ours and capture else None,
+            )
+        )
     return out
 
 
@@ -180,9 +199,18 @@ def _pass_counts(rows: list[dict], keep, percent: bool = False) -> list[str]:
 
 def _coverage() -> list[str] | None:
     rows = read_rows("op_coverage.csv")
-    return ["PyTorch OpInfo operators converted and checked (higher is better)",
-            *_pass_counts(rows, lambda r: r["status"] not in ("skipped", "capture-fail"),
-                          percent=True), "", run_short("op_coverage.csv")] if rows else None
+    return (
+        [
+            "PyTorch OpInfo operators converted and checked (higher is better)",
+            *_pass_counts(
+                rows, lambda r: r["status"] not in ("skipped", "capture-fail"), percent=True
+            ),
+            "",
+            run_short("op_coverage.csv"),
+        ]
+        if rows
+        else None
+    )
 
 
 #: the exporters the zoo rows of the headline compare, in their columns
@@ -190,8 +218,7 @@ ZOO_EXPORTERS = ("to_onnx", "torch.onnx", "transformers")
 
 
 def _zoo_cells(summary: dict, key) -> list[str]:
-    return [key(summary[e]) if e in summary and summary[e]["ran"] else ""
-            for e in ZOO_EXPORTERS]
+    return [key(summary[e]) if e in summary and summary[e]["ran"] else "" for e in ZOO_EXPORTERS]
 
 
 def _count(value) -> str:
@@ -203,8 +230,7 @@ def _passed(s: dict) -> str:
     return f"{s['passed']} / {s['ran']}" + (f" ({s['refused']} refused)" if s["refused"] else "")
 
 
-def zoo_headline(rows: list[dict], run: str = "", separate_runs: bool = False
-                 ) -> list[list[str]]:
+def zoo_headline(rows: list[dict], run: str = "", separate_runs: bool = False) -> list[list[str]]:
     """The zoo rows of the headline, one cell per exporter of ``ZOO_EXPORTERS``
     (then the reference and the run): pass counts over the cases each exporter ran
     (the model built, not refused), the same on the model types every exporter ran
@@ -217,23 +243,50 @@ def zoo_headline(rows: list[dict], run: str = "", separate_runs: bool = False
         return []
     summary = exporter_summary(rows, list(ZOO_EXPORTERS))
     present = [e for e in ZOO_EXPORTERS if summary[e]["ran"]]
-    out = [["model types exported and checked (transformers, diffusers; tiny configs; "
-            "passed / ran; higher is better)", *_zoo_cells(summary, _passed), "", run]]
+    out = [
+        [
+            "model types exported and checked (transformers, diffusers; tiny configs; "
+            "passed / ran; higher is better)",
+            *_zoo_cells(summary, _passed),
+            "",
+            run,
+        ]
+    ]
     common = common_types(rows, present)
     if len(present) > 1 and any(summary[e]["ran"] != len(common) for e in present):
         same = exporter_summary(rows, present, types=common)
-        out.append([f"the same on the {len(common)} model types {', '.join(present)} all ran "
-                    "(higher is better)", *_zoo_cells(same, _passed), "", run])
-    caveat = ("; wall time of separate runs, on machines loaded differently: see the zoo "
-              "page" if separate_runs else "")
-    out.append(["median export time of a zoo model type (s, over the cases each exporter "
-                f"exported; lower is better{caveat})", *_zoo_cells(
-                    summary, lambda s: f"{fmt(s['median_time'])} s ({s['exported']} cases)"),
-                "", run])
-    out.append(["median node count of a zoo model type (over the cases each exporter "
-                "exported; lower is better)", *_zoo_cells(
-                    summary, lambda s: f"{_count(s['median_nodes'])} ({s['exported']} cases)"),
-                "", run])
+        out.append(
+            [
+                f"the same on the {len(common)} model types {', '.join(present)} all ran "
+                "(higher is better)",
+                *_zoo_cells(same, _passed),
+                "",
+                run,
+            ]
+        )
+    caveat = (
+        "; wall time of separate runs, on machines loaded differently: see the zoo page"
+        if separate_runs
+        else ""
+    )
+    out.append(
+        [
+            "median export time of a zoo model type (s, over the cases each exporter "
+            f"exported; lower is better{caveat})",
+            *_zoo_cells(summary, lambda s: f"{fmt(s['median_time'])} s ({s['exported']} cases)"),
+            "",
+            run,
+        ]
+    )
+    out.append(
+        [
+            "median node count of a zoo model type (over the cases each exporter "
+            "exported; lower is better)",
+            *_zoo_cells(summary, lambda s: f"{_count(s['median_nodes'])} ({s['exported']} cases)"),
+            "",
+            run,
+        ]
+    )
     return out
 
 
@@ -252,31 +305,53 @@ def _zoo() -> list[list[str]]:
 
 def _constructs() -> list[str] | None:
     rows = read_rows("constructs.csv")
-    return ["hard constructs (star args, complex, vmap, custom ops...; higher is better)",
-            *_pass_counts(rows, lambda r: True), "",
-            run_short("constructs.csv")] if rows else None
+    return (
+        [
+            "hard constructs (star args, complex, vmap, custom ops...; higher is better)",
+            *_pass_counts(rows, lambda r: True),
+            "",
+            run_short("constructs.csv"),
+        ]
+        if rows
+        else None
+    )
 
 
 def _export_time() -> list[str] | None:
-    ratios = [r["vs_torch_onnx"] for r in export_time_ratios(read_rows("export_time.csv"))
-              if r["vs_torch_onnx"]]
+    ratios = [
+        r["vs_torch_onnx"]
+        for r in export_time_ratios(read_rows("export_time.csv"))
+        if r["vs_torch_onnx"]
+    ]
     if not ratios:
         return None
-    return ["export time at real sizes, median over models (vision, LLM; lower is better)",
-            f"{statistics.median(ratios):.2f}x", "1x", "torch.onnx.export",
-            run_short("export_time.csv")]
+    return [
+        "export time at real sizes, median over models (vision, LLM; lower is better)",
+        f"{statistics.median(ratios):.2f}x",
+        "1x",
+        "torch.onnx.export",
+        run_short("export_time.csv"),
+    ]
 
 
 def _model_latency() -> list[str] | None:
     rows = read_rows("optim_speed_real.csv")
-    ours = [_float(r["speed_vs_torch_onnx"]) for r in rows
-            if r["variant"] == "to_onnx default" and _float(r.get("speed_vs_torch_onnx"))]
+    ours = [
+        _float(r["speed_vs_torch_onnx"])
+        for r in rows
+        if r["variant"] == "to_onnx default" and _float(r.get("speed_vs_torch_onnx"))
+    ]
     theirs = [_float(r["latency_ms"]) for r in rows if r["variant"] == "torch.onnx"]
     if not ours or not theirs:
         return None
-    return ["onnxruntime latency at real sizes, median over models (vision, LLM; "
-            "default optimization; lower is better)", f"{statistics.median(ours):.2f}x",
-            "1x", "torch.onnx.export", run_short("optim_speed_real.csv")]
+    return [
+        "onnxruntime latency at real sizes, median over models (vision, LLM; "
+        "default optimization; lower is better)",
+        f"{statistics.median(ours):.2f}x",
+        "1x",
+        "torch.onnx.export",
+        run_short("optim_speed_real.csv"),
+    ]
 
 
 #: the exporter whose latency the landing page shows
@@ -289,11 +364,15 @@ def _latency() -> list[str] | None:
     if not ours:
         return None
     theirs = [float(r["vs_builder"]) for r in rows if r["exporter"] == "torch.onnx"]
-    return ["LLM latency in onnxruntime, to_onnx with its onnxruntime patterns (hidden "
-            "512 and 1024, prefill 512 tokens, decoding with 2048 cached, 1-2 threads; "
-            "lower is better)", f"{min(ours):.2f}x to {max(ours):.2f}x",
-            f"{min(theirs):.2f}x to {max(theirs):.2f}x" if theirs else "",
-            "1x: onnxruntime-genai's model builder", run_short("llm_latency.csv")]
+    return [
+        "LLM latency in onnxruntime, to_onnx with its onnxruntime patterns (hidden "
+        "512 and 1024, prefill 512 tokens, decoding with 2048 cached, 1-2 threads; "
+        "lower is better)",
+        f"{min(ours):.2f}x to {max(ours):.2f}x",
+        f"{min(theirs):.2f}x to {max(theirs):.2f}x" if theirs else "",
+        "1x: onnxruntime-genai's model builder",
+        run_short("llm_latency.csv"),
+    ]
 
 
 def headline() -> str:
@@ -306,19 +385,51 @@ def headline() -> str:
     if not third:  # no transformers row: the two exporters of every benchmark
         zoo = [r[:3] + r[4:] for r in zoo]
     body = [row for row in (_coverage(),) if row is not None] + zoo
-    body += [row for row in (_constructs(), _export_time(), _model_latency(), _latency())
-             if row is not None]
+    body += [
+        row
+        for row in (_constructs(), _export_time(), _model_latency(), _latency())
+        if row is not None
+    ]
     if third:
         body = [r if len(r) == 6 else [*r[:3], "", *r[3:]] for r in body]
-        return list_table(["measured", "to_onnx", "torch.onnx.export (dynamo=True)",
-                           "transformers' OnnxExporter (zoo only)", "ratios relative to",
-                           "run (date, commit, versions)"], body,
-                          widths=[23, 12, 13, 13, 16, 23])
-    return list_table(["measured", "to_onnx", "torch.onnx.export (dynamo=True)",
-                       "ratios relative to", "run (date, commit, versions)"], body,
-                      widths=[25, 13, 15, 21, 26])
+        return list_table(
+            [
+                "measured",
+                "to_onnx",
+                "torch.onnx.export (dynamo=True)",
+                "transformers' OnnxExporter (zoo only)",
+                "ratios relative to",
+                "run (date, commit, versions)",
+            ],
+            body,
+            widths=[23, 12, 13, 13, 16, 23],
+        )
+    return list_table(
+        [
+            "measured",
+            "to_onnx",
+            "torch.onnx.export (dynamo=True)",
+            "ratios relative to",
+            "run (date, commit, versions)",
+        ],
+        body,
+        widths=[25, 13, 15, 21, 26],
+    )
 
 
-__all__ = ["ZOO_EXPORTERS", "export_time_ratios", "failures", "failing_keys", "headline",
-           "list_table", "pivot", "pivot_rst", "pivot_table", "read_rows", "run_line", "sig3",
-           "status_counts", "zoo_headline"]
+__all__ = [
+    "ZOO_EXPORTERS",
+    "export_time_ratios",
+    "failures",
+    "failing_keys",
+    "headline",
+    "list_table",
+    "pivot",
+    "pivot_rst",
+    "pivot_table",
+    "read_rows",
+    "run_line",
+    "sig3",
+    "status_counts",
+    "zoo_headline",
+]

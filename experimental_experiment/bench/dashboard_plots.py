@@ -55,20 +55,29 @@ def _cell_name(r: dict) -> str:
 
 def plot_latency(ax=None):
     """Latency divided by the builder's, per cell and exporter (1 = the builder)."""
-    rows = [r for r in _d.read_rows("llm_latency.csv") if r.get("vs_builder")
-            and r["exporter"] not in ("builder", "eager")]
+    rows = [
+        r
+        for r in _d.read_rows("llm_latency.csv")
+        if r.get("vs_builder") and r["exporter"] not in ("builder", "eager")
+    ]
     cells = list(dict.fromkeys(_cell_name(r) for r in rows))
     exporters = list(dict.fromkeys(r["exporter"] for r in rows))
     ax = _axes(ax, (9, 3.5))
     width = 0.8 / max(len(exporters), 1)
     for k, exporter in enumerate(exporters):
-        values = {_cell_name(r): float(r["vs_builder"]) for r in rows
-                  if r["exporter"] == exporter}
-        ax.bar([i + k * width for i in range(len(cells))],
-               [values.get(c, 0) for c in cells], width, label=exporter)
+        values = {_cell_name(r): float(r["vs_builder"]) for r in rows if r["exporter"] == exporter}
+        ax.bar(
+            [i + k * width for i in range(len(cells))],
+            [values.get(c, 0) for c in cells],
+            width,
+            label=exporter,
+        )
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cells))],
-                  [c.replace(", ", "\n") for c in cells], fontsize=7)
+    ax.set_xticks(
+        [i + 0.4 - width / 2 for i in range(len(cells))],
+        [c.replace(", ", "\n") for c in cells],
+        fontsize=7,
+    )
     ax.set_ylabel("latency / builder's (lower is better)")
     ax.set_title("LLM latency in onnxruntime, relative to onnxruntime-genai's builder")
     _legend(ax, exporters)
@@ -78,8 +87,11 @@ def plot_latency(ax=None):
 def plot_precision_ratios(ax=None):
     """Our package's latency divided by the builder's, per cell (size, phase, threads),
     one bar per precision and runtime (``llm_precision.csv``; 1 = the builder)."""
-    rows = [r for r in _d.read_rows("llm_precision.csv") if r.get("vs_builder")
-            and r["exporter"] == "ours"]
+    rows = [
+        r
+        for r in _d.read_rows("llm_precision.csv")
+        if r.get("vs_builder") and r["exporter"] == "ours"
+    ]
     for r in rows:
         r["cell"] = _cell_name(r).replace(", ", "\n")
         r["series"] = f"{r['precision']}, {r['runtime']}"
@@ -123,8 +135,11 @@ def plot_node_counts(name: str = "export_time.csv", ax=None):
 
 def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
     """onnxruntime latency over torch.onnx.export's, per model and variant (1 = torch.onnx)."""
-    rows = [r for r in _d.read_rows(name) if _d._float(r.get("speed_vs_torch_onnx"))
-            and r["variant"] != "torch.onnx"]
+    rows = [
+        r
+        for r in _d.read_rows(name)
+        if _d._float(r.get("speed_vs_torch_onnx")) and r["variant"] != "torch.onnx"
+    ]
     table = _d.pivot(rows, "model", "variant", "speed_vs_torch_onnx")
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     ax = _axes(ax, (8, 3.5))
@@ -136,15 +151,23 @@ def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
     return ax
 
 
-def plot_values(name: str, index: str | list[str], column: str, value: str, ylabel: str,
-                title: str, log: bool = False, horizontal: bool = False, ax=None):
+def plot_values(
+    name: str,
+    index: str | list[str],
+    column: str,
+    value: str,
+    ylabel: str,
+    title: str,
+    log: bool = False,
+    horizontal: bool = False,
+    ax=None,
+):
     """Grouped bars of one value of ``name``: one group per ``index`` (several columns
     are joined), one bar per ``column`` (the exporters)."""
     rows = [r for r in _d.read_rows(name) if _d._float(r.get(value)) is not None]
     if not isinstance(index, str):
         for r in rows:
-            r[" ".join(index)] = " ".join(f"{k}={r[k]}" if k != index[0] else r[k]
-                                          for k in index)
+            r[" ".join(index)] = " ".join(f"{k}={r[k]}" if k != index[0] else r[k] for k in index)
         index = " ".join(index)
     table = _d.pivot(rows, index, column, value)
     series = _d.ordered(r[column] for r in rows)
@@ -158,19 +181,29 @@ def plot_values(name: str, index: str | list[str], column: str, value: str, ylab
     return ax
 
 
-def plot_status_counts(name: str, group: str | None = None, ok: str = "pass",
-                       title: str = "", exclude: tuple[str, ...] = ("skipped",), ax=None):
+def plot_status_counts(
+    name: str,
+    group: str | None = None,
+    ok: str = "pass",
+    title: str = "",
+    exclude: tuple[str, ...] = ("skipped",),
+    ax=None,
+):
     """Percentage of the cases passed per exporter (and per ``group``, the heads of the
     zoo), over the cases whose status is not in ``exclude``."""
     rows = _d.read_rows(name)
     exporters = _d.ordered(r["exporter"] for r in rows)
     groups = sorted({r[group] for r in rows}) if group else ["all"]
-    tried = collections.Counter((r[group] if group else "all", r["exporter"])
-                                for r in rows if r["status"] not in exclude)
-    passed = collections.Counter((r[group] if group else "all", r["exporter"])
-                                 for r in rows if r["status"] == ok)
-    table = {g: {e: passed[g, e] / tried[g, e] * 100 if tried[g, e] else 0
-                 for e in exporters} for g in groups}
+    tried = collections.Counter(
+        (r[group] if group else "all", r["exporter"]) for r in rows if r["status"] not in exclude
+    )
+    passed = collections.Counter(
+        (r[group] if group else "all", r["exporter"]) for r in rows if r["status"] == ok
+    )
+    table = {
+        g: {e: passed[g, e] / tried[g, e] * 100 if tried[g, e] else 0 for e in exporters}
+        for g in groups
+    }
     ax = _axes(ax, (8, max(2.5, 0.3 * len(groups) + 1)))
     _grouped_bars(ax, table, exporters, horizontal=True)
     ax.set_xlim(0, 100)

@@ -72,8 +72,9 @@ def wrap(model, method: str, names: list[str], fixed: dict) -> MethodModule:
     src = f"def forward(self, {args}):\n    return self.call({call})\n"
     namespace: dict[str, Any] = {}
     exec(src, namespace)  # noqa: S102 (the names are checked identifiers)
-    cls = type(f"{type(model).__name__}_{method}", (MethodModule,),
-               {"forward": namespace["forward"]})
+    cls = type(
+        f"{type(model).__name__}_{method}", (MethodModule,), {"forward": namespace["forward"]}
+    )
     return cls(model, method, fixed)
 
 
@@ -100,13 +101,13 @@ def tiny_model(name: str, seed: int = 0):
     try:
         model = cls(**tiny_kwargs(cls))
     except Exception as e:
-        raise DiffusersCaseError(f"tiny configuration of {name}: "
-                                 f"{type(e).__name__}: {e}") from e
+        raise DiffusersCaseError(f"tiny configuration of {name}: {type(e).__name__}: {e}") from e
     return _randomize_zero_weights(model.eval(), seed)
 
 
-def build_class_case(case, seed: int = 0, export_sizes: dict | None = None,
-                     check_sizes: dict | None = None) -> dict[str, Any]:
+def build_class_case(
+    case, seed: int = 0, export_sizes: dict | None = None, check_sizes: dict | None = None
+) -> dict[str, Any]:
     """The tiny model of ``case`` (``ZooCase(class name [.encode|.decode], kind)``)
     wrapped, with export and check inputs on which it ran eagerly (the first layout of
     the kind that runs, twice with the same result)."""
@@ -120,28 +121,39 @@ def build_class_case(case, seed: int = 0, export_sizes: dict | None = None,
     for layout in KIND_LAYOUTS.get(kind, ("3d", "4d", "packed", "5d")):
         for channels in channel_candidates(model.config, kind):
             try:
-                inputs, ds, fixed = make_inputs(model, method, layout, channels,
-                                                export_sizes or EXPORT_SIZES, kind, seed)
-                check, _, _ = make_inputs(model, method, layout, channels,
-                                          check_sizes or CHECK_SIZES, kind, seed + 1)
+                inputs, ds, fixed = make_inputs(
+                    model, method, layout, channels, export_sizes or EXPORT_SIZES, kind, seed
+                )
+                check, _, _ = make_inputs(
+                    model, method, layout, channels, check_sizes or CHECK_SIZES, kind, seed + 1
+                )
                 module = wrap(model, method, list(inputs), fixed).eval()
                 outputs = _eager(module, inputs)
                 if not outputs:
                     raise DiffusersCaseError(f"{name}.{method} returns no tensor")
                 a, b = _eager(module, check), _eager(module, check)
                 if any(not torch.equal(x, y) for x, y in zip(a, b)):
-                    raise DiffusersCaseError(f"{name}.{method} is random (two eager runs "
-                                             "differ): nothing to compare")
+                    raise DiffusersCaseError(
+                        f"{name}.{method} is random (two eager runs differ): nothing to compare"
+                    )
             except DiffusersCaseError as e:
                 first = first or e
                 continue
             except Exception as e:  # the next layout may fit
                 first = first or e
                 continue
-            return dict(model=module, inputs=inputs, check_inputs=check, dynamic_shapes=ds,
-                        cache=0, model_class=name, layout=layout)
+            return dict(
+                model=module,
+                inputs=inputs,
+                check_inputs=check,
+                dynamic_shapes=ds,
+                cache=0,
+                model_class=name,
+                layout=layout,
+            )
     assert first is not None
     if isinstance(first, DiffusersCaseError):
         raise first
-    raise DiffusersCaseError(f"eager run of {name}.{method}: "
-                             f"{type(first).__name__}: {str(first)[:300]}") from first
+    raise DiffusersCaseError(
+        f"eager run of {name}.{method}: {type(first).__name__}: {str(first)[:300]}"
+    ) from first

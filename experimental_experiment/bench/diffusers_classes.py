@@ -27,16 +27,38 @@ SKIPPED: dict[str, str] = {
 
 
 #: classes run first (the pipelines most used), the others follow in alphabetical order
-PRIORITY = ("UNet2DConditionModel", "AutoencoderKL", "SD3Transformer2DModel",
-            "FluxTransformer2DModel", "ControlNetModel", "WanTransformer3DModel",
-            "AutoencoderKLWan", "AutoencoderTiny", "PixArtTransformer2DModel",
-            "HunyuanVideoTransformer3DModel", "UNet2DModel", "SD3ControlNetModel",
-            "FluxControlNetModel", "CogVideoXTransformer3DModel", "AutoencoderKLCogVideoX",
-            "SanaTransformer2DModel", "UNet3DConditionModel", "T2IAdapter",
-            "PriorTransformer", "DiTTransformer2DModel", "UNet1DModel", "VQModel",
-            "ConsistencyDecoderVAE", "LTXVideoTransformer3DModel", "MochiTransformer3DModel",
-            "QwenImageTransformer2DModel", "UNetSpatioTemporalConditionModel",
-            "AutoencoderKLHunyuanVideo", "Transformer2DModel", "AuraFlowTransformer2DModel")
+PRIORITY = (
+    "UNet2DConditionModel",
+    "AutoencoderKL",
+    "SD3Transformer2DModel",
+    "FluxTransformer2DModel",
+    "ControlNetModel",
+    "WanTransformer3DModel",
+    "AutoencoderKLWan",
+    "AutoencoderTiny",
+    "PixArtTransformer2DModel",
+    "HunyuanVideoTransformer3DModel",
+    "UNet2DModel",
+    "SD3ControlNetModel",
+    "FluxControlNetModel",
+    "CogVideoXTransformer3DModel",
+    "AutoencoderKLCogVideoX",
+    "SanaTransformer2DModel",
+    "UNet3DConditionModel",
+    "T2IAdapter",
+    "PriorTransformer",
+    "DiTTransformer2DModel",
+    "UNet1DModel",
+    "VQModel",
+    "ConsistencyDecoderVAE",
+    "LTXVideoTransformer3DModel",
+    "MochiTransformer3DModel",
+    "QwenImageTransformer2DModel",
+    "UNetSpatioTemporalConditionModel",
+    "AutoencoderKLHunyuanVideo",
+    "Transformer2DModel",
+    "AuraFlowTransformer2DModel",
+)
 
 
 class DiffusersCaseError(ExportError):

@@ -19,42 +19,60 @@ from typing import Any
 
 HEADS, HEAD_DIM, WIDTH = 2, 16, 32
 
-_LAYERS = re.compile(r"^(num_(\w+_)?(layers|blocks)|n_(\w+_)?layers|depth|num_res_blocks|"
-                     r"(\w+_)?layers_per_block|num_hidden_layers)$")
-_HEADS = re.compile(r"^(num_(\w+_)?(attention_)?heads|n_heads|\w+_num_attention_heads|"
-                    r"num_heads)$")
+_LAYERS = re.compile(
+    r"^(num_(\w+_)?(layers|blocks)|n_(\w+_)?layers|depth|num_res_blocks|"
+    r"(\w+_)?layers_per_block|num_hidden_layers)$"
+)
+_HEADS = re.compile(
+    r"^(num_(\w+_)?(attention_)?heads|n_heads|\w+_num_attention_heads|"
+    r"num_heads)$"
+)
 _HEAD_DIM = re.compile(r"^((\w+_)?attention_head_dim|(\w+_)?head_dim)$")
 _ROPE = re.compile(r"^(axes_dims_rope|axes_dims?|rope_axes_dims?|rope_dim_list)$")
 #: widths shrunk to WIDTH when larger (text, pooled, hidden, feed-forward dimensions)
-_WIDTHS = re.compile(r"^(dim|model_dim|inner_dim|hidden_size|\w+_hidden_size|\w+_dim\d?|"
-                     r"caption_channels|\w+_hidden_states_channels|crossattn_proj_in_channels|"
-                     r"intermediate_size|ch|channels|base_dim)$")
+_WIDTHS = re.compile(
+    r"^(dim|model_dim|inner_dim|hidden_size|\w+_hidden_size|\w+_dim\d?|"
+    r"caption_channels|\w+_hidden_states_channels|crossattn_proj_in_channels|"
+    r"intermediate_size|ch|channels|base_dim)$"
+)
 #: channel widths of the blocks of UNets and VAEs
 _BLOCKS = re.compile(r"^((\w+_)?block_out_channels|conditioning_embedding_out_channels)$")
 #: never shrunk: sizes of the data, not of the network
-_KEEP = re.compile(r"^(in_channels|out_channels|latent_channels|z_channels|z_dim|"
-                   r"conditioning_channels|\w+_in_channels|\w+_out_channels|input_channels|"
-                   r"num_channels|audio_channels|mel_bins|latent_dim|sample_\w+|"
-                   r"in_visual_dim|out_visual_dim)$")
+_KEEP = re.compile(
+    r"^(in_channels|out_channels|latent_channels|z_channels|z_dim|"
+    r"conditioning_channels|\w+_in_channels|\w+_out_channels|input_channels|"
+    r"num_channels|audio_channels|mel_bins|latent_dim|sample_\w+|"
+    r"in_visual_dim|out_visual_dim)$"
+)
 
 #: per-class constructor arguments applied after the generic shrinking
 CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "UNet2DConditionModel": dict(
-        block_out_channels=(16, 32), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), attention_head_dim=8),
+        block_out_channels=(16, 32),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        attention_head_dim=8,
+    ),
     "ControlNetModel": dict(
-        block_out_channels=(16, 32), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        attention_head_dim=8, conditioning_embedding_out_channels=(8, 8, 8, 8)),
-    "UNetSpatioTemporalConditionModel": dict(addition_time_embed_dim=8,
-                                             projection_class_embeddings_input_dim=24),
+        block_out_channels=(16, 32),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        attention_head_dim=8,
+        conditioning_embedding_out_channels=(8, 8, 8, 8),
+    ),
+    "UNetSpatioTemporalConditionModel": dict(
+        addition_time_embed_dim=8, projection_class_embeddings_input_dim=24
+    ),
     # the tiny autoencoder's blocks keep their width: one width for all
-    "AutoencoderTiny": dict(encoder_block_out_channels=(32,) * 4,
-                            decoder_block_out_channels=(32,) * 4),
+    "AutoencoderTiny": dict(
+        encoder_block_out_channels=(32,) * 4, decoder_block_out_channels=(32,) * 4
+    ),
     # sample_size 128 turns on resolution and aspect-ratio conditions (PixArt-alpha 1024)
     "PixArtTransformer2DModel": dict(use_additional_conditions=False),
-    "AutoencoderKL": dict(block_out_channels=(16, 32),
-                          down_block_types=("DownEncoderBlock2D",) * 2,
-                          up_block_types=("UpDecoderBlock2D",) * 2),
+    "AutoencoderKL": dict(
+        block_out_channels=(16, 32),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+    ),
 }
 
 
@@ -62,8 +80,11 @@ def init_defaults(cls) -> dict[str, Any]:
     """The defaults of the keyword arguments of ``cls.__init__``."""
     out = {}
     for name, p in inspect.signature(cls.__init__).parameters.items():
-        if name != "self" and p.default is not inspect.Parameter.empty and p.kind not in (
-                p.VAR_KEYWORD, p.VAR_POSITIONAL):
+        if (
+            name != "self"
+            and p.default is not inspect.Parameter.empty
+            and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ):
             out[name] = p.default
     return out
 
@@ -85,8 +106,9 @@ def _old_head_dim(defaults: dict) -> int | None:
         if _is_int(defaults.get(key)) and defaults[key] > 16:
             return defaults[key]
     heads = next((v for k, v in defaults.items() if _HEADS.match(k) and _is_int(v)), None)
-    width = next((defaults[k] for k in ("dim", "hidden_size", "model_dim")
-                  if _is_int(defaults.get(k))), None)
+    width = next(
+        (defaults[k] for k in ("dim", "hidden_size", "model_dim") if _is_int(defaults.get(k))), None
+    )
     return width // heads if heads and width else None
 
 

@@ -42,36 +42,57 @@ KIND_LAYOUTS = {
 }
 
 MAIN = ("hidden_states", "sample", "x", "latents", "z", "mel", "inputs_embeds")
-TIMESTEPS = ("timestep", "t", "timestep_r", "r_timestep", "timestep_ratio",
-             "decoder_noise_time")
+TIMESTEPS = ("timestep", "t", "timestep_r", "r_timestep", "timestep_ratio", "decoder_noise_time")
 TEXTS = ("encoder_hidden_states", "cap_feats", "text_bth")
 MASKS = ("encoder_attention_mask", "encoder_mask")
 POOLED = ("pooled_projections", "pooled_text_emb", "global_hidden_states")
 #: configuration keys giving the width of the text embeddings, in order
-TEXT_DIMS = ("joint_attention_dim", "cross_attention_dim", "caption_channels",
-             "text_embed_dim", "text_dim", "cap_feat_dim", "context_dim", "text_hidden_dim",
-             "encoder_hidden_size", "in_text_dim", "encoder_hidden_states_channels",
-             "crossattn_proj_in_channels", "condition_dim")
-POOLED_DIMS = ("pooled_projection_dim", "in_text_dim2", "projection_dim",
-               "global_states_input_dim", "text_embed_dim")
+TEXT_DIMS = (
+    "joint_attention_dim",
+    "cross_attention_dim",
+    "caption_channels",
+    "text_embed_dim",
+    "text_dim",
+    "cap_feat_dim",
+    "context_dim",
+    "text_hidden_dim",
+    "encoder_hidden_size",
+    "in_text_dim",
+    "encoder_hidden_states_channels",
+    "crossattn_proj_in_channels",
+    "condition_dim",
+)
+POOLED_DIMS = (
+    "pooled_projection_dim",
+    "in_text_dim2",
+    "projection_dim",
+    "global_states_input_dim",
+    "text_embed_dim",
+)
 
 
 def _batch(*shape, dtype=torch.float32, high: int = 0):
     """An input of shape ``(batch, *shape)``, dynamic batch: random normal values, or
     integers below ``high``."""
+
     def make(config, sizes, gen):
         full = (sizes["batch"], *shape)
-        value = (torch.randint(0, high, full, generator=gen) if high else
-                 torch.randn(full, generator=gen).to(dtype))
+        value = (
+            torch.randint(0, high, full, generator=gen)
+            if high
+            else torch.randn(full, generator=gen).to(dtype)
+        )
         return value, {0: "batch"}
+
     return make
 
 
 def _from_config(key: str, *shape_before: int):
     """``(batch, *shape_before, config[key])`` random normal, dynamic batch."""
+
     def make(config, sizes, gen):
-        return torch.randn(sizes["batch"], *shape_before, config[key], generator=gen), {
-            0: "batch"}
+        return torch.randn(sizes["batch"], *shape_before, config[key], generator=gen), {0: "batch"}
+
     return make
 
 
@@ -80,14 +101,18 @@ def _prior_states(config, sizes, gen):
 
 
 def _prior_text(config, sizes, gen):
-    return torch.randn(sizes["batch"], config["num_embeddings"], config["embedding_dim"],
-                       generator=gen), {0: "batch"}
+    return torch.randn(
+        sizes["batch"], config["num_embeddings"], config["embedding_dim"], generator=gen
+    ), {0: "batch"}
 
 
 def _uvit_ids(config, sizes, gen):
     h, w = sizes["height"], sizes["width"]
     return torch.randint(0, config["codebook_size"], (sizes["batch"], h, w), generator=gen), {
-        0: "batch", 1: "height", 2: "width"}
+        0: "batch",
+        1: "height",
+        2: "width",
+    }
 
 
 def _video_like_sample(config, sizes, gen):
@@ -101,11 +126,13 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "StableCascadeUNet": dict(
         clip_text_pooled=_from_config("clip_text_pooled_in_channels", 1),
         clip_text=_from_config("clip_text_in_channels", 3),
-        clip_img=_from_config("clip_image_in_channels", 1)),
+        clip_img=_from_config("clip_image_in_channels", 1),
+    ),
     "UVit2DModel": dict(input_ids=_uvit_ids, micro_conds=_batch(5)),
     "I2VGenXLUNet": dict(fps=_batch(), image_latents=_video_like_sample),
-    "PriorTransformer": dict(hidden_states=_prior_states, proj_embedding=_prior_states,
-                             encoder_hidden_states=_prior_text),
+    "PriorTransformer": dict(
+        hidden_states=_prior_states, proj_embedding=_prior_states, encoder_hidden_states=_prior_text
+    ),
 }
 #: sizes of the image as conditions (CogView): ``(batch, 2)``
 SIZE_CONDITIONS = ("original_size", "target_size", "crop_coords")
@@ -128,14 +155,21 @@ def main_tensor(layout: str, channels: int, kind: str, sizes: dict, gen):
     b, f = sizes["batch"], sizes["frames"]
     h, w = _scaled(kind, sizes)
     if layout == "4d":
-        return torch.randn(b, channels, h, w, generator=gen), {0: "batch", 2: "height",
-                                                               3: "width"}
+        return torch.randn(b, channels, h, w, generator=gen), {0: "batch", 2: "height", 3: "width"}
     if layout == "5d":
         return torch.randn(b, channels, f, h, w, generator=gen), {
-            0: "batch", 2: "frames", 3: "height", 4: "width"}
+            0: "batch",
+            2: "frames",
+            3: "height",
+            4: "width",
+        }
     if layout == "5d-fc":
         return torch.randn(b, f, channels, h, w, generator=gen), {
-            0: "batch", 1: "frames", 3: "height", 4: "width"}
+            0: "batch",
+            1: "frames",
+            3: "height",
+            4: "width",
+        }
     if layout == "packed":
         return torch.randn(b, h * w // 4, channels, generator=gen), {0: "batch", 1: "tokens"}
     if layout == "3d":
@@ -154,10 +188,18 @@ def config_value(config, keys, default=None):
 
 def channel_candidates(config, kind: str) -> list[int]:
     """Channels of the main tensor to try, most likely first."""
-    keys = (("latent_channels", "z_channels", "z_dim", "latent_dim", "in_channels")
-            if kind == "vae-decoder" else
-            ("in_channels", "in_visual_dim", "input_channels", "audio_channels",
-             "num_channels", "latent_channels"))
+    keys = (
+        ("latent_channels", "z_channels", "z_dim", "latent_dim", "in_channels")
+        if kind == "vae-decoder"
+        else (
+            "in_channels",
+            "in_visual_dim",
+            "input_channels",
+            "audio_channels",
+            "num_channels",
+            "latent_channels",
+        )
+    )
     out = []
     for key in keys:
         value = config_value(config, (key,))
@@ -167,12 +209,16 @@ def channel_candidates(config, kind: str) -> list[int]:
 
 
 def method_parameters(fn) -> dict[str, inspect.Parameter]:
-    return {k: p for k, p in inspect.signature(fn).parameters.items()
-            if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    return {
+        k: p
+        for k, p in inspect.signature(fn).parameters.items()
+        if k != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
 
 
-def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kind: str,
-                seed: int = 0) -> tuple[dict, dict, dict]:
+def make_inputs(
+    model, method: str, layout: str, channels: int, sizes: dict, kind: str, seed: int = 0
+) -> tuple[dict, dict, dict]:
     """Tensors, dynamic shapes and constant keyword arguments for ``model.<method>``."""
     gen = torch.Generator().manual_seed(seed)
     config = model.config
@@ -195,8 +241,10 @@ def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kin
         elif name == main:
             inputs[name], ds[name] = main_tensor(layout, channels, kind, sizes, gen)
         elif name in TIMESTEPS:
-            inputs[name] = torch.rand(b, generator=gen) * (0.9 if name in ("t",
-                                                           "timestep_ratio") else 900) + 0.05
+            inputs[name] = (
+                torch.rand(b, generator=gen) * (0.9 if name in ("t", "timestep_ratio") else 900)
+                + 0.05
+            )
             ds[name] = {0: "batch"}
         elif name in TEXTS:
             inputs[name] = torch.randn(b, s, text_dim, generator=gen)
@@ -220,8 +268,13 @@ def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kin
         elif name == "controlnet_cond":
             if main == "sample":  # pixels of the conditioning image, 8 times the latents
                 h, w = _scaled(kind, sizes)
-                inputs[name] = torch.randn(b, config_value(
-                    config, ("conditioning_channels",), 3), 8 * h, 8 * w, generator=gen)
+                inputs[name] = torch.randn(
+                    b,
+                    config_value(config, ("conditioning_channels",), 3),
+                    8 * h,
+                    8 * w,
+                    generator=gen,
+                )
                 ds[name] = {0: "batch", 2: "cheight", 3: "cwidth"}
             else:
                 inputs[name], ds[name] = main_tensor(layout, channels, kind, sizes, gen)
@@ -235,8 +288,8 @@ def make_inputs(model, method: str, layout: str, channels: int, sizes: dict, kin
         elif required:
             raise DiffusersCaseError(
                 f"{type(model).__name__}.{method} needs {name!r}, an input the builder "
-                f"does not make; add it to INPUT_OVERRIDES")
+                f"does not make; add it to INPUT_OVERRIDES"
+            )
     if main is None and not inputs:
-        raise DiffusersCaseError(f"{type(model).__name__}.{method} has no main input "
-                                 f"among {MAIN}")
+        raise DiffusersCaseError(f"{type(model).__name__}.{method} has no main input among {MAIN}")
     return inputs, ds, fixed

@@ -24,8 +24,18 @@ import os
 from .diffusers_cases import build_class_case
 from .diffusers_classes import list_diffusers_cases
 
-FIELDS = ["class", "kind", "status", "stage", "cause", "export_time", "nodes", "max_diff",
-          "error", "wall_time"]
+FIELDS = [
+    "class",
+    "kind",
+    "status",
+    "stage",
+    "cause",
+    "export_time",
+    "nodes",
+    "max_diff",
+    "error",
+    "wall_time",
+]
 
 
 def to_row(zoo_row: dict) -> dict:
@@ -86,30 +96,68 @@ def render_diffusers(csv_path: str) -> str:
     if not rows:
         return "*No benchmark result yet.*"
     s = summary(rows)
-    head = (f"``to_onnx`` passes **{s['pass']} / {s['pass'] + s['fail']}** diffusers cases "
-            f"that run eagerly with a tiny configuration ({100 * s['rate']:.0f}%); "
-            f"{s['skip']} of the {s['total']} cases are skipped (reason in the table).")
+    head = (
+        f"``to_onnx`` passes **{s['pass']} / {s['pass'] + s['fail']}** diffusers cases "
+        f"that run eagerly with a tiny configuration ({100 * s['rate']:.0f}%); "
+        f"{s['skip']} of the {s['total']} cases are skipped (reason in the table)."
+    )
     kinds = sorted({r["kind"] for r in rows})
-    by_kind = [[k] + [str(sum(r["kind"] == k and r["status"] == st for r in rows))
-                      for st in ("pass", "fail", "skip")] for k in kinds]
-    body = [[f"``{r['class']}``", r["kind"], r["status"], r["stage"],
-             cell(r["cause"]), r["export_time"], r["nodes"], r["max_diff"]]
-            for r in rows]
+    by_kind = [
+        [k]
+        + [
+            str(sum(r["kind"] == k and r["status"] == st for r in rows))
+            for st in ("pass", "fail", "skip")
+        ]
+        for k in kinds
+    ]
+    body = [
+        [
+            f"``{r['class']}``",
+            r["kind"],
+            r["status"],
+            r["stage"],
+            cell(r["cause"]),
+            r["export_time"],
+            r["nodes"],
+            r["max_diff"],
+        ]
+        for r in rows
+    ]
     missing = _not_run(rows)
     if missing:
-        head += (f" {len(missing)} cases listed by diffusers are not in the file yet "
-                 f"(the run was stopped before them): {cell(', '.join(missing))}.")
-    return "\n\n".join([
-        head,
-        list_table(["kind", "pass", "fail", "skip"], by_kind),
-        list_table(["class", "kind", "status", "stage", "cause", "export time (s)",
-                    "nodes", "max diff"], body, escape=False),
-    ]) + "\n"
+        head += (
+            f" {len(missing)} cases listed by diffusers are not in the file yet "
+            f"(the run was stopped before them): {cell(', '.join(missing))}."
+        )
+    return (
+        "\n\n".join(
+            [
+                head,
+                list_table(["kind", "pass", "fail", "skip"], by_kind),
+                list_table(
+                    [
+                        "class",
+                        "kind",
+                        "status",
+                        "stage",
+                        "cause",
+                        "export time (s)",
+                        "nodes",
+                        "max diff",
+                    ],
+                    body,
+                    escape=False,
+                ),
+            ]
+        )
+        + "\n"
+    )
 
 
 def _parse(argv):
-    parser = argparse.ArgumentParser(prog="diffusers_zoo",
-                                     description="exports every diffusers model class")
+    parser = argparse.ArgumentParser(
+        prog="diffusers_zoo", description="exports every diffusers model class"
+    )
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "zoo_diffusers.csv"))
     parser.add_argument("--classes", default="", help="comma separated class names")
     parser.add_argument("--timeout", type=float, default=180, help="CPU seconds per case")
@@ -117,8 +165,9 @@ def _parse(argv):
     parser.add_argument("--max-memory", type=float, default=3)
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--rerun", action="store_true", help="run the selected cases again")
-    parser.add_argument("--failed", action="store_true",
-                        help="only the cases without the status pass")
+    parser.add_argument(
+        "--failed", action="store_true", help="only the cases without the status pass"
+    )
     return parser.parse_args(argv)
 
 
@@ -141,9 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     todo = [(c, "to_onnx") for c in cases if c.model_type not in done]
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     log = logging.getLogger(__name__)
-    for zoo_row in run_cases(todo, jobs=max(args.jobs, 1), timeout=args.timeout,
-                             atol=args.atol, max_memory=args.max_memory,
-                             build=build_class_case):
+    for zoo_row in run_cases(
+        todo,
+        jobs=max(args.jobs, 1),
+        timeout=args.timeout,
+        atol=args.atol,
+        max_memory=args.max_memory,
+        build=build_class_case,
+    ):
         row = to_row(zoo_row)
         rows = [r for r in rows if r["class"] != row["class"]] + [row]
         write_rows(args.output, rows)

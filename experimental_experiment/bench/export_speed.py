@@ -39,15 +39,32 @@ logger = logging.getLogger("experimental_experiment.bench.export_speed")
 
 #: model configurations: the first one is the seed's tiny Llama
 LLAMA_CONFIGS = {
-    "small": dict(hidden_size=16, num_hidden_layers=1, vocab_size=1024, intermediate_size=16,
-                  max_position_embeddings=1024, num_attention_heads=2),
-    "medium": dict(hidden_size=256, num_hidden_layers=2, vocab_size=1024,
-                   intermediate_size=512, max_position_embeddings=1024,
-                   num_attention_heads=4),
+    "small": dict(
+        hidden_size=16,
+        num_hidden_layers=1,
+        vocab_size=1024,
+        intermediate_size=16,
+        max_position_embeddings=1024,
+        num_attention_heads=2,
+    ),
+    "medium": dict(
+        hidden_size=256,
+        num_hidden_layers=2,
+        vocab_size=1024,
+        intermediate_size=512,
+        max_position_embeddings=1024,
+        num_attention_heads=4,
+    ),
 }
 
-EXPORTERS = ("torch.export", "to_onnx", "to_onnx(ep)", "to_onnx(ep) no-opt",
-             "torch.onnx opt=False", "torch.onnx opt=True")
+EXPORTERS = (
+    "torch.export",
+    "to_onnx",
+    "to_onnx(ep)",
+    "to_onnx(ep) no-opt",
+    "torch.onnx opt=False",
+    "torch.onnx opt=True",
+)
 
 
 def make_llama(config: str, attn: str = "eager", batch: int = 2, seq: int = 32):
@@ -83,14 +100,22 @@ def exporter_functions(model, args, kwargs) -> dict[str, Callable]:
         return ep_cache["ep"]
 
     def torch_onnx(optimize):
-        return lambda: torch.onnx.export(
-            model, args, kwargs=kwargs, dynamic_shapes=ds_torch, dynamo=True,
-            optimize=optimize, verbose=False, report=False, verify=False,
-        ).model_proto
+        return lambda: (
+            torch.onnx.export(
+                model,
+                args,
+                kwargs=kwargs,
+                dynamic_shapes=ds_torch,
+                dynamo=True,
+                optimize=optimize,
+                verbose=False,
+                report=False,
+                verify=False,
+            ).model_proto
+        )
 
     return {
-        "torch.export": lambda: torch.export.export(model, args, kwargs,
-                                                    dynamic_shapes=ds_torch),
+        "torch.export": lambda: torch.export.export(model, args, kwargs, dynamic_shapes=ds_torch),
         "to_onnx": lambda: to_onnx(model, args, kwargs, dynamic_shapes=ds_named),
         "to_onnx(ep)": (captured, lambda: to_onnx(captured())),
         "to_onnx(ep) no-opt": (captured, lambda: to_onnx(captured(), optimize=False)),
@@ -167,8 +192,7 @@ def bench_config(config: str, repeat: int, exporters, attn: str) -> list[dict]:
         for fn, times in active.values():
             times.append(_timed(fn))
     for name, (_, times) in active.items():
-        rows[name].update(median_s=statistics.median(times), min_s=min(times),
-                          max_s=max(times))
+        rows[name].update(median_s=statistics.median(times), min_s=min(times), max_s=max(times))
     return list(rows.values())
 
 
@@ -177,8 +201,12 @@ def ratios(rows: list[dict]) -> list[tuple[str, str, float]]:
     out = []
     for config in dict.fromkeys(r["config"] for r in rows):
         med = {r["exporter"]: r.get("median_s") for r in rows if r["config"] == config}
-        pairs = [("to_onnx", "torch.export"), ("to_onnx(ep)", "torch.export"),
-                 ("torch.onnx opt=False", "to_onnx"), ("torch.onnx opt=True", "to_onnx")]
+        pairs = [
+            ("to_onnx", "torch.export"),
+            ("to_onnx(ep)", "torch.export"),
+            ("torch.onnx opt=False", "to_onnx"),
+            ("torch.onnx opt=True", "to_onnx"),
+        ]
         for a, b in pairs:
             if med.get(a) and med.get(b):
                 out.append((config, f"{a} / {b}", med[a] / med[b]))
@@ -186,8 +214,9 @@ def ratios(rows: list[dict]) -> list[tuple[str, str, float]]:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = f"{'config':8} {'exporter':22} {'median s':>9} {'min s':>8} {'max s':>8} " \
-           f"{'nodes':>6}  note"
+    head = (
+        f"{'config':8} {'exporter':22} {'median s':>9} {'min s':>8} {'max s':>8} {'nodes':>6}  note"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
@@ -195,16 +224,28 @@ def format_table(rows: list[dict]) -> str:
             continue
         note = f"max|diff|={r['max_abs_diff']:.2g}" if "max_abs_diff" in r else ""
         nodes = "" if r["n_nodes"] is None else r["n_nodes"]
-        lines.append(f"{r['config']:8} {r['exporter']:22} {r['median_s']:9.4f} "
-                     f"{r['min_s']:8.4f} {r['max_s']:8.4f} {nodes:>6}  {note}")
+        lines.append(
+            f"{r['config']:8} {r['exporter']:22} {r['median_s']:9.4f} "
+            f"{r['min_s']:8.4f} {r['max_s']:8.4f} {nodes:>6}  {note}"
+        )
     lines.append("")
     lines.extend(f"{c:8} {desc:40} {v:6.2f}" for c, desc, v in ratios(rows))
     return "\n".join(lines)
 
 
 def write_csv(rows: list[dict], filename: str) -> None:
-    fields = ["config", "attn", "exporter", "repeat", "median_s", "min_s", "max_s",
-              "n_nodes", "max_abs_diff", "error"]
+    fields = [
+        "config",
+        "attn",
+        "exporter",
+        "repeat",
+        "median_s",
+        "min_s",
+        "max_s",
+        "n_nodes",
+        "max_abs_diff",
+        "error",
+    ]
     with open(filename, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
@@ -212,8 +253,17 @@ def write_csv(rows: list[dict], filename: str) -> None:
 
 
 def _package(filename: str) -> str:
-    for key in ("experimental_experiment", "onnxruntime", "onnx_ir", "onnxscript", "onnx",
-                "torch", "sympy", "transformers", "numpy"):
+    for key in (
+        "experimental_experiment",
+        "onnxruntime",
+        "onnx_ir",
+        "onnxscript",
+        "onnx",
+        "torch",
+        "sympy",
+        "transformers",
+        "numpy",
+    ):
         if f"/{key}/" in filename:
             return key
     return "python/builtins"
@@ -257,18 +307,36 @@ def main(argv: list[str] | None = None) -> list[dict]:
         prog="python -m experimental_experiment.bench.export_speed",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--config", nargs="*", default=list(LLAMA_CONFIGS),
-                        choices=list(LLAMA_CONFIGS), help="model configurations")
-    parser.add_argument("--exporter", nargs="*", default=list(EXPORTERS),
-                        choices=list(EXPORTERS), help="exporters to measure")
-    parser.add_argument("--attn", default="eager", choices=["eager", "sdpa"],
-                        help="attention implementation of the Llama model")
+    parser.add_argument(
+        "--config",
+        nargs="*",
+        default=list(LLAMA_CONFIGS),
+        choices=list(LLAMA_CONFIGS),
+        help="model configurations",
+    )
+    parser.add_argument(
+        "--exporter",
+        nargs="*",
+        default=list(EXPORTERS),
+        choices=list(EXPORTERS),
+        help="exporters to measure",
+    )
+    parser.add_argument(
+        "--attn",
+        default="eager",
+        choices=["eager", "sdpa"],
+        help="attention implementation of the Llama model",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions")
     parser.add_argument("--csv", default=None, help="writes the rows to this CSV file")
-    parser.add_argument("--profile", action="store_true",
-                        help="profiles to_onnx after the measures (last config)")
-    parser.add_argument("--profile-full", action="store_true",
-                        help="profiles to_onnx with the capture instead of to_onnx(ep)")
+    parser.add_argument(
+        "--profile", action="store_true", help="profiles to_onnx after the measures (last config)"
+    )
+    parser.add_argument(
+        "--profile-full",
+        action="store_true",
+        help="profiles to_onnx with the capture instead of to_onnx(ep)",
+    )
     parser.add_argument("--top", type=int, default=25, help="functions shown by --profile")
     parser.add_argument("--no-bench", action="store_true", help="only the profile")
     parser.add_argument("-v", "--verbose", action="count", default=0)
@@ -280,15 +348,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if not opts.no_bench:
         for config in opts.config:
             rows.extend(bench_config(config, opts.repeat, opts.exporter, opts.attn))
-        sys.stdout.write(f"torch {torch.__version__}, repeat={opts.repeat}, "
-                         f"attn={opts.attn}, no_grad, dynamic batch and seq\n")
+        sys.stdout.write(
+            f"torch {torch.__version__}, repeat={opts.repeat}, "
+            f"attn={opts.attn}, no_grad, dynamic batch and seq\n"
+        )
         sys.stdout.write(format_table(rows) + "\n")
         if opts.csv:
             write_csv(rows, opts.csv)
             logger.info("wrote %s", opts.csv)
     if opts.profile or opts.profile_full:
-        sys.stdout.write("\n" + profile_conversion(opts.config[-1], opts.attn, opts.top,
-                                                   full=opts.profile_full))
+        sys.stdout.write(
+            "\n" + profile_conversion(opts.config[-1], opts.attn, opts.top, full=opts.profile_full)
+        )
     return rows
 
 

@@ -79,9 +79,15 @@ def _llm(hidden: int):
 
     from ..torch_models.llm_helper import build_causal_lm, make_llm_inputs
 
-    config = LlamaConfig(hidden_size=hidden, num_hidden_layers=4, num_attention_heads=8,
-                         num_key_value_heads=4, intermediate_size=hidden * 11 // 4,
-                         vocab_size=32000, max_position_embeddings=4096)
+    config = LlamaConfig(
+        hidden_size=hidden,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        intermediate_size=hidden * 11 // 4,
+        vocab_size=32000,
+        max_position_embeddings=4096,
+    )
     model = build_causal_lm(config)
 
     def inputs(batch, seq, past):
@@ -93,10 +99,15 @@ def _llm(hidden: int):
     return model, inputs, (2, 32, 64), (3, 17, 33), spec
 
 
-MODELS = {"vit": lambda: _vision("vit"), "swin": lambda: _vision("swin"),
-          "mobilevit": lambda: _vision("mobilevit"), "convnext": lambda: _vision("convnext"),
-          "resnet": lambda: _vision("resnet"), "llama-512": lambda: _llm(512),
-          "llama-1024": lambda: _llm(1024)}
+MODELS = {
+    "vit": lambda: _vision("vit"),
+    "swin": lambda: _vision("swin"),
+    "mobilevit": lambda: _vision("mobilevit"),
+    "convnext": lambda: _vision("convnext"),
+    "resnet": lambda: _vision("resnet"),
+    "llama-512": lambda: _llm(512),
+    "llama-1024": lambda: _llm(1024),
+}
 
 
 def _torch_spec(spec):
@@ -114,15 +125,26 @@ def _export(exporter: str, model, args, kwargs, spec):
     from ..torch_interpreter import to_onnx
 
     if exporter.startswith("capture"):
-        ctx = (torch.fx.experimental._config.patch(backed_size_oblivious=True)
-               if "oblivious" in exporter else _null())
+        ctx = (
+            torch.fx.experimental._config.patch(backed_size_oblivious=True)
+            if "oblivious" in exporter
+            else _null()
+        )
         with ctx:
-            return torch.export.export(model, args, kwargs, dynamic_shapes=_torch_spec(spec),
-                                       strict=False)
+            return torch.export.export(
+                model, args, kwargs, dynamic_shapes=_torch_spec(spec), strict=False
+            )
     if exporter == "to_onnx":
         return to_onnx(model, args, kwargs, dynamic_shapes=spec)
-    return torch.onnx.export(model, args, kwargs=kwargs, dynamic_shapes=_torch_spec(spec),
-                             dynamo=True, report=False, verify=False).model_proto
+    return torch.onnx.export(
+        model,
+        args,
+        kwargs=kwargs,
+        dynamic_shapes=_torch_spec(spec),
+        dynamo=True,
+        report=False,
+        verify=False,
+    ).model_proto
 
 
 class _null:
@@ -137,13 +159,13 @@ def _max_diff(onx, model, inputs, sizes) -> float:
     from ..runtime import flatten_tensors, run_onnx
 
     args, kwargs = inputs(*sizes)
-    feeds = flatten_tensors((args, {k: v for k, v in kwargs.items()
-                                    if not isinstance(v, bool)}))
+    feeds = flatten_tensors((args, {k: v for k, v in kwargs.items() if not isinstance(v, bool)}))
     with torch.no_grad():
         expected = flatten_tensors(model(*args, **kwargs))
     got = run_onnx(onx, feeds)
-    return max(float((e.float() - torch.from_numpy(g).float()).abs().max())
-               for e, g in zip(expected, got))
+    return max(
+        float((e.float() - torch.from_numpy(g).float()).abs().max()) for e, g in zip(expected, got)
+    )
 
 
 def run_one(name: str, exporter: str) -> dict:
@@ -153,10 +175,12 @@ def run_one(name: str, exporter: str) -> dict:
     torch.manual_seed(0)
     model, inputs, sizes, other, spec = MODELS[name]()
     args, kwargs = inputs(*sizes)
-    row = dict(model=name, exporter=exporter,
-               n_params=sum(p.numel() for p in model.parameters()))
-    with torch.no_grad(), warnings.catch_warnings(), bypass_export_some_errors(
-            patch_transformers=True):
+    row = dict(model=name, exporter=exporter, n_params=sum(p.numel() for p in model.parameters()))
+    with (
+        torch.no_grad(),
+        warnings.catch_warnings(),
+        bypass_export_some_errors(patch_transformers=True),
+    ):
         warnings.simplefilter("ignore")
         usage = resource.getrusage(resource.RUSAGE_SELF)
         begin = time.perf_counter()
@@ -168,14 +192,14 @@ def run_one(name: str, exporter: str) -> dict:
         row["seconds"] = time.perf_counter() - begin
         after = resource.getrusage(resource.RUSAGE_SELF)
         # CPU time (every thread) depends less than wall time on a shared machine's load
-        row["cpu_seconds"] = (after.ru_utime + after.ru_stime
-                              - usage.ru_utime - usage.ru_stime)
+        row["cpu_seconds"] = after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime
         row["page_faults"] = after.ru_minflt - usage.ru_minflt
         if not exporter.startswith("capture"):
             row["n_nodes"] = len(result.graph.node)
             try:
-                row["max_abs_diff"] = max(_max_diff(result, model, inputs, s)
-                                          for s in (sizes, other))
+                row["max_abs_diff"] = max(
+                    _max_diff(result, model, inputs, s) for s in (sizes, other)
+                )
             except Exception as e:  # onnxruntime or eager failed on another size
                 row["error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -186,8 +210,15 @@ def run_one_process(name: str, exporter: str, timeout: float) -> dict:
     """Measures (model, exporter) in a child process; a crash or a timeout is a row."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "row.json")
-        cmd = [sys.executable, "-m", "experimental_experiment.bench.export_time", "--one", name,
-               exporter, out]
+        cmd = [
+            sys.executable,
+            "-m",
+            "experimental_experiment.bench.export_time",
+            "--one",
+            name,
+            exporter,
+            out,
+        ]
         try:
             proc = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
         except subprocess.TimeoutExpired:
@@ -202,8 +233,9 @@ def run_one_process(name: str, exporter: str, timeout: float) -> dict:
 def median_row(runs: list[dict]) -> dict:
     """The run of median time among the successful ones (the lower middle for an even
     count), else the first failure; ``runs`` tells how many were measured."""
-    ok = sorted((r for r in runs if "seconds" in r and not r.get("error")),
-                key=lambda r: r["seconds"])
+    ok = sorted(
+        (r for r in runs if "seconds" in r and not r.get("error")), key=lambda r: r["seconds"]
+    )
     row = dict(ok[(len(ok) - 1) // 2] if ok else runs[0])
     row["runs"] = len(ok)
     return row
@@ -236,10 +268,12 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--csv", default=None)
     parser.add_argument("--one", nargs=3, metavar=("MODEL", "EXPORTER", "JSON"))
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="fresh processes per case, the median is kept")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep the rows of --csv that this run does not measure")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="fresh processes per case, the median is kept"
+    )
+    parser.add_argument(
+        "--merge", action="store_true", help="keep the rows of --csv that this run does not measure"
+    )
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if ns.one:
@@ -252,8 +286,19 @@ def main(argv=None) -> int:
         with open(ns.csv, newline="", encoding="utf-8") as f:
             rows = merge_rows(list(csv.DictReader(f)), rows)
     if ns.csv:
-        keys = ["model", "exporter", "n_params", "seconds", "cpu_seconds", "page_faults",
-                "n_nodes", "max_abs_diff", "peak_rss_mb", "runs", "error"]
+        keys = [
+            "model",
+            "exporter",
+            "n_params",
+            "seconds",
+            "cpu_seconds",
+            "page_faults",
+            "n_nodes",
+            "max_abs_diff",
+            "peak_rss_mb",
+            "runs",
+            "error",
+        ]
         from ..xbuilder.model_container import AtomicFiles
 
         text = io.StringIO(newline="")

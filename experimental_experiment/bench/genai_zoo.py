@@ -29,8 +29,16 @@ import warnings
 
 logger = logging.getLogger("experimental_experiment.bench.genai_zoo")
 
-COLUMNS = ("model_type", "status", "stage", "reason", "genai_type", "tokens_equal",
-           "new_tokens", "seconds")
+COLUMNS = (
+    "model_type",
+    "status",
+    "stage",
+    "reason",
+    "genai_type",
+    "tokens_equal",
+    "new_tokens",
+    "seconds",
+)
 NEW_TOKENS = 16
 PROMPTS = (5, 11)
 
@@ -62,8 +70,13 @@ def _eager(model, ids) -> list[int]:
     import torch
 
     with torch.no_grad():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                             max_new_tokens=NEW_TOKENS, pad_token_id=0)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=NEW_TOKENS,
+            pad_token_id=0,
+        )
     tokens = out[0].tolist()
     if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in _eos(model):
         tokens = tokens[:-1]  # genai stops before the end of sequence token
@@ -88,8 +101,15 @@ def check_type(model_type: str, folder: str) -> dict:
 
     from ..genai import package_model
 
-    row = dict(model_type=model_type, status="failed", stage="config", reason="",
-               genai_type="", tokens_equal="", new_tokens="")
+    row = dict(
+        model_type=model_type,
+        status="failed",
+        stage="config",
+        reason="",
+        genai_type="",
+        tokens_equal="",
+        new_tokens="",
+    )
     begin = time.perf_counter()
     try:
         model = _tiny_decoder(model_type)
@@ -99,16 +119,20 @@ def check_type(model_type: str, folder: str) -> dict:
         vocab = model.config.get_text_config(decoder=True).vocab_size
         equal, new = [], []
         for length in PROMPTS:
-            ids = torch.randint(3, vocab, (1, length),
-                                generator=torch.Generator().manual_seed(length))
+            ids = torch.randint(
+                3, vocab, (1, length), generator=torch.Generator().manual_seed(length)
+            )
             expected = _eager(model, ids)
             row["stage"] = "generate"
             got = _genai(os.path.join(folder, "pkg"), ids)
             equal.append(got == expected)
             new.append(len(got) - length)
-        row.update(stage="", tokens_equal=int(all(equal)),
-                   new_tokens="/".join(map(str, new)),
-                   status="ok" if all(equal) else "mismatch")
+        row.update(
+            stage="",
+            tokens_equal=int(all(equal)),
+            new_tokens="/".join(map(str, new)),
+            status="ok" if all(equal) else "mismatch",
+        )
     except Exception as e:  # one row per type, whatever fails
         row["reason"] = _reason(e)
     row["seconds"] = round(time.perf_counter() - begin, 1)
@@ -144,9 +168,16 @@ def run_type(model_type: str, timeout: float) -> dict:
         proc.join()
     if row is None:
         stage = "timeout" if time.perf_counter() - begin >= timeout else "crash"
-        row = dict(model_type=model_type, status="failed", stage=stage,
-                   reason=f"exit code {proc.exitcode}", genai_type="", tokens_equal="",
-                   new_tokens="", seconds=round(time.perf_counter() - begin, 1))
+        row = dict(
+            model_type=model_type,
+            status="failed",
+            stage=stage,
+            reason=f"exit code {proc.exitcode}",
+            genai_type="",
+            tokens_equal="",
+            new_tokens="",
+            seconds=round(time.perf_counter() - begin, 1),
+        )
     return row
 
 
@@ -190,13 +221,28 @@ def render_table(csv_path: str) -> str:
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-    body = [[r["model_type"], r["status"], r["genai_type"], r["new_tokens"],
-             f"{r['stage']}: {r['reason'][:160]}" if r["reason"] else r["stage"]]
-            for r in rows]
-    return "\n".join([f"{len(rows)} model types: {total}.", "",
-                      list_table(["model type", "status", "genai type", "new tokens",
-                                  "stage: reason"], body, widths=[14, 8, 8, 8, 62],
-                                 escape=True)])
+    body = [
+        [
+            r["model_type"],
+            r["status"],
+            r["genai_type"],
+            r["new_tokens"],
+            f"{r['stage']}: {r['reason'][:160]}" if r["reason"] else r["stage"],
+        ]
+        for r in rows
+    ]
+    return "\n".join(
+        [
+            f"{len(rows)} model types: {total}.",
+            "",
+            list_table(
+                ["model type", "status", "genai type", "new tokens", "stage: reason"],
+                body,
+                widths=[14, 8, 8, 8, 62],
+                escape=True,
+            ),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     types = [t for t in ns.types.split(",") if t] or causal_lm_types()
     if ns.limit:
-        types = types[:ns.limit]
+        types = types[: ns.limit]
     rows = run(types, ns.output, ns.timeout)
     counts: dict[str, int] = {}
     for r in rows:

@@ -33,17 +33,41 @@ import tempfile
 import time
 
 CONFIGS = {
-    "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-               num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
-    "70b": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                num_attention_heads=64, num_key_value_heads=8, vocab_size=128256),
+    "8b": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
+    "70b": dict(
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    ),
     # TinyLlama-1.1B's geometry (1.1e9 parameters, 4.4 GB in float32)
-    "1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
-               num_attention_heads=32, num_key_value_heads=4, vocab_size=32000),
+    "1b": dict(
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=22,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        vocab_size=32000,
+    ),
 }
 MODULE = "experimental_experiment.bench.large_model"
-CASES = ["weight-free-8b", "graph-70b", "roundtrip-2gb", "llama-1b-ours", "llama-1b-torch",
-         "llama-1b-fill"]
+CASES = [
+    "weight-free-8b",
+    "graph-70b",
+    "roundtrip-2gb",
+    "llama-1b-ours",
+    "llama-1b-torch",
+    "llama-1b-fill",
+]
 
 
 def _peak_rss_gb() -> float:
@@ -55,8 +79,9 @@ def _llama(size: str, meta: bool):
 
     from ..torch_models.llm_helper import build_causal_lm
 
-    config = transformers.LlamaConfig(max_position_embeddings=4096, tie_word_embeddings=False,
-                                      **CONFIGS[size])
+    config = transformers.LlamaConfig(
+        max_position_embeddings=4096, tie_word_embeddings=False, **CONFIGS[size]
+    )
     return config, build_causal_lm(config, meta=meta)
 
 
@@ -68,12 +93,16 @@ def _export_llama(model, config, path: str, **kwargs) -> dict:
     inputs, ds = make_llm_inputs(config, model=model)
     begin = time.perf_counter()
     with bypass_export_some_errors(patch_transformers=True) as modificator:
-        container = to_onnx(model, (), modificator(inputs), dynamic_shapes=ds,
-                            large_model=True, **kwargs)
+        container = to_onnx(
+            model, (), modificator(inputs), dynamic_shapes=ds, large_model=True, **kwargs
+        )
     container.save(path)
-    return {"time_s": time.perf_counter() - begin, "peak_rss_gb": _peak_rss_gb(),
-            "weights_gb": container.nbytes / 2**30,
-            "n_nodes": len(container.model_proto.graph.node)}
+    return {
+        "time_s": time.perf_counter() - begin,
+        "peak_rss_gb": _peak_rss_gb(),
+        "weights_gb": container.nbytes / 2**30,
+        "n_nodes": len(container.model_proto.graph.node),
+    }
 
 
 def case_weight_free(size: str, folder: str) -> dict:
@@ -92,8 +121,9 @@ def _step_expected(model, config):
     from ..torch_interpreter.onnx_export_errors import bypass_export_some_errors
     from ..torch_models.llm_helper import make_llm_inputs
 
-    inputs, _ = make_llm_inputs(config, model=model, batch=2, seq=2, past=4,
-                                generator=torch.Generator().manual_seed(1))
+    inputs, _ = make_llm_inputs(
+        config, model=model, batch=2, seq=2, past=4, generator=torch.Generator().manual_seed(1)
+    )
     with bypass_export_some_errors(patch_transformers=True):
         flat = [t.numpy() for t in flatten_tensors(inputs)]
         with torch.no_grad():
@@ -130,15 +160,26 @@ def case_llama_torch(folder: str) -> dict:
     config, model = _llama("1b", meta=False)
     inputs, ds = make_llm_inputs(config, model=model)
     ds = torch.utils._pytree.tree_map(
-        lambda v: torch.export.Dim.DYNAMIC if isinstance(v, str) else v, ds)
+        lambda v: torch.export.Dim.DYNAMIC if isinstance(v, str) else v, ds
+    )
     path = os.path.join(folder, "torch.onnx")
     begin = time.perf_counter()
     with bypass_export_some_errors(patch_transformers=True) as modificator:
-        torch.onnx.export(model, (), path, kwargs=modificator(inputs), dynamic_shapes=ds,
-                          dynamo=True, external_data=True)
-    res = {"time_s": time.perf_counter() - begin, "peak_rss_gb": _peak_rss_gb(),
-           "weights_gb": sum(p.numel() * p.element_size()
-                             for p in model.state_dict().values()) / 2**30}
+        torch.onnx.export(
+            model,
+            (),
+            path,
+            kwargs=modificator(inputs),
+            dynamic_shapes=ds,
+            dynamo=True,
+            external_data=True,
+        )
+    res = {
+        "time_s": time.perf_counter() - begin,
+        "peak_rss_gb": _peak_rss_gb(),
+        "weights_gb": sum(p.numel() * p.element_size() for p in model.state_dict().values())
+        / 2**30,
+    }
     flat, expected = _step_expected(model, config)
     del model, inputs
     res["max_abs_diff"] = _ort_diff(path, flat, expected)
@@ -167,8 +208,9 @@ def case_llama_fill(folder: str) -> dict:
         import onnx
 
         proto = onnx.load(os.path.join(folder, model_name), load_external_data=False)
-        name = next(e.value for i in proto.graph.initializer for e in i.external_data
-                    if e.key == "location")
+        name = next(
+            e.value for i in proto.graph.initializer for e in i.external_data if e.key == "location"
+        )
         h = hashlib.sha256()
         with open(os.path.join(folder, name), "rb") as f:
             while chunk := f.read(1 << 24):
@@ -188,10 +230,9 @@ def case_roundtrip_2gb(folder: str) -> dict:
 
     torch.manual_seed(0)
     # 9 x 256 MB = 2.25 GB of float32 weights
-    model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192, bias=False)
-                                  for _ in range(9)]).eval()
+    model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192, bias=False) for _ in range(9)]).eval()
     for p in model.parameters():
-        p.data *= 3 ** 0.5  # the variance of the activations stays near 1
+        p.data *= 3**0.5  # the variance of the activations stays near 1
     x = torch.randn(3, 8192)
     feeds = [torch.randn(batch, 8192) for batch in (2, 5)]
     with torch.no_grad():  # computed first: the model is freed before onnxruntime runs
@@ -199,13 +240,15 @@ def case_roundtrip_2gb(folder: str) -> dict:
     path = os.path.join(folder, "sub", "big.onnx")
     begin = time.perf_counter()
     to_onnx(model, (x,), dynamic_shapes=({0: "batch"},), filename=path)
-    res = {"time_s": time.perf_counter() - begin, "peak_rss_gb": _peak_rss_gb(),
-           "weights_gb": 9 * 8192 * 8192 * 4 / 2**30, "files": "+".join(sorted(os.listdir(
-               os.path.dirname(path))))}
+    res = {
+        "time_s": time.perf_counter() - begin,
+        "peak_rss_gb": _peak_rss_gb(),
+        "weights_gb": 9 * 8192 * 8192 * 4 / 2**30,
+        "files": "+".join(sorted(os.listdir(os.path.dirname(path)))),
+    }
     del model
     os.chdir(folder)  # another working directory than the model's
-    sess = onnxruntime.InferenceSession(os.path.relpath(path), providers=[
-        "CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(os.path.relpath(path), providers=["CPUExecutionProvider"])
     for f, e in zip(feeds, expected):
         got = sess.run(None, {sess.get_inputs()[0].name: f.numpy()})[0]
         res[f"max_abs_diff_batch{f.shape[0]}"] = float(np.abs(got - e).max())
@@ -218,8 +261,12 @@ def run_case(case: str, folder: str) -> dict:
         return case_weight_free("8b", folder)
     if case == "graph-70b":
         return case_weight_free("70b", folder)
-    return {"roundtrip-2gb": case_roundtrip_2gb, "llama-1b-ours": case_llama_ours,
-            "llama-1b-torch": case_llama_torch, "llama-1b-fill": case_llama_fill}[case](folder)
+    return {
+        "roundtrip-2gb": case_roundtrip_2gb,
+        "llama-1b-ours": case_llama_ours,
+        "llama-1b-torch": case_llama_torch,
+        "llama-1b-fill": case_llama_fill,
+    }[case](folder)
 
 
 def _versions() -> str:
@@ -228,8 +275,10 @@ def _versions() -> str:
     import torch
     import transformers
 
-    return (f"torch {torch.__version__}, transformers {transformers.__version__}, "
-            f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}")
+    return (
+        f"torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,11 +309,17 @@ def main(argv: list[str] | None = None) -> int:
 def _run_cases(cases: list[str], folder: str) -> list[dict]:
     rows, date, versions = [], datetime.date.today().isoformat(), _versions()
     for case in cases:
-        proc = subprocess.run([sys.executable, "-m", MODULE, "--child", case, "--folder",
-                               folder], capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", MODULE, "--child", case, "--folder", folder],
+            capture_output=True,
+            text=True,
+        )
         lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-        res = json.loads(lines[-1][7:]) if lines else {
-            "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        res = (
+            json.loads(lines[-1][7:])
+            if lines
+            else {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200]}
+        )
         print(case, res, flush=True)
         rows.append(_row(case, res, date, versions))
     return rows
@@ -284,8 +339,17 @@ def _write_csv(out: str, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
-COLUMNS = ["case", "time_s", "peak_rss_gb", "weights_gb", "peak_over_weights",
-           "max_abs_diff", "details", "date", "versions"]
+COLUMNS = [
+    "case",
+    "time_s",
+    "peak_rss_gb",
+    "weights_gb",
+    "peak_over_weights",
+    "max_abs_diff",
+    "details",
+    "date",
+    "versions",
+]
 
 
 def _row(case: str, res: dict, date: str, versions: str) -> dict:
@@ -298,8 +362,12 @@ def _row(case: str, res: dict, date: str, versions: str) -> dict:
         row["peak_over_weights"] = round(row["peak_rss_gb"] / row["weights_gb"], 3)
     else:
         row["peak_over_weights"] = ""
-    row.update(case=case, date=date, versions=versions,
-               details="; ".join(f"{k}={v}" for k, v in sorted(res.items())))
+    row.update(
+        case=case,
+        date=date,
+        versions=versions,
+        details="; ".join(f"{k}={v}" for k, v in sorted(res.items())),
+    )
     return row
 
 

@@ -22,17 +22,37 @@ import torch
 
 logger = logging.getLogger("experimental_experiment.bench.llm_exporters")
 
-_LM = dict(vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False,
-           rms_norm_eps=1e-6)
+_LM = dict(
+    vocab_size=32000, max_position_embeddings=4096, tie_word_embeddings=False, rms_norm_eps=1e-6
+)
 #: model sizes: ``tiny`` for tests, ``small`` and ``medium`` for the benchmark
 SIZES = {
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
-                 max_position_embeddings=512, tie_word_embeddings=False),
-    "small": dict(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                  num_attention_heads=8, num_key_value_heads=4, **_LM),
-    "medium": dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
-                   num_attention_heads=16, num_key_value_heads=8, **_LM),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1000,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    ),
+    "small": dict(
+        hidden_size=512,
+        intermediate_size=1376,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        **_LM,
+    ),
+    "medium": dict(
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=4,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        **_LM,
+    ),
 }
 
 
@@ -58,8 +78,9 @@ def _export_inputs(config, model):
     """Inputs and dynamic shapes used to export (batch 2, 3 tokens, a cache of 5)."""
     from ..torch_models.llm_helper import make_llm_inputs
 
-    return make_llm_inputs(config, batch=2, seq=3, past=5, model=model,
-                           generator=torch.Generator().manual_seed(0))
+    return make_llm_inputs(
+        config, batch=2, seq=3, past=5, model=model, generator=torch.Generator().manual_seed(0)
+    )
 
 
 def _save(onx, path: str) -> None:
@@ -80,8 +101,13 @@ def export_to_onnx(model, config, patterns: str, path: str) -> tuple[str, float]
     inputs, ds = _export_inputs(config, model)
     begin = time.perf_counter()
     with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
-        onx = to_onnx(model, (), modificator(inputs), dynamic_shapes=ds,
-                      options=OptimizationOptions(patterns=patterns))
+        onx = to_onnx(
+            model,
+            (),
+            modificator(inputs),
+            dynamic_shapes=ds,
+            options=OptimizationOptions(patterns=patterns),
+        )
     duration = time.perf_counter() - begin
     _save(onx, path)
     return path, duration
@@ -93,11 +119,13 @@ def export_torch_onnx(model, config, path: str) -> tuple[str, float]:
 
     inputs, ds = _export_inputs(config, model)
     ds = torch.utils._pytree.tree_map(
-        lambda v: torch.export.Dim.DYNAMIC if isinstance(v, str) else v, ds)
+        lambda v: torch.export.Dim.DYNAMIC if isinstance(v, str) else v, ds
+    )
     begin = time.perf_counter()
     with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
-        onx = torch.onnx.export(model, (), kwargs=modificator(inputs), dynamic_shapes=ds,
-                                dynamo=True, verbose=False).model_proto
+        onx = torch.onnx.export(
+            model, (), kwargs=modificator(inputs), dynamic_shapes=ds, dynamo=True, verbose=False
+        ).model_proto
     duration = time.perf_counter() - begin
     _save(onx, path)
     return path, duration
@@ -106,9 +134,13 @@ def export_torch_onnx(model, config, path: str) -> tuple[str, float]:
 def builder_available(genai_path: str | None) -> str | None:
     """None if onnxruntime-genai's builder imports in a subprocess with ``genai_path``
     prepended to PYTHONPATH, the reason otherwise."""
-    proc = subprocess.run([sys.executable, "-c", "import onnxruntime_genai.models.builder"],
-                          env=_genai_env(genai_path), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import onnxruntime_genai.models.builder"],
+        env=_genai_env(genai_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode == 0:
         return None
     last = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -118,8 +150,7 @@ def builder_available(genai_path: str | None) -> str | None:
 def _genai_env(genai_path: str | None) -> dict:
     env = dict(os.environ)
     if genai_path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (genai_path, env.get("PYTHONPATH"))
-                                            if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (genai_path, env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -132,14 +163,22 @@ def _write_tokenizer(folder: str) -> None:
     vocab.update({"<unk>": 100, "<s>": 101, "</s>": 102})
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
-                                   bos_token="<s>", eos_token="</s>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
     fast.save_pretrained(folder)
 
 
-def export_builder(model, folder: str, genai_path: str | None, timeout: int = 1800, *,
-                   precision: str = "fp32", extra_options: dict | None = None,
-                   name: str = "builder") -> tuple[str, float]:
+def export_builder(
+    model,
+    folder: str,
+    genai_path: str | None,
+    timeout: int = 1800,
+    *,
+    precision: str = "fp32",
+    extra_options: dict | None = None,
+    name: str = "builder",
+) -> tuple[str, float]:
     """Saves ``model`` (``save_pretrained`` and a tokenizer) in ``folder/hf`` (once) then
     runs ``python -m onnxruntime_genai.models.builder -p <precision> -e cpu`` on it, the
     package written in ``folder/<name>``; ``extra_options`` become ``--extra_options
@@ -148,13 +187,27 @@ def export_builder(model, folder: str, genai_path: str | None, timeout: int = 18
     if not os.path.exists(os.path.join(hf, "config.json")):
         model.save_pretrained(hf)
         _write_tokenizer(hf)
-    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", out,
-           "-p", precision, "-e", "cpu", "-c", os.path.join(folder, "builder_cache")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        hf,
+        "-o",
+        out,
+        "-p",
+        precision,
+        "-e",
+        "cpu",
+        "-c",
+        os.path.join(folder, "builder_cache"),
+    ]
     if extra_options:
         cmd += ["--extra_options"] + [f"{k}={v}" for k, v in extra_options.items()]
     begin = time.perf_counter()
-    proc = subprocess.run(cmd, env=_genai_env(genai_path), capture_output=True, text=True,
-                          timeout=timeout, cwd=folder)
+    proc = subprocess.run(
+        cmd, env=_genai_env(genai_path), capture_output=True, text=True, timeout=timeout, cwd=folder
+    )
     duration = time.perf_counter() - begin
     path = os.path.join(out, "model.onnx")
     if proc.returncode != 0 or not os.path.exists(path):
@@ -176,8 +229,7 @@ def make_feeds(config, batch: int, seq: int, past: int, seed: int = 0) -> dict:
     }
     for kind in ("key", "value"):
         for i in range(config.num_hidden_layers):
-            feeds[f"{kind}_{i}"] = rng.standard_normal(
-                (batch, n_kv, past, head), dtype=np.float32)
+            feeds[f"{kind}_{i}"] = rng.standard_normal((batch, n_kv, past, head), dtype=np.float32)
     return feeds
 
 
@@ -189,10 +241,10 @@ def eager_inputs(feeds: dict, config, model) -> dict:
 
     cache = DynamicCache()
     for i in range(config.num_hidden_layers):
-        cache.update(torch.from_numpy(feeds[f"key_{i}"]),
-                     torch.from_numpy(feeds[f"value_{i}"]), i)
-    inputs = {k: torch.from_numpy(feeds[k]) for k in
-              ("input_ids", "attention_mask", "position_ids")}
+        cache.update(torch.from_numpy(feeds[f"key_{i}"]), torch.from_numpy(feeds[f"value_{i}"]), i)
+    inputs = {
+        k: torch.from_numpy(feeds[k]) for k in ("input_ids", "attention_mask", "position_ids")
+    }
     inputs[cache_argument_name(model)] = cache
     return inputs
 
@@ -211,9 +263,8 @@ def session_feeds(input_names: list[str], feeds: dict, n_layers: int) -> dict:
                 out[name] = feeds[name]
         return out
     order = ["input_ids", "attention_mask", "position_ids"] + [
-        f"{kind}_{i}" for kind in ("key", "value") for i in range(n_layers)]
+        f"{kind}_{i}" for kind in ("key", "value") for i in range(n_layers)
+    ]
     if len(input_names) != len(order):
         raise ValueError(f"unexpected inputs {input_names}, expected {order}")
     return {name: feeds[key] for name, key in zip(input_names, order)}
-
-

@@ -49,13 +49,25 @@ from ._timing import interleaved_medians
 logger = logging.getLogger("experimental_experiment.bench.llm_latency")
 
 #: exporter labels: ``to_onnx <patterns>`` takes any pattern string
-EXPORTERS = ("to_onnx default", "to_onnx default+onnxruntime", "torch.onnx", "builder",
-             "eager")
-COLUMNS = ("size", "phase", "seq", "past", "threads", "exporter", "nodes", "kernels",
-           "latency_ms", "min_ms", "vs_builder", "vs_torch_onnx", "max_abs_diff", "export_s",
-           "error")
-PROFILE_COLUMNS = ("size", "phase", "threads", "exporter", "op_type", "calls", "time_ms",
-                   "share")
+EXPORTERS = ("to_onnx default", "to_onnx default+onnxruntime", "torch.onnx", "builder", "eager")
+COLUMNS = (
+    "size",
+    "phase",
+    "seq",
+    "past",
+    "threads",
+    "exporter",
+    "nodes",
+    "kernels",
+    "latency_ms",
+    "min_ms",
+    "vs_builder",
+    "vs_torch_onnx",
+    "max_abs_diff",
+    "export_s",
+    "error",
+)
+PROFILE_COLUMNS = ("size", "phase", "threads", "exporter", "op_type", "calls", "time_ms", "share")
 
 
 def export_all(model, config, exporters, folder: str, genai_path: str | None) -> dict:
@@ -71,10 +83,12 @@ def export_all(model, config, exporters, folder: str, genai_path: str | None) ->
             if label.startswith("to_onnx "):
                 path = os.path.join(folder, label.replace(" ", "_").replace("+", "_") + ".onnx")
                 res["path"], res["export_s"] = lx.export_to_onnx(
-                    model, config, label.split(" ", 1)[1], path)
+                    model, config, label.split(" ", 1)[1], path
+                )
             elif label == "torch.onnx":
                 res["path"], res["export_s"] = lx.export_torch_onnx(
-                    model, config, os.path.join(folder, "torch_onnx.onnx"))
+                    model, config, os.path.join(folder, "torch_onnx.onnx")
+                )
             elif label == "builder":
                 reason = lx.builder_available(genai_path)
                 if reason:
@@ -124,8 +138,9 @@ def _runners(exported: dict, model, config, feeds: dict, threads: int, expected)
     return runners, diffs
 
 
-def profile_by_op_type(path: str, feeds: dict, threads: int, runs: int, prefix: str
-                       ) -> tuple[dict[str, tuple[float, float]], float]:
+def profile_by_op_type(
+    path: str, feeds: dict, threads: int, runs: int, prefix: str
+) -> tuple[dict[str, tuple[float, float]], float]:
     """``({op_type: (calls per run, ms per run)}, kernels per run)`` from onnxruntime's
     profiler (one warm-up run, then ``runs`` runs, kernel events only)."""
     sess = _session(path, threads, prefix)
@@ -142,8 +157,9 @@ def aggregate_profile(events: list[dict], runs: int) -> tuple[dict, float]:
     """Sums the kernel events (``cat == "Node"``, name ending with ``_kernel_time``) of
     every one of the last ``runs`` model runs by operator type; returns the median over
     the runs of every sum (a run disturbed by the machine's load does not count)."""
-    starts = sorted(e["ts"] for e in events
-                    if e.get("cat") == "Session" and e.get("name") == "model_run")[-runs:]
+    starts = sorted(
+        e["ts"] for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )[-runs:]
     if not starts:
         return {}, 0.0
     per_run: dict[str, list[list[float]]] = defaultdict(lambda: [[0, 0.0] for _ in starts])
@@ -156,8 +172,10 @@ def aggregate_profile(events: list[dict], runs: int) -> tuple[dict, float]:
         cell = per_run[e.get("args", {}).get("op_name", "?")][k]
         cell[0] += 1
         cell[1] += e["dur"]
-    summary = {op: (statistics.median(c for c, _ in v),
-                    statistics.median(d for _, d in v) / 1000) for op, v in per_run.items()}
+    summary = {
+        op: (statistics.median(c for c, _ in v), statistics.median(d for _, d in v) / 1000)
+        for op, v in per_run.items()
+    }
     return summary, sum(c for c, _ in summary.values())
 
 
@@ -182,21 +200,32 @@ def bench_cell(ctx: dict, phase: str, seq: int, past: int, threads: int) -> tupl
     base = dict(size=ctx["size"], phase=phase, seq=seq, past=past, threads=threads)
     rows, prof_rows = [], []
     for label, res in exported.items():
-        row = dict(base, exporter=label, nodes=res["nodes"], kernels=None,
-                   latency_ms=medians[label][0] * 1000 if label in medians else None,
-                   min_ms=medians[label][1] * 1000 if label in medians else None,
-                   max_abs_diff=diffs.get(label), export_s=res["export_s"],
-                   error=res["error"])
+        row = dict(
+            base,
+            exporter=label,
+            nodes=res["nodes"],
+            kernels=None,
+            latency_ms=medians[label][0] * 1000 if label in medians else None,
+            min_ms=medians[label][1] * 1000 if label in medians else None,
+            max_abs_diff=diffs.get(label),
+            export_s=res["export_s"],
+            error=res["error"],
+        )
         rows.append(row)
         if label in runners and label != "eager" and ctx["profile"]:
             sfeeds = lx.session_feeds(res["inputs"], feeds, config.num_hidden_layers)
             summary, row["kernels"] = profile_by_op_type(
-                res["path"], sfeeds, threads, 3 if seq > 1 else 10,
-                os.path.join(ctx["folder"], "prof"))
+                res["path"],
+                sfeeds,
+                threads,
+                3 if seq > 1 else 10,
+                os.path.join(ctx["folder"], "prof"),
+            )
             total = sum(ms for _, ms in summary.values()) or 1.0
             for op, (n, ms) in sorted(summary.items(), key=lambda kv: -kv[1][1]):
-                prof_rows.append(dict(base, exporter=label, op_type=op, calls=n,
-                                      time_ms=ms, share=ms / total))
+                prof_rows.append(
+                    dict(base, exporter=label, op_type=op, calls=n, time_ms=ms, share=ms / total)
+                )
         logger.info("%s", row)
     _add_ratios(rows)
     return rows, prof_rows
@@ -228,10 +257,20 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run(sizes, exporters, threads, prefill: int, past: int, repeat: int, *,
-        decode_repeat: int | None = None, genai_path: str | None = None,
-        profile: bool = True, seed: int = 0, folder: str | None = None
-        ) -> tuple[list[dict], list[dict]]:
+def run(
+    sizes,
+    exporters,
+    threads,
+    prefill: int,
+    past: int,
+    repeat: int,
+    *,
+    decode_repeat: int | None = None,
+    genai_path: str | None = None,
+    profile: bool = True,
+    seed: int = 0,
+    folder: str | None = None,
+) -> tuple[list[dict], list[dict]]:
     """The whole grid: returns (latency rows, profile rows); ``repeat`` repetitions for
     the prefill, ``decode_repeat`` (default ``4 * repeat``) for the decoding step."""
     rows, prof = [], []
@@ -241,9 +280,17 @@ def run(sizes, exporters, threads, prefill: int, past: int, repeat: int, *,
             sub = os.path.join(tmp, size)
             os.makedirs(sub)
             exported = export_all(model, config, exporters, sub, genai_path)
-            ctx = dict(size=size, config=config, model=model, exported=exported,
-                       repeat=repeat, decode_repeat=decode_repeat or 4 * repeat,
-                       profile=profile, seed=seed, folder=sub)
+            ctx = dict(
+                size=size,
+                config=config,
+                model=model,
+                exported=exported,
+                repeat=repeat,
+                decode_repeat=decode_repeat or 4 * repeat,
+                profile=profile,
+                seed=seed,
+                folder=sub,
+            )
             for n_threads in threads:
                 for phase, seq, length in (("prefill", prefill, 0), ("decode", 1, past)):
                     r, p = bench_cell(ctx, phase, seq, length, n_threads)
@@ -256,21 +303,31 @@ def run(sizes, exporters, threads, prefill: int, past: int, repeat: int, *,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experimental_experiment.bench.llm_latency",
-        description="onnxruntime latency of Llama-like decoders per exporter.")
-    parser.add_argument("--sizes", default="small,medium",
-                        help=f"comma-separated sizes among {','.join(lx.SIZES)}")
-    parser.add_argument("--exporters", default=",".join(EXPORTERS),
-                        help="comma-separated exporters: 'to_onnx <patterns>', "
-                             "torch.onnx, builder, eager")
+        description="onnxruntime latency of Llama-like decoders per exporter.",
+    )
+    parser.add_argument(
+        "--sizes", default="small,medium", help=f"comma-separated sizes among {','.join(lx.SIZES)}"
+    )
+    parser.add_argument(
+        "--exporters",
+        default=",".join(EXPORTERS),
+        help="comma-separated exporters: 'to_onnx <patterns>', torch.onnx, builder, eager",
+    )
     parser.add_argument("--threads", default="1,2", help="intra-op thread counts")
     parser.add_argument("--prefill", type=int, default=512, help="prompt length")
     parser.add_argument("--past", type=int, default=2048, help="cache length (decode)")
-    parser.add_argument("--repeat", type=int, default=10,
-                        help="timed repetitions of the prefill")
-    parser.add_argument("--decode-repeat", type=int, default=None,
-                        help="timed repetitions of the decoding step (4 * repeat)")
-    parser.add_argument("--genai-path", default=os.environ.get("GENAI_PATH"),
-                        help="folder holding onnxruntime_genai (pip --target)")
+    parser.add_argument("--repeat", type=int, default=10, help="timed repetitions of the prefill")
+    parser.add_argument(
+        "--decode-repeat",
+        type=int,
+        default=None,
+        help="timed repetitions of the decoding step (4 * repeat)",
+    )
+    parser.add_argument(
+        "--genai-path",
+        default=os.environ.get("GENAI_PATH"),
+        help="folder holding onnxruntime_genai (pip --target)",
+    )
     parser.add_argument("--no-profile", action="store_true", help="no profiling")
     parser.add_argument("--output", default=None, help="latency CSV")
     parser.add_argument("--profile-output", default=None, help="profile CSV")
@@ -287,9 +344,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown exporters {bad}, expected {EXPORTERS} or 'to_onnx <patterns>'")
     threads = [int(t) for t in ns.threads.split(",") if t]
     begin = time.perf_counter()
-    rows, prof = run(sizes, exporters, threads, ns.prefill, ns.past, ns.repeat,
-                     decode_repeat=ns.decode_repeat, genai_path=ns.genai_path,
-                     profile=not ns.no_profile)
+    rows, prof = run(
+        sizes,
+        exporters,
+        threads,
+        ns.prefill,
+        ns.past,
+        ns.repeat,
+        decode_repeat=ns.decode_repeat,
+        genai_path=ns.genai_path,
+        profile=not ns.no_profile,
+    )
     if ns.output:
         write_csv(rows, COLUMNS, ns.output)
     if ns.profile_output:

@@ -55,19 +55,49 @@ EXPORTERS = ("ours", "builder")
 #: the head), ``--exporters ours,builder,"ours float head"``
 FLOAT_HEAD = "ours float head"
 RUNTIMES = ("genai", "InferenceSession")
-COLUMNS = ("size", "phase", "seq", "past", "threads", "precision", "accuracy_level",
-           "exporter", "runtime", "nodes", "latency_ms", "min_ms", "vs_builder",
-           "peak_rss_mb", "rss_vs_builder", "disk_mb", "disk_vs_builder", "max_abs_diff",
-           "build_s", "error")
-PROFILE_COLUMNS = ("size", "phase", "threads", "precision", "exporter", "op_type", "calls",
-                   "time_ms", "share")
+COLUMNS = (
+    "size",
+    "phase",
+    "seq",
+    "past",
+    "threads",
+    "precision",
+    "accuracy_level",
+    "exporter",
+    "runtime",
+    "nodes",
+    "latency_ms",
+    "min_ms",
+    "vs_builder",
+    "peak_rss_mb",
+    "rss_vs_builder",
+    "disk_mb",
+    "disk_vs_builder",
+    "max_abs_diff",
+    "build_s",
+    "error",
+)
+PROFILE_COLUMNS = (
+    "size",
+    "phase",
+    "threads",
+    "precision",
+    "exporter",
+    "op_type",
+    "calls",
+    "time_ms",
+    "share",
+)
 _PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rss_probe.py")
 
 
 def package_dir_size(folder: str) -> int:
     """Bytes of the ``.onnx`` files and their external data in a package folder."""
-    return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)
-               if f.endswith((".onnx", ".onnx.data", ".data")))
+    return sum(
+        os.path.getsize(os.path.join(folder, f))
+        for f in os.listdir(folder)
+        if f.endswith((".onnx", ".onnx.data", ".data"))
+    )
 
 
 def _graph_info(path: str) -> tuple[int, int | None]:
@@ -82,8 +112,7 @@ def _graph_info(path: str) -> tuple[int, int | None]:
     return len(graph.node), None
 
 
-def build_packages(model, folder: str, precisions, exporters, genai_path: str | None
-                   ) -> dict:
+def build_packages(model, folder: str, precisions, exporters, genai_path: str | None) -> dict:
     """``{(precision, exporter): {"folder", "path", "build_s", "nodes", "accuracy_level",
     "disk_mb", "error"}}``: one genai package per precision and exporter."""
     from ..genai import package_model
@@ -96,25 +125,46 @@ def build_packages(model, folder: str, precisions, exporters, genai_path: str | 
         precision, level = PRECISIONS[label]
         for exporter in exporters:
             name = f"{exporter}_{label}".replace(" ", "_")
-            res = out[label, exporter] = dict(folder=os.path.join(folder, name), path=None,
-                                             build_s=None, nodes=None, accuracy_level=None,
-                                             disk_mb=None, error="")
+            res = out[label, exporter] = dict(
+                folder=os.path.join(folder, name),
+                path=None,
+                build_s=None,
+                nodes=None,
+                accuracy_level=None,
+                disk_mb=None,
+                error="",
+            )
             try:
                 begin = time.perf_counter()
                 if exporter in ("ours", FLOAT_HEAD):
                     if exporter == FLOAT_HEAD and precision == "fp32":
                         res["error"] = "skipped: the same model as ours in float32"
                         continue
-                    package_model(model, res["folder"], precision, tokenizer=hf,
-                                  progress=False, block_size=32, accuracy_level=level,
-                                  quantize_lm_head=exporter != FLOAT_HEAD)
+                    package_model(
+                        model,
+                        res["folder"],
+                        precision,
+                        tokenizer=hf,
+                        progress=False,
+                        block_size=32,
+                        accuracy_level=level,
+                        quantize_lm_head=exporter != FLOAT_HEAD,
+                    )
                     res["path"] = os.path.join(res["folder"], "model.onnx")
                 else:
-                    extra = None if precision == "fp32" else dict(
-                        block_size=32, accuracy_level=level or 0)
-                    res["path"], _ = lx.export_builder(model, folder, genai_path,
-                                                       precision=precision,
-                                                       extra_options=extra, name=name)
+                    extra = (
+                        None
+                        if precision == "fp32"
+                        else dict(block_size=32, accuracy_level=level or 0)
+                    )
+                    res["path"], _ = lx.export_builder(
+                        model,
+                        folder,
+                        genai_path,
+                        precision=precision,
+                        extra_options=extra,
+                        name=name,
+                    )
                 res["build_s"] = time.perf_counter() - begin
                 res["nodes"], res["accuracy_level"] = _graph_info(res["path"])
                 res["disk_mb"] = package_dir_size(res["folder"]) / 2**20
@@ -124,12 +174,17 @@ def build_packages(model, folder: str, precisions, exporters, genai_path: str | 
     return out
 
 
-def peak_rss_mb(runtime: str, folder: str, threads: int, seq: int,
-                genai_path: str | None = None) -> float | None:
+def peak_rss_mb(
+    runtime: str, folder: str, threads: int, seq: int, genai_path: str | None = None
+) -> float | None:
     """Peak resident memory (MiB) of a fresh process running ``_rss_probe.py``."""
-    proc = subprocess.run([sys.executable, _PROBE, runtime, folder, str(threads), str(seq)],
-                          capture_output=True, text=True, timeout=1800,
-                          env=lx._genai_env(genai_path))
+    proc = subprocess.run(
+        [sys.executable, _PROBE, runtime, folder, str(threads), str(seq)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=lx._genai_env(genai_path),
+    )
     if proc.returncode != 0:
         logger.warning("rss probe %s %s failed: %s", runtime, folder, proc.stderr[-300:])
         return None
@@ -140,8 +195,20 @@ def _genai_model(folder: str, threads: int):
     import onnxruntime_genai as og
 
     cfg = og.Config(folder)
-    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {
-        "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
+    cfg.overlay(
+        json.dumps(
+            {
+                "model": {
+                    "decoder": {
+                        "session_options": {
+                            "intra_op_num_threads": threads,
+                            "inter_op_num_threads": 1,
+                        }
+                    }
+                }
+            }
+        )
+    )
     return og.Model(cfg)
 
 
@@ -168,8 +235,9 @@ def genai_runner(folder: str, threads: int, feeds: dict, past: int, steps: int):
     return gen.generate_next_token
 
 
-def bench_cell(ctx: dict, label: str, phase: str, seq: int, past: int, threads: int
-               ) -> tuple[list[dict], list[dict]]:
+def bench_cell(
+    ctx: dict, label: str, phase: str, seq: int, past: int, threads: int
+) -> tuple[list[dict], list[dict]]:
     """Rows (one per exporter and runtime) and profile rows of one cell."""
     config, model, built = ctx["config"], ctx["model"], ctx["built"]
     feeds = lx.make_feeds(config, 1, seq, past, seed=ctx["seed"])
@@ -186,13 +254,13 @@ def bench_cell(ctx: dict, label: str, phase: str, seq: int, past: int, threads: 
             key = (exporter, runtime)
             try:
                 if runtime == "genai":
-                    runners[key] = genai_runner(res["folder"], threads, feeds, past,
-                                                warmup + repeat)
+                    runners[key] = genai_runner(
+                        res["folder"], threads, feeds, past, warmup + repeat
+                    )
                 else:
                     sess = _session(res["path"], threads)
                     names = [i.name for i in sess.get_inputs()]
-                    f = sfeeds[exporter] = lx.session_feeds(names, feeds,
-                                                            config.num_hidden_layers)
+                    f = sfeeds[exporter] = lx.session_feeds(names, feeds, config.num_hidden_layers)
                     got = sess.run(None, f)[0]
                     diffs[key] = float(np.abs(got.astype(np.float64) - expected).max())
                     runners[key] = lambda s=sess, f=f: s.run(None, f)
@@ -201,29 +269,42 @@ def bench_cell(ctx: dict, label: str, phase: str, seq: int, past: int, threads: 
                 logger.warning("%s %s %s failed: %s", exporter, runtime, label, errors[key])
     medians = interleaved_medians(runners, warmup, repeat)
     del runners
-    base = dict(size=ctx["size"], phase=phase, seq=seq, past=past, threads=threads,
-                precision=label)
+    base = dict(size=ctx["size"], phase=phase, seq=seq, past=past, threads=threads, precision=label)
     rows, prof = [], []
     for exporter in ctx["exporters"]:
         res = built[label, exporter]
         for runtime in ctx["runtimes"]:
             key = (exporter, runtime)
             rss = ctx["rss"].get((label, exporter, runtime, threads))
-            rows.append(dict(base, accuracy_level=res["accuracy_level"], exporter=exporter,
-                             runtime=runtime, nodes=res["nodes"],
-                             latency_ms=medians[key][0] * 1000 if key in medians else None,
-                             min_ms=medians[key][1] * 1000 if key in medians else None,
-                             peak_rss_mb=rss, disk_mb=res["disk_mb"],
-                             max_abs_diff=diffs.get(key), build_s=res["build_s"],
-                             error=res["error"] or errors.get(key, "")))
+            rows.append(
+                dict(
+                    base,
+                    accuracy_level=res["accuracy_level"],
+                    exporter=exporter,
+                    runtime=runtime,
+                    nodes=res["nodes"],
+                    latency_ms=medians[key][0] * 1000 if key in medians else None,
+                    min_ms=medians[key][1] * 1000 if key in medians else None,
+                    peak_rss_mb=rss,
+                    disk_mb=res["disk_mb"],
+                    max_abs_diff=diffs.get(key),
+                    build_s=res["build_s"],
+                    error=res["error"] or errors.get(key, ""),
+                )
+            )
         if ctx["profile"] and exporter in sfeeds and (phase in ctx["profile"]):
-            summary, _ = profile_by_op_type(res["path"], sfeeds[exporter], threads,
-                                            3 if seq > 1 else 10,
-                                            os.path.join(ctx["folder"], "prof"))
+            summary, _ = profile_by_op_type(
+                res["path"],
+                sfeeds[exporter],
+                threads,
+                3 if seq > 1 else 10,
+                os.path.join(ctx["folder"], "prof"),
+            )
             total = sum(ms for _, ms in summary.values()) or 1.0
             for op, (n, ms) in sorted(summary.items(), key=lambda kv: -kv[1][1]):
-                prof.append(dict(base, exporter=exporter, op_type=op, calls=n, time_ms=ms,
-                                 share=ms / total))
+                prof.append(
+                    dict(base, exporter=exporter, op_type=op, calls=n, time_ms=ms, share=ms / total)
+                )
     add_ratios(rows)
     for r in rows:
         logger.info("%s", r)
@@ -233,8 +314,11 @@ def bench_cell(ctx: dict, label: str, phase: str, seq: int, past: int, threads: 
 def add_ratios(rows: list[dict]) -> None:
     """``vs_builder``, ``rss_vs_builder``, ``disk_vs_builder``: a row's value divided by
     the builder's row of the same cell and runtime (None when either is missing)."""
-    cols = (("latency_ms", "vs_builder"), ("peak_rss_mb", "rss_vs_builder"),
-            ("disk_mb", "disk_vs_builder"))
+    cols = (
+        ("latency_ms", "vs_builder"),
+        ("peak_rss_mb", "rss_vs_builder"),
+        ("disk_mb", "disk_vs_builder"),
+    )
     keys = ("size", "phase", "threads", "precision", "runtime")
     builder = {tuple(r[k] for k in keys): r for r in rows if r["exporter"] == "builder"}
     for r in rows:
@@ -243,11 +327,24 @@ def add_ratios(rows: list[dict]) -> None:
             r[ratio] = r[col] / b[col] if r.get(col) and b.get(col) else None
 
 
-def run(sizes, threads, prefill: int, past: int, repeat: int, *, precisions=None,
-        exporters=EXPORTERS, runtimes=RUNTIMES, decode_repeat: int | None = None,
-        genai_path: str | None = None, profile: tuple[str, ...] = ("decode",),
-        rss: bool = True, seed: int = 0, folder: str | None = None, on_cell=None
-        ) -> tuple[list[dict], list[dict]]:
+def run(
+    sizes,
+    threads,
+    prefill: int,
+    past: int,
+    repeat: int,
+    *,
+    precisions=None,
+    exporters=EXPORTERS,
+    runtimes=RUNTIMES,
+    decode_repeat: int | None = None,
+    genai_path: str | None = None,
+    profile: tuple[str, ...] = ("decode",),
+    rss: bool = True,
+    seed: int = 0,
+    folder: str | None = None,
+    on_cell=None,
+) -> tuple[list[dict], list[dict]]:
     """The whole grid: returns (rows of :data:`COLUMNS`, rows of
     :data:`PROFILE_COLUMNS`); ``profile`` lists the phases profiled (InferenceSession);
     ``on_cell(rows, profile_rows)`` is called after every cell with all the rows so far
@@ -273,11 +370,22 @@ def run(sizes, threads, prefill: int, past: int, repeat: int, *, precisions=None
                     for runtime in runtimes:
                         for n in threads:
                             probes[label, exporter, runtime, n] = peak_rss_mb(
-                                runtime, res["folder"], n, prefill, genai_path)
-            ctx = dict(size=size, config=config, model=model, built=built, seed=seed,
-                       repeat=repeat, decode_repeat=decode_repeat or 4 * repeat,
-                       profile=profile, folder=sub, rss=probes, exporters=exporters,
-                       runtimes=runtimes)
+                                runtime, res["folder"], n, prefill, genai_path
+                            )
+            ctx = dict(
+                size=size,
+                config=config,
+                model=model,
+                built=built,
+                seed=seed,
+                repeat=repeat,
+                decode_repeat=decode_repeat or 4 * repeat,
+                profile=profile,
+                folder=sub,
+                rss=probes,
+                exporters=exporters,
+                runtimes=runtimes,
+            )
             for n in threads:
                 for phase, seq, length in (("prefill", prefill, 0), ("decode", 1, past)):
                     for label in precisions:
@@ -308,24 +416,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experimental_experiment.bench.llm_precision",
         description="fp32 and int4 Llama packages, ours and the builder's, in "
-                    "onnxruntime-genai and onnxruntime.")
-    parser.add_argument("--sizes", default="small,medium",
-                        help=f"comma-separated sizes among {','.join(lx.SIZES)}")
-    parser.add_argument("--precisions", default=",".join(PRECISIONS),
-                        help=f"comma-separated among {list(PRECISIONS)}")
-    parser.add_argument("--exporters", default=",".join(EXPORTERS),
-                        help=f"comma-separated among {list(EXPORTERS) + [FLOAT_HEAD]}")
+        "onnxruntime-genai and onnxruntime.",
+    )
+    parser.add_argument(
+        "--sizes", default="small,medium", help=f"comma-separated sizes among {','.join(lx.SIZES)}"
+    )
+    parser.add_argument(
+        "--precisions",
+        default=",".join(PRECISIONS),
+        help=f"comma-separated among {list(PRECISIONS)}",
+    )
+    parser.add_argument(
+        "--exporters",
+        default=",".join(EXPORTERS),
+        help=f"comma-separated among {list(EXPORTERS) + [FLOAT_HEAD]}",
+    )
     parser.add_argument("--runtimes", default=",".join(RUNTIMES), help=str(RUNTIMES))
     parser.add_argument("--threads", default="1,2", help="intra-op thread counts")
     parser.add_argument("--prefill", type=int, default=512, help="prompt length")
     parser.add_argument("--past", type=int, default=2048, help="cache length (decode)")
     parser.add_argument("--repeat", type=int, default=7, help="prefill repetitions")
-    parser.add_argument("--decode-repeat", type=int, default=None,
-                        help="decoding step repetitions (4 * repeat)")
-    parser.add_argument("--genai-path", default=os.environ.get("GENAI_PATH"),
-                        help="folder holding onnxruntime_genai (pip --target)")
-    parser.add_argument("--profile", default="decode",
-                        help="phases profiled (InferenceSession), '' for none")
+    parser.add_argument(
+        "--decode-repeat", type=int, default=None, help="decoding step repetitions (4 * repeat)"
+    )
+    parser.add_argument(
+        "--genai-path",
+        default=os.environ.get("GENAI_PATH"),
+        help="folder holding onnxruntime_genai (pip --target)",
+    )
+    parser.add_argument(
+        "--profile", default="decode", help="phases profiled (InferenceSession), '' for none"
+    )
     parser.add_argument("--no-rss", action="store_true", help="no peak memory probes")
     parser.add_argument("--output", default=None, help="CSV of the rows")
     parser.add_argument("--profile-output", default=None, help="CSV of the profiles")
@@ -336,13 +457,18 @@ def main(argv: list[str] | None = None) -> int:
     precisions = [p.strip() for p in ns.precisions.split(",") if p.strip()]
     runtimes = [r.strip() for r in ns.runtimes.split(",") if r.strip()]
     exporters = [e.strip() for e in ns.exporters.split(",") if e.strip()]
-    if [s for s in sizes if s not in lx.SIZES] or \
-            [p for p in precisions if p not in PRECISIONS] or \
-            [r for r in runtimes if r not in RUNTIMES] or \
-            [e for e in exporters if e not in (*EXPORTERS, FLOAT_HEAD)]:
-        parser.error(f"sizes among {list(lx.SIZES)}, precisions among {list(PRECISIONS)}, "
-                     f"runtimes among {list(RUNTIMES)}, exporters among "
-                     f"{list(EXPORTERS) + [FLOAT_HEAD]}")
+    if (
+        [s for s in sizes if s not in lx.SIZES]
+        or [p for p in precisions if p not in PRECISIONS]
+        or [r for r in runtimes if r not in RUNTIMES]
+        or [e for e in exporters if e not in (*EXPORTERS, FLOAT_HEAD)]
+    ):
+        parser.error(
+            f"sizes among {list(lx.SIZES)}, precisions among {list(PRECISIONS)}, "
+            f"runtimes among {list(RUNTIMES)}, exporters among "
+            f"{list(EXPORTERS) + [FLOAT_HEAD]}"
+        )
+
     def save(rows, prof):
         if ns.output:
             write_csv(rows, COLUMNS, ns.output)
@@ -350,12 +476,21 @@ def main(argv: list[str] | None = None) -> int:
             write_csv(prof, PROFILE_COLUMNS, ns.profile_output)
 
     begin = time.perf_counter()
-    rows, prof = run(sizes, [int(t) for t in ns.threads.split(",") if t], ns.prefill,
-                     ns.past, ns.repeat, precisions=precisions, runtimes=runtimes,
-                     exporters=exporters,
-                     decode_repeat=ns.decode_repeat, genai_path=ns.genai_path,
-                     profile=tuple(p for p in ns.profile.split(",") if p),
-                     rss=not ns.no_rss, on_cell=save)
+    rows, prof = run(
+        sizes,
+        [int(t) for t in ns.threads.split(",") if t],
+        ns.prefill,
+        ns.past,
+        ns.repeat,
+        precisions=precisions,
+        runtimes=runtimes,
+        exporters=exporters,
+        decode_repeat=ns.decode_repeat,
+        genai_path=ns.genai_path,
+        profile=tuple(p for p in ns.profile.split(",") if p),
+        rss=not ns.no_rss,
+        on_cell=save,
+    )
     save(rows, prof)
     print(format_table(rows))
     print(f"wall time: {time.perf_counter() - begin:.0f} s")

@@ -19,8 +19,16 @@ import os
 import time
 from typing import Any
 
-FIELDS = ["type", "parts", "equal_tokens", "margin", "max_abs_diff", "export_time",
-          "status", "reason"]
+FIELDS = [
+    "type",
+    "parts",
+    "equal_tokens",
+    "margin",
+    "max_abs_diff",
+    "export_time",
+    "status",
+    "reason",
+]
 
 
 def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
@@ -45,8 +53,9 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
             eager_generate(case, steps=1)
     except Exception as e:
         text = str(e).strip().splitlines()
-        row.update(status="eager-fail",
-                   reason=f"{type(e).__name__}: {text[0][:160] if text else ''}")
+        row.update(
+            status="eager-fail", reason=f"{type(e).__name__}: {text[0][:160] if text else ''}"
+        )
         return row
     try:
         if model_type in SPEECH_TYPES:
@@ -55,8 +64,11 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
         else:
             parts = export_parts(case)
             report = check_generation(case, parts, steps=steps)
-        row.update(equal_tokens=report["equal_tokens"], margin=f"{report['margin']:.3g}",
-                   max_abs_diff=f"{report['max_abs_diff']:.3g}")
+        row.update(
+            equal_tokens=report["equal_tokens"],
+            margin=f"{report['margin']:.3g}",
+            max_abs_diff=f"{report['max_abs_diff']:.3g}",
+        )
         row["status"] = "pass" if report["same"] else "mismatch"
     except Exception as e:  # the table records the failure
         row["status"] = "fail"
@@ -72,9 +84,13 @@ def _parse(argv):
     from ..torch_models.multimodal.speech import SPEECH_TYPES
 
     parser = argparse.ArgumentParser(
-        prog="multimodal", description="exports multimodal models part by part, writes a table")
-    parser.add_argument("--types", default=",".join(list(SPEECH_TYPES) + list_types()),
-                        help="comma separated model types")
+        prog="multimodal", description="exports multimodal models part by part, writes a table"
+    )
+    parser.add_argument(
+        "--types",
+        default=",".join(list(SPEECH_TYPES) + list_types()),
+        help="comma separated model types",
+    )
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "multimodal.csv"))
     return parser.parse_args(argv)
 
@@ -94,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             row = run_type(model_type)
             writer.writerow({k: row.get(k, "") for k in FIELDS})
             f.flush()
-            logging.getLogger(__name__).info("%s %s in %.1fs", model_type, row["status"],
-                                             time.perf_counter() - begin)
+            logging.getLogger(__name__).info(
+                "%s %s in %.1fs", model_type, row["status"], time.perf_counter() - begin
+            )
     return 0
 
 

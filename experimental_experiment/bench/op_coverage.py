@@ -35,24 +35,60 @@ from .report_format import head_line
 
 # ops whose results are random or uninitialized: they cannot be compared with eager
 RANDOM_OPS: dict[str, str] = {
-    **{name: "random numbers" for name in (
-        "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial",
-        "normal", "normal.in_place", "normal.number_mean", "uniform", "rand_like",
-        "randint", "randint_like", "randn", "randn_like", "nn.functional.rrelu",
-        "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
-        "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout.with_train",
-        "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
-        "svd_lowrank", "pca_lowrank")},
-    **{name: "uninitialized memory" for name in (
-        "empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
-        "new_empty_strided", "resize_", "resize_as_")},
+    **{
+        name: "random numbers"
+        for name in (
+            "bernoulli",
+            "cauchy",
+            "exponential",
+            "geometric",
+            "log_normal",
+            "multinomial",
+            "normal",
+            "normal.in_place",
+            "normal.number_mean",
+            "uniform",
+            "rand_like",
+            "randint",
+            "randint_like",
+            "randn",
+            "randn_like",
+            "nn.functional.rrelu",
+            "nn.functional.dropout",
+            "nn.functional.dropout2d",
+            "nn.functional.dropout3d",
+            "nn.functional.alpha_dropout",
+            "nn.functional.feature_alpha_dropout.with_train",
+            "nn.functional.fractional_max_pool2d",
+            "nn.functional.fractional_max_pool3d",
+            "svd_lowrank",
+            "pca_lowrank",
+        )
+    },
+    **{
+        name: "uninitialized memory"
+        for name in (
+            "empty",
+            "empty_like",
+            "empty_permuted",
+            "empty_strided",
+            "new_empty",
+            "new_empty_strided",
+            "resize_",
+            "resize_as_",
+        )
+    },
     "hash_tensor": "hash values depend on the implementation",
 }
 
 STATUSES = ("pass", "capture-fail", "export-fail", "runtime-fail", "mismatch", "skipped")
 EXPORTERS = ("to_onnx", "torch.onnx")
-TOLERANCES = {torch.float32: (1e-4, 1e-3), torch.float16: (1e-2, 1e-2),
-              torch.bfloat16: (5e-2, 5e-2), torch.float64: (1e-6, 1e-5)}
+TOLERANCES = {
+    torch.float32: (1e-4, 1e-3),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+    torch.float64: (1e-6, 1e-5),
+}
 
 
 class SampleTimeout(Exception):
@@ -162,14 +198,20 @@ class SampleModule(torch.nn.Module):
         inp, args, kwargs = torch.utils._pytree.tree_unflatten(leaves, self.spec)
         out = self.op(inp, *args, **kwargs)
         return torch.utils._pytree.tree_map(
-            lambda t: torch.view_as_real(t.resolve_conj()) if isinstance(t, torch.Tensor)
-            and t.is_complex() else t, out)
+            lambda t: (
+                torch.view_as_real(t.resolve_conj())
+                if isinstance(t, torch.Tensor) and t.is_complex()
+                else t
+            ),
+            out,
+        )
 
 
 def sample_to_module(op, sample) -> tuple[SampleModule, tuple[torch.Tensor, ...]]:
     """The module and its inputs for one sample."""
     leaves, spec = torch.utils._pytree.tree_flatten(
-        (sample.input, tuple(sample.args), dict(sample.kwargs)))
+        (sample.input, tuple(sample.args), dict(sample.kwargs))
+    )
     pos = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
     constants = [None if i in pos else v for i, v in enumerate(leaves)]
     tensors = tuple(leaves[i].detach() for i in pos)
@@ -180,9 +222,11 @@ def sample_to_module(op, sample) -> tuple[SampleModule, tuple[torch.Tensor, ...]
 def time_guard(seconds: float | None):
     """Raises SampleTimeout after ``seconds`` (main thread, Unix only, else no guard).
     Code stuck in C++ is only interrupted when it returns to Python."""
-    usable = (seconds and hasattr(signal, "SIGALRM")
-              and __import__("threading").current_thread()
-              is __import__("threading").main_thread())
+    usable = (
+        seconds
+        and hasattr(signal, "SIGALRM")
+        and __import__("threading").current_thread() is __import__("threading").main_thread()
+    )
     if not usable:
         yield
         return
@@ -223,6 +267,7 @@ def export_with(exporter: str, ep: torch.export.ExportedProgram, args: tuple):
         return to_onnx(ep, args)
     if exporter == "torch.onnx":
         import io
+
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             prog = torch.onnx.export(ep, args, dynamo=True, verbose=False, report=False)
@@ -249,8 +294,9 @@ def run_model(onx, inputs: tuple, runtime: str = "onnxruntime") -> list[np.ndarr
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 3
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(), opts,
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        onx.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, feeds)
 
 
@@ -301,8 +347,13 @@ def capture_sample(op, sample):
     return model, inputs, expected, ep
 
 
-def check_sample(exporter: str, ep, inputs, expected, runtime: str = "onnxruntime",
-                 ) -> SampleResult:
+def check_sample(
+    exporter: str,
+    ep,
+    inputs,
+    expected,
+    runtime: str = "onnxruntime",
+) -> SampleResult:
     """Exports, runs and compares one captured sample."""
     try:
         onx = export_with(exporter, ep, tuple(t.clone() for t in inputs))
@@ -318,7 +369,7 @@ def check_sample(exporter: str, ep, inputs, expected, runtime: str = "onnxruntim
         return SampleResult("runtime-fail", first_line(e))
     n_mut = _n_mutations(ep) if len(got) > len(expected) else 0
     if n_mut and len(got) == len(expected) + n_mut:
-        got = got[:len(expected)]  # in-place updates of the inputs, added after
+        got = got[: len(expected)]  # in-place updates of the inputs, added after
     why = compare(expected, got)
     return SampleResult("mismatch", why) if why else SampleResult("pass")
 
@@ -334,8 +385,15 @@ def _n_mutations(ep) -> int:
     return sum(spec.kind in kinds for spec in ep.graph_signature.output_specs)
 
 
-def run_op(op, exporters=EXPORTERS, *, dtype=torch.float32, n_samples: int = 2,
-           timeout: float | None = 120, runtime: str = "onnxruntime") -> list[OpResult]:
+def run_op(
+    op,
+    exporters=EXPORTERS,
+    *,
+    dtype=torch.float32,
+    n_samples: int = 2,
+    timeout: float | None = 120,
+    runtime: str = "onnxruntime",
+) -> list[OpResult]:
     """Runs every exporter on the first samples of one OpInfo."""
     name = op_full_name(op)
     results = [OpResult(name, exp) for exp in exporters]
@@ -397,8 +455,16 @@ def write_csv(results: list[OpResult], filename: str) -> None:
         w = csv.writer(f)
         w.writerow(["op", "exporter", "status", "samples", "passed", "detail"])
         for r in results:
-            w.writerow([r.op, r.exporter, r.status, len(r.samples), r.n_passed,
-                        re.sub(r"\s+", " ", r.detail)[:1000]])
+            w.writerow(
+                [
+                    r.op,
+                    r.exporter,
+                    r.status,
+                    len(r.samples),
+                    r.n_passed,
+                    re.sub(r"\s+", " ", r.detail)[:1000],
+                ]
+            )
 
 
 def format_totals(results: list[OpResult]) -> str:
@@ -443,8 +509,16 @@ def main(argv: list[str] | None = None) -> int:
     for op in it:
         if tqdm is not None and not ns.no_progress:
             it.set_description(op_full_name(op)[:30])
-        results.extend(run_op(op, exporters, dtype=dtype, n_samples=ns.samples,
-                              timeout=ns.timeout, runtime=runtime))
+        results.extend(
+            run_op(
+                op,
+                exporters,
+                dtype=dtype,
+                n_samples=ns.samples,
+                timeout=ns.timeout,
+                runtime=runtime,
+            )
+        )
     duration = time.perf_counter() - begin
     write_csv(results, ns.output)
     write_metadata(results, ns.output, vars(ns), duration)
@@ -453,8 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_metadata(results: list[OpResult], csv_name: str, args: dict,
-                   duration: float) -> str:
+def write_metadata(results: list[OpResult], csv_name: str, args: dict, duration: float) -> str:
     """Writes ``<csv name>.json``: date, versions, arguments and totals of the run."""
     import datetime
     import json
@@ -466,9 +539,12 @@ def write_metadata(results: list[OpResult], csv_name: str, args: dict,
     meta = {
         "date": datetime.date.today().isoformat(),
         "duration_s": round(duration),
-        "versions": {"torch": torch.__version__, "onnx": onnx.__version__,
-                     "onnxruntime": onnxruntime.__version__,
-                     "onnxscript": _version("onnxscript")},
+        "versions": {
+            "torch": torch.__version__,
+            "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__,
+            "onnxscript": _version("onnxscript"),
+        },
         "args": args,
         "totals": totals(results),
     }

@@ -35,13 +35,27 @@ import sys
 import time
 
 MODULE = "experimental_experiment.bench.optim_ir"
-ZOO = {"nemo_speechlm": "seq2seq-lm", "deformable_detr": "vision-encoder",
-       "qwen3_5_moe": "causal-lm"}
+ZOO = {
+    "nemo_speechlm": "seq2seq-lm",
+    "deformable_detr": "vision-encoder",
+    "qwen3_5_moe": "causal-lm",
+}
 DEFAULT_GRAPHS = ["llama-8b", "llama-70b"] + [f"zoo:{k}" for k in ZOO]
 REPRESENTATIONS = ["xoptim", "ir"]
-COLUMNS = ["graph", "representation", "n_nodes_before", "n_nodes_after", "rewrites",
-           "ops_digest", "optim_s", "optim_cpu_s", "load_save_s", "process_cpu_s",
-           "peak_rss_mb", "date"]
+COLUMNS = [
+    "graph",
+    "representation",
+    "n_nodes_before",
+    "n_nodes_after",
+    "rewrites",
+    "ops_digest",
+    "optim_s",
+    "optim_cpu_s",
+    "load_save_s",
+    "process_cpu_s",
+    "peak_rss_mb",
+    "date",
+]
 logger = logging.getLogger(__name__)
 
 
@@ -67,8 +81,9 @@ def export_graph(graph: str, folder: str) -> str:
 
     name = graph.split(":", 1)[1]
     data = build_case(ZooCase(name, ZOO.get(name, "causal-lm")))
-    onx = export_model(data["model"], data["inputs"], data["dynamic_shapes"], "to_onnx",
-                       optimize=False)
+    onx = export_model(
+        data["model"], data["inputs"], data["dynamic_shapes"], "to_onnx", optimize=False
+    )
     proto = getattr(onx, "model_proto", onx)
     onnx.save(proto, path)  # type: ignore[arg-type]
     return path
@@ -88,8 +103,7 @@ def optimize_once(representation: str, path: str) -> dict:
 
         g = model_to_builder(model)
         t0, c0 = time.perf_counter(), time.process_time()
-        report = optimize_builder(g, patterns_only(),
-                                  patterns=[p() for p in XOPTIM_PATTERNS])
+        report = optimize_builder(g, patterns_only(), patterns=[p() for p in XOPTIM_PATTERNS])
         optim, cpu = time.perf_counter() - t0, time.process_time() - c0
         rewrites = sum(e.applied for e in report)
         out = g.to_onnx(optimize=False)
@@ -106,16 +120,25 @@ def optimize_once(representation: str, path: str) -> dict:
     n_after = len(out.graph.node)
     ops = collections.Counter(n.op_type for n in out.graph.node if n.op_type != "Identity")
     digest = hashlib.sha1(repr(sorted(ops.items())).encode()).hexdigest()[:10]
-    return {"n_nodes_before": n_before, "n_nodes_after": n_after, "rewrites": rewrites,
-            "ops_digest": digest,
-            "optim_s": round(optim, 4), "optim_cpu_s": round(cpu, 4),
-            "load_save_s": round(time.perf_counter() - begin - optim, 4)}
+    return {
+        "n_nodes_before": n_before,
+        "n_nodes_after": n_after,
+        "rewrites": rewrites,
+        "ops_digest": digest,
+        "optim_s": round(optim, 4),
+        "optim_cpu_s": round(cpu, 4),
+        "load_save_s": round(time.perf_counter() - begin - optim, 4),
+    }
 
 
 def run_child(representation: str, path: str) -> dict:
     """Runs ``optimize_once`` in a fresh process; adds the child's peak RSS."""
-    proc = subprocess.Popen([sys.executable, "-m", MODULE, "--child", representation, path],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", MODULE, "--child", representation, path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate()
     lines = [x for x in out.splitlines() if x.startswith("RESULT ")]
     if not lines:
@@ -136,8 +159,11 @@ def _child(representation: str, path: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--graphs", default=",".join(DEFAULT_GRAPHS),
-                        help="comma-separated: llama-8b, llama-70b, zoo:<model_type>")
+    parser.add_argument(
+        "--graphs",
+        default=",".join(DEFAULT_GRAPHS),
+        help="comma-separated: llama-8b, llama-70b, zoo:<model_type>",
+    )
     parser.add_argument("--folder", default="_bench_optim_ir", help="where the graphs are")
     parser.add_argument("--out", default="_doc/bench/optim_ir.csv", help="CSV file")
     parser.add_argument("--repeat", type=int, default=1, help="runs per representation")

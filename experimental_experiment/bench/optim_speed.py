@@ -36,22 +36,38 @@ from .export_speed import _quiet
 
 logger = logging.getLogger("experimental_experiment.bench.optim_speed")
 
-VARIANTS = ("to_onnx no-opt", "to_onnx default", "to_onnx default+ort", "torch.onnx",
-            "eager")
+VARIANTS = ("to_onnx no-opt", "to_onnx default", "to_onnx default+ort", "torch.onnx", "eager")
 _LM = dict(vocab_size=1024, max_position_embeddings=512)
-_DEC = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, **_LM)
+_DEC = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    **_LM,
+)
 #: transformers class names (config, model) and config of every language model
 LM_CONFIGS = {
     "llama": ("LlamaConfig", "LlamaModel", _DEC),
     "mistral": ("MistralConfig", "MistralModel", _DEC),
     "qwen2": ("Qwen2Config", "Qwen2Model", _DEC),
     "phi3": ("Phi3Config", "Phi3Model", dict(_DEC, pad_token_id=0)),
-    "gpt2": ("GPT2Config", "GPT2Model", dict(n_embd=64, n_layer=2, n_head=4, n_inner=128,
-                                             vocab_size=1024, n_positions=512)),
-    "bert": ("BertConfig", "BertModel", dict(hidden_size=128, intermediate_size=256,
-                                             num_hidden_layers=2, num_attention_heads=4,
-                                             **_LM)),
+    "gpt2": (
+        "GPT2Config",
+        "GPT2Model",
+        dict(n_embd=64, n_layer=2, n_head=4, n_inner=128, vocab_size=1024, n_positions=512),
+    ),
+    "bert": (
+        "BertConfig",
+        "BertModel",
+        dict(
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            **_LM,
+        ),
+    ),
 }
 #: real sizes: the models of :mod:`export_time` (ViT-B/16, Swin-T, MobileViTv2, ConvNeXt-T,
 #: ResNet-50, Llama-like decoders with a cache), timed at their export sizes
@@ -65,10 +81,15 @@ class SmallCNN(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+            torch.nn.Conv2d(3, 16, 3, padding=1),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
             torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
-            torch.nn.AdaptiveAvgPool2d(1))
+            torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.BatchNorm2d(32),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+        )
         self.head = torch.nn.Linear(32, 10)
 
     def forward(self, x):
@@ -110,8 +131,7 @@ def make_model(name: str, batch: int = 2, seq: int = 32):
     ids = torch.randint(0, 1024, (batch, seq), generator=gen)
     mask = torch.ones((batch, seq), dtype=torch.int64)
     axes = {0: "batch", 1: "seq"}
-    return model, (ids,), {"attention_mask": mask}, {"input_ids": axes,
-                                                     "attention_mask": axes}
+    return model, (ids,), {"attention_mask": mask}, {"input_ids": axes, "attention_mask": axes}
 
 
 def _patches(name: str):
@@ -126,8 +146,7 @@ def _patches(name: str):
 def _fresh(kwargs: dict) -> dict:
     """``kwargs`` with a copy of every value that is not a tensor: the model appends the
     new positions to a cache given as input (tensors are not changed, not copied)."""
-    return {k: v if isinstance(v, torch.Tensor) else copy.deepcopy(v)
-            for k, v in kwargs.items()}
+    return {k: v if isinstance(v, torch.Tensor) else copy.deepcopy(v) for k, v in kwargs.items()}
 
 
 def _first(outputs) -> np.ndarray:
@@ -146,8 +165,9 @@ def export_functions(model, args, kwargs, dims) -> dict[str, Callable]:
 
     def ours(optimize: bool, patterns: str | None):
         options = OptimizationOptions(patterns=patterns) if patterns else None
-        return lambda: to_onnx(model, args, kwargs, dynamic_shapes=dims, optimize=optimize,
-                               options=options)
+        return lambda: to_onnx(
+            model, args, kwargs, dynamic_shapes=dims, optimize=optimize, options=options
+        )
 
     def torch_onnx():
         from .export_time import _torch_spec
@@ -155,13 +175,16 @@ def export_functions(model, args, kwargs, dims) -> dict[str, Callable]:
         ds = _torch_spec(dims)
         if not kwargs:  # a positional model (the CNN): a tuple of dynamic shapes
             ds = tuple(ds.values())
-        return torch.onnx.export(model, args, kwargs=kwargs, dynamo=True,
-                                 dynamic_shapes=ds, verbose=False).model_proto
+        return torch.onnx.export(
+            model, args, kwargs=kwargs, dynamo=True, dynamic_shapes=ds, verbose=False
+        ).model_proto
 
-    return {"to_onnx no-opt": ours(False, None),
-            "to_onnx default": ours(True, "default"),
-            "to_onnx default+ort": ours(True, "default+onnxruntime"),
-            "torch.onnx": torch_onnx}
+    return {
+        "to_onnx no-opt": ours(False, None),
+        "to_onnx default": ours(True, "default"),
+        "to_onnx default+ort": ours(True, "default+onnxruntime"),
+        "torch.onnx": torch_onnx,
+    }
 
 
 def _ort_session(onx):
@@ -170,12 +193,12 @@ def _ort_session(onx):
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
-    return onnxruntime.InferenceSession(onx.SerializeToString(), opts,
-                                        providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(
+        onx.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+    )
 
 
-def bench_model(name: str, *, warmup: int = 5, repeat: int = 30,
-                variants=VARIANTS) -> list[dict]:
+def bench_model(name: str, *, warmup: int = 5, repeat: int = 30, variants=VARIANTS) -> list[dict]:
     """Rows ``{model, variant, nodes, latency_ms, max_abs_diff, error}`` of one model.
 
     The variants are timed in turns (one run of each, ``repeat`` times) so that a
@@ -191,8 +214,14 @@ def bench_model(name: str, *, warmup: int = 5, repeat: int = 30,
         expected = _first(model(*args, **_fresh(kwargs)))
         functions = export_functions(model, args, kwargs, dims)
         for variant in variants:
-            row = dict(model=name, variant=variant, nodes=None, latency_ms=None,
-                       max_abs_diff=None, error="")
+            row = dict(
+                model=name,
+                variant=variant,
+                nodes=None,
+                latency_ms=None,
+                max_abs_diff=None,
+                error="",
+            )
             rows.append(row)
             try:
                 if variant == "eager":
@@ -221,15 +250,26 @@ def _add_ratios(rows: list[dict]) -> None:
     """latency / latency of torch.onnx, latency / eager, nodes / nodes of torch.onnx."""
     ref = {r["variant"]: r for r in rows}
     for r in rows:
-        for key, base, col in [("latency_ms", "torch.onnx", "speed_vs_torch_onnx"),
-                               ("latency_ms", "eager", "speed_vs_eager"),
-                               ("nodes", "torch.onnx", "nodes_vs_torch_onnx")]:
+        for key, base, col in [
+            ("latency_ms", "torch.onnx", "speed_vs_torch_onnx"),
+            ("latency_ms", "eager", "speed_vs_eager"),
+            ("nodes", "torch.onnx", "nodes_vs_torch_onnx"),
+        ]:
             b = ref.get(base, {}).get(key)
             r[col] = None if not b or r[key] is None else r[key] / b
 
 
-COLUMNS = ("model", "variant", "nodes", "nodes_vs_torch_onnx", "latency_ms",
-           "speed_vs_torch_onnx", "speed_vs_eager", "max_abs_diff", "error")
+COLUMNS = (
+    "model",
+    "variant",
+    "nodes",
+    "nodes_vs_torch_onnx",
+    "latency_ms",
+    "speed_vs_torch_onnx",
+    "speed_vs_eager",
+    "max_abs_diff",
+    "error",
+)
 
 
 def _fmt(v) -> str:
@@ -257,11 +297,16 @@ def write_csv(rows: list[dict], filename: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experimental_experiment.bench.optim_speed",
-        description="Node count and onnxruntime latency of optimized models.")
-    parser.add_argument("--model", default=",".join(MODELS),
-                        help=f"comma-separated models among {','.join(MODELS)}")
-    parser.add_argument("--variant", default=",".join(VARIANTS),
-                        help=f"comma-separated variants among {','.join(VARIANTS)}")
+        description="Node count and onnxruntime latency of optimized models.",
+    )
+    parser.add_argument(
+        "--model", default=",".join(MODELS), help=f"comma-separated models among {','.join(MODELS)}"
+    )
+    parser.add_argument(
+        "--variant",
+        default=",".join(VARIANTS),
+        help=f"comma-separated variants among {','.join(VARIANTS)}",
+    )
     parser.add_argument("--repeat", type=int, default=30, help="timed runs (median)")
     parser.add_argument("--warmup", type=int, default=5, help="runs before timing")
     parser.add_argument("--output", default=None, help="writes the rows to this CSV file")
@@ -271,15 +316,13 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO)
     models = [m for m in ns.model.split(",") if m]
     variants = [v for v in ns.variant.split(",") if v]
-    unknown = [m for m in models if m not in MODELS] + [v for v in variants
-                                                        if v not in VARIANTS]
+    unknown = [m for m in models if m not in MODELS] + [v for v in variants if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown models or variants: {unknown}")
     torch.set_num_threads(1)
     rows = []
     for name in models:
-        rows.extend(bench_model(name, warmup=ns.warmup, repeat=ns.repeat,
-                                variants=variants))
+        rows.extend(bench_model(name, warmup=ns.warmup, repeat=ns.repeat, variants=variants))
     if ns.output:
         write_csv(rows, ns.output)
     print(format_table(rows))

@@ -36,12 +36,29 @@ VARIANTS = {
     "int4 b32 acc4": dict(precision="int4", block_size=32, accuracy_level=4),
     "int4 b32": dict(precision="int4", block_size=32),
     "int4 b128 acc4": dict(precision="int4", block_size=128, accuracy_level=4),
-    "int4 b32 acc4 head+emb": dict(precision="int4", block_size=32, accuracy_level=4,
-                                   quantize_lm_head=True, quantize_embeddings=True),
+    "int4 b32 acc4 head+emb": dict(
+        precision="int4",
+        block_size=32,
+        accuracy_level=4,
+        quantize_lm_head=True,
+        quantize_embeddings=True,
+    ),
     "int8": dict(precision="int8"),
 }
-COLUMNS = ("size", "variant", "bytes", "size_ratio", "past", "threads", "latency_ms",
-           "min_ms", "speedup", "rel_l2", "max_abs_diff", "quantize_s")
+COLUMNS = (
+    "size",
+    "variant",
+    "bytes",
+    "size_ratio",
+    "past",
+    "threads",
+    "latency_ms",
+    "min_ms",
+    "speedup",
+    "rel_l2",
+    "max_abs_diff",
+    "quantize_s",
+)
 
 
 def disk_size(path: str) -> int:
@@ -63,8 +80,9 @@ def disk_size(path: str) -> int:
     return os.path.getsize(path) + sum(os.path.getsize(f) for f in files)
 
 
-def build_variants(size: str, folder: str, variants: list[str], seed: int = 0
-                   ) -> tuple[object, dict[str, dict]]:
+def build_variants(
+    size: str, folder: str, variants: list[str], seed: int = 0
+) -> tuple[object, dict[str, dict]]:
     """Exports the model of ``size`` then quantizes it; returns ``(config,
     {variant: {"path", "quantize_s"}})``.
 
@@ -101,8 +119,16 @@ def build_variants(size: str, folder: str, variants: list[str], seed: int = 0
     return config, out
 
 
-def run(size: str, past: int, threads: int, repeat: int, variants: list[str] | None = None,
-        *, seed: int = 0, folder: str | None = None) -> list[dict]:
+def run(
+    size: str,
+    past: int,
+    threads: int,
+    repeat: int,
+    variants: list[str] | None = None,
+    *,
+    seed: int = 0,
+    folder: str | None = None,
+) -> list[dict]:
     """The rows of :data:`COLUMNS`, one per variant.
 
     :param size: a size of :data:`experimental_experiment.bench.llm_exporters.SIZES`
@@ -129,10 +155,12 @@ def run(size: str, past: int, threads: int, repeat: int, variants: list[str] | N
             opts = onnxruntime.SessionOptions()
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
-            sess = onnxruntime.InferenceSession(info["path"], opts,
-                                                providers=["CPUExecutionProvider"])
-            sfeeds = lx.session_feeds([i.name for i in sess.get_inputs()], feeds,
-                                      config.num_hidden_layers)
+            sess = onnxruntime.InferenceSession(
+                info["path"], opts, providers=["CPUExecutionProvider"]
+            )
+            sfeeds = lx.session_feeds(
+                [i.name for i in sess.get_inputs()], feeds, config.num_hidden_layers
+            )
             logits[name] = sess.run(None, sfeeds)[0].astype(np.float64)
             runners[name] = lambda s=sess, f=sfeeds: s.run(None, f)
         times = interleaved_medians(runners, warmup=3, repeat=repeat)
@@ -140,12 +168,22 @@ def run(size: str, past: int, threads: int, repeat: int, variants: list[str] | N
         for name, info in built.items():
             nbytes = disk_size(info["path"])
             diff = logits[name] - ref
-            rows.append(dict(
-                size=size, variant=name, bytes=nbytes, size_ratio=nbytes / base_bytes,
-                past=past, threads=threads, latency_ms=times[name][0] * 1000,
-                min_ms=times[name][1] * 1000, speedup=times["fp32"][0] / times[name][0],
-                rel_l2=float(np.linalg.norm(diff) / np.linalg.norm(ref)),
-                max_abs_diff=float(np.abs(diff).max()), quantize_s=info["quantize_s"]))
+            rows.append(
+                dict(
+                    size=size,
+                    variant=name,
+                    bytes=nbytes,
+                    size_ratio=nbytes / base_bytes,
+                    past=past,
+                    threads=threads,
+                    latency_ms=times[name][0] * 1000,
+                    min_ms=times[name][1] * 1000,
+                    speedup=times["fp32"][0] / times[name][0],
+                    rel_l2=float(np.linalg.norm(diff) / np.linalg.norm(ref)),
+                    max_abs_diff=float(np.abs(diff).max()),
+                    quantize_s=info["quantize_s"],
+                )
+            )
             logger.info("%s", rows[-1])
     return rows
 
@@ -182,13 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experimental_experiment.bench.quantize_latency",
         description="Size and decoding latency of a Llama-like decoder in float32, int4 "
-        "and int8 (quantize_model) in onnxruntime on CPU.")
+        "and int8 (quantize_model) in onnxruntime on CPU.",
+    )
     parser.add_argument("--size", default="small", help=f"one of {', '.join(lx.SIZES)}")
     parser.add_argument("--past", type=int, default=512, help="cached positions")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads")
     parser.add_argument("--repeat", type=int, default=50, help="timed decoding steps")
-    parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help=f"comma-separated among {', '.join(VARIANTS)}")
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated among {', '.join(VARIANTS)}",
+    )
     parser.add_argument("--output", default=None, help="CSV written atomically")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     ns = parser.parse_args(argv)

@@ -42,14 +42,26 @@ OURS = {
     "ours fp32": None,
     "ours int4 b32 acc4": dict(precision="int4", block_size=32, accuracy_level=4),
     "ours int4 b32": dict(precision="int4", block_size=32),
-    "ours int4 b32 acc4 lm_head": dict(precision="int4", block_size=32, accuracy_level=4,
-                                       quantize_lm_head=True),
+    "ours int4 b32 acc4 lm_head": dict(
+        precision="int4", block_size=32, accuracy_level=4, quantize_lm_head=True
+    ),
     "ours int8": dict(precision="int8"),
 }
 #: variant -> precision of the builder
 BUILDER = {"builder fp32": "fp32", "builder int4": "int4"}
-COLUMNS = ("variant", "tokens", "agreement", "first_divergence", "prompts_equal",
-           "max_abs_diff", "min_margin", "bytes", "latency_ms", "past", "build_s")
+COLUMNS = (
+    "variant",
+    "tokens",
+    "agreement",
+    "first_divergence",
+    "prompts_equal",
+    "max_abs_diff",
+    "min_margin",
+    "bytes",
+    "latency_ms",
+    "past",
+    "build_s",
+)
 
 
 def agreement(eager: np.ndarray, other: np.ndarray) -> tuple[float, int | None, int]:
@@ -62,8 +74,7 @@ def agreement(eager: np.ndarray, other: np.ndarray) -> tuple[float, int | None, 
     """
     equal = eager == other
     bad = np.nonzero(~equal.all(axis=0))[0]
-    return (float(equal.mean()), int(bad[0]) if len(bad) else None,
-            int(equal.all(axis=1).sum()))
+    return (float(equal.mean()), int(bad[0]) if len(bad) else None, int(equal.all(axis=1).sum()))
 
 
 def export_ours(model, config, folder: str) -> dict[str, dict]:
@@ -99,8 +110,9 @@ def _write_tokenizer(folder: str, config) -> None:
     vocab = {special.get(i, f"t{i}"): i for i in range(config.vocab_size)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="</s>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="</s>", bos_token="<s>",
-                            eos_token="</s>", pad_token="</s>").save_pretrained(folder)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="</s>", bos_token="<s>", eos_token="</s>", pad_token="</s>"
+    ).save_pretrained(folder)
 
 
 def export_builder(model, folder: str, precision: str, timeout: int = 1800) -> dict:
@@ -111,8 +123,21 @@ def export_builder(model, folder: str, precision: str, timeout: int = 1800) -> d
         model.save_pretrained(hf, safe_serialization=True)
         _write_tokenizer(hf, model.config)
     out = os.path.join(folder, f"builder_{precision}")
-    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", out,
-           "-p", precision, "-e", "cpu", "-c", os.path.join(folder, "builder_cache")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        hf,
+        "-o",
+        out,
+        "-p",
+        precision,
+        "-e",
+        "cpu",
+        "-c",
+        os.path.join(folder, "builder_cache"),
+    ]
     begin = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=folder)
     path = os.path.join(out, "model.onnx")
@@ -132,7 +157,7 @@ def genai_greedy(folder: str, prompts: torch.Tensor, steps: int) -> np.ndarray:
     model = og.Model(folder)
     rows = []
     for prompt in prompts.tolist():
-        tokens = greedy_sequence(model, prompt, steps)[len(prompt):]
+        tokens = greedy_sequence(model, prompt, steps)[len(prompt) :]
         rows.append(tokens + [-1] * (steps - len(tokens)))
     return np.array(rows, dtype=np.int64)
 
@@ -157,8 +182,7 @@ def min_margin(logits: np.ndarray) -> float:
     return float((top[..., -1] - top[..., -2]).min())
 
 
-def time_variants(paths: dict[str, str], config, past: int, repeat: int
-                  ) -> dict[str, float]:
+def time_variants(paths: dict[str, str], config, past: int, repeat: int) -> dict[str, float]:
     """Median seconds of one decoding step (batch 1, one token, a cache of ``past``),
     1 thread, the variants timed in turns."""
     import onnxruntime
@@ -170,8 +194,9 @@ def time_variants(paths: dict[str, str], config, past: int, repeat: int
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         sess = onnxruntime.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
-        sfeeds = lx.session_feeds([i.name for i in sess.get_inputs()], feeds,
-                                  config.num_hidden_layers)
+        sfeeds = lx.session_feeds(
+            [i.name for i in sess.get_inputs()], feeds, config.num_hidden_layers
+        )
         sfeeds = {k: (v.astype(np.int32) if _int32(sess, k) else v) for k, v in sfeeds.items()}
         runners[name] = lambda s=sess, f=sfeeds: s.run(None, f)
     return {k: v[0] for k, v in interleaved_medians(runners, warmup=3, repeat=repeat).items()}
@@ -181,9 +206,17 @@ def _int32(sess, name: str) -> bool:
     return any(i.name == name and i.type == "tensor(int32)" for i in sess.get_inputs())
 
 
-def run(steps: int = 32, n_prompts: int = 4, past: int = 512, repeat: int = 50, *,
-        train_steps: int = 300, seed: int = 0, builder: bool = True,
-        folder: str | None = None) -> tuple[list[dict], dict]:
+def run(
+    steps: int = 32,
+    n_prompts: int = 4,
+    past: int = 512,
+    repeat: int = 50,
+    *,
+    train_steps: int = 300,
+    seed: int = 0,
+    builder: bool = True,
+    folder: str | None = None,
+) -> tuple[list[dict], dict]:
     """The rows of :data:`COLUMNS` and the training report of the model.
 
     :param steps: generated tokens per prompt
@@ -222,15 +255,31 @@ def run(steps: int = 32, n_prompts: int = 4, past: int = 512, repeat: int = 50, 
                 built[name] = export_builder(model, tmp, precision)
                 tokens[name] = genai_greedy(built[name]["folder"], prompts, steps)
         times = time_variants({k: v["path"] for k, v in built.items()}, config, past, repeat)
-        rows.append(dict(variant="eager", tokens=steps * n_prompts, agreement=1.0,
-                         prompts_equal=n_prompts, min_margin=min_margin(eager_logits)))
+        rows.append(
+            dict(
+                variant="eager",
+                tokens=steps * n_prompts,
+                agreement=1.0,
+                prompts_equal=n_prompts,
+                min_margin=min_margin(eager_logits),
+            )
+        )
         for name, info in built.items():
             share, first, equal = agreement(eager, tokens[name])
-            rows.append(dict(variant=name, tokens=steps * n_prompts, agreement=share,
-                             first_divergence=first, prompts_equal=equal,
-                             max_abs_diff=diffs.get(name),
-                             bytes=disk_size(info["path"]), latency_ms=times[name] * 1000,
-                             past=past, build_s=info["build_s"]))
+            rows.append(
+                dict(
+                    variant=name,
+                    tokens=steps * n_prompts,
+                    agreement=share,
+                    first_divergence=first,
+                    prompts_equal=equal,
+                    max_abs_diff=diffs.get(name),
+                    bytes=disk_size(info["path"]),
+                    latency_ms=times[name] * 1000,
+                    past=past,
+                    build_s=info["build_s"],
+                )
+            )
             logger.info("%s", rows[-1])
     return rows, model.training_report
 
@@ -261,22 +310,32 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m experimental_experiment.bench.quantized_accuracy",
         description="Greedy decoding agreement with eager of float32, int4 and int8 "
         "models (to_onnx + quantize_model, onnxruntime-genai's builder) on a trained "
-        "tiny Llama, with their size and decoding latency.")
+        "tiny Llama, with their size and decoding latency.",
+    )
     parser.add_argument("--out", default=None, help="CSV written atomically")
     parser.add_argument("--steps", type=int, default=32, help="generated tokens")
     parser.add_argument("--prompts", type=int, default=4, help="number of prompts")
     parser.add_argument("--past", type=int, default=512, help="cache of the timed step")
     parser.add_argument("--repeat", type=int, default=50, help="timed steps")
     parser.add_argument("--train-steps", type=int, default=300)
-    parser.add_argument("--no-builder", action="store_true",
-                        help="skip onnxruntime-genai's builder")
+    parser.add_argument(
+        "--no-builder", action="store_true", help="skip onnxruntime-genai's builder"
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0)
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if ns.verbose else logging.WARNING)
-    rows, report = run(ns.steps, ns.prompts, ns.past, ns.repeat,
-                       train_steps=ns.train_steps, builder=not ns.no_builder)
-    print(f"training: loss {report['loss']:.4f}, held-out argmax accuracy "
-          f"{report['accuracy']:.4f}, {report['seconds']:.1f}s, {report['steps']} steps")
+    rows, report = run(
+        ns.steps,
+        ns.prompts,
+        ns.past,
+        ns.repeat,
+        train_steps=ns.train_steps,
+        builder=not ns.no_builder,
+    )
+    print(
+        f"training: loss {report['loss']:.4f}, held-out argmax accuracy "
+        f"{report['accuracy']:.4f}, {report['seconds']:.1f}s, {report['steps']} steps"
+    )
     print(format_table(rows))
     if ns.out:
         write_csv(rows, COLUMNS, ns.out)

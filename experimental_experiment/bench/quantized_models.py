@@ -46,13 +46,36 @@ FLOWS = ("x86_static", "x86_dynamic", "xnnpack", "qat", "qat_converted")
 SKIPPED = {"resnet": ("x86_dynamic",)}
 EXPORTERS = ("to_onnx", "torch.onnx")
 #: node types counted in the model onnxruntime optimized
-FUSED = ("QLinearConv", "QLinearMatMul", "MatMulInteger", "DynamicQuantizeLinear",
-         "QLinearAdd", "QLinearMul", "QLinearGlobalAveragePool", "QGemm",
-         "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QuantizeLinear",
-         "DequantizeLinear")
-COLUMNS = ("model", "flow", "exporter", "status", "error", "export_s", "nodes",
-           "size_mb", "max_abs_diff", "diff_noopt", "one_step", "fused", "latency_int8_ms",
-           "latency_fp32_ms")
+FUSED = (
+    "QLinearConv",
+    "QLinearMatMul",
+    "MatMulInteger",
+    "DynamicQuantizeLinear",
+    "QLinearAdd",
+    "QLinearMul",
+    "QLinearGlobalAveragePool",
+    "QGemm",
+    "DynamicQuantizeMatMul",
+    "MatMulIntegerToFloat",
+    "QuantizeLinear",
+    "DequantizeLinear",
+)
+COLUMNS = (
+    "model",
+    "flow",
+    "exporter",
+    "status",
+    "error",
+    "export_s",
+    "nodes",
+    "size_mb",
+    "max_abs_diff",
+    "diff_noopt",
+    "one_step",
+    "fused",
+    "latency_int8_ms",
+    "latency_fp32_ms",
+)
 
 
 @dataclass
@@ -102,35 +125,54 @@ def make_case(name: str, size: str = "real") -> Case:
     torch.manual_seed(0)
     tiny = size == "tiny"
     if name == "resnet":
-        config = (tr.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
-                                  num_labels=10) if tiny else tr.ResNetConfig())
+        config = (
+            tr.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)
+            if tiny
+            else tr.ResNetConfig()
+        )
         model = _Logits(tr.ResNetForImageClassification(config))
         sizes = ((2, 32), (3, 48), (1, 224)) if tiny else ((2, 224), (1, 256), (1, 224))
         return Case(name, model.eval(), _images(), sizes, {0: "batch", 2: "h", 3: "w"})
     if name == "vit":
-        config = (tr.ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=64, image_size=32, patch_size=8,
-                               num_labels=10) if tiny else tr.ViTConfig(num_labels=1000))
+        config = (
+            tr.ViTConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                image_size=32,
+                patch_size=8,
+                num_labels=10,
+            )
+            if tiny
+            else tr.ViTConfig(num_labels=1000)
+        )
         model = _Logits(tr.ViTForImageClassification(config))
         # the image size stays: the patch count is specialized by the PT2E capture
         sizes = ((2, 32), (3, 32), (1, 32)) if tiny else ((2, 224), (1, 224), (1, 224))
         return Case(name, model.eval(), _images(), sizes, {0: "batch"})
     if name == "bert":
-        config = (tr.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                intermediate_size=64, vocab_size=100)
-                  if tiny else tr.BertConfig())
+        config = (
+            tr.BertConfig(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                vocab_size=100,
+            )
+            if tiny
+            else tr.BertConfig()
+        )
         model = _Logits(tr.BertForSequenceClassification(config))
         sizes = ((2, 8), (3, 13), (1, 32)) if tiny else ((2, 32), (1, 64), (1, 128))
-        return Case(name, model.eval(), _tokens(config.vocab_size), sizes,
-                    {0: "batch", 1: "seq"})
+        return Case(name, model.eval(), _tokens(config.vocab_size), sizes, {0: "batch", 1: "seq"})
     if name == "llama":
         from .llm_exporters import make_llama
 
         config, model = make_llama("tiny" if tiny else "small")
         model = _Logits(model, use_cache=False)
         sizes = ((2, 8), (3, 13), (1, 8)) if tiny else ((2, 16), (1, 24), (1, 32))
-        return Case(name, model.eval(), _tokens(config.vocab_size), sizes,
-                    {0: "batch", 1: "seq"})
+        return Case(name, model.eval(), _tokens(config.vocab_size), sizes, {0: "batch", 1: "seq"})
     raise ValueError(f"unknown model {name!r}, expected one of {MODELS}")
 
 
@@ -148,15 +190,14 @@ def _quantizer(flow: str):
             get_symmetric_quantization_config,
         )
 
-        return XNNPACKQuantizer().set_global(
-            get_symmetric_quantization_config(is_per_channel=True))
+        return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
     config = xiq.get_default_x86_inductor_quantization_config(
-        is_dynamic=flow == "x86_dynamic", is_qat=flow.startswith("qat"))
+        is_dynamic=flow == "x86_dynamic", is_qat=flow.startswith("qat")
+    )
     return xiq.X86InductorQuantizer().set_global(config)
 
 
-def quantize(case: Case, flow: str, calibration: int = 3, steps: int = 2
-             ) -> torch.fx.GraphModule:
+def quantize(case: Case, flow: str, calibration: int = 3, steps: int = 2) -> torch.fx.GraphModule:
     """The model quantized by torchao's PT2E ``flow`` (see the module docstring)."""
     from torchao.quantization.pt2e import (
         disable_observer,
@@ -206,8 +247,9 @@ def export(model, case: Case, exporter: str):
     elif exporter == "torch.onnx":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(model, args, dynamic_shapes=_export_dims(case),
-                                        dynamo=True, verbose=False)
+            program = torch.onnx.export(
+                model, args, dynamic_shapes=_export_dims(case), dynamo=True, verbose=False
+            )
         onx = program.model_proto
     else:
         raise ValueError(f"unknown exporter {exporter!r}, expected one of {EXPORTERS}")
@@ -219,9 +261,11 @@ def session(onx, level: str = "all", path: str | None = None, threads: int = 0):
     import onnxruntime
 
     so = onnxruntime.SessionOptions()
-    so.graph_optimization_level = (onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-                                   if level == "all"
-                                   else onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    so.graph_optimization_level = (
+        onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if level == "all"
+        else onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
     if path:
         so.optimized_model_filepath = path
     if threads:
@@ -257,8 +301,7 @@ def one_step(model: torch.fx.GraphModule) -> float:
     qd = torch.ops.quantized_decomposed
     scale, weight = None, None
     for node in model.graph.nodes:
-        if node.target in (qd.quantize_per_tensor.default,) and isinstance(
-                node.args[1], float):
+        if node.target in (qd.quantize_per_tensor.default,) and isinstance(node.args[1], float):
             scale = node.args[1]
         if node.op == "call_module":  # a fake quantizer (QAT) of an activation
             fq_scale = getattr(model.get_submodule(node.target), "scale", None)
@@ -287,10 +330,10 @@ def _value(model, node):
         return _value(model, node.args[0])
     if node.target in (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default):
         try:
-            args = [_value(model, a) if isinstance(a, torch.fx.Node) else a
-                    for a in node.args]
-            args[0] = args[0].to(node.args[-1] if isinstance(node.args[-1], torch.dtype)
-                                 else args[0].dtype)
+            args = [_value(model, a) if isinstance(a, torch.fx.Node) else a for a in node.args]
+            args[0] = args[0].to(
+                node.args[-1] if isinstance(node.args[-1], torch.dtype) else args[0].dtype
+            )
             return node.target(*args).float()
         except Exception:  # noqa: BLE001 - a bound only, nan when not computable
             return None
@@ -343,19 +386,34 @@ def run_case(name: str, size: str, flows, exporters, out: str, repeat: int, writ
             step = one_step(qmodel)
         except Exception as e:  # noqa: BLE001
             for exporter in exporters:
-                writer(dict(model=name, flow=flow, exporter=exporter, status="quantize failed",
-                            error=_first_line(e)))
+                writer(
+                    dict(
+                        model=name,
+                        flow=flow,
+                        exporter=exporter,
+                        status="quantize failed",
+                        error=_first_line(e),
+                    )
+                )
             continue
         for exporter in exporters:
-            row = dict(model=name, flow=flow, exporter=exporter, one_step=_fmt(step),
-                       latency_fp32_ms=_fmt(fp32_ms))
+            row = dict(
+                model=name,
+                flow=flow,
+                exporter=exporter,
+                one_step=_fmt(step),
+                latency_fp32_ms=_fmt(fp32_ms),
+            )
             try:
                 onx, seconds = export(qmodel, case, exporter)
             except Exception as e:  # noqa: BLE001
                 writer(dict(row, status="export failed", error=_first_line(e)))
                 continue
-            row.update(export_s=f"{seconds:.1f}", nodes=len(onx.graph.node),
-                       size_mb=f"{onx.ByteSize() / 2**20:.1f}")
+            row.update(
+                export_s=f"{seconds:.1f}",
+                nodes=len(onx.graph.node),
+                size_mb=f"{onx.ByteSize() / 2**20:.1f}",
+            )
             try:
                 row["diff_noopt"] = _fmt(max_diff(session(onx, "none"), qmodel, case))
                 row["max_abs_diff"] = _fmt(max_diff(session(onx, "all"), qmodel, case))
@@ -409,14 +467,18 @@ def write_meta(csv_path: str, argv: list[str]) -> str:
             versions[name] = "not installed"
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                                text=True, check=False).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:
         commit = ""
-    meta = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-                commit=commit, versions=versions, cpu_count=os.cpu_count(),
-                command="python -m experimental_experiment.bench.quantized_models "
-                        + " ".join(argv))
+    meta = dict(
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        commit=commit,
+        versions=versions,
+        cpu_count=os.cpu_count(),
+        command="python -m experimental_experiment.bench.quantized_models " + " ".join(argv),
+    )
     path = os.path.splitext(csv_path)[0] + ".json"
     with open(path, "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=2)
@@ -446,8 +508,15 @@ def main(argv=None) -> int:
             logger.warning("%s", row)
 
         for name in args.models.split(","):
-            run_case(name, args.size, args.flows.split(","), args.exporters.split(","),
-                     tmp, args.repeat, writer)
+            run_case(
+                name,
+                args.size,
+                args.flows.split(","),
+                args.exporters.split(","),
+                tmp,
+                args.repeat,
+                writer,
+            )
     write_meta(path, sys.argv[1:] if argv is None else list(argv))
     sys.stdout.write(f"written {path}\n")
     return 0

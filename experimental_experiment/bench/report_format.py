@@ -85,8 +85,13 @@ def cell(text) -> str:
     return text
 
 
-def list_table(header: list[str], body: list[list[str]], widths: list[int] | None = None,
-               title: str = "", escape: bool = False) -> str:
+def list_table(
+    header: list[str],
+    body: list[list[str]],
+    widths: list[int] | None = None,
+    title: str = "",
+    escape: bool = False,
+) -> str:
     """A reStructuredText list-table (a sentence when there is no row); cells are
     written as given (rst) unless ``escape`` is true; ``widths`` in relative units,
     else ``auto``."""
@@ -118,8 +123,12 @@ def _git_last_commit(path: str) -> tuple[str, str]:
     try:
         out = subprocess.run(
             ["git", "log", "-1", "--format=%cs %h", "--", os.path.basename(path)],
-            cwd=os.path.dirname(path), capture_output=True, text=True, timeout=30,
-            check=False).stdout.split()
+            cwd=os.path.dirname(path),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return "", ""
     return (out[0], out[1]) if len(out) == 2 else ("", "")
@@ -143,8 +152,11 @@ def tested_versions() -> str:
 def _versions_text(versions) -> str:
     if isinstance(versions, str):
         return versions
-    return ", ".join(f"{k} {versions[k]}" for k in RUN_PACKAGES
-                     if k in versions and versions[k] != "not installed")
+    return ", ".join(
+        f"{k} {versions[k]}"
+        for k in RUN_PACKAGES
+        if k in versions and versions[k] != "not installed"
+    )
 
 
 def run_info(name: str, folder: str | None = None) -> dict:
@@ -159,8 +171,11 @@ def run_info(name: str, folder: str | None = None) -> dict:
     if name.endswith(".csv") and os.path.exists(meta_path):
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
-        info.update(date=str(meta.get("date", "")), commit=str(meta.get("commit", ""))[:7],
-                    versions=_versions_text(meta.get("versions", {})))
+        info.update(
+            date=str(meta.get("date", "")),
+            commit=str(meta.get("commit", ""))[:7],
+            versions=_versions_text(meta.get("versions", {})),
+        )
     if not info["date"] and os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             first = next(csv.DictReader(f), {})
@@ -216,8 +231,7 @@ def run_line(name: str, folder: str | None = None) -> str:
 def run_short(name: str, folder: str | None = None) -> str:
     """The run in a few words for a table cell: date, commit, torch and onnxruntime."""
     info = run_info(name, folder)
-    keep = [v for v in info["versions"].split(", ")
-            if v.split(" ")[0] in ("torch", "onnxruntime")]
+    keep = [v for v in info["versions"].split(", ") if v.split(" ")[0] in ("torch", "onnxruntime")]
     commit = f" (``{info['commit']}``)" if info["commit"] else ""
     return f"{info['date'][:10]}{commit}; {', '.join(keep)}".strip("; ")
 

@@ -56,12 +56,35 @@ from .report_format import head_line
 from .zoo_cases import QUICK_TYPES, ZooCase, ZooCaseSkipped, build_case, list_cases
 from .zoo_transformers import TransformersExportRefusedError
 
-FIELDS = ["model_type", "head", "model_class", "exporter", "cache", "status", "stage",
-          "cause", "error", "export_time", "nodes", "max_diff", "wall_time"]
-EXPORTERS = {"to_onnx": "to_onnx", "torch.onnx": "torch.onnx.export",
-             "torch.onnx.export": "torch.onnx.export", "transformers": "transformers"}
-_CAPTURE_ERRORS = ("CaptureError", "TorchExportError", "UserError", "Unsupported",
-                   "GuardOnDataDependentSymNode", "ConstraintViolationError")
+FIELDS = [
+    "model_type",
+    "head",
+    "model_class",
+    "exporter",
+    "cache",
+    "status",
+    "stage",
+    "cause",
+    "error",
+    "export_time",
+    "nodes",
+    "max_diff",
+    "wall_time",
+]
+EXPORTERS = {
+    "to_onnx": "to_onnx",
+    "torch.onnx": "torch.onnx.export",
+    "torch.onnx.export": "torch.onnx.export",
+    "transformers": "transformers",
+}
+_CAPTURE_ERRORS = (
+    "CaptureError",
+    "TorchExportError",
+    "UserError",
+    "Unsupported",
+    "GuardOnDataDependentSymNode",
+    "ConstraintViolationError",
+)
 
 
 def _text(e: BaseException) -> str:
@@ -90,9 +113,11 @@ def root_cause(e: BaseException) -> BaseException:
 _CAUSES = [
     (r"in output, which is not a known type", "unsupported output type"),
     (r"GuardOnDataDependent|data.dependent", "data-dependent expression"),
-    (r"Constraints violated|marked as dynamic|specializ|Not all values of|"
-     r"conflicts between user-specified ranges and inferred",
-     "dynamic dimension specialized"),
+    (
+        r"Constraints violated|marked as dynamic|specializ|Not all values of|"
+        r"conflicts between user-specified ranges and inferred",
+        "dynamic dimension specialized",
+    ),
     (r"max absolute difference .* was constrained to", "dynamic dimension constrained"),
     (r"max absolute difference", "numerical mismatch"),
     (r"ONNX outputs, \d+ eager outputs", "number of outputs differs"),
@@ -129,10 +154,15 @@ def _export(case_data: dict, exporter: str):
     if EXPORTERS[exporter] == "transformers":
         from .zoo_transformers import export_transformers
 
-        return export_transformers(case_data["model"], case_data["inputs"],
-                                   case_data["dynamic_shapes"])
-    return export_model(case_data["model"], copy.deepcopy(case_data["inputs"]),
-                        case_data["dynamic_shapes"], EXPORTERS[exporter])
+        return export_transformers(
+            case_data["model"], case_data["inputs"], case_data["dynamic_shapes"]
+        )
+    return export_model(
+        case_data["model"],
+        copy.deepcopy(case_data["inputs"]),
+        case_data["dynamic_shapes"],
+        EXPORTERS[exporter],
+    )
 
 
 def _check(case_data: dict, onx, atol: float, by_name: bool = False) -> float:
@@ -150,8 +180,9 @@ def _check(case_data: dict, onx, atol: float, by_name: bool = False) -> float:
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
     try:
-        sess = onnxruntime.InferenceSession(onx.SerializeToString(), opts,
-                                            providers=["CPUExecutionProvider"])
+        sess = onnxruntime.InferenceSession(
+            onx.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
         if by_name:
             from .zoo_transformers import named_feeds
 
@@ -174,8 +205,9 @@ def _check(case_data: dict, onx, atol: float, by_name: bool = False) -> float:
     return diff
 
 
-def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3,
-                    build=None) -> dict[str, Any]:
+def run_case_inline(
+    case: ZooCase, exporter: str, *, atol: float = 1e-3, build=None
+) -> dict[str, Any]:
     """Runs one case in this process; never raises, returns a row of :data:`FIELDS`.
     ``build`` makes the case data (default ``build_case``: the diffusers classes have
     their own)."""
@@ -192,8 +224,13 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3,
                 onx = _export(data, exporter)
         except Exception as e:
             name = type(e).__name__
-            stage = "capture" if name in _CAPTURE_ERRORS or "torch/_dynamo" in str(e) or (
-                name == "ConversionError" and "torch.export" in str(e)) else "conversion"
+            stage = (
+                "capture"
+                if name in _CAPTURE_ERRORS
+                or "torch/_dynamo" in str(e)
+                or (name == "ConversionError" and "torch.export" in str(e))
+                else "conversion"
+            )
             raise
         row["export_time"] = round(time.perf_counter() - begin, 3)
         row["nodes"] = len(onx.graph.node)
@@ -203,15 +240,19 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3,
             row["max_diff"] = f"{_check(data, onx, atol, by_name=by_name):.3g}"
         except AssertionError as e:
             stage = "mismatch"
-            bounded = [str(w.message) for w in caught
-                       if issubclass(w.category, ConstrainedDimensionWarning)]
+            bounded = [
+                str(w.message)
+                for w in caught
+                if issubclass(w.category, ConstrainedDimensionWarning)
+            ]
             if bounded:  # the model's code bounded a dynamic dimension: not a wrong kernel
                 raise AssertionError(f"{e}; {bounded[0]}") from e
             raise
         row.update(status="pass", stage="", cause="", error="")
     except TransformersExportRefusedError as e:  # refused before tracing: not a failure
-        row.update(status="skip", stage="refused", cause="refused by the exporter",
-                   error=first_line(e))
+        row.update(
+            status="skip", stage="refused", cause="refused by the exporter", error=first_line(e)
+        )
     except ZooCaseSkipped as e:  # listed with its reason, never dropped
         row.update(status="skip", stage="", cause=str(e), error="")
     except Exception as e:  # the row records the failure
@@ -220,8 +261,7 @@ def run_case_inline(case: ZooCase, exporter: str, *, atol: float = 1e-3,
         if root is not e and not (stage == "runtime" and isinstance(e, RuntimeError)):
             msg = f"{msg} <- {first_line(root)}"
         detail = f"{_text(e)[:5000]}\n{_text(root)[:5000]}"
-        row.update(status="fail", stage=stage, error=msg,
-                   cause=cause_bucket(stage, msg, detail))
+        row.update(status="fail", stage=stage, error=msg, cause=cause_bucket(stage, msg, detail))
     return row
 
 
@@ -239,8 +279,9 @@ def _limit_child(cpu_seconds: float) -> None:
         pass
 
 
-def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
-           cpu_seconds: float, build=None) -> None:
+def _child(
+    conn, case: ZooCase, exporter: str, atol: float, quiet: bool, cpu_seconds: float, build=None
+) -> None:
     import torch
 
     _limit_child(cpu_seconds)
@@ -257,36 +298,49 @@ def _child(conn, case: ZooCase, exporter: str, atol: float, quiet: bool,
 class _Job:
     """One case running in a forked child with the limits of :func:`run_case`."""
 
-    def __init__(self, case: ZooCase, exporter: str, *, timeout: float = 120,
-                 atol: float = 1e-3, quiet: bool = True, wall_factor: float = 5,
-                 max_memory: float = 3, build=None):
+    def __init__(
+        self,
+        case: ZooCase,
+        exporter: str,
+        *,
+        timeout: float = 120,
+        atol: float = 1e-3,
+        quiet: bool = True,
+        wall_factor: float = 5,
+        max_memory: float = 3,
+        build=None,
+    ):
         ctx = multiprocessing.get_context("fork")
         self.conn, child = ctx.Pipe(duplex=False)
         self.case, self.exporter, self.timeout = case, exporter, timeout
         self.wall, self.max_memory = timeout * wall_factor, max_memory
         self.begin = time.perf_counter()
-        self.proc = ctx.Process(target=_child,
-                                args=(child, case, exporter, atol, quiet, timeout, build))
+        self.proc = ctx.Process(
+            target=_child, args=(child, case, exporter, atol, quiet, timeout, build)
+        )
         self.proc.start()
         child.close()
 
     def poll(self) -> dict[str, Any] | None:
         """The row once the child sent it, ended or was killed; None while it runs."""
-        done, row, killed = _poll(self.conn, self.proc, time.perf_counter() - self.begin,
-                                  self.wall, self.max_memory)
+        done, row, killed = _poll(
+            self.conn, self.proc, time.perf_counter() - self.begin, self.wall, self.max_memory
+        )
         if not done:
             return None
         self.proc.join()
         if row is None:
-            row = _failed_row(self.case, self.exporter, self.proc.exitcode, killed,
-                              self.timeout, self.max_memory)
+            row = _failed_row(
+                self.case, self.exporter, self.proc.exitcode, killed, self.timeout, self.max_memory
+            )
         self.conn.close()
         row["wall_time"] = round(time.perf_counter() - self.begin, 2)
         return row
 
 
-def run_cases(todo: list[tuple[ZooCase, str]], *, jobs: int = 1, **limits
-              ) -> Iterator[dict[str, Any]]:
+def run_cases(
+    todo: list[tuple[ZooCase, str]], *, jobs: int = 1, **limits
+) -> Iterator[dict[str, Any]]:
     """Runs the cases ``(case, exporter)`` of ``todo`` in that order, up to ``jobs`` at
     once, each in its forked child with the limits of :func:`run_case` (``limits``),
     and yields their rows as they end."""
@@ -302,9 +356,16 @@ def run_cases(todo: list[tuple[ZooCase, str]], *, jobs: int = 1, **limits
                 yield row
 
 
-def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float = 1e-3,
-             quiet: bool = True, wall_factor: float = 5, max_memory: float = 3
-             ) -> dict[str, Any]:
+def run_case(
+    case: ZooCase,
+    exporter: str,
+    *,
+    timeout: float = 120,
+    atol: float = 1e-3,
+    quiet: bool = True,
+    wall_factor: float = 5,
+    max_memory: float = 3,
+) -> dict[str, Any]:
     """Runs one case in a forked process; a timeout, a crash or too much memory becomes
     a failed row. ``timeout`` limits the CPU time of the case (a loaded machine does not
     make it time out), ``timeout * wall_factor`` its wall time (a dead lock),
@@ -315,8 +376,16 @@ def run_case(case: ZooCase, exporter: str, *, timeout: float = 120, atol: float 
         row = run_case(ZooCase("llama", "causal-lm"), "to_onnx", timeout=60)
         print(row["status"], row["stage"], row["cause"])
     """
-    return next(run_cases([(case, exporter)], timeout=timeout, atol=atol, quiet=quiet,
-                          wall_factor=wall_factor, max_memory=max_memory))
+    return next(
+        run_cases(
+            [(case, exporter)],
+            timeout=timeout,
+            atol=atol,
+            quiet=quiet,
+            wall_factor=wall_factor,
+            max_memory=max_memory,
+        )
+    )
 
 
 def _rss_gb(pid: int) -> float:
@@ -328,8 +397,9 @@ def _rss_gb(pid: int) -> float:
         return 0.0
 
 
-def _poll(conn, proc, elapsed: float, wall: float, max_memory: float
-          ) -> tuple[bool, dict | None, str]:
+def _poll(
+    conn, proc, elapsed: float, wall: float, max_memory: float
+) -> tuple[bool, dict | None, str]:
     """One look at a child: whether it is over, its row (None when it sent none) and
     why it was killed ('wall', 'memory' or '')."""
     ready = conn.poll()
@@ -338,8 +408,7 @@ def _poll(conn, proc, elapsed: float, wall: float, max_memory: float
             return True, (conn.recv() if ready or conn.poll(0.1) else None), ""
         except EOFError:  # the child died before sending its row
             return True, None, ""
-    reason = ("wall" if elapsed > wall else
-              "memory" if _rss_gb(proc.pid) > max_memory else "")
+    reason = "wall" if elapsed > wall else "memory" if _rss_gb(proc.pid) > max_memory else ""
     if reason:
         proc.kill()
     return bool(reason), None, reason
@@ -358,8 +427,15 @@ def _failed_row(case, exporter, exitcode, killed, timeout, max_memory) -> dict:
     else:
         stage, msg = "crash", f"process ended with exit code {exitcode}"
     cause = stage if stage in ("timeout", "memory") else f"crash (exit code {exitcode})"
-    return dict(model_type=case.model_type, head=case.head, exporter=exporter,
-                status="fail", stage=stage, error=msg, cause=cause)
+    return dict(
+        model_type=case.model_type,
+        head=case.head,
+        exporter=exporter,
+        status="fail",
+        stage=stage,
+        error=msg,
+        cause=cause,
+    )
 
 
 def read_rows(path: str) -> list[dict]:
@@ -392,8 +468,14 @@ def versions() -> dict[str, str]:
     import importlib.metadata
 
     out = {"python": platform.python_version()}
-    for name in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript",
-                 "experimental-experiment"):
+    for name in (
+        "torch",
+        "transformers",
+        "onnx",
+        "onnxruntime",
+        "onnxscript",
+        "experimental-experiment",
+    ):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -406,8 +488,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def write_meta(path: str, listed: int, exporters: list[str] | None = None,
-               previous: list[str] | None = None, **extra) -> None:
+def write_meta(
+    path: str,
+    listed: int,
+    exporters: list[str] | None = None,
+    previous: list[str] | None = None,
+    **extra,
+) -> None:
     """The JSON next to the CSV: date, versions, number of types listed (the last run),
     and under ``runs`` the date and commit of the last run of every exporter in
     ``exporters``; the exporters of ``previous`` (those with rows already) without an
@@ -435,33 +522,52 @@ def write_meta(path: str, listed: int, exporters: list[str] | None = None,
 
 def _parse(argv):
     parser = argparse.ArgumentParser(
-        prog="zoo", description="exports every transformers model type, writes a CSV")
+        prog="zoo", description="exports every transformers model type, writes a CSV"
+    )
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "zoo.csv"))
     parser.add_argument("--quick", action="store_true", help=f"only {','.join(QUICK_TYPES)}")
     parser.add_argument("--types", default="", help="comma separated model types")
     parser.add_argument("--exporters", default="to_onnx,torch.onnx")
-    parser.add_argument("--timeout", type=float, default=120,
-                        help="CPU seconds per case (wall time: 5 times more)")
+    parser.add_argument(
+        "--timeout", type=float, default=120, help="CPU seconds per case (wall time: 5 times more)"
+    )
     parser.add_argument("--atol", type=float, default=1e-3)
-    parser.add_argument("--max-memory", type=float, default=3,
-                        help="GB of resident memory per case")
-    parser.add_argument("--rerun", action="store_true",
-                        help="run the selected types again (their rows are replaced)")
-    parser.add_argument("--failed", action="store_true",
-                        help="only the types with a failed row (with --rerun: run them again)")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit code 1 when a selected case fails (CI)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="cases run at once (one process of one thread each)")
+    parser.add_argument(
+        "--max-memory", type=float, default=3, help="GB of resident memory per case"
+    )
+    parser.add_argument(
+        "--rerun",
+        action="store_true",
+        help="run the selected types again (their rows are replaced)",
+    )
+    parser.add_argument(
+        "--failed",
+        action="store_true",
+        help="only the types with a failed row (with --rerun: run them again)",
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit code 1 when a selected case fails (CI)"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="cases run at once (one process of one thread each)"
+    )
     parser.add_argument("--limit", type=int, default=0, help="run at most this many cases")
-    parser.add_argument("--ray", default="", metavar="ADDRESS",
-                        help="run the cases on this Ray cluster ('auto', 'ray://host:10001'),"
-                             " one task of one CPU each; --jobs is then ignored")
-    parser.add_argument("--heads", default="first",
-                        help="first: the first head of every model type (the dashboard), "
-                             "all: every (model type, head) pair, or comma separated heads")
-    parser.add_argument("--per-head", type=int, default=0,
-                        help="at most this many model types per head (0: all)")
+    parser.add_argument(
+        "--ray",
+        default="",
+        metavar="ADDRESS",
+        help="run the cases on this Ray cluster ('auto', 'ray://host:10001'),"
+        " one task of one CPU each; --jobs is then ignored",
+    )
+    parser.add_argument(
+        "--heads",
+        default="first",
+        help="first: the first head of every model type (the dashboard), "
+        "all: every (model type, head) pair, or comma separated heads",
+    )
+    parser.add_argument(
+        "--per-head", type=int, default=0, help="at most this many model types per head (0: all)"
+    )
     parser.add_argument("--commit", default="", help="commit of the exporter, for the page")
     return parser.parse_args(argv)
 
@@ -482,24 +588,33 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"unknown exporters {unknown}, expected some of {list(EXPORTERS)}")
     everything = list_cases(heads=args.heads)
     types = args.types.split(",") if args.types else (list(QUICK_TYPES) if args.quick else None)
-    cases = list_cases(types, heads=args.heads, per_head=args.per_head) if (
-        types or args.per_head) else everything
+    cases = (
+        list_cases(types, heads=args.heads, per_head=args.per_head)
+        if (types or args.per_head)
+        else everything
+    )
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     rows = read_rows(args.output)
     if args.failed:
         failed = {(r["model_type"], r["head"]) for r in rows if r["status"] == "fail"}
         cases = [c for c in cases if (c.model_type, c.head) in failed]
     # with --rerun an old row is replaced when the new one is written (interruptible)
-    again = {(c.model_type, c.head, e) for c in cases for e in exporters} if (
-        args.rerun) else set()
+    again = {(c.model_type, c.head, e) for c in cases for e in exporters} if (args.rerun) else set()
     done = {_key(r) for r in rows} - again
     todo = [(c, e) for c in cases for e in exporters if (c.model_type, c.head, e) not in done]
     if args.limit:
         todo = todo[: args.limit]
     meta_path = os.path.splitext(args.output)[0] + ".json"
     previous = sorted({r["exporter"] for r in rows})
-    write_meta(meta_path, len(everything), exporters, previous, timeout=args.timeout,
-               atol=args.atol, commit=args.commit)
+    write_meta(
+        meta_path,
+        len(everything),
+        exporters,
+        previous,
+        timeout=args.timeout,
+        atol=args.atol,
+        commit=args.commit,
+    )
     bar = tqdm(total=len(todo), desc="zoo")
     limits = dict(timeout=args.timeout, atol=args.atol, max_memory=args.max_memory)
     if args.ray:
@@ -516,12 +631,23 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix_str(f"{key[0]} {key[1]} {key[2]} {row['status']}")
         bar.update(1)
     bar.close()
-    write_meta(meta_path, len(everything), exporters, previous, timeout=args.timeout,
-               atol=args.atol, commit=args.commit)
+    write_meta(
+        meta_path,
+        len(everything),
+        exporters,
+        previous,
+        timeout=args.timeout,
+        atol=args.atol,
+        commit=args.commit,
+    )
     selected = {(c.model_type, c.head) for c in cases}
-    failed = sorted(f"{r['model_type']} {r['head']} ({r['exporter']}): {r['error']}"
-                    for r in rows if (r["model_type"], r["head"]) in selected
-                    and r["exporter"] in exporters and r["status"] == "fail")
+    failed = sorted(
+        f"{r['model_type']} {r['head']} ({r['exporter']}): {r['error']}"
+        for r in rows
+        if (r["model_type"], r["head"]) in selected
+        and r["exporter"] in exporters
+        and r["status"] == "fail"
+    )
     if args.strict and failed:
         logging.getLogger(__name__).error("failed cases:\n%s", "\n".join(failed))
         return 1

@@ -42,21 +42,35 @@ CHECK_SIZES = dict(batch=3, seq=4, past=7, samples=2000)
 #: the ``--quick`` subset (CI, about 3 minutes with one exporter): decoders with a cache
 #: (llama, qwen2, gpt2), a state space model (mamba), an encoder (bert), seq2seq with a
 #: cache (bart), vision (vit, resnet), speech (whisper, wav2vec2)
-QUICK_TYPES = ("llama", "qwen2", "gpt2", "mamba", "bert", "bart", "vit", "resnet",
-               "whisper", "wav2vec2")
+QUICK_TYPES = (
+    "llama",
+    "qwen2",
+    "gpt2",
+    "mamba",
+    "bert",
+    "bart",
+    "vit",
+    "resnet",
+    "whisper",
+    "wav2vec2",
+)
 
 
 def _interleave(by_head: dict[str, list[str]]) -> list[ZooCase]:
     """Heads interleaved in proportion to their sizes (types sorted within a head): a
     type at rank i of a head of n types comes at (i + 1/2) / n."""
-    order = [((i + 0.5) / len(names), h, name) for h, names in enumerate(by_head.values())
-             for i, name in enumerate(names)]
+    order = [
+        ((i + 0.5) / len(names), h, name)
+        for h, names in enumerate(by_head.values())
+        for i, name in enumerate(names)
+    ]
     heads = list(by_head)
     return [ZooCase(name, heads[h]) for _, h, name in sorted(order)]
 
 
-def list_cases(types: list[str] | None = None, heads: str = "first",
-               per_head: int = 0) -> list[ZooCase]:
+def list_cases(
+    types: list[str] | None = None, heads: str = "first", per_head: int = 0
+) -> list[ZooCase]:
     """The cases of the zoo, heads interleaved in proportion to their sizes: a partial
     run is a sample of every head.
 
@@ -94,8 +108,11 @@ def list_cases(types: list[str] | None = None, heads: str = "first",
         by_head = {h: names[:per_head] for h, names in by_head.items()}
     cases = _interleave({h: names for h, names in by_head.items() if names})
     if heads == "first" and diffusers_available():
-        cases.extend(ZooCase(name, head) for name, head in DIFFUSERS_TYPES.items()
-                     if types is None or name in types)
+        cases.extend(
+            ZooCase(name, head)
+            for name, head in DIFFUSERS_TYPES.items()
+            if types is None or name in types
+        )
     if types is not None:
         listed = {c.model_type for c in cases}
         if heads == "first":  # in the order of ``types``
@@ -142,8 +159,9 @@ def _disable_cache(model) -> None:
         config = getattr(module, "config", None)
         if config is not None and hasattr(config, "use_cache"):
             config.use_cache = False
-            text = config.get_text_config(decoder=True) if hasattr(
-                config, "get_text_config") else None
+            text = (
+                config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else None
+            )
             if text is not None and hasattr(text, "use_cache"):
                 text.use_cache = False
 
@@ -184,12 +202,16 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
     config = tiny_config(case.model_type)
     cls = _model_class(case)
     if cls.forward is torch.nn.Module.forward:  # BarkModel: generate only
-        raise ZooCaseSkipped(f"{cls.__name__} defines no forward: only its generation "
-                             "loop chains its sub-models")
+        raise ZooCaseSkipped(
+            f"{cls.__name__} defines no forward: only its generation loop chains its sub-models"
+        )
     config = _config_for_class(cls, config)
     try:
-        model = cls._from_config(config, attn_implementation="sdpa") if getattr(
-            cls, "_supports_sdpa", False) else cls._from_config(config)
+        model = (
+            cls._from_config(config, attn_implementation="sdpa")
+            if getattr(cls, "_supports_sdpa", False)
+            else cls._from_config(config)
+        )
     except ValueError as e:  # a sub-model without sdpa (a ResNet backbone)
         if "scaled_dot_product_attention" not in str(e):
             raise
@@ -201,10 +223,12 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
         if not with_cache:  # no cache in, no cache out: the model does not create one
             _disable_cache(model)
         try:
-            inputs, ds = make_inputs(case, model, config, EXPORT_SIZES, seed=seed,
-                                     with_cache=with_cache)
-            check, _ = make_inputs(case, model, config, CHECK_SIZES, seed=seed + 1,
-                                   with_cache=with_cache)
+            inputs, ds = make_inputs(
+                case, model, config, EXPORT_SIZES, seed=seed, with_cache=with_cache
+            )
+            check, _ = make_inputs(
+                case, model, config, CHECK_SIZES, seed=seed + 1, with_cache=with_cache
+            )
             _eager(model, inputs)
             _eager(model, check)
             check = adapt_image_size(case, model, check, ds, _eager)
@@ -213,7 +237,13 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
         except Exception as e:  # retried without a cache, raised after the last try
             error = e
             continue
-        return dict(model=model, inputs=inputs, check_inputs=check, dynamic_shapes=ds,
-                    cache=int(with_cache), model_class=cls.__name__)
+        return dict(
+            model=model,
+            inputs=inputs,
+            check_inputs=check,
+            dynamic_shapes=ds,
+            cache=int(with_cache),
+            model_class=cls.__name__,
+        )
     assert error is not None
     raise error

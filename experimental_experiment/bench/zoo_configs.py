@@ -16,33 +16,84 @@ from __future__ import annotations
 
 from typing import Any
 
-_LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "num_decoder_layers",
-           "encoder_layers", "decoder_layers", "num_encoder_layers")
-_HEADS = ("num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-          "decoder_attention_heads")
+_LAYERS = (
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "num_decoder_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+)
+_HEADS = (
+    "num_attention_heads",
+    "n_head",
+    "n_heads",
+    "num_heads",
+    "encoder_attention_heads",
+    "decoder_attention_heads",
+)
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads")
 _HIDDEN = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "embedding_size")
 _HEAD_DIM = ("head_dim", "d_kv", "attention_head_size", "linear_head_dim", "index_head_dim")
-_INTERMEDIATE = ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn_dim",
-                 "decoder_ffn_dim", "ffn_hidden_size")
-_EXPERTS = {"num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4,
-            "moe_num_experts": 4, "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2,
-            "moe_k": 2, "num_experts_per_token": 2, "num_expert_group": 2, "moe_top_k": 2,
-            "moe_num_shared_experts": 1,
-            "num_shared_experts": 1, "n_shared_experts": 1, "moe_intermediate_size": 128,
-            "shared_expert_intermediate_size": 128, "n_group": 2, "topk_group": 1,
-            # partial rotary, multi-head latent attention, group norms
-            "rotary_dim": 8, "kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16,
-            "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "num_groups": 4}
+_INTERMEDIATE = (
+    "intermediate_size",
+    "d_ff",
+    "n_inner",
+    "ffn_dim",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "ffn_hidden_size",
+)
+_EXPERTS = {
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "moe_num_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_topk": 2,
+    "top_k": 2,
+    "moe_k": 2,
+    "num_experts_per_token": 2,
+    "num_expert_group": 2,
+    "moe_top_k": 2,
+    "moe_num_shared_experts": 1,
+    "num_shared_experts": 1,
+    "n_shared_experts": 1,
+    "moe_intermediate_size": 128,
+    "shared_expert_intermediate_size": 128,
+    "n_group": 2,
+    "topk_group": 1,
+    # partial rotary, multi-head latent attention, group norms
+    "rotary_dim": 8,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 16,
+    "qk_head_dim": 32,
+    "v_head_dim": 16,
+    "num_groups": 4,
+}
 #: lists describing the kind of every layer, the first one found picks the kept layers
-_LAYER_KINDS = ("layer_types", "layers_block_type", "attention_layers", "mlp_layer_types",
-                "block_types")
+_LAYER_KINDS = (
+    "layer_types",
+    "layers_block_type",
+    "attention_layers",
+    "mlp_layer_types",
+    "block_types",
+)
 VOCAB = 1024
 MAX_LAYERS = 4
 
 #: the token indexer of Qwen4-Exp (one key head, budget a multiple of the block size)
-_QSA = dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=16, indexer_budget=4,
-            indexer_compress_ratio=2)
+_QSA = dict(
+    indexer_n_heads=2,
+    indexer_kv_heads=1,
+    indexer_head_dim=16,
+    indexer_budget=4,
+    indexer_compress_ratio=2,
+)
 
 #: per type configuration overrides, applied after the generic shrinking
 OVERRIDES: dict[str, dict[str, Any]] = {
@@ -64,16 +115,23 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "lfm2": dict(layer_types=["conv", "full_attention"]),
     # the gated delta-net's sizes are not shrunk with the hidden size (a 8192 wide
     # convolution otherwise)
-    **{t: dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
-               linear_value_head_dim=8)
-       for t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")},
+    **{
+        t: dict(
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+        )
+        for t in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+    },
     "dots3_note": dict(text_config=dict(head_dim=32)),
     "dots3_note_text": dict(head_dim=32),
     "hrm_text": dict(num_layers_per_stack=1),
     # validator: adaptor_config.intermediate_size == text_config.hidden_size // 4
     "fun_asr_nano": dict(adaptor_config=dict(intermediate_size=16)),
-    "cohere_compass_text": dict(rope_parameters=dict(
-        full_attention=dict(rope_type="default", rope_theta=10000.0))),
+    "cohere_compass_text": dict(
+        rope_parameters=dict(full_attention=dict(rope_type="default", rope_theta=10000.0))
+    ),
     "dbrx": dict(attn_config=dict(rope_theta=10000.0, clip_qkv=8.0)),
     "moonshine_streaming": dict(num_key_value_heads=4),
     "mobilevitv2": dict(image_size=64),
@@ -85,20 +143,28 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "layoutlmv3": dict(coordinate_size=8, shape_size=16),
     # the patch embedding is 4 convolutions of stride 2 (16 pixels), 3 stages
     "levit": dict(patch_size=16, image_size=64),
-    "blt": dict(encoder_hash_byte_group_vocab=1024, encoder_config=dict(hidden_size_global=64),
-                decoder_config=dict(hidden_size_global=64)),
+    "blt": dict(
+        encoder_hash_byte_group_vocab=1024,
+        encoder_config=dict(hidden_size_global=64),
+        decoder_config=dict(hidden_size_global=64),
+    ),
     # validator: d_head == d_model // n_head (64 // 4)
     "xlnet": dict(d_head=16),
     # the forward needs a language (an adapter per language) when given no lang_ids
     "xmod": dict(default_language="en_XX"),
     # the shared transformer of the first hybrid layer is tied to the other ones: two
     # hybrid layers; sizes derived from the hidden size recomputed (None, "auto")
-    "zamba": dict(num_hidden_layers=3, layers_block_type=[
-        "linear_attention", "hybrid", "hybrid"], attention_hidden_size=None,
-        attention_head_dim=None, mamba_dt_rank="auto"),
+    "zamba": dict(
+        num_hidden_layers=3,
+        layers_block_type=["linear_attention", "hybrid", "hybrid"],
+        attention_hidden_size=None,
+        attention_head_dim=None,
+        mamba_dt_rank="auto",
+    ),
     # derived sizes saved by to_dict override the recomputed ones: given consistent
-    "zamba2": dict(attention_hidden_size=128, attention_head_dim=32, mamba_headdim=16,
-                   hybrid_layer_ids=[1]),
+    "zamba2": dict(
+        attention_hidden_size=128, attention_head_dim=32, mamba_headdim=16, hybrid_layer_ids=[1]
+    ),
     # head_dim is qk_nope_head_dim + qk_rope_head_dim (16 + 16): the rotary part is
     # head_dim * partial_rotary_factor
     "mistral4": dict(head_dim=32),
@@ -110,28 +176,49 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "qwen4_exp_text": _QSA,
     "qwen4_exp": dict(text_config=_QSA),
     # 4 x 4 tubelets of 8 pixels on 2 frames, fewer layers
-    "videoprism_vision_model": dict(tubelet_size=[1, 8, 8], num_frames=2,
-                                    num_spatial_layers=2, num_temporal_layers=1),
+    "videoprism_vision_model": dict(
+        tubelet_size=[1, 8, 8], num_frames=2, num_spatial_layers=2, num_temporal_layers=1
+    ),
     # the vision output channels and the 2 * num_pos_feats point embeddings are the
     # prompt encoder's hidden size, its image embeddings are 32 / 8 patches wide
-    **{t: dict(vision_config=dict(output_channels=64, num_pos_feats=32),
-               prompt_encoder_config=dict(image_embedding_size=4))
-       for t in ("sam", "sam_hq")},
+    **{
+        t: dict(
+            vision_config=dict(output_channels=64, num_pos_feats=32),
+            prompt_encoder_config=dict(image_embedding_size=4),
+        )
+        for t in ("sam", "sam_hq")
+    },
     # the projector maps a number of patches to a number of queries: 32 / 8 squared
     "aria": dict(projector_patch_to_query_dict={16: 4}),
     # the segmentation head reads 4 layers; its feature pyramid wants 4 kept layers
-    **{t: dict(num_hidden_layers=4, out_indices=[1, 2, 3, 4], out_features=None)
-       for t in ("beit", "data2vec-vision")},
+    **{
+        t: dict(num_hidden_layers=4, out_indices=[1, 2, 3, 4], out_features=None)
+        for t in ("beit", "data2vec-vision")
+    },
     # one neck stage per kept layer: the default reads layers 2, 5, 8, 11
     "dpt": dict(num_hidden_layers=4, backbone_out_indices=[0, 1, 2, 3]),
-    "perceiver": dict(num_latents=16, d_latents=64, num_self_attends_per_block=2,
-                      num_self_attention_heads=4, num_cross_attention_heads=4,
-                      max_position_embeddings=64),
+    "perceiver": dict(
+        num_latents=16,
+        d_latents=64,
+        num_self_attends_per_block=2,
+        num_self_attention_heads=4,
+        num_cross_attention_heads=4,
+        max_position_embeddings=64,
+    ),
     # timm is not installed: DETR-like models get transformers' ResNet backbone
-    **{t: dict(use_timm_backbone=False, backbone_config=dict(
-        model_type="resnet", embedding_size=16, hidden_sizes=[16, 32, 64, 128],
-        depths=[1, 1, 1, 1], out_features=["stage2", "stage3", "stage4"])) for t in (
-        "conditional_detr", "dab-detr", "deformable_detr", "detr", "table-transformer")},
+    **{
+        t: dict(
+            use_timm_backbone=False,
+            backbone_config=dict(
+                model_type="resnet",
+                embedding_size=16,
+                hidden_sizes=[16, 32, 64, 128],
+                depths=[1, 1, 1, 1],
+                out_features=["stage2", "stage3", "stage4"],
+            ),
+        )
+        for t in ("conditional_detr", "dab-detr", "deformable_detr", "detr", "table-transformer")
+    },
 }
 
 
@@ -140,8 +227,9 @@ def _is_int(v) -> bool:
 
 
 def _token_ids(d: dict) -> set:
-    return {v for k, v in d.items() if str(k).endswith(("_token_id", "_token_index"))
-            and _is_int(v)}
+    return {
+        v for k, v in d.items() if str(k).endswith(("_token_id", "_token_index")) and _is_int(v)
+    }
 
 
 def _shrink_ids(d: dict, vocab: int, taken: set = frozenset()) -> None:
@@ -187,9 +275,14 @@ def pick_layers(kinds: list, n: int) -> list[int]:
 
 def _shrink_value(k: str, v: Any, d: dict) -> Any:
     """The shrunk value of one key (nested configurations excluded)."""
-    rules = ((_LAYERS, lambda x: min(x, 2)), (_HEADS, lambda x: min(x, 4)),
-             (_KV_HEADS, lambda x: min(x, 2)), (_HIDDEN, lambda x: min(x, 64)),
-             (_HEAD_DIM, lambda x: min(x, 16)), (_INTERMEDIATE, lambda x: min(x, 128)))
+    rules = (
+        (_LAYERS, lambda x: min(x, 2)),
+        (_HEADS, lambda x: min(x, 4)),
+        (_KV_HEADS, lambda x: min(x, 2)),
+        (_HIDDEN, lambda x: min(x, 64)),
+        (_HEAD_DIM, lambda x: min(x, 16)),
+        (_INTERMEDIATE, lambda x: min(x, 128)),
+    )
     if _is_int(v):
         for keys, fct in rules:
             if k in keys:
@@ -225,8 +318,11 @@ def _fix_heads(d: dict, before: dict) -> None:
     or with multi-head latent attention; a missing head dimension computed."""
     heads = next((k for k in _HEADS if _is_int(d.get(k))), None)
     for kv in _KV_HEADS:
-        if kv in d and heads and (before.get(kv) in (None, before.get(heads))
-                                  or "kv_lora_rank" in d):
+        if (
+            kv in d
+            and heads
+            and (before.get(kv) in (None, before.get(heads)) or "kv_lora_rank" in d)
+        ):
             d[kv] = d[heads]
     hidden = next((k for k in _HIDDEN if _is_int(d.get(k))), None)
     if "head_dim" in d and d["head_dim"] is None and heads and hidden:
@@ -250,8 +346,11 @@ def _fix_state_space(d: dict) -> None:
         return
     if _is_int(d.get("expand")) and _is_int(d.get("num_heads")) and _is_int(d.get("head_dim")):
         d["num_heads"] = hidden * d["expand"] // d["head_dim"]
-    if _is_int(d.get("mamba_expand")) and _is_int(d.get("mamba_n_heads")) and _is_int(
-            d.get("mamba_d_head")):
+    if (
+        _is_int(d.get("mamba_expand"))
+        and _is_int(d.get("mamba_n_heads"))
+        and _is_int(d.get("mamba_d_head"))
+    ):
         d["mamba_n_heads"] = min(d["mamba_n_heads"], 4)
         d["mamba_d_head"] = hidden * d["mamba_expand"] // d["mamba_n_heads"]
         if _is_int(d.get("mamba_d_ssm")):
@@ -265,8 +364,12 @@ def _fix_image_tokens(d: dict) -> None:
     """The image tokens of a vision tower pooling its patches (gemma3): a square whose
     side divides the number of patches per side of the shrunk image."""
     vision = d.get("vision_config")
-    if not (_is_int(d.get("mm_tokens_per_image")) and isinstance(vision, dict)
-            and _is_int(vision.get("image_size")) and _is_int(vision.get("patch_size"))):
+    if not (
+        _is_int(d.get("mm_tokens_per_image"))
+        and isinstance(vision, dict)
+        and _is_int(vision.get("image_size"))
+        and _is_int(vision.get("patch_size"))
+    ):
         return
     side = max(vision["image_size"] // vision["patch_size"] // 2, 1)
     d["mm_tokens_per_image"] = min(d["mm_tokens_per_image"], side * side)
@@ -275,8 +378,9 @@ def _fix_image_tokens(d: dict) -> None:
 def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
     """Per-layer lists and ``per_layer_config`` restricted to the kept layers, returns
     the new number of layers (more than ``n_after`` for hybrids with many kinds)."""
-    kinds = next((d[k] for k in _LAYER_KINDS if isinstance(d.get(k), list)
-                  and len(d[k]) == n_before), None)
+    kinds = next(
+        (d[k] for k in _LAYER_KINDS if isinstance(d.get(k), list) and len(d[k]) == n_before), None
+    )
     keep = pick_layers(kinds, n_after) if kinds else list(range(n_after))
     for k, v in list(d.items()):
         if isinstance(v, list) and len(v) == n_before and k not in ("hidden_sizes", "depths"):
@@ -286,8 +390,9 @@ def _cut_layers(d: dict, n_before: int, n_after: int) -> int:
         new = {}
         for key, val in plc.items():
             if str(key).isdigit() and int(key) in keep:
-                new[str(keep.index(int(key)))] = shrink_config_dict(dict(val)) if isinstance(
-                    val, dict) else val
+                new[str(keep.index(int(key)))] = (
+                    shrink_config_dict(dict(val)) if isinstance(val, dict) else val
+                )
         d["per_layer_config"] = new
     return len(keep)
 

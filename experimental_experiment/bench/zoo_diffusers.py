@@ -18,8 +18,10 @@ from typing import Any
 import torch
 
 #: model type -> head of the diffusers cases
-DIFFUSERS_TYPES = {"diffusers-unet2d-condition": "diffusion-unet",
-                   "diffusers-autoencoder-kl-decoder": "vae-decoder"}
+DIFFUSERS_TYPES = {
+    "diffusers-unet2d-condition": "diffusion-unet",
+    "diffusers-autoencoder-kl-decoder": "vae-decoder",
+}
 
 
 def diffusers_available() -> bool:
@@ -53,28 +55,45 @@ def _tiny_unet():
     from diffusers import UNet2DConditionModel
 
     return UNet2DConditionModel(
-        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1,
-        block_out_channels=(16, 32), norm_num_groups=8, cross_attention_dim=32,
-        attention_head_dim=8, down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"))
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        layers_per_block=1,
+        block_out_channels=(16, 32),
+        norm_num_groups=8,
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+    )
 
 
 def _tiny_vae():
     from diffusers import AutoencoderKL
 
     return AutoencoderKL(
-        in_channels=3, out_channels=3, latent_channels=4, layers_per_block=1,
-        block_out_channels=(16, 32), norm_num_groups=8, sample_size=32,
-        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2)
+        in_channels=3,
+        out_channels=3,
+        latent_channels=4,
+        layers_per_block=1,
+        block_out_channels=(16, 32),
+        norm_num_groups=8,
+        sample_size=32,
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+    )
 
 
 def _unet_inputs(sizes: dict, generator) -> tuple[dict, dict]:
     b, s = sizes["batch"], sizes["seq"]
-    inputs = dict(sample=torch.randn(b, 4, 8, 8, generator=generator),
-                  timestep=torch.randint(1, 1000, (b,), generator=generator),
-                  encoder_hidden_states=torch.randn(b, s, 32, generator=generator))
-    ds = dict(sample={0: "batch"}, timestep={0: "batch"},
-              encoder_hidden_states={0: "batch", 1: "seq"})
+    inputs = dict(
+        sample=torch.randn(b, 4, 8, 8, generator=generator),
+        timestep=torch.randint(1, 1000, (b,), generator=generator),
+        encoder_hidden_states=torch.randn(b, s, 32, generator=generator),
+    )
+    ds = dict(
+        sample={0: "batch"}, timestep={0: "batch"}, encoder_hidden_states={0: "batch", 1: "seq"}
+    )
     return inputs, ds
 
 
@@ -85,13 +104,15 @@ def _vae_inputs(sizes: dict, generator) -> tuple[dict, dict]:
     return inputs, dict(latents={0: "batch", 2: "height", 3: "width"})
 
 
-def build_diffusers_case(model_type: str, export_sizes: dict, check_sizes: dict,
-                         seed: int = 0) -> dict[str, Any]:
+def build_diffusers_case(
+    model_type: str, export_sizes: dict, check_sizes: dict, seed: int = 0
+) -> dict[str, Any]:
     """The tiny model of ``model_type`` (:data:`DIFFUSERS_TYPES`) with export and check
     inputs, in the format of :func:`experimental_experiment.bench.zoo_cases.build_case`."""
     if model_type not in DIFFUSERS_TYPES:
-        raise ValueError(f"unknown diffusers case {model_type!r}, "
-                         f"expected one of {sorted(DIFFUSERS_TYPES)}")
+        raise ValueError(
+            f"unknown diffusers case {model_type!r}, expected one of {sorted(DIFFUSERS_TYPES)}"
+        )
     torch.manual_seed(seed)
     if DIFFUSERS_TYPES[model_type] == "diffusion-unet":
         model, make = UNetNoise(_tiny_unet()), _unet_inputs
@@ -105,8 +126,9 @@ def build_diffusers_case(model_type: str, export_sizes: dict, check_sizes: dict,
     with torch.no_grad():
         model(**inputs)
         model(**check)
-    return dict(model=model, inputs=inputs, check_inputs=check, dynamic_shapes=ds, cache=0,
-                model_class=name)
+    return dict(
+        model=model, inputs=inputs, check_inputs=check, dynamic_shapes=ds, cache=0, model_class=name
+    )
 
 
 def diffusers_class_cases():

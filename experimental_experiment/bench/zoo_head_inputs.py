@@ -32,13 +32,22 @@ from .zoo_inputs import (
 from .zoo_inputs import make_inputs as _base_inputs
 
 #: heads whose image size may be dynamic (convolutions or interpolated positions)
-DENSE_HEADS = ("object-detection", "image-segmentation", "semantic-segmentation",
-               "instance-segmentation", "universal-segmentation", "depth-estimation",
-               "normal-estimation", "pointmap-estimation", "keypoint-detection",
-               "image-to-image", "image-matting", "backbone")
+DENSE_HEADS = (
+    "object-detection",
+    "image-segmentation",
+    "semantic-segmentation",
+    "instance-segmentation",
+    "universal-segmentation",
+    "depth-estimation",
+    "normal-estimation",
+    "pointmap-estimation",
+    "keypoint-detection",
+    "image-to-image",
+    "image-matting",
+    "backbone",
+)
 #: heads given images and a prompt with image tokens
-PROMPT_HEADS = ("image-text-to-text", "multimodal-lm", "visual-question-answering",
-                "retrieval")
+PROMPT_HEADS = ("image-text-to-text", "multimodal-lm", "visual-question-answering", "retrieval")
 #: heads given images and tokens without image tokens
 IMAGE_TEXT_HEADS = ("zero-shot-image-classification", "zero-shot-object-detection")
 #: extra pixels of the check images of a dense head (a multiple of every usual stride)
@@ -88,8 +97,10 @@ def _image_token_id(config) -> int:
         value = getattr(config, name, None)
         if _is_int(value):
             return int(value)
-    raise ValueError(f"{type(config).__name__} has no image_token_id: the prompt cannot "
-                     "say where the image features go")
+    raise ValueError(
+        f"{type(config).__name__} has no image_token_id: the prompt cannot "
+        "say where the image features go"
+    )
 
 
 def _count_features(out, batch: int, hidden: int) -> int:
@@ -108,8 +119,10 @@ def _prompt_inputs(model, config, sizes, generator):
     features per image, then ``seq`` text tokens (one prefill call)."""
     fn = _image_features_fn(model)
     if fn is None:
-        raise TypeError(f"{type(model).__name__} has no get_image_features: the number "
-                        "of image tokens of the prompt is unknown")
+        raise TypeError(
+            f"{type(model).__name__} has no get_image_features: the number "
+            "of image tokens of the prompt is unknown"
+        )
     inputs, ds = _image_inputs(config, sizes, generator)
     b, s = sizes["batch"], sizes["seq"]
     text = config.get_text_config()
@@ -144,8 +157,7 @@ def _time_series_inputs(model, config, sizes, generator, params):
     """``past_values`` (batch, context, channels) and, when the forward takes them,
     the observed mask and time features; a list of series for TimesFM."""
     b = sizes["batch"]
-    context = getattr(config, "context_length", None) or getattr(
-        config, "patch_length", 8) * 4
+    context = getattr(config, "context_length", None) or getattr(config, "patch_length", 8) * 4
     channels = getattr(config, "num_input_channels", None) or getattr(config, "input_size", 1)
     values = torch.randn(b, context, channels, generator=generator)
     inputs: dict = {"past_values": values}
@@ -166,7 +178,8 @@ def _text_to_audio_inputs(config, sizes, generator, params):
     if "decoder_input_values" in params:
         mel = getattr(config, "num_mel_bins", 80)
         inputs["decoder_input_values"] = torch.randn(
-            sizes["batch"], sizes["seq"] + 1, mel, generator=generator)
+            sizes["batch"], sizes["seq"] + 1, mel, generator=generator
+        )
         ds["decoder_input_values"] = {0: "batch", 1: "frames"}
     return inputs, ds
 
@@ -176,8 +189,9 @@ def _transducer_inputs(config, sizes, generator, params):
     inputs, ds = _audio_inputs(config, sizes, generator, params)
     text = config.get_text_config(decoder=True)
     vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", 32)
-    inputs["decoder_input_ids"] = torch.randint(0, vocab, (sizes["batch"], sizes["seq"]),
-                                                generator=generator)
+    inputs["decoder_input_ids"] = torch.randint(
+        0, vocab, (sizes["batch"], sizes["seq"]), generator=generator
+    )
     ds["decoder_input_ids"] = {0: "batch", 1: "seq"}
     return inputs, ds
 
@@ -192,8 +206,9 @@ def _points_inputs(config, sizes, generator):
     return inputs, ds
 
 
-def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
-                with_cache: bool = True) -> tuple[dict, dict]:
+def make_inputs(
+    case: ZooCase, model, config, sizes: dict, *, seed: int = 0, with_cache: bool = True
+) -> tuple[dict, dict]:
     """Inputs of sizes ``sizes`` for ``case`` and their dynamic shapes, in the order
     of the forward's parameters; the heads of the first zoo go to
     ``experimental_experiment.bench.zoo_inputs.make_inputs``."""
@@ -233,8 +248,7 @@ def adapt_image_size(case: ZooCase, model, check: dict, ds: dict, run) -> dict:
         return check
     generator = torch.Generator().manual_seed(len(case.model_type))
     b, c, h, w = pixels.shape
-    bigger = dict(check, pixel_values=torch.randn(b, c, h + GROW, w + GROW,
-                                                  generator=generator))
+    bigger = dict(check, pixel_values=torch.randn(b, c, h + GROW, w + GROW, generator=generator))
     if "pixel_mask" in bigger:
         bigger["pixel_mask"] = torch.ones((b, h + GROW, w + GROW), dtype=torch.int64)
     try:

@@ -108,9 +108,9 @@ ALL_HEADS: dict[str, str] = {**HEADS, **NEW_HEADS}
 #: auto mappings of transformers the zoo does not enumerate, and why
 EXCLUDED_MAPPINGS: dict[str, str] = {
     "MODEL_MAPPING_NAMES": "base models without a head (their encoders are the "
-                           "vision-encoder and text-encoding heads)",
+    "vision-encoder and text-encoding heads)",
     "MODEL_FOR_PRETRAINING_MAPPING_NAMES": "training objectives (masks and losses drawn "
-                                           "inside the forward)",
+    "inside the forward)",
     "CONFIG_MAPPING_NAMES": "configurations, not models",
 }
 
@@ -141,8 +141,9 @@ def heads_of(heads: str) -> dict[str, str]:
     names = [h for h in heads.split(",") if h]
     unknown = [h for h in names if h not in ALL_HEADS]
     if unknown:
-        raise ValueError(f"unknown heads {unknown}, expected 'first', 'all' or some of "
-                         f"{list(ALL_HEADS)}")
+        raise ValueError(
+            f"unknown heads {unknown}, expected 'first', 'all' or some of {list(ALL_HEADS)}"
+        )
     return {h: ALL_HEADS[h] for h in names}
 
 
@@ -153,8 +154,7 @@ def head_pairs(heads: str = "all") -> list[tuple[str, str]]:
 
     selected = heads_of(heads)
     order = {h: i for i, h in enumerate(selected)}
-    pairs = {(t, h) for h, mapping in selected.items()
-             for t in getattr(modeling_auto, mapping, {})}
+    pairs = {(t, h) for h, mapping in selected.items() for t in getattr(modeling_auto, mapping, {})}
     return sorted(pairs, key=lambda p: (p[0], order[p[1]]))
 
 
@@ -167,7 +167,9 @@ def model_class_name(case: ZooCase) -> str:
         raise ValueError(f"model type {case.model_type!r} has no head in {list(HEADS)}")
     names = getattr(modeling_auto, ALL_HEADS[case.head], {})
     if case.model_type not in names:
-        raise ValueError(f"model type {case.model_type!r} has no head in "
-                         f"[{case.head!r}] (Unrecognized model identifier)")
+        raise ValueError(
+            f"model type {case.model_type!r} has no head in "
+            f"[{case.head!r}] (Unrecognized model identifier)"
+        )
     name = names[case.model_type]
     return name[0] if isinstance(name, (list, tuple)) else name

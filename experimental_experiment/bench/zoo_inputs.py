@@ -21,16 +21,38 @@ from .zoo_configs import _is_int
 from .zoo_heads import ZooCase
 
 #: heads given pixels (or tokens when the forward takes no pixels, ImageGPT)
-IMAGE_HEADS = ("image-classification", "vision-encoder", "object-detection",
-               "image-segmentation", "semantic-segmentation", "instance-segmentation",
-               "universal-segmentation", "depth-estimation", "normal-estimation",
-               "pointmap-estimation", "pose-estimation", "keypoint-detection",
-               "mask-generation", "image-matting", "image-to-image", "masked-image-modeling",
-               "causal-image-modeling", "backbone", "video-classification",
-               "table-recognition", "text-recognition")
+IMAGE_HEADS = (
+    "image-classification",
+    "vision-encoder",
+    "object-detection",
+    "image-segmentation",
+    "semantic-segmentation",
+    "instance-segmentation",
+    "universal-segmentation",
+    "depth-estimation",
+    "normal-estimation",
+    "pointmap-estimation",
+    "pose-estimation",
+    "keypoint-detection",
+    "mask-generation",
+    "image-matting",
+    "image-to-image",
+    "masked-image-modeling",
+    "causal-image-modeling",
+    "backbone",
+    "video-classification",
+    "table-recognition",
+    "text-recognition",
+)
 #: heads given audio samples or features
-AUDIO_HEADS = ("ctc", "audio-classification", "audio-frame-classification", "audio-xvector",
-               "rnnt", "tdt")
+AUDIO_HEADS = (
+    "ctc",
+    "audio-classification",
+    "audio-frame-classification",
+    "audio-xvector",
+    "rnnt",
+    "tdt",
+)
 
 
 def _signature_order(model, inputs: dict, ds: dict) -> tuple[dict, dict]:
@@ -65,8 +87,10 @@ def seq_factor(config) -> int:
 def _text_inputs(config, sizes, generator):
     vocab = getattr(config.get_text_config(), "vocab_size", None) or _VOCAB
     b, s = sizes["batch"], sizes["seq"] * seq_factor(config)
-    inputs = {"input_ids": torch.randint(0, vocab, (b, s), generator=generator),
-              "attention_mask": torch.ones((b, s), dtype=torch.int64)}
+    inputs = {
+        "input_ids": torch.randint(0, vocab, (b, s), generator=generator),
+        "attention_mask": torch.ones((b, s), dtype=torch.int64),
+    }
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
@@ -136,7 +160,8 @@ def audio_feature_dim(config) -> int | None:
         mel = getattr(sub, "num_mel_bins", None) or getattr(sub, "input_feat_per_channel", None)
         if _is_int(mel):
             stacked = getattr(sub, "num_stacked_frames", None) or _STACKED.get(
-                getattr(sub, "model_type", ""), 1)
+                getattr(sub, "model_type", ""), 1
+            )
             return mel * stacked * (getattr(sub, "input_channels", None) or 1)
     return None
 
@@ -146,20 +171,25 @@ def _patch_inputs(config, sizes, generator):
     of the valid patches and the (height, width) of every image in patches."""
     vision = getattr(config, "vision_config", None) or config
     p, c = vision.patch_size, getattr(vision, "num_channels", 3)
-    side = int(vision.num_patches ** 0.5)
+    side = int(vision.num_patches**0.5)
     b, n = sizes["batch"], side * side
-    inputs = {"pixel_values": torch.randn(b, n, c * p * p, generator=generator),
-              "pixel_attention_mask": torch.ones((b, n), dtype=torch.int64),
-              "spatial_shapes": torch.tensor([[side, side]] * b, dtype=torch.int64)}
-    return inputs, {"pixel_values": {0: "batch", 1: "patches"},
-                    "pixel_attention_mask": {0: "batch", 1: "patches"},
-                    "spatial_shapes": {0: "batch"}}
+    inputs = {
+        "pixel_values": torch.randn(b, n, c * p * p, generator=generator),
+        "pixel_attention_mask": torch.ones((b, n), dtype=torch.int64),
+        "spatial_shapes": torch.tensor([[side, side]] * b, dtype=torch.int64),
+    }
+    return inputs, {
+        "pixel_values": {0: "batch", 1: "patches"},
+        "pixel_attention_mask": {0: "batch", 1: "patches"},
+        "spatial_shapes": {0: "batch"},
+    }
 
 
 def _image_features_fn(model):
     """``get_image_features`` of the model or of its inner model, None without one."""
     return getattr(model, "get_image_features", None) or getattr(
-        getattr(model, "model", None), "get_image_features", None)
+        getattr(model, "model", None), "get_image_features", None
+    )
 
 
 def _image_text_inputs(model, config, sizes, generator):
@@ -204,13 +234,18 @@ def _text_to_speech_inputs(config, sizes, generator):
     (dia: decoder_input_ids of shape (batch, seq, channels))."""
     b, s = sizes["batch"], sizes["seq"]
     enc, dec = config.encoder_config, config.decoder_config
-    inputs = {"input_ids": torch.randint(0, enc.vocab_size, (b, s + 2), generator=generator),
-              "attention_mask": torch.ones((b, s + 2), dtype=torch.int64),
-              "decoder_input_ids": torch.randint(0, dec.vocab_size, (b, s, dec.num_channels),
-                                                 generator=generator)}
-    return inputs, {"input_ids": {0: "batch", 1: "encoder_seq"},
-                    "attention_mask": {0: "batch", 1: "encoder_seq"},
-                    "decoder_input_ids": {0: "batch", 1: "seq"}}
+    inputs = {
+        "input_ids": torch.randint(0, enc.vocab_size, (b, s + 2), generator=generator),
+        "attention_mask": torch.ones((b, s + 2), dtype=torch.int64),
+        "decoder_input_ids": torch.randint(
+            0, dec.vocab_size, (b, s, dec.num_channels), generator=generator
+        ),
+    }
+    return inputs, {
+        "input_ids": {0: "batch", 1: "encoder_seq"},
+        "attention_mask": {0: "batch", 1: "encoder_seq"},
+        "decoder_input_ids": {0: "batch", 1: "seq"},
+    }
 
 
 def _speech_seq2seq_inputs(model, config, sizes, generator, params):
@@ -228,8 +263,9 @@ def _speech_seq2seq_inputs(model, config, sizes, generator, params):
     elif not hasattr(config, "max_source_positions"):  # any number of frames
         inputs, ds = _audio_inputs(config, sizes, generator, {"input_features"})
     elif hasattr(config, "num_mel_bins"):
-        inputs = {"input_features": torch.randn(b, config.num_mel_bins, frames,
-                                                generator=generator)}
+        inputs = {
+            "input_features": torch.randn(b, config.num_mel_bins, frames, generator=generator)
+        }
         ds = {"input_features": {0: "batch"}}
     else:
         n = audio_feature_dim(config) or 80
@@ -247,8 +283,7 @@ def codebooks(model) -> int:
     0 for other models."""
     owner = next((m for m in model.modules() if hasattr(m, "embed_tokens")), None)
     emb = getattr(owner, "embed_tokens", None)
-    if isinstance(emb, torch.nn.ModuleList) and len(emb) == getattr(
-            owner, "num_codebooks", None):
+    if isinstance(emb, torch.nn.ModuleList) and len(emb) == getattr(owner, "num_codebooks", None):
         return len(emb)
     return 0
 
@@ -258,25 +293,30 @@ def _decoder_inputs(model, config, head, sizes, generator, with_cache):
 
     b, s, p = sizes["batch"], sizes["seq"], sizes["past"]
     if head == "causal-lm":
-        inputs, ds = make_llm_inputs(config, b, s, p, with_cache=with_cache, model=model,
-                                     generator=generator)
+        inputs, ds = make_llm_inputs(
+            config, b, s, p, with_cache=with_cache, model=model, generator=generator
+        )
         k = codebooks(model)
         if k:  # one row per codebook of every sequence: (batch * codebooks, seq)
-            inputs["input_ids"] = torch.randint(0, config.vocab_size, (b * k, s),
-                                                generator=generator)
+            inputs["input_ids"] = torch.randint(
+                0, config.vocab_size, (b * k, s), generator=generator
+            )
             ds["input_ids"] = {0: "batch_codebooks", 1: "seq"}
         return inputs, ds
     decoder = getattr(config, "decoder", None)
     if not hasattr(config, "vocab_size") and hasattr(decoder, "vocab_size"):
         # composite (EncoderDecoderConfig): the cache and tokens are the decoder's,
         # the encoder's tokens come from its own vocabulary
-        inputs, ds = make_seq2seq_inputs(decoder, b, s, p, with_cache=with_cache,
-                                          model=model, generator=generator)
-        inputs["input_ids"] = torch.randint(0, config.encoder.vocab_size,
-                                            inputs["input_ids"].shape, generator=generator)
+        inputs, ds = make_seq2seq_inputs(
+            decoder, b, s, p, with_cache=with_cache, model=model, generator=generator
+        )
+        inputs["input_ids"] = torch.randint(
+            0, config.encoder.vocab_size, inputs["input_ids"].shape, generator=generator
+        )
         return inputs, ds
-    return make_seq2seq_inputs(config, b, s, p, with_cache=with_cache, model=model,
-                               generator=generator)
+    return make_seq2seq_inputs(
+        config, b, s, p, with_cache=with_cache, model=model, generator=generator
+    )
 
 
 def _add_audio_per_token(model, config, inputs: dict, ds: dict, generator) -> None:
@@ -310,8 +350,9 @@ def input_kind(head: str, params) -> str:
     return "text"
 
 
-def make_inputs(case: ZooCase, model, config, sizes: dict, *, seed: int = 0,
-                with_cache: bool = True) -> tuple[dict, dict]:
+def make_inputs(
+    case: ZooCase, model, config, sizes: dict, *, seed: int = 0, with_cache: bool = True
+) -> tuple[dict, dict]:
     """Inputs of sizes ``sizes`` (:data:`EXPORT_SIZES`) for ``case`` and their dynamic
     shapes (dimension names), in the order of the forward's parameters."""
     generator = torch.Generator().manual_seed(seed)

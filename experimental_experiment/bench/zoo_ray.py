@@ -56,14 +56,16 @@ def check_reachable(address: str | None, timeout: float = 5.0) -> None:
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
         raise RayUnavailableError(
-            f"--ray {address!r}: expected 'auto', 'host:port' or 'ray://host:port'")
+            f"--ray {address!r}: expected 'auto', 'host:port' or 'ray://host:port'"
+        )
     try:
         with socket.create_connection((host, int(port)), timeout=timeout):
             pass
     except OSError as e:
         raise RayUnavailableError(
             f"no Ray cluster answers at {address!r} ({e}); start one with "
-            "'ray start --head' or check the address with 'ray status'") from e
+            "'ray start --head' or check the address with 'ray status'"
+        ) from e
 
 
 def connect(address: str | None):
@@ -85,16 +87,24 @@ def connect(address: str | None):
 
     package = os.path.dirname(os.path.abspath(experimental_experiment.__file__))
     try:
-        ray.init(address=address, runtime_env={"py_modules": [package]},
-                 log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(
+            address=address,
+            runtime_env={"py_modules": [package]},
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
     except Exception as e:  # ConnectionError, RuntimeError, ValueError depending on ray
         raise RayUnavailableError(f"cannot join the Ray cluster at {address!r}: {e}") from e
     return ray
 
 
-def run_cases_ray(todo: list[tuple[Any, str]], *, address: str | None,
-                  run_case: Callable[..., dict[str, Any]], **limits: Any
-                  ) -> Iterator[dict[str, Any]]:
+def run_cases_ray(
+    todo: list[tuple[Any, str]],
+    *,
+    address: str | None,
+    run_case: Callable[..., dict[str, Any]],
+    **limits: Any,
+) -> Iterator[dict[str, Any]]:
     """Runs the cases ``(case, exporter)`` of ``todo`` as Ray tasks, one CPU each, and
     yields their rows in the order they end.
 
@@ -110,8 +120,9 @@ def run_cases_ray(todo: list[tuple[Any, str]], *, address: str | None,
     ray = connect(address)
     task = ray.remote(num_cpus=1, max_retries=0)(run_case)
     pending = [task.remote(case, exporter, **limits) for case, exporter in todo]
-    logger.info("%d cases submitted to Ray (%s CPUs)", len(pending),
-                ray.cluster_resources().get("CPU"))
+    logger.info(
+        "%d cases submitted to Ray (%s CPUs)", len(pending), ray.cluster_resources().get("CPU")
+    )
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
         yield ray.get(done[0])

@@ -45,8 +45,9 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def exporter_summary(rows: list[dict], exporters: list[str] | None = None,
-                     types: set[str] | None = None) -> dict[str, dict]:
+def exporter_summary(
+    rows: list[dict], exporters: list[str] | None = None, types: set[str] | None = None
+) -> dict[str, dict]:
     """Per exporter, over the cases it ran (``ran``), restricted to the model types
     of ``types`` when given: ``passed``, ``ran``, ``refused`` (skip rows), the median
     export time (s) and node count over the cases it exported (``exported`` of them,
@@ -59,15 +60,23 @@ def exporter_summary(rows: list[dict], exporters: list[str] | None = None,
     """
     out = {}
     for e in exporters or _exporters(rows):
-        sel = [r for r in rows
-               if r["exporter"] == e and (types is None or r["model_type"] in types)]
+        sel = [
+            r for r in rows if r["exporter"] == e and (types is None or r["model_type"] in types)
+        ]
         done = [r for r in sel if ran(r)]
-        exported = [r for r in done if r.get("export_time") not in (None, "")
-                    and r.get("nodes") not in (None, "")]
-        out[e] = dict(passed=sum(r["status"] == "pass" for r in done), ran=len(done),
-                      refused=sum(r["status"] == "skip" for r in sel), exported=len(exported),
-                      median_time=_median([float(r["export_time"]) for r in exported]),
-                      median_nodes=_median([float(r["nodes"]) for r in exported]))
+        exported = [
+            r
+            for r in done
+            if r.get("export_time") not in (None, "") and r.get("nodes") not in (None, "")
+        ]
+        out[e] = dict(
+            passed=sum(r["status"] == "pass" for r in done),
+            ran=len(done),
+            refused=sum(r["status"] == "skip" for r in sel),
+            exported=len(exported),
+            median_time=_median([float(r["export_time"]) for r in exported]),
+            median_nodes=_median([float(r["nodes"]) for r in exported]),
+        )
     return out
 
 
@@ -100,25 +109,37 @@ def render_totals(rows: list[dict], meta: dict) -> str:
         v = ", ".join(f"{k} {val}" for k, val in sorted(meta.get("versions", {}).items()))
         commit = f", exporter at commit ``{meta['commit'][:10]}``" if meta.get("commit") else ""
         lines += [f"Run of {meta.get('date', '?')}{commit} ({v}).", ""]
-    lines += [f"{len(types)} model types tried out of {meta.get('listed', '?')} listed "
-              "by transformers' auto mappings.", ""]
+    lines += [
+        f"{len(types)} model types tried out of {meta.get('listed', '?')} listed "
+        "by transformers' auto mappings.",
+        "",
+    ]
     walls = sorted(float(r["wall_time"]) for r in rows if r.get("wall_time"))
     if walls:
-        lines += [f"Wall time of the cases: {sum(walls) / 60:.0f} minutes summed over "
-                  f"{len(walls)} cases (two run at once with ``--jobs 2``), median "
-                  f"{walls[len(walls) // 2]:.1f} s per case (one process per case, model built "
-                  "and run in eager mode included).", ""]
+        lines += [
+            f"Wall time of the cases: {sum(walls) / 60:.0f} minutes summed over "
+            f"{len(walls)} cases (two run at once with ``--jobs 2``), median "
+            f"{walls[len(walls) // 2]:.1f} s per case (one process per case, model built "
+            "and run in eager mode included).",
+            "",
+        ]
     exporters = _exporters(rows)
     runs = meta.get("runs", {})
     if len({(v.get("date"), v.get("commit")) for v in runs.values()}) > 1:
-        lines += ["Runs per exporter: " + ", ".join(
-            f"``{e}`` {runs[e].get('date', '?')}"
-            + (f" (commit ``{runs[e]['commit'][:10]}``)" if runs[e].get("commit") else "")
-            for e in exporters if e in runs) + ".", ""]
+        lines += [
+            "Runs per exporter: "
+            + ", ".join(
+                f"``{e}`` {runs[e].get('date', '?')}"
+                + (f" (commit ``{runs[e]['commit'][:10]}``)" if runs[e].get("commit") else "")
+                for e in exporters
+                if e in runs
+            )
+            + ".",
+            "",
+        ]
     heads = sorted({r["head"] for r in rows})
     counts = collections.Counter((r["head"], r["exporter"], r["status"]) for r in rows)
-    config = collections.Counter((r["head"], r["exporter"]) for r in rows
-                                 if r["stage"] == "config")
+    config = collections.Counter((r["head"], r["exporter"]) for r in rows if r["stage"] == "config")
     body = []
     for head in [*heads, "all"]:
         line = [head]
@@ -130,12 +151,19 @@ def render_totals(rows: list[dict], meta: dict) -> str:
             line.append(f"{ok} / {n} ({ok} / {built} built)")
         body.append(line)
     lines += _list_table(["head", *[f"{e} (pass / tried)" for e in exporters]], body)
-    lines += ["", "*built*: the cases whose tiny model and inputs ran in eager mode (a "
-              "failure at the config stage is the zoo's, not the exporter's)."]
+    lines += [
+        "",
+        "*built*: the cases whose tiny model and inputs ran in eager mode (a "
+        "failure at the config stage is the zoo's, not the exporter's).",
+    ]
     refused = collections.Counter(r["exporter"] for r in rows if r["status"] == "skip")
     if refused:
-        lines += ["", "Refused before tracing (status ``skip``, not counted): " + ", ".join(
-            f"``{e}`` {n}" for e, n in sorted(refused.items())) + "."]
+        lines += [
+            "",
+            "Refused before tracing (status ``skip``, not counted): "
+            + ", ".join(f"``{e}`` {n}" for e, n in sorted(refused.items()))
+            + ".",
+        ]
     return "\n".join(lines)
 
 
@@ -147,16 +175,21 @@ def render_causes(rows: list[dict], top: int = 25) -> str:
             groups[r["exporter"], r["stage"], r["cause"]].append(r)
     exporters = _exporters(rows)
     body = []
-    for (e, stage, cause), rs in sorted(groups.items(), key=lambda kv: (
-            exporters.index(kv[0][0]), -len(kv[1]), kv[0][1], kv[0][2]))[: top * len(exporters)]:
+    for (e, stage, cause), rs in sorted(
+        groups.items(), key=lambda kv: (exporters.index(kv[0][0]), -len(kv[1]), kv[0][1], kv[0][2])
+    )[: top * len(exporters)]:
         examples = ", ".join(r["model_type"] for r in rs[:4]) + (", ..." if len(rs) > 4 else "")
         label = "(the error)" if cause.startswith(f"{stage}: ") else cause
         body.append([e, stage, label, str(len(rs)), examples, rs[0]["error"]])
     if not body:
         return "No failure."
-    return "\n".join(_list_table(["exporter", "stage", "cause", "cases", "examples",
-                                  "first error of the first example"], body,
-                                 widths="10 10 18 6 18 38"))
+    return "\n".join(
+        _list_table(
+            ["exporter", "stage", "cause", "cases", "examples", "first error of the first example"],
+            body,
+            widths="10 10 18 6 18 38",
+        )
+    )
 
 
 def _status(r: dict | None) -> str:
@@ -194,14 +227,21 @@ def render_failures(rows: list[dict]) -> str:
             continue
         errors = {e: rs[e]["error"] for e in exporters if e in rs and rs[e]["error"]}
         same = len(set(errors.values())) == 1
-        text = (next(iter(errors.values())) if same and len(errors) == len(exporters)
-                else "\n\n".join(f"{e}: {err}" for e, err in errors.items()))
+        text = (
+            next(iter(errors.values()))
+            if same and len(errors) == len(exporters)
+            else "\n\n".join(f"{e}: {err}" for e, err in errors.items())
+        )
         body.append([model_type, *[_status(rs.get(e)) for e in exporters], text])
     if not body:
         return "No failure."
-    return "\n".join(_list_table(["model type", *exporters, "error (one text when both "
-                                  "exporters fail the same way)"], body,
-                                 widths=" ".join(["18", *["19"] * len(exporters), "44"])))
+    return "\n".join(
+        _list_table(
+            ["model type", *exporters, "error (one text when both exporters fail the same way)"],
+            body,
+            widths=" ".join(["18", *["19"] * len(exporters), "44"]),
+        )
+    )
 
 
 def render_table(rows: list[dict]) -> str:
@@ -222,10 +262,10 @@ def render_table(rows: list[dict]) -> str:
             for e in exporters:
                 r = rs.get(e)
                 ok = r is not None and r["status"] == "pass"
-                line += [fmt(r["export_time"]) if ok else _status(r),
-                         fmt(r["nodes"]) if ok else ""]
-            diffs = [fmt(rs[e]["max_diff"]) for e in exporters
-                     if e in rs and rs[e]["status"] == "pass"]
+                line += [fmt(r["export_time"]) if ok else _status(r), fmt(r["nodes"]) if ok else ""]
+            diffs = [
+                fmt(rs[e]["max_diff"]) for e in exporters if e in rs and rs[e]["status"] == "pass"
+            ]
             body.append([*line, " / ".join(diffs)])
         header = ["model type", "class"]
         for e in exporters:
@@ -248,7 +288,15 @@ def render_heads(rows: list[dict]) -> str:
         causes = collections.Counter(r["cause"] for r in rs if r["status"] == "fail")
         skips = sorted({r["cause"] for r in rs if r["status"] == "skip"})
         top = ", ".join(f"{c} ({n})" for c, n in causes.most_common(2))
-        body.append([head, str(len(rs)), str(count["pass"]), str(count["fail"]),
-                     str(count["skip"]), top or "; ".join(skips)])
+        body.append(
+            [
+                head,
+                str(len(rs)),
+                str(count["pass"]),
+                str(count["fail"]),
+                str(count["skip"]),
+                top or "; ".join(skips),
+            ]
+        )
     header = ["head", "tried", "pass", "fail", "skip", "main causes / skip reason"]
     return "\n".join(_list_table(header, body, "20 6 6 6 6 56"))

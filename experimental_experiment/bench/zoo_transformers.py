@@ -33,9 +33,13 @@ from ..errors import ExportError
 
 #: folders of the frames that show the export reached tracing (a failure from there on
 #: is the exporter's failure, not a refusal)
-_TRACING = (os.path.join("torch", "export"), os.path.join("torch", "_export"),
-            os.path.join("torch", "_dynamo"), os.path.join("torch", "onnx"),
-            os.path.join("torch", "fx"))
+_TRACING = (
+    os.path.join("torch", "export"),
+    os.path.join("torch", "_export"),
+    os.path.join("torch", "_dynamo"),
+    os.path.join("torch", "onnx"),
+    os.path.join("torch", "fx"),
+)
 _EXPORTERS_DIR = os.path.join("transformers", "exporters")
 
 
@@ -96,8 +100,7 @@ def transformers_dynamic_shapes(model, inputs: dict, dynamic_shapes: dict) -> di
         if isinstance(value, torch.Tensor) or value is None or not isinstance(spec, (list, tuple)):
             out[name] = _dims(spec)
             continue
-        theirs = [t for t in torch.utils._pytree.tree_leaves(value)
-                  if isinstance(t, torch.Tensor)]
+        theirs = [t for t in torch.utils._pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
         try:
             ours = _our_leaves(value)
         except Exception:  # a cache this package does not flatten
@@ -128,8 +131,9 @@ def export_transformers(model, inputs: dict, dynamic_shapes: dict):
     inputs = copy.deepcopy(inputs)
     try:
         exporter = OnnxExporter()
-        config = OnnxConfig(dynamic=True, dynamic_shapes=transformers_dynamic_shapes(
-            model, inputs, dynamic_shapes))
+        config = OnnxConfig(
+            dynamic=True, dynamic_shapes=transformers_dynamic_shapes(model, inputs, dynamic_shapes)
+        )
         exported = exporter.export(model, inputs, config)
     except Exception as e:
         if refused_before_tracing(e):
@@ -167,10 +171,18 @@ def named_expected(sess, model, inputs: dict) -> list[torch.Tensor]:
     unknown = [n for n, p in zip(names, paths) if p not in leaves]
     if unknown or len(paths) != len(leaves):
         missing = sorted(set(leaves) - set(paths))
-        raise AssertionError(f"{len(names)} ONNX outputs, {len(leaves)} eager outputs "
-                             f"(ONNX only: {unknown[:3]}, eager only: {missing[:3]})")
+        raise AssertionError(
+            f"{len(names)} ONNX outputs, {len(leaves)} eager outputs "
+            f"(ONNX only: {unknown[:3]}, eager only: {missing[:3]})"
+        )
     return [leaves[p] for p in paths]
 
 
-__all__ = ["TransformersExportRefusedError", "export_transformers", "named_expected",
-           "named_feeds", "refused_before_tracing", "transformers_dynamic_shapes"]
+__all__ = [
+    "TransformersExportRefusedError",
+    "export_transformers",
+    "named_expected",
+    "named_feeds",
+    "refused_before_tracing",
+    "transformers_dynamic_shapes",
+]

@@ -20,6 +20,14 @@ from .errors import (
 )
 from .package import PRECISIONS, PackageReport, package_model
 
-__all__ = ["PRECISIONS", "GenAIPackageError", "MissingTokenizerError", "NotADecoderError",
-           "OutputFolderError", "PackageReport", "PackageModelTypeError",
-           "PackagePrecisionError", "package_model"]
+__all__ = [
+    "PRECISIONS",
+    "GenAIPackageError",
+    "MissingTokenizerError",
+    "NotADecoderError",
+    "OutputFolderError",
+    "PackageReport",
+    "PackageModelTypeError",
+    "PackagePrecisionError",
+    "package_model",
+]

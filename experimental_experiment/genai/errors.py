@@ -61,5 +61,11 @@ class OutputFolderError(GenAIPackageError, FileExistsError):
     (``--overwrite``)."""
 
 
-__all__ = ["GenAIPackageError", "MissingTokenizerError", "NotADecoderError",
-           "OutputFolderError", "PackageModelTypeError", "PackagePrecisionError"]
+__all__ = [
+    "GenAIPackageError",
+    "MissingTokenizerError",
+    "NotADecoderError",
+    "OutputFolderError",
+    "PackageModelTypeError",
+    "PackagePrecisionError",
+]

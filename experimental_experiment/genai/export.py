@@ -17,16 +17,17 @@ def load_decoder(model):
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise NotADecoderError(
             f"{path!r} is not a folder written by save_pretrained (no config.json); give "
-            "a transformers causal LM or the folder it was saved in")
+            "a transformers causal LM or the folder it was saved in"
+        )
     import transformers
 
     try:
-        return transformers.AutoModelForCausalLM.from_pretrained(
-            path, local_files_only=True).eval()
+        return transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True).eval()
     except (ValueError, KeyError) as e:  # a configuration no causal LM class maps to
         raise NotADecoderError(
             f"{path!r} holds no causal language model transformers can load "
-            f"({str(e).splitlines()[0][:200]}); give a *ForCausalLM checkpoint") from e
+            f"({str(e).splitlines()[0][:200]}); give a *ForCausalLM checkpoint"
+        ) from e
 
 
 def check_decoder(model) -> str:
@@ -38,16 +39,19 @@ def check_decoder(model) -> str:
     name = type(model).__name__
     if config is None or not hasattr(config, "get_text_config"):
         raise NotADecoderError(
-            f"{name} is not a transformers model (no config); give a *ForCausalLM model")
+            f"{name} is not a transformers model (no config); give a *ForCausalLM model"
+        )
     if getattr(config, "is_encoder_decoder", False):
         raise NotADecoderError(
             f"{name} is an encoder-decoder; onnxruntime-genai packages here take a "
-            "decoder-only *ForCausalLM model")
+            "decoder-only *ForCausalLM model"
+        )
     can_generate = getattr(model, "can_generate", None)
     if can_generate is None or not can_generate():
         raise NotADecoderError(
             f"{name} cannot generate (not a causal language model); give the "
-            "*ForCausalLM class of this architecture")
+            "*ForCausalLM class of this architecture"
+        )
     try:
         return cache_argument_name(model)
     except ValueError as e:
@@ -66,30 +70,41 @@ def probe_cache(model) -> list[tuple[int, int]]:
     name = type(model).__name__
     ids = torch.ones((1, 2), dtype=torch.int64)
     with torch.no_grad():
-        cache = output_cache(model(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                   use_cache=True))
+        cache = output_cache(
+            model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+        )
     layers = getattr(cache, "layers", None)
     if not layers:
-        raise NotADecoderError(f"{name} returned no cache with layers "
-                               f"({type(cache).__name__}); genai runs key/value caches")
+        raise NotADecoderError(
+            f"{name} returned no cache with layers "
+            f"({type(cache).__name__}); genai runs key/value caches"
+        )
     shapes = []
     for i, layer in enumerate(layers):
         keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-        if not isinstance(keys, torch.Tensor) or not isinstance(values, torch.Tensor) \
-                or keys.dim() != 4 or values.dim() != 4:
+        if (
+            not isinstance(keys, torch.Tensor)
+            or not isinstance(values, torch.Tensor)
+            or keys.dim() != 4
+            or values.dim() != 4
+        ):
             raise NotADecoderError(
                 f"layer {i} of the cache of {name} ({type(layer).__name__}) holds no "
                 "keys and values of 4 dimensions (a state space or hybrid model); "
-                "onnxruntime-genai runs decoders whose cache is keys and values only")
+                "onnxruntime-genai runs decoders whose cache is keys and values only"
+            )
         if keys.shape[1] != values.shape[1] or keys.shape[3] != values.shape[3]:
             raise NotADecoderError(
                 f"layer {i} of {name}: keys {tuple(keys.shape)} and values "
                 f"{tuple(values.shape)} differ in heads or size (latent attention); "
-                "genai_config.json has one head size for both")
+                "genai_config.json has one head size for both"
+            )
         shapes.append((int(keys.shape[1]), int(keys.shape[3])))
     if len(set(shapes)) != 1:
-        raise NotADecoderError(f"the layers of {name} differ in cache geometry {shapes}; "
-                               "genai_config.json has one number of heads and head size")
+        raise NotADecoderError(
+            f"the layers of {name} differ in cache geometry {shapes}; "
+            "genai_config.json has one number of heads and head size"
+        )
     return shapes
 
 
@@ -101,20 +116,21 @@ def _export_inputs(model, shapes: list[tuple[int, int]]):
     from ..torch_models.llm_helper import cache_argument_name, make_llm_inputs
 
     gen = torch.Generator().manual_seed(0)
-    inputs, ds = make_llm_inputs(model.config, batch=2, seq=3, past=5, model=model,
-                                 generator=gen)
+    inputs, ds = make_llm_inputs(model.config, batch=2, seq=3, past=5, model=model, generator=gen)
     cache = DynamicCache()
     for i, (heads, size) in enumerate(shapes):
-        cache.update(torch.randn(2, heads, 5, size, generator=gen),
-                     torch.randn(2, heads, 5, size, generator=gen), i)
+        cache.update(
+            torch.randn(2, heads, 5, size, generator=gen),
+            torch.randn(2, heads, 5, size, generator=gen),
+            i,
+        )
     name = cache_argument_name(model)
     inputs[name] = cache
     ds[name] = [{0: "batch", 2: "past"} for _ in range(2 * len(shapes))]
     return inputs, ds
 
 
-def export_decoder(model, shapes: list[tuple[int, int]], *,
-                   patterns: str = "default+onnxruntime"):
+def export_decoder(model, shapes: list[tuple[int, int]], *, patterns: str = "default+onnxruntime"):
     """Exports ``model`` with :func:`to_onnx` under ``bypass_export_some_errors``,
     example batch 2, 3 new tokens, a cache of 5 positions (geometry ``shapes`` from
     :func:`probe_cache`), every one of those dynamic.
@@ -128,8 +144,13 @@ def export_decoder(model, shapes: list[tuple[int, int]], *,
 
     inputs, ds = _export_inputs(model, shapes)
     with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
-        return to_onnx(model, (), modificator(inputs), dynamic_shapes=ds,
-                       options=OptimizationOptions(patterns=patterns))
+        return to_onnx(
+            model,
+            (),
+            modificator(inputs),
+            dynamic_shapes=ds,
+            options=OptimizationOptions(patterns=patterns),
+        )
 
 
 __all__ = ["check_decoder", "export_decoder", "load_decoder", "probe_cache"]

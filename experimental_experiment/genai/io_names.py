@@ -31,15 +31,24 @@ def genai_names(model: onnx.ModelProto, n_layers: int) -> dict[str, str]:
     keys = {_layer(n, "key"): n for n in inputs if _layer(n, "key") is not None}
     values = {_layer(n, "value"): n for n in inputs if _layer(n, "value") is not None}
     expected = set(range(n_layers))
-    unknown = [n for n in inputs if n not in mapping and n not in keys.values()
-               and n not in values.values()]
-    if set(keys) != expected or set(values) != expected or unknown or \
-            "input_ids" not in mapping or len(outputs) != 1 + 2 * n_layers:
+    unknown = [
+        n
+        for n in inputs
+        if n not in mapping and n not in keys.values() and n not in values.values()
+    ]
+    if (
+        set(keys) != expected
+        or set(values) != expected
+        or unknown
+        or "input_ids" not in mapping
+        or len(outputs) != 1 + 2 * n_layers
+    ):
         raise NotADecoderError(
             f"the exported model has no recognizable cache of {n_layers} layers: inputs "
             f"{inputs}, {len(outputs)} outputs (expected input_ids, attention_mask, "
             f"*_key_<i>, *_value_<i> and 1 + 2 x {n_layers} outputs); export a "
-            "*ForCausalLM model with a DynamicCache")
+            "*ForCausalLM model with a DynamicCache"
+        )
     for i in range(n_layers):
         mapping[keys[i]] = PAST_KEY % i
         mapping[values[i]] = PAST_VALUE % i
@@ -90,5 +99,11 @@ def rename_to_genai(model: onnx.ModelProto, n_layers: int) -> dict[str, str]:
     return mapping
 
 
-__all__ = ["PAST_KEY", "PAST_VALUE", "PRESENT_KEY", "PRESENT_VALUE", "genai_names",
-           "rename_to_genai"]
+__all__ = [
+    "PAST_KEY",
+    "PAST_VALUE",
+    "PRESENT_KEY",
+    "PRESENT_VALUE",
+    "genai_names",
+    "rename_to_genai",
+]

@@ -16,18 +16,22 @@ def check_out_dir(out_dir: str, overwrite: bool) -> str:
     or a folder which is not empty (unless ``overwrite``)."""
     full = os.path.abspath(os.fspath(out_dir))
     if os.path.lexists(full) and not os.path.isdir(full):
-        raise OutputFolderError(f"output {str(out_dir)!r} exists and is not a folder; "
-                                "choose a folder name")
+        raise OutputFolderError(
+            f"output {str(out_dir)!r} exists and is not a folder; choose a folder name"
+        )
     if os.path.isdir(full) and os.listdir(full) and not overwrite:
         raise OutputFolderError(
             f"output folder {str(out_dir)!r} is not empty ({len(os.listdir(full))} "
-            "entries); choose another folder or pass overwrite=True (--overwrite)")
+            "entries); choose another folder or pass overwrite=True (--overwrite)"
+        )
     parent = os.path.dirname(full)
     while not os.path.exists(parent):  # created by staged_folder, not here
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputFolderError(f"cannot create a folder in {parent!r} (not a folder or "
-                                "no permission); choose another output folder")
+        raise OutputFolderError(
+            f"cannot create a folder in {parent!r} (not a folder or "
+            "no permission); choose another output folder"
+        )
     return full
 
 

@@ -66,9 +66,11 @@ class PackageReport:
 
     def __str__(self) -> str:
         fused = {k: v for k, v in self.op_types.items() if k.startswith("com.microsoft.")}
-        return (f"{self.out_dir}: {self.model_type} {self.precision}, files "
-                f"{', '.join(self.files)}; contrib ops {fused or 'none'}; "
-                + ", ".join(f"{k} {v:.1f}s" for k, v in self.durations.items()))
+        return (
+            f"{self.out_dir}: {self.model_type} {self.precision}, files "
+            f"{', '.join(self.files)}; contrib ops {fused or 'none'}; "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in self.durations.items())
+        )
 
 
 def _check_model_type(config, model_type: str | None) -> str:
@@ -81,13 +83,17 @@ def _check_model_type(config, model_type: str | None) -> str:
             raise PackageModelTypeError(
                 f"onnxruntime-genai does not run model type {model_type!r} (it knows "
                 f"{sorted(GENAI_DECODER_TYPES)}); pass one of them, 'llama' runs every "
-                "decoder with one key and one value input per layer")
+                "decoder with one key and one value input per layer"
+            )
         return model_type
     own = config.get_text_config(decoder=True).model_type
     if own in GENAI_DECODER_TYPES and own not in GENAI_OTHER_LAYOUT:
         return own
-    logger.info("model type %r: genai_config.json says 'llama' (%s)", own,
-                GENAI_OTHER_LAYOUT.get(own, "a type genai does not list"))
+    logger.info(
+        "model type %r: genai_config.json says 'llama' (%s)",
+        own,
+        GENAI_OTHER_LAYOUT.get(own, "a type genai does not list"),
+    )
     return "llama"
 
 
@@ -97,7 +103,8 @@ def _check_precision(precision: str, block_size: int, accuracy_level) -> None:
     before any work."""
     if precision not in PRECISIONS:
         raise PackagePrecisionError(
-            f"precision {precision!r} is not supported, expected one of {list(PRECISIONS)}")
+            f"precision {precision!r} is not supported, expected one of {list(PRECISIONS)}"
+        )
     if precision != "fp32":
         from ..quantize.quantizer import _check_options
 
@@ -112,16 +119,31 @@ def _quantize(onx, precision: str, block_size: int, accuracy_level, quantize_lm_
     MatMul)."""
     from ..quantize import quantize_model
 
-    return quantize_model(onx, precision, block_size=block_size,
-                          accuracy_level=accuracy_level, quantize_lm_head=quantize_lm_head)
+    return quantize_model(
+        onx,
+        precision,
+        block_size=block_size,
+        accuracy_level=accuracy_level,
+        quantize_lm_head=quantize_lm_head,
+    )
 
 
-def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, *,
-                  model_type: str | None = None, require_tokenizer: bool = False,
-                  overwrite: bool = False, progress: bool = True,
-                  patterns: str = "default+onnxruntime", block_size: int = 32,
-                  accuracy_level: int | None = None, search: dict | None = None,
-                  quantize_lm_head: bool = True) -> PackageReport:
+def package_model(
+    model,
+    out_dir: str,
+    precision: str = "fp32",
+    tokenizer=None,
+    *,
+    model_type: str | None = None,
+    require_tokenizer: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    patterns: str = "default+onnxruntime",
+    block_size: int = 32,
+    accuracy_level: int | None = None,
+    search: dict | None = None,
+    quantize_lm_head: bool = True,
+) -> PackageReport:
     """Writes an onnxruntime-genai package of ``model`` into ``out_dir``.
 
     Every argument is checked before any work; the folder is written beside
@@ -172,10 +194,14 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
     check_decoder(decoder)
     model_type = _check_model_type(decoder.config, model_type)
     shapes = probe_cache(decoder)
-    geometry = dict(num_hidden_layers=len(shapes), num_key_value_heads=shapes[0][0],
-                    head_size=shapes[0][1])
-    steps = ["export and optimize", "rename"] + (["quantize"] if precision != "fp32" else []) \
+    geometry = dict(
+        num_hidden_layers=len(shapes), num_key_value_heads=shapes[0][0], head_size=shapes[0][1]
+    )
+    steps = (
+        ["export and optimize", "rename"]
+        + (["quantize"] if precision != "fp32" else [])
         + ["save", "config", "tokenizer"]
+    )
     report = PackageReport(full, model_type, precision)
     with StepBar(steps, progress_enabled(progress)) as bar, staged_folder(full) as tmp:
         with bar.step("export and optimize"):
@@ -188,18 +214,23 @@ def package_model(model, out_dir: str, precision: str = "fp32", tokenizer=None, 
         with bar.step("save"):
             from ..xbuilder.model_container import save_model
 
-            save_model(onx, os.path.join(tmp, MODEL_FILE), external_data=True,
-                       location=DATA_FILE)
+            save_model(onx, os.path.join(tmp, MODEL_FILE), external_data=True, location=DATA_FILE)
         with bar.step("config"):
-            content = genai_config(decoder.config, [i.name for i in onx.graph.input],
-                                   model_type=model_type, filename=MODEL_FILE, search=search,
-                                   geometry=geometry)
+            content = genai_config(
+                decoder.config,
+                [i.name for i in onx.graph.input],
+                model_type=model_type,
+                filename=MODEL_FILE,
+                search=search,
+                geometry=geometry,
+            )
             write_genai_config(content, tmp)
         with bar.step("tokenizer"):
             write_tokenizer(tok, tmp)
         report.files = sorted(os.listdir(tmp))
-    report.op_types = dict(Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type
-                                   for n in onx.graph.node))
+    report.op_types = dict(
+        Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in onx.graph.node)
+    )
     report.durations = bar.durations
     logger.info("%s", report)
     return report

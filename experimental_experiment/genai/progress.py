@@ -36,8 +36,13 @@ class StepBar:
             except ImportError:  # the steps are still logged
                 logger.info("tqdm is not installed, no progress bar")
                 return self
-            self.bar = tqdm(total=len(self.steps), desc="genai package", unit="step",
-                            file=sys.stderr, leave=True)
+            self.bar = tqdm(
+                total=len(self.steps),
+                desc="genai package",
+                unit="step",
+                file=sys.stderr,
+                leave=True,
+            )
         return self
 
     @contextlib.contextmanager

@@ -9,9 +9,16 @@ import shutil
 from .errors import MissingTokenizerError
 
 #: files copied from a tokenizer folder when present
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                   "special_tokens_map.json", "added_tokens.json", "vocab.json",
-                   "merges.txt", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "generation_config.json",
+)
 _REQUIRED = ("tokenizer.json", "tokenizer.model")
 
 
@@ -26,16 +33,19 @@ def resolve_tokenizer(tokenizer, model, *, required: bool):
         if not hasattr(tokenizer, "save_pretrained"):
             raise MissingTokenizerError(
                 f"tokenizer {type(tokenizer).__name__} has no save_pretrained; give a "
-                "transformers tokenizer or the folder it was saved in")
+                "transformers tokenizer or the folder it was saved in"
+            )
         return tokenizer
     if tokenizer is not None:
         folder = os.fspath(tokenizer)
         if not os.path.isdir(folder) or not has_tokenizer(folder):
-            what = ("holds no " + " or ".join(_REQUIRED) if os.path.isdir(folder)
-                    else "does not exist")
+            what = (
+                "holds no " + " or ".join(_REQUIRED) if os.path.isdir(folder) else "does not exist"
+            )
             raise MissingTokenizerError(
                 f"tokenizer folder {folder!r} {what}; give the folder "
-                "tokenizer.save_pretrained wrote")
+                "tokenizer.save_pretrained wrote"
+            )
         return folder
     if isinstance(model, (str, os.PathLike)) and has_tokenizer(os.fspath(model)):
         return os.fspath(model)
@@ -43,7 +53,8 @@ def resolve_tokenizer(tokenizer, model, *, required: bool):
         where = f"in {os.fspath(model)!r} " if isinstance(model, (str, os.PathLike)) else ""
         raise MissingTokenizerError(
             f"no tokenizer given and none found {where}(tokenizer.json or "
-            "tokenizer.model); pass tokenizer= (--tokenizer DIR)")
+            "tokenizer.model); pass tokenizer= (--tokenizer DIR)"
+        )
     return None
 
 

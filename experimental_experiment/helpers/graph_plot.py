@@ -197,9 +197,7 @@ def plot_onnx_graph(model: onnx.ModelProto | onnx.GraphProto, ax=None, **kwargs)
     return plot_items(onnx_items(model), ax, **kwargs)
 
 
-def plot_fx_graph(
-    graph: Any, ax=None, *, shapes: bool = False, weights: bool = False, **kwargs
-):
+def plot_fx_graph(graph: Any, ax=None, *, shapes: bool = False, weights: bool = False, **kwargs):
     """Draws a :class:`torch.fx.Graph` (or an ExportedProgram, a GraphModule),
     top to bottom, one box per operation.
 

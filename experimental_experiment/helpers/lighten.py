@@ -32,13 +32,16 @@ def _stats(array: np.ndarray) -> dict:
     stats = {"dtype": str(array.dtype), "shape": list(array.shape)}
     if array.size and array.dtype.kind in "biuf":
         f = array.astype(np.float64)
-        stats.update(min=float(f.min()), max=float(f.max()), mean=float(f.mean()),
-                     std=float(f.std()))
+        stats.update(
+            min=float(f.min()), max=float(f.max()), mean=float(f.mean()), std=float(f.std())
+        )
     return stats
 
 
-def lighten_model(model: onnx.ModelProto, threshold: int = 128,
-                  ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+def lighten_model(
+    model: onnx.ModelProto,
+    threshold: int = 128,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """Returns a copy of ``model`` whose initializers of more than ``threshold``
     elements have no data (dims, type and statistics kept in their ``doc_string``),
     and the removed arrays by name.
@@ -60,8 +63,15 @@ def lighten_model(model: onnx.ModelProto, threshold: int = 128,
         array = numpy_helper.to_array(init)
         removed[init.name] = array
         stats = json.dumps(_stats(array), sort_keys=True)
-        for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
-                      "uint64_data", "string_data"):
+        for field in (
+            "raw_data",
+            "float_data",
+            "int32_data",
+            "int64_data",
+            "double_data",
+            "uint64_data",
+            "string_data",
+        ):
             init.ClearField(field)
         init.doc_string = f"{STATS_KEY} {stats}"
     return light, removed
@@ -72,8 +82,13 @@ def lightened_names(model: onnx.ModelProto) -> list[str]:
     return [i.name for i in model.graph.initializer if i.doc_string.startswith(STATS_KEY)]
 
 
-def unlighten_model(light: onnx.ModelProto, weights: dict[str, np.ndarray] | None = None,
-                    *, seed: int = 0, max_bytes: int | None = None) -> onnx.ModelProto:
+def unlighten_model(
+    light: onnx.ModelProto,
+    weights: dict[str, np.ndarray] | None = None,
+    *,
+    seed: int = 0,
+    max_bytes: int | None = None,
+) -> onnx.ModelProto:
     """Puts the weights back; with ``weights=None``, random values drawn with the
     recorded mean and standard deviation (a runnable model, not the original one).
     Raises :class:`LightenError` (a ValueError) when a weight is missing or its shape or
@@ -93,7 +108,8 @@ def unlighten_model(light: onnx.ModelProto, weights: dict[str, np.ndarray] | Non
                 raise LightenError(
                     f"initializer {init.name!r}: recorded {stats['dtype']} {stats['shape']} "
                     f"needs {nbytes:,} bytes, more than the {budget:,} bytes left "
-                    "(max_bytes), the light model is damaged or too large for --random")
+                    "(max_bytes), the light model is damaged or too large for --random"
+                )
             budget -= nbytes
             array = _random(stats, rng)
         elif init.name not in weights:
@@ -103,7 +119,8 @@ def unlighten_model(light: onnx.ModelProto, weights: dict[str, np.ndarray] | Non
             if list(array.shape) != stats["shape"] or str(array.dtype) != stats["dtype"]:
                 raise LightenError(
                     f"weight {init.name!r} is {array.dtype} {list(array.shape)}, the model "
-                    f"expects {stats['dtype']} {stats['shape']}")
+                    f"expects {stats['dtype']} {stats['shape']}"
+                )
         model.graph.initializer[k].CopyFrom(numpy_helper.from_array(array, init.name))
     return model
 
@@ -119,27 +136,39 @@ def _recorded(init: onnx.TensorProto) -> tuple[dict, int]:
     """The statistics lighten recorded in the doc_string, checked (a JSON object, a
     known dtype, the shape of the initializer), and the number of bytes they describe."""
     try:
-        stats = json.loads(init.doc_string[len(STATS_KEY):])
+        stats = json.loads(init.doc_string[len(STATS_KEY) :])
         shape, recorded = stats["shape"], stats["dtype"]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(init.data_type)
     except (ValueError, TypeError, KeyError) as e:
-        raise LightenError(f"initializer {init.name!r}: the statistics lighten recorded are "
-                           f"damaged ({type(e).__name__}: {e})") from None
-    if (not isinstance(shape, list) or shape != list(init.dims)
-            or any(not isinstance(d, int) or d < 0 for d in shape)):
-        raise LightenError(f"initializer {init.name!r}: recorded shape {shape!r} differs "
-                           f"from its dims {list(init.dims)}, the light model is damaged")
+        raise LightenError(
+            f"initializer {init.name!r}: the statistics lighten recorded are "
+            f"damaged ({type(e).__name__}: {e})"
+        ) from None
+    if (
+        not isinstance(shape, list)
+        or shape != list(init.dims)
+        or any(not isinstance(d, int) or d < 0 for d in shape)
+    ):
+        raise LightenError(
+            f"initializer {init.name!r}: recorded shape {shape!r} differs "
+            f"from its dims {list(init.dims)}, the light model is damaged"
+        )
     if str(dtype) != recorded:
-        raise LightenError(f"initializer {init.name!r}: recorded dtype {recorded!r} differs "
-                           f"from its type {dtype}, the light model is damaged")
+        raise LightenError(
+            f"initializer {init.name!r}: recorded dtype {recorded!r} differs "
+            f"from its type {dtype}, the light model is damaged"
+        )
     return stats, math.prod(shape) * dtype.itemsize
 
 
 def _npy_header(f, where: str) -> tuple[tuple, bool, np.dtype]:
     try:
         version = np.lib.format.read_magic(f)
-        read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                else np.lib.format.read_array_header_2_0)
+        read = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
         shape, fortran, dtype = read(f)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise LightenError(f"{where}: not a .npy array ({e})") from None
@@ -167,17 +196,20 @@ def load_weights(path: str) -> dict[str, np.ndarray]:
                     expected = math.prod(shape) * dtype.itemsize
                     available = info.file_size - f.tell()  # recorded size less header
                     if expected != available:
-                        raise LightenError(f"{where}: {dtype} {list(shape)} needs "
-                                           f"{expected:,} bytes, the file holds "
-                                           f"{available:,} (truncated or forged)")
+                        raise LightenError(
+                            f"{where}: {dtype} {list(shape)} needs "
+                            f"{expected:,} bytes, the file holds "
+                            f"{available:,} (truncated or forged)"
+                        )
                     data = f.read(expected)  # what is there, not what the header says
             except (OSError, EOFError, zipfile.BadZipFile) as e:
                 raise LightenError(f"{where}: cannot be read ({e})") from None
             if len(data) != expected:
-                raise LightenError(f"{where}: {len(data):,} bytes, {expected:,} expected "
-                                   "(the file is truncated)")
+                raise LightenError(
+                    f"{where}: {len(data):,} bytes, {expected:,} expected (the file is truncated)"
+                )
             flat = np.frombuffer(data, dtype=dtype)
-            arrays[name] = (flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape))
+            arrays[name] = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
     return arrays
 
 

@@ -58,8 +58,9 @@ def external_data_statistics(model: onnx.ModelProto, folder: str | None = None) 
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
         info = {e.key: e.value for e in t.external_data}
-        row = files.setdefault(info.get("location", "?"),
-                               {"tensors": 0, "bytes": 0, "on_disk": None, "unfilled": 0})
+        row = files.setdefault(
+            info.get("location", "?"), {"tensors": 0, "bytes": 0, "on_disk": None, "unfilled": 0}
+        )
         row["tensors"] += 1
         row["bytes"] += int(info.get("length", _tensor_bytes(t)))
         row["unfilled"] += t.name in unfilled
@@ -151,17 +152,20 @@ def format_statistics(stats: dict, top: int = 10) -> str:
     width = max((len(k) for k in stats["op_types"]), default=0)
     lines += [f"  {k:<{width}} {v:>6}" for k, v in stats["op_types"].items()]
     if stats["n_functions"]:
-        lines.append(f"local functions: {stats['n_functions']}, "
-                     f"nodes: {sum(stats['function_nodes'].values())}")
+        lines.append(
+            f"local functions: {stats['n_functions']}, "
+            f"nodes: {sum(stats['function_nodes'].values())}"
+        )
         lines += [f"  {k} {v}" for k, v in stats["function_nodes"].items()]
-    lines.append(f"initializers: {stats['n_initializers']}, "
-                 f"{_human(stats['initializer_bytes'])}")
+    lines.append(f"initializers: {stats['n_initializers']}, {_human(stats['initializer_bytes'])}")
     for name, dtype, shape, size in stats["initializers"][:top]:
         lines.append(f"  {name} {dtype}[{','.join(map(str, shape))}] {_human(size)}")
     if len(stats["initializers"]) > top:
         lines.append(f"  ... {len(stats['initializers']) - top} more")
     for loc, row in stats.get("external_data", {}).items():
         disk = "missing" if row["on_disk"] is None else _human(row["on_disk"])
-        lines.append(f"external data {loc}: {row['tensors']} tensors, "
-                     f"{_human(row['bytes'])} (file {disk}), {row['unfilled']} unfilled")
+        lines.append(
+            f"external data {loc}: {row['tensors']} tensors, "
+            f"{_human(row['bytes'])} (file {disk}), {row['unfilled']} unfilled"
+        )
     return "\n".join(lines)

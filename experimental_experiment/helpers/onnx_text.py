@@ -73,14 +73,15 @@ def _attr_text(att: onnx.AttributeProto) -> str:
     if att.type == onnx.AttributeProto.TENSOR:
         t = att.t
         arr = numpy_helper.to_array(t)
-        return f"{att.name}={onnx.TensorProto.DataType.Name(t.data_type)}" \
-               f"[{','.join(map(str, t.dims))}]:[{_values_text(arr)}]"
+        return (
+            f"{att.name}={onnx.TensorProto.DataType.Name(t.data_type)}"
+            f"[{','.join(map(str, t.dims))}]:[{_values_text(arr)}]"
+        )
     value = onnx.helper.get_attribute_value(att)
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
     elif isinstance(value, list):
-        value = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v
-                 for v in value]
+        value = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in value]
     if isinstance(value, float):
         value = f"{value:g}"
     return f"{att.name}={value!r}" if isinstance(value, str) else f"{att.name}={value}"
@@ -121,8 +122,9 @@ def _function_lines(f: onnx.FunctionProto, max_values: int) -> list[str]:
     return lines
 
 
-def pretty_onnx(model: onnx.ModelProto | onnx.GraphProto | onnx.FunctionProto,
-                max_values: int = 4) -> str:
+def pretty_onnx(
+    model: onnx.ModelProto | onnx.GraphProto | onnx.FunctionProto, max_values: int = 4
+) -> str:
     """Returns a readable text dump of a model, a graph or a function.
 
     .. code-block:: python

@@ -12,7 +12,14 @@ from .discrepancies import (
 from .piece_by_piece import PieceByPieceReport, PieceResult, export_piece_by_piece
 
 __all__ = [
-    "Comparison", "DiscrepancyReport", "ExportReport", "ValueStats", "compare_intermediates",
-    "find_bad_rewrite", "find_discrepancies", "PieceByPieceReport", "PieceResult",
+    "Comparison",
+    "DiscrepancyReport",
+    "ExportReport",
+    "ValueStats",
+    "compare_intermediates",
+    "find_bad_rewrite",
+    "find_discrepancies",
+    "PieceByPieceReport",
+    "PieceResult",
     "export_piece_by_piece",
 ]

@@ -40,8 +40,14 @@ class ValueStats:
         if v.size == 0 or v.dtype.kind not in "biuf":
             return cls(tuple(v.shape), str(v.dtype))
         f = v.astype(np.float64)
-        return cls(tuple(v.shape), str(v.dtype), float(f.min()), float(f.max()),
-                   float(f.mean()), float(f.std()))
+        return cls(
+            tuple(v.shape),
+            str(v.dtype),
+            float(f.min()),
+            float(f.max()),
+            float(f.mean()),
+            float(f.std()),
+        )
 
 
 @dataclass
@@ -101,14 +107,17 @@ class DiscrepancyReport:
         if self.first is None:
             return f"no discrepancy in {len(self.comparisons)} compared values"
         c = self.first
-        return (f"first discrepancy at FX node {c.fx_node!r} ({c.aten_op}), ONNX value "
-                f"{c.onnx_value!r} computed by {', '.join(c.onnx_nodes)}: max abs diff "
-                f"{c.max_abs_diff:.4g}\n  user's code: {c.source}\n"
-                f"  torch: {c.torch_stats}\n  onnx:  {c.onnx_stats}")
+        return (
+            f"first discrepancy at FX node {c.fx_node!r} ({c.aten_op}), ONNX value "
+            f"{c.onnx_value!r} computed by {', '.join(c.onnx_nodes)}: max abs diff "
+            f"{c.max_abs_diff:.4g}\n  user's code: {c.source}\n"
+            f"  torch: {c.torch_stats}\n  onnx:  {c.onnx_stats}"
+        )
 
 
-def torch_intermediates(ep: torch.export.ExportedProgram, args: tuple,
-                        kwargs: dict | None = None) -> dict[str, Any]:
+def torch_intermediates(
+    ep: torch.export.ExportedProgram, args: tuple, kwargs: dict | None = None
+) -> dict[str, Any]:
     """Runs the FX graph of ``ep`` on (args, kwargs), returns every node's value."""
     from torch.export.graph_signature import InputKind
 
@@ -127,8 +136,7 @@ def torch_intermediates(ep: torch.export.ExportedProgram, args: tuple,
     return {node.name: value for node, value in interp.env.items()}
 
 
-def _flat_user_inputs(ep: torch.export.ExportedProgram, args: tuple,
-                      kwargs: dict | None) -> list:
+def _flat_user_inputs(ep: torch.export.ExportedProgram, args: tuple, kwargs: dict | None) -> list:
     """The leaves of (args, kwargs), keywords in the order the program expects."""
     from torch.export._tree_utils import reorder_kwargs
 
@@ -154,8 +162,12 @@ def _tagged_values(model: onnx.ModelProto) -> dict[str, tuple[str, list[str], di
     return found
 
 
-def onnx_intermediates(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
-                       names: list[str], runtime: str = "onnxruntime") -> dict[str, Any]:
+def onnx_intermediates(
+    model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    names: list[str],
+    runtime: str = "onnxruntime",
+) -> dict[str, Any]:
     """Values of ``names`` in ``model``: onnxruntime (the names added as outputs) or
     ``"reference"`` (onnx's evaluator, every intermediate result)."""
     if runtime == "reference":
@@ -174,8 +186,9 @@ def onnx_intermediates(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
     for n in names:
         if n not in present:
             extended.graph.output.append(infos.get(n) or onnx.ValueInfoProto(name=n))
-    sess = onnxruntime.InferenceSession(extended.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        extended.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     outs = [o.name for o in sess.get_outputs()]
     return dict(zip(outs, sess.run(None, feeds)))
 
@@ -184,8 +197,11 @@ def _to_numpy(value) -> np.ndarray | None:
     if isinstance(value, torch.Tensor):
         if value.is_complex():
             value = torch.view_as_real(value)
-        return value.detach().cpu().numpy() if value.dtype != torch.bfloat16 else (
-            value.detach().float().cpu().numpy())
+        return (
+            value.detach().cpu().numpy()
+            if value.dtype != torch.bfloat16
+            else (value.detach().float().cpu().numpy())
+        )
     if isinstance(value, (int, float, bool)):
         return np.asarray(value)
     return None
@@ -210,15 +226,23 @@ def _feeds(model: onnx.ModelProto, leaves: list) -> dict[str, np.ndarray]:
     tensors = [_to_numpy(t) for t in leaves if isinstance(t, torch.Tensor)]
     inputs = [i.name for i in model.graph.input]
     if len(inputs) != len(tensors):
-        raise ValueError(f"the ONNX model has {len(inputs)} inputs, the example inputs "
-                         f"hold {len(tensors)} tensors")
+        raise ValueError(
+            f"the ONNX model has {len(inputs)} inputs, the example inputs "
+            f"hold {len(tensors)} tensors"
+        )
     return dict(zip(inputs, tensors))
 
 
-def compare_intermediates(ep: torch.export.ExportedProgram, model: onnx.ModelProto,
-                          args: tuple, kwargs: dict | None = None, *, atol: float = 1e-4,
-                          rtol: float = 1e-3, runtime: str = "onnxruntime",
-                          ) -> DiscrepancyReport:
+def compare_intermediates(
+    ep: torch.export.ExportedProgram,
+    model: onnx.ModelProto,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    runtime: str = "onnxruntime",
+) -> DiscrepancyReport:
     """Compares every FX node of ``ep`` with the ONNX value tagged with its name.
 
     :param ep: the exported program ``model`` was converted from
@@ -244,8 +268,12 @@ def compare_intermediates(ep: torch.export.ExportedProgram, model: onnx.ModelPro
     """
     expected = torch_intermediates(ep, args, kwargs)
     tagged = _tagged_values(model)
-    got = onnx_intermediates(model, _feeds(model, _flat_user_inputs(ep, args, kwargs)),
-                             sorted({v for v, _, _ in tagged.values()}), runtime)
+    got = onnx_intermediates(
+        model,
+        _feeds(model, _flat_user_inputs(ep, args, kwargs)),
+        sorted({v for v, _, _ in tagged.values()}),
+        runtime,
+    )
     report = DiscrepancyReport()
     for node in ep.graph.nodes:
         if node.op != "call_function" or node.name not in tagged:
@@ -255,9 +283,17 @@ def compare_intermediates(ep: torch.export.ExportedProgram, model: onnx.ModelPro
         if e is None or g is None:
             continue
         diff, ok = _compare(e, np.asarray(g), atol, rtol)
-        comp = Comparison(node.name, str(node.target), value, onnx_nodes,
-                          origin.get("source", ""), diff, ok, ValueStats.of(e),
-                          ValueStats.of(np.asarray(g)))
+        comp = Comparison(
+            node.name,
+            str(node.target),
+            value,
+            onnx_nodes,
+            origin.get("source", ""),
+            diff,
+            ok,
+            ValueStats.of(e),
+            ValueStats.of(np.asarray(g)),
+        )
         report.comparisons.append(comp)
         if not ok and report.first is None:
             report.first = comp
@@ -265,10 +301,18 @@ def compare_intermediates(ep: torch.export.ExportedProgram, model: onnx.ModelPro
     return report
 
 
-def find_discrepancies(model: torch.nn.Module, args: tuple, kwargs: dict | None = None, *,
-                       dynamic_shapes=None, atol: float = 1e-4, rtol: float = 1e-3,
-                       runtime: str = "onnxruntime", strict: bool = False,
-                       **export_kwargs) -> DiscrepancyReport:
+def find_discrepancies(
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    dynamic_shapes=None,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    runtime: str = "onnxruntime",
+    strict: bool = False,
+    **export_kwargs,
+) -> DiscrepancyReport:
     """Exports ``model`` (not optimized, so that every FX node keeps its ONNX value),
     runs torch and ONNX on (args, kwargs), returns the comparisons and the first
     value out of tolerance: its aten op, the ONNX nodes computing it, the user's line
@@ -296,15 +340,20 @@ def find_discrepancies(model: torch.nn.Module, args: tuple, kwargs: dict | None 
     """
     from ..torch_interpreter import to_onnx
 
-    ep = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes,
-                             strict=strict)
+    ep = torch.export.export(
+        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+    )
     onx = to_onnx(ep, optimize=export_kwargs.pop("optimize", False), **export_kwargs)
-    return compare_intermediates(ep, onx, args, kwargs, atol=atol, rtol=rtol,
-                                 runtime=runtime)
+    return compare_intermediates(ep, onx, args, kwargs, atol=atol, rtol=rtol, runtime=runtime)
 
 
-def find_bad_rewrite(onx: onnx.ModelProto, feeds: dict[str, np.ndarray], *,
-                     patterns: str = "default", atol: float = 1e-4) -> dict | None:
+def find_bad_rewrite(
+    onx: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    *,
+    patterns: str = "default",
+    atol: float = 1e-4,
+) -> dict | None:
     """When the unoptimized model is right and the optimized one is not: the first
     rewrite of ``patterns`` changing the results (:func:`bisect_patterns
     <experimental_experiment.xoptim.bisect_patterns>`), None if none does.

@@ -76,8 +76,9 @@ def _clean(text: str) -> str:
     wrapped = []
     for line in lines:
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        wrapped += textwrap.wrap(line, WIDTH, subsequent_indent=indent,
-                                 break_on_hyphens=False, break_long_words=False) or [""]
+        wrapped += textwrap.wrap(
+            line, WIDTH, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False
+        ) or [""]
     return "\n".join(wrapped)
 
 
@@ -95,8 +96,13 @@ def capture_message(fn: Callable[[], None], expected: type = BaseException) -> s
     if isinstance(error, expected):
         return _clean(f"{type(error).__name__}: {error}")
     if error is not None:
-        logger.warning("trigger %s raised %s, not %s: %s", fn.__name__,
-                       type(error).__name__, expected.__name__, error)
+        logger.warning(
+            "trigger %s raised %s, not %s: %s",
+            fn.__name__,
+            type(error).__name__,
+            expected.__name__,
+            error,
+        )
         return None
     for w in caught:
         if issubclass(w.category, expected) and issubclass(expected, Warning):
@@ -150,8 +156,12 @@ def _numpy_double():
         def numpy_double(x):
             return torch.from_numpy(x.numpy() * 2)
 
-        op = torch.library.custom_op("troubleshooting::numpy_double", numpy_double,
-                                     mutates_args=(), schema="(Tensor x) -> Tensor")
+        op = torch.library.custom_op(
+            "troubleshooting::numpy_double",
+            numpy_double,
+            mutates_args=(),
+            schema="(Tensor x) -> Tensor",
+        )
         op.register_fake(lambda x: torch.empty_like(x))
         _CUSTOM_OPS["numpy_double"] = op
     return _CUSTOM_OPS["numpy_double"]
@@ -206,8 +216,9 @@ def _external_data():
     from ..torch_interpreter import to_onnx
     from ..xbuilder.model_container import check_external_data
 
-    container = to_onnx(torch.nn.Linear(64, 32), (torch.randn(3, 64),), large_model=True,
-                        external_threshold=16)
+    container = to_onnx(
+        torch.nn.Linear(64, 32), (torch.randn(3, 64),), large_model=True, external_threshold=16
+    )
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.onnx")
         container.save(path)
@@ -251,8 +262,7 @@ def _constrained_dimension():
                 return x * 2
             return x
 
-    to_onnx(ShortSequence(), (torch.randn(2, 3),),
-            dynamic_shapes=({0: "batch", 1: "seq"},))
+    to_onnx(ShortSequence(), (torch.randn(2, 3),), dynamic_shapes=({0: "batch", 1: "seq"},))
 
 
 # torch.export's frequent errors ----------------------------------------------------------
@@ -292,8 +302,9 @@ def _specialized():
         def forward(self, x):
             return x + torch.ones(2, 4)  # broadcasting forces the batch to be 2
 
-    torch.export.export(AddConstant(), (torch.randn(2, 4),),
-                        dynamic_shapes=({0: torch.export.Dim("batch")},))
+    torch.export.export(
+        AddConstant(), (torch.randn(2, 4),), dynamic_shapes=({0: torch.export.Dim("batch")},)
+    )
 
 
 def _unsupported_construct():
@@ -327,12 +338,12 @@ TORCH_EXPORT_CASES = [
         "value by the code (a constant shape, a reshape with fixed sizes, a branch on "
         "the size).",
         _specialized,
-        "Find the line with ``TORCH_LOGS=\"+dynamic\"`` or the export report, which names "
+        'Find the line with ``TORCH_LOGS="+dynamic"`` or the export report, which names '
         "the user's line of every specialized dimension "
         "(:ref:`l-plot-exporter-lost_dynamic_dimension`); make the code follow the size "
         "(``x.new_ones(x.shape)``, ``reshape(-1, ...)``), or declare the dimension "
         "``Dim.AUTO`` to let torch decide; to_onnx accepts names as strings "
-        "(``{0: \"batch\"}``), checked after the capture.",
+        '(``{0: "batch"}``), checked after the capture.',
         "UserError: Constraints violated (batch)!",
     ),
     TorchExportCase(
@@ -351,5 +362,12 @@ TORCH_EXPORT_CASES = [
 ]
 
 
-__all__ = ["MAX_LINES", "TORCH_EXPORT_CASES", "TRIGGERS", "TorchExportCase",
-           "capture_message", "raise_and_capture", "trigger"]
+__all__ = [
+    "MAX_LINES",
+    "TORCH_EXPORT_CASES",
+    "TRIGGERS",
+    "TorchExportCase",
+    "capture_message",
+    "raise_and_capture",
+    "trigger",
+]

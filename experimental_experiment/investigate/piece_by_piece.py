@@ -86,29 +86,38 @@ class PieceByPieceReport:
 
     def to_markdown(self) -> str:
         """A table: submodule, class, status, each attempt, time, first error."""
+
         def mark(v):
             return "" if v is None else ("yes" if v else "no")
 
-        lines = ["| submodule | class | status | non-strict | strict | to_onnx | max diff "
-                 "| time (s) | error |", "|---|---|---|---|---|---|---|---|---|"]
+        lines = [
+            "| submodule | class | status | non-strict | strict | to_onnx | max diff "
+            "| time (s) | error |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for p in self.pieces:
             error = p.error.strip().splitlines()[0][:160] if p.error.strip() else ""
-            lines.append(f"| {p.path or '(model)'} | {p.cls} | {p.status} | "
-                         f"{mark(p.non_strict)} | {mark(p.strict)} | {mark(p.onnx)} | "
-                         f"{'' if p.max_abs_diff is None else f'{p.max_abs_diff:.2g}'} | "
-                         f"{p.time_s:.2f} | {error.replace('|', '/')} |")
+            lines.append(
+                f"| {p.path or '(model)'} | {p.cls} | {p.status} | "
+                f"{mark(p.non_strict)} | {mark(p.strict)} | {mark(p.onnx)} | "
+                f"{'' if p.max_abs_diff is None else f'{p.max_abs_diff:.2g}'} | "
+                f"{p.time_s:.2f} | {error.replace('|', '/')} |"
+            )
         return "\n".join(lines) + "\n"
 
 
-def record_inputs(model: torch.nn.Module, calls: list[tuple[tuple, dict]]
-                  ) -> dict[str, list[tuple[tuple, dict]]]:
+def record_inputs(
+    model: torch.nn.Module, calls: list[tuple[tuple, dict]]
+) -> dict[str, list[tuple[tuple, dict]]]:
     """Runs ``model(*args, **kwargs)`` for every call, returns the inputs each
     submodule received (by qualified name, ``""`` for the model)."""
     seen: dict[str, list[tuple[tuple, dict]]] = {}
     handles = []
     for name, module in model.named_modules():
+
         def hook(mod, args, kwargs, name=name):
             seen.setdefault(name, []).append((args, dict(kwargs)))
+
         handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
@@ -123,17 +132,22 @@ def record_inputs(model: torch.nn.Module, calls: list[tuple[tuple, dict]]
 def infer_dynamic_shapes(calls: list[tuple[tuple, dict]]):
     """``(args_ds, kwargs_ds)``: ``Dim.AUTO`` on the axes of the tensor inputs whose
     size differs between calls, None elsewhere (a single call: everything static)."""
+
     def one(values):
         first = values[0]
         if isinstance(first, torch.Tensor):
             shapes = [v.shape for v in values if isinstance(v, torch.Tensor)]
             if len(shapes) != len(values) or len({len(s) for s in shapes}) != 1:
                 return None
-            axes = {a: torch.export.Dim.AUTO for a in range(len(shapes[0]))
-                    if len({s[a] for s in shapes}) > 1}
+            axes = {
+                a: torch.export.Dim.AUTO
+                for a in range(len(shapes[0]))
+                if len({s[a] for s in shapes}) > 1
+            }
             return axes or None
         if isinstance(first, (list, tuple)) and all(
-                isinstance(v, type(first)) and len(v) == len(first) for v in values):
+            isinstance(v, type(first)) and len(v) == len(first) for v in values
+        ):
             inner = [one([v[i] for v in values]) for i in range(len(first))]
             return None if all(d is None for d in inner) else type(first)(inner)
         return None
@@ -170,7 +184,7 @@ def _ds_for(module, args, kwargs, args_ds, kwargs_ds):
     if not kwargs:
         return args_ds
     params = list(inspect.signature(module.forward).parameters.values())
-    if any(p.kind == p.VAR_POSITIONAL for p in params[:len(args)]):
+    if any(p.kind == p.VAR_POSITIONAL for p in params[: len(args)]):
         return None  # *args: no name to give, kept static
     ds = {p.name: d for p, d in zip(params, args_ds)}
     named = {p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
@@ -192,8 +206,7 @@ def _check(module: torch.nn.Module, onx, calls) -> float:
     """Max absolute difference between onnxruntime and eager over every call."""
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
     worst = 0.0
     for args, kwargs in calls:
@@ -214,8 +227,11 @@ def _export_one(path: str, module: torch.nn.Module, calls) -> PieceResult:
     begin = time.perf_counter()
     errors = []
     for strict in (False, True):
-        ok, err = _try(lambda s=strict: torch.export.export(
-            module, args, kwargs=kwargs, dynamic_shapes=ds, strict=s))
+        ok, err = _try(
+            lambda s=strict: torch.export.export(
+                module, args, kwargs=kwargs, dynamic_shapes=ds, strict=s
+            )
+        )
         setattr(result, "strict" if strict else "non_strict", ok)
         if err:
             errors.append(f"{'strict' if strict else 'non-strict'}: {err}")
@@ -224,14 +240,16 @@ def _export_one(path: str, module: torch.nn.Module, calls) -> PieceResult:
 
         options = ExportOptions(strict=not result.non_strict)
         onx = []
-        ok, err = _try(lambda: onx.append(to_onnx(module, args, kwargs, dynamic_shapes=ds,
-                                                  export_options=options)))
+        ok, err = _try(
+            lambda: onx.append(
+                to_onnx(module, args, kwargs, dynamic_shapes=ds, export_options=options)
+            )
+        )
         result.onnx = ok
         if err:
             errors.append(f"to_onnx: {err}")
         else:
-            ok, err = _try(lambda: setattr(result, "max_abs_diff",
-                                           _check(module, onx[0], calls)))
+            ok, err = _try(lambda: setattr(result, "max_abs_diff", _check(module, onx[0], calls)))
             if err:
                 result.onnx = False
                 errors.append(f"onnxruntime: {err}")
@@ -242,8 +260,10 @@ def _export_one(path: str, module: torch.nn.Module, calls) -> PieceResult:
     return result
 
 
-def export_piece_by_piece(model: torch.nn.Module, calls: list[tuple[tuple, dict]] | tuple,
-                          ) -> PieceByPieceReport:
+def export_piece_by_piece(
+    model: torch.nn.Module,
+    calls: list[tuple[tuple, dict]] | tuple,
+) -> PieceByPieceReport:
     """Exports every submodule of ``model``, leaves first, with the inputs it received.
 
     :param model: the model

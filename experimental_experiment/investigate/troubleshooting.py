@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 PACKAGE = "experimental_experiment"
 _BUILTIN_EXCEPTIONS = {
-    name for name, obj in vars(builtins).items()
+    name
+    for name, obj in vars(builtins).items()
     if isinstance(obj, type) and issubclass(obj, BaseException)
 }
 
@@ -75,8 +76,10 @@ def _candidates(root: str) -> list[tuple[str, str]]:
                 tree = ast.parse(fh.read(), filename=path)
             for node in tree.body:
                 if isinstance(node, ast.ClassDef):
-                    bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
-                             for b in node.bases}
+                    bases = {
+                        b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")
+                        for b in node.bases
+                    }
                     classes.append((module, node.name, bases))
     known = set(_BUILTIN_EXCEPTIONS)
     found: dict[tuple[str, str], None] = {}
@@ -93,13 +96,16 @@ def _candidates(root: str) -> list[tuple[str, str]]:
 
 def parse_docstring(doc: str | None) -> tuple[str, str, str]:
     """(summary, cause, fix) of a docstring; empty strings for what it lacks."""
-    paragraphs = [" ".join(line.strip() for line in p.strip().splitlines())
-                  for p in inspect.cleandoc(doc or "").split("\n\n")]
+    paragraphs = [
+        " ".join(line.strip() for line in p.strip().splitlines())
+        for p in inspect.cleandoc(doc or "").split("\n\n")
+    ]
     paragraphs = [p for p in paragraphs if p]
-    summary = paragraphs[0] if paragraphs and not paragraphs[0].startswith(
-        ("Cause:", "Fix:")) else ""
-    cause = " ".join(p[len("Cause:"):].strip() for p in paragraphs if p.startswith("Cause:"))
-    fix = " ".join(p[len("Fix:"):].strip() for p in paragraphs if p.startswith("Fix:"))
+    summary = (
+        paragraphs[0] if paragraphs and not paragraphs[0].startswith(("Cause:", "Fix:")) else ""
+    )
+    cause = " ".join(p[len("Cause:") :].strip() for p in paragraphs if p.startswith("Cause:"))
+    fix = " ".join(p[len("Fix:") :].strip() for p in paragraphs if p.startswith("Fix:"))
     return summary, cause, fix
 
 
@@ -143,14 +149,25 @@ def _literal(text: str) -> list[str]:
 def _section(e: ErrorClass, message: str | None) -> list[str]:
     bases = ", ".join(f"``{b.__name__}``" for b in e.cls.__bases__)
     kind = "Warning" if e.is_warning else "Error"
-    lines = [f".. _{_anchor(e)}:", "", e.name, "-" * len(e.name), "",
-             f"``{e.path}`` (derives from {bases}). {e.summary}", ""]
+    lines = [
+        f".. _{_anchor(e)}:",
+        "",
+        e.name,
+        "-" * len(e.name),
+        "",
+        f"``{e.path}`` (derives from {bases}). {e.summary}",
+        "",
+    ]
     if message:
-        lines += [f"**{kind} message** (raised on a small case when this page was built):",
-                  ""] + _literal(message)
+        lines += [
+            f"**{kind} message** (raised on a small case when this page was built):",
+            "",
+        ] + _literal(message)
     else:
-        lines += ["*No small case raises it on this page*: the cause below says when "
-                  "it happens.", ""]
+        lines += [
+            "*No small case raises it on this page*: the cause below says when it happens.",
+            "",
+        ]
     return lines + [f"**Cause.** {_capital(e.cause)}", "", f"**Fix.** {_capital(e.fix)}", ""]
 
 
@@ -160,8 +177,14 @@ def _capital(text: str) -> str:
 
 def _index_table(rows: list[tuple[str, str, str]]) -> list[str]:
     """A list-table: the message's first words (a link to its section), its meaning."""
-    lines = [".. list-table::", "    :header-rows: 1", "    :widths: 35 65", "",
-             "    * - the message starts with", "      - what it means"]
+    lines = [
+        ".. list-table::",
+        "    :header-rows: 1",
+        "    :widths: 35 65",
+        "",
+        "    * - the message starts with",
+        "      - what it means",
+    ]
     for starts, anchor, meaning in rows:
         lines += [f"    * - :ref:`{starts} <{anchor}>`", f"      - {meaning}"]
     return lines + [""]
@@ -197,13 +220,19 @@ def torch_export_rst() -> str:
     lines = []
     for case in TORCH_EXPORT_CASES:
         message = capture_message(case.trigger)
-        lines += [f".. _{case.anchor}:", "", case.title, "-" * len(case.title), "",
-                  case.when, ""]
+        lines += [f".. _{case.anchor}:", "", case.title, "-" * len(case.title), "", case.when, ""]
         lines += ["**Message** (raised when this page was built, first lines):", ""]
         lines += _literal(message or "(no error with the installed torch)")
         lines += [f"**What to do.** {case.fix}", ""]
     return "\n".join(lines)
 
 
-__all__ = ["ErrorClass", "error_classes", "index_rst", "missing_cause_or_fix", "parse_docstring",
-           "torch_export_rst", "troubleshooting_rst"]
+__all__ = [
+    "ErrorClass",
+    "error_classes",
+    "index_rst",
+    "missing_cause_or_fix",
+    "parse_docstring",
+    "torch_export_rst",
+    "troubleshooting_rst",
+]

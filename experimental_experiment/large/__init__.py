@@ -6,5 +6,13 @@ from .checkpoints import CheckpointTensor, read_checkpoints
 from .fill import FillReport, WeightsMismatchError, fill_weights, match_checkpoints
 from .matching import match_names
 
-__all__ = ["CheckpointError", "CheckpointTensor", "FillReport", "WeightsMismatchError",
-           "fill_weights", "match_checkpoints", "match_names", "read_checkpoints"]
+__all__ = [
+    "CheckpointError",
+    "CheckpointTensor",
+    "FillReport",
+    "WeightsMismatchError",
+    "fill_weights",
+    "match_checkpoints",
+    "match_names",
+    "read_checkpoints",
+]

@@ -22,9 +22,24 @@ from ..torch_interpreter.errors import InvalidArgumentError
 # the largest header the safetensors library itself accepts
 MAX_HEADER = 100_000_000
 
-_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2,
-             "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
-             "F8_E4M3": 1, "F8_E5M2": 1, "C64": 8}
+_ITEMSIZE = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "C64": 8,
+}
 
 
 class CheckpointError(InvalidArgumentError):
@@ -44,8 +59,12 @@ class CheckpointError(InvalidArgumentError):
 
 def _fail(path: str, what: str, tensor: str = "") -> CheckpointError:
     where = f"tensor {tensor!r} of " if tensor else ""
-    return CheckpointError(f"checkpoint {path!r}: {where}{what} (the file is truncated or "
-                           "damaged, download or save it again)", path=path, tensor=tensor)
+    return CheckpointError(
+        f"checkpoint {path!r}: {where}{what} (the file is truncated or "
+        "damaged, download or save it again)",
+        path=path,
+        tensor=tensor,
+    )
 
 
 def _header(path: str) -> tuple[dict, int]:
@@ -77,19 +96,28 @@ def _check_entry(path: str, name: str, entry, available: int) -> None:
     if dtype not in _ITEMSIZE:
         raise _fail(path, f"unknown dtype {dtype!r}", name)
     if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
         raise _fail(path, f"shape {shape!r} is not a list of non-negative integers", name)
-    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(
-            isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-            or not 0 <= offsets[0] <= offsets[1]):
+    if (
+        not isinstance(offsets, list)
+        or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1]
+    ):
         raise _fail(path, f"data_offsets {offsets!r} are not two increasing integers", name)
     if offsets[1] > available:
-        raise _fail(path, f"data_offsets {offsets} end past the {available} data bytes "
-                    "of the file", name)
+        raise _fail(
+            path, f"data_offsets {offsets} end past the {available} data bytes of the file", name
+        )
     expected = math.prod(shape) * _ITEMSIZE[dtype]
     if offsets[1] - offsets[0] != expected:
-        raise _fail(path, f"{dtype} {shape} needs {expected} bytes, data_offsets "
-                    f"{offsets} hold {offsets[1] - offsets[0]}", name)
+        raise _fail(
+            path,
+            f"{dtype} {shape} needs {expected} bytes, data_offsets "
+            f"{offsets} hold {offsets[1] - offsets[0]}",
+            name,
+        )
 
 
 def check_safetensors(path: str) -> dict:

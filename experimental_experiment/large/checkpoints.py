@@ -29,9 +29,16 @@ class CheckpointTensor:
 
 
 _SAFETENSORS_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-    "U8": torch.uint8, "BOOL": torch.bool,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
 }
 
 
@@ -44,8 +51,11 @@ def _load_safetensors(path: str, name: str) -> torch.Tensor:
         with safe_open(path, framework="pt") as handle:
             return handle.get_tensor(name)
     except Exception as e:  # SafetensorError: the file changed since it was checked
-        raise CheckpointError(f"checkpoint {path!r}: tensor {name!r} cannot be read "
-                              f"({type(e).__name__}: {e})", path=path, tensor=name) from e
+        raise CheckpointError(
+            f"checkpoint {path!r}: tensor {name!r} cannot be read ({type(e).__name__}: {e})",
+            path=path,
+            tensor=name,
+        ) from e
 
 
 def _safetensors(path: str) -> list[CheckpointTensor]:
@@ -55,10 +65,15 @@ def _safetensors(path: str) -> list[CheckpointTensor]:
     for name, entry in sorted(check_safetensors(path).items()):
         dtype = _SAFETENSORS_DTYPES.get(entry["dtype"])
         if dtype is None:
-            raise InvalidArgumentError(f"{path!r}: tensor {name!r} has dtype "
-                                       f"{entry['dtype']} with no ONNX counterpart here")
-        rows.append(CheckpointTensor(name, path, tuple(entry["shape"]), dtype,
-                                     lambda n=name: _load_safetensors(path, n)))
+            raise InvalidArgumentError(
+                f"{path!r}: tensor {name!r} has dtype "
+                f"{entry['dtype']} with no ONNX counterpart here"
+            )
+        rows.append(
+            CheckpointTensor(
+                name, path, tuple(entry["shape"]), dtype, lambda n=name: _load_safetensors(path, n)
+            )
+        )
     return rows
 
 
@@ -67,16 +82,21 @@ def _torch_file(path: str) -> list[CheckpointTensor]:
         state = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
     except Exception as e:
         first = str(e).splitlines()[0] if str(e) else ""
-        raise CheckpointError(f"checkpoint {path!r} cannot be loaded with torch.load("
-                              f"weights_only=True, mmap=True), truncated or not a torch "
-                              f"file ({type(e).__name__}: {first})", path=path) from e
-    if isinstance(state, dict) and "state_dict" in state and isinstance(
-            state["state_dict"], dict):
+        raise CheckpointError(
+            f"checkpoint {path!r} cannot be loaded with torch.load("
+            f"weights_only=True, mmap=True), truncated or not a torch "
+            f"file ({type(e).__name__}: {first})",
+            path=path,
+        ) from e
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
         raise InvalidArgumentError(f"{path!r} holds a {type(state).__name__}, not a state dict")
-    return [CheckpointTensor(k, path, tuple(v.shape), v.dtype, lambda v=v: v)
-            for k, v in sorted(state.items()) if isinstance(v, torch.Tensor)]
+    return [
+        CheckpointTensor(k, path, tuple(v.shape), v.dtype, lambda v=v: v)
+        for k, v in sorted(state.items())
+        if isinstance(v, torch.Tensor)
+    ]
 
 
 def _expand(path: str) -> list[str]:
@@ -89,19 +109,25 @@ def _expand(path: str) -> list[str]:
     if os.path.isdir(path):
         index = sorted(f for f in os.listdir(path) if f.endswith(".index.json"))
         if index:
-            return _expand(resolve_inside(path, index[0], what=f"index of folder {path!r}",
-                                          links_out=True))
-        files = sorted(f for f in os.listdir(path)
-                       if f.endswith((".safetensors", ".bin", ".pt", ".pth")))
+            return _expand(
+                resolve_inside(path, index[0], what=f"index of folder {path!r}", links_out=True)
+            )
+        files = sorted(
+            f for f in os.listdir(path) if f.endswith((".safetensors", ".bin", ".pt", ".pth"))
+        )
         if not files:
             raise InvalidArgumentError(f"folder {path!r} has no checkpoint file")
-        return [resolve_inside(path, f, what=f"checkpoint in folder {path!r}", links_out=True)
-                for f in files]
+        return [
+            resolve_inside(path, f, what=f"checkpoint in folder {path!r}", links_out=True)
+            for f in files
+        ]
     if path.endswith(".index.json"):
         weight_map = _weight_map(path)
         folder = os.path.dirname(os.path.abspath(path))
-        return [resolve_inside(folder, f, what=f"shard of {path!r}", links_out=True)
-                for f in sorted(set(weight_map.values()))]
+        return [
+            resolve_inside(folder, f, what=f"shard of {path!r}", links_out=True)
+            for f in sorted(set(weight_map.values()))
+        ]
     return [path]
 
 
@@ -111,12 +137,13 @@ def _weight_map(path: str) -> dict[str, str]:
         with open(path) as f:
             weight_map = json.load(f).get("weight_map", {})
     except (OSError, ValueError, AttributeError) as e:
-        raise InvalidArgumentError(f"index {path!r} is not a JSON object with a "
-                                   f"'weight_map' ({type(e).__name__}: {e})") from e
-    if not isinstance(weight_map, dict) or not all(
-            isinstance(v, str) for v in weight_map.values()):
-        raise InvalidArgumentError(f"index {path!r}: 'weight_map' must map tensor names "
-                                   "to shard file names")
+        raise InvalidArgumentError(
+            f"index {path!r} is not a JSON object with a 'weight_map' ({type(e).__name__}: {e})"
+        ) from e
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise InvalidArgumentError(
+            f"index {path!r}: 'weight_map' must map tensor names to shard file names"
+        )
     return weight_map
 
 
@@ -142,6 +169,7 @@ def read_checkpoints(paths: list[str]) -> dict[str, CheckpointTensor]:
             for row in rows:
                 if row.name in result:
                     raise InvalidArgumentError(
-                        f"tensor {row.name!r} is in {result[row.name].file!r} and {file!r}")
+                        f"tensor {row.name!r} is in {result[row.name].file!r} and {file!r}"
+                    )
                 result[row.name] = row
     return result

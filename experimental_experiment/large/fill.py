@@ -64,10 +64,12 @@ class FillReport:
         return dict(sorted(counts.items()))
 
     def __str__(self) -> str:
-        lines = [f"matched {len(self.matched)} initializers {self.rules()}, "
-                 f"{self.written_bytes} bytes written",
-                 f"unfilled {len(self.unfilled)}: {self.unfilled[:10]}",
-                 f"unused checkpoint tensors {len(self.unused)}: {self.unused[:10]}"]
+        lines = [
+            f"matched {len(self.matched)} initializers {self.rules()}, "
+            f"{self.written_bytes} bytes written",
+            f"unfilled {len(self.unfilled)}: {self.unfilled[:10]}",
+            f"unused checkpoint tensors {len(self.unused)}: {self.unused[:10]}",
+        ]
         lines += [f"ambiguous {k}: {v[:5]}" for k, v in list(self.ambiguous.items())[:10]]
         lines += [f"mismatch: {m}" for m in self.mismatches]
         return "\n".join(lines)
@@ -85,8 +87,10 @@ class WeightsMismatchError(ExportError, ValueError):
     def __init__(self, report: FillReport):
         super().__init__(
             f"{len(report.mismatches)} checkpoint tensors disagree with the model, nothing "
-            "was written:\n" + "\n".join(report.mismatches[:20])
-            + "\nCheck the checkpoint belongs to this model (same configuration and dtype).")
+            "was written:\n"
+            + "\n".join(report.mismatches[:20])
+            + "\nCheck the checkpoint belongs to this model (same configuration and dtype)."
+        )
         self.report = report
 
 
@@ -101,13 +105,16 @@ def _external(model: onnx.ModelProto) -> dict[str, tuple[TensorProto, dict]]:
 def _mismatch(init: TensorProto, tensor: CheckpointTensor) -> str | None:
     dtype = onnx_dtype_to_torch(init.data_type)
     if tuple(init.dims) != tensor.shape or dtype != tensor.dtype:
-        return (f"{init.name!r} is {dtype} {tuple(init.dims)} but {tensor.name!r} in "
-                f"{tensor.file!r} is {tensor.dtype} {tensor.shape}")
+        return (
+            f"{init.name!r} is {dtype} {tuple(init.dims)} but {tensor.name!r} in "
+            f"{tensor.file!r} is {tensor.dtype} {tensor.shape}"
+        )
     return None
 
 
-def match_checkpoints(model: onnx.ModelProto, checkpoints: list[str]
-                      ) -> tuple[FillReport, dict[str, CheckpointTensor]]:
+def match_checkpoints(
+    model: onnx.ModelProto, checkpoints: list[str]
+) -> tuple[FillReport, dict[str, CheckpointTensor]]:
     """The report of what ``checkpoints`` would fill in ``model`` (nothing written)."""
     external = _external(model)
     info = get_weights_metadata(model)
@@ -115,8 +122,9 @@ def match_checkpoints(model: onnx.ModelProto, checkpoints: list[str]
     sources = info.get("sources", {})
     matched, ambiguous = match_names({n: sources.get(n) for n in external}, list(tensors))
     report = FillReport(matched=matched, ambiguous=ambiguous)
-    report.mismatches = [m for n, (c, _) in matched.items()
-                         if (m := _mismatch(external[n][0], tensors[c]))]
+    report.mismatches = [
+        m for n, (c, _) in matched.items() if (m := _mismatch(external[n][0], tensors[c]))
+    ]
     used = {c for c, _ in matched.values()}
     report.unused = sorted(set(tensors) - used)
     before = set(info.get("unfilled", []))
@@ -124,8 +132,13 @@ def match_checkpoints(model: onnx.ModelProto, checkpoints: list[str]
     return report, tensors
 
 
-def fill_weights(model_path: str, checkpoints: list[str] | str, *,
-                 output: str | None = None, progress: bool = True) -> FillReport:
+def fill_weights(
+    model_path: str,
+    checkpoints: list[str] | str,
+    *,
+    output: str | None = None,
+    progress: bool = True,
+) -> FillReport:
     """Writes the checkpoint tensors into the external data of the model.
 
     Names are matched exactly first (the weight each initializer was exported from,
@@ -165,12 +178,21 @@ def fill_weights(model_path: str, checkpoints: list[str] | str, *,
     if report.mismatches:
         raise WeightsMismatchError(report)
     _check_data_files(model, src_folder)
-    total = sum(int(meta.get("length", 0)) for name, (_, meta) in _external(model).items()
-                if name in report.matched)
-    with progress_bar(total, "fill_weights", unit="B",
-                      enabled=progress_enabled(progress)) as bar:
-        _rewrite(model, src_folder, output,
-                 os.path.abspath(output) == os.path.abspath(model_path), report, tensors, bar)
+    total = sum(
+        int(meta.get("length", 0))
+        for name, (_, meta) in _external(model).items()
+        if name in report.matched
+    )
+    with progress_bar(total, "fill_weights", unit="B", enabled=progress_enabled(progress)) as bar:
+        _rewrite(
+            model,
+            src_folder,
+            output,
+            os.path.abspath(output) == os.path.abspath(model_path),
+            report,
+            tensors,
+            bar,
+        )
     logger.info("fill_weights: %s", report)
     _warn_unfilled(report, model)
     return report
@@ -182,15 +204,20 @@ def _warn_unfilled(report: FillReport, model: onnx.ModelProto) -> None:
     if not report.unfilled:
         return
     sources = get_weights_metadata(model).get("sources", {})
-    names = [f"{n!r}" + (f" ({sources[n]})" if sources.get(n) not in (None, n) else "")
-             for n in report.unfilled[:10]]
+    names = [
+        f"{n!r}" + (f" ({sources[n]})" if sources.get(n) not in (None, n) else "")
+        for n in report.unfilled[:10]
+    ]
     more = f" and {len(report.unfilled) - 10} more" if len(report.unfilled) > 10 else ""
     warnings.warn(
         f"fill_weights left {len(report.unfilled)} initializer(s) without data: "
         f"{', '.join(names)}{more}. No checkpoint holds them (non-persistent buffers such "
         "as rotary 'inv_freq' are in no state dict): the model gives wrong results until "
         "they are filled. Export the model with these buffers built (not on the meta "
-        "device), or pass a checkpoint holding them.", UnfilledWeightsWarning, stacklevel=2)
+        "device), or pass a checkpoint holding them.",
+        UnfilledWeightsWarning,
+        stacklevel=2,
+    )
 
 
 def _check_data_files(model, folder) -> None:
@@ -198,11 +225,11 @@ def _check_data_files(model, folder) -> None:
     must hold every tensor (a truncated file is an error)."""
     unfilled = set(get_weights_metadata(model).get("unfilled", []))
     entries = external_entries(model, folder)
-    missing = {e.location for e in entries
-               if not os.path.isfile(e.path) and e.name not in unfilled}
+    missing = {e.location for e in entries if not os.path.isfile(e.path) and e.name not in unfilled}
     if missing:
-        raise ExternalDataError(f"data files {sorted(missing)} of the model are missing "
-                                f"from {folder!r}")
+        raise ExternalDataError(
+            f"data files {sorted(missing)} of the model are missing from {folder!r}"
+        )
     if all(os.path.isfile(e.path) for e in entries):
         check_external_data(model, folder)
 
@@ -214,8 +241,9 @@ def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors, b
     entries = {e.name: e for e in external_entries(model, src_folder)}
     locations = sorted({info["location"] for _, info in external.values()})
     if not in_place and len(locations) > 1:
-        raise InvalidArgumentError("a model with several data files is filled in place "
-                                   "(output=None)")
+        raise InvalidArgumentError(
+            "a model with several data files is filled in place (output=None)"
+        )
     index = {loc: i for i, loc in enumerate(locations)}
     info = get_weights_metadata(model)
     unfilled = set(info.get("unfilled", []))
@@ -235,8 +263,10 @@ def _rewrite(model, src_folder, output, in_place, report: FillReport, tensors, b
         sources.update({n: c for n, (c, _) in report.matched.items()})
         info["sources"] = dict(sorted(sources.items()))
         set_weights_metadata(model, info)
-        rows = [(init, index[meta["location"]], entries[name].offset, entries[name].length)
-                for name, (init, meta) in external.items()]
+        rows = [
+            (init, index[meta["location"]], entries[name].offset, entries[name].length)
+            for name, (init, meta) in external.items()
+        ]
         save.commit(model, rows, unfilled)
     report.unfilled = sorted(unfilled)
 
@@ -245,8 +275,9 @@ def _write_location(f, src, loc, external, report, tensors, unfilled, bar) -> in
     """Writes every tensor stored in ``loc``: from the checkpoint when matched, copied
     from the old data file when it had data, a hole otherwise. Returns the file size."""
     end = 0
-    rows = sorted(((int(m.get("offset", 0)), n, m) for n, (_, m) in external.items()
-                   if m["location"] == loc))
+    rows = sorted(
+        ((int(m.get("offset", 0)), n, m) for n, (_, m) in external.items() if m["location"] == loc)
+    )
     for offset, name, meta in rows:
         if "length" not in meta:
             raise ExternalDataError(f"initializer {name!r} has no external data length")
@@ -264,6 +295,8 @@ def _write_location(f, src, loc, external, report, tensors, unfilled, bar) -> in
             for start in range(0, length, _CHUNK):
                 f.write(src.read(min(_CHUNK, length - start)))
         if name not in unfilled and f.tell() != offset + length:
-            raise InvalidArgumentError(f"{name!r}: {f.tell() - offset} bytes written, "
-                                       f"{length} expected (truncated data file {loc!r}?)")
+            raise InvalidArgumentError(
+                f"{name!r}: {f.tell() - offset} bytes written, "
+                f"{length} expected (truncated data file {loc!r}?)"
+            )
     return end

@@ -14,11 +14,12 @@ def _suffixes(name: str):
     yield name
     for i, c in enumerate(name):
         if c == "_" and i + 1 < len(name):
-            yield name[i + 1:]
+            yield name[i + 1 :]
 
 
-def match_names(initializers: dict[str, str | list[str] | None], checkpoint: list[str]
-                ) -> tuple[dict[str, tuple[str, str]], dict[str, list[str]]]:
+def match_names(
+    initializers: dict[str, str | list[str] | None], checkpoint: list[str]
+) -> tuple[dict[str, tuple[str, str]], dict[str, list[str]]]:
     """Returns ``({initializer: (checkpoint name, rule)}, {initializer: candidates})``,
     the second for names several checkpoint tensors could fill (left unfilled).
 
@@ -64,12 +65,16 @@ def match_names(initializers: dict[str, str | list[str] | None], checkpoint: lis
     return matched, ambiguous
 
 
-def _candidates(rule: str, init: str, source, names: set, used: set, by_norm: dict,
-                by_suffix: dict) -> list[str]:
+def _candidates(
+    rule: str, init: str, source, names: set, used: set, by_norm: dict, by_suffix: dict
+) -> list[str]:
     """Checkpoint names ``rule`` proposes for initializer ``init``."""
     if rule == "source":  # several names for a tied weight: the first found
-        found = [c for c in ([source] if isinstance(source, str) else source or [])
-                 if c in names and c not in used]
+        found = [
+            c
+            for c in ([source] if isinstance(source, str) else source or [])
+            if c in names and c not in used
+        ]
         return found[:1]
     if rule == "exact":
         return [init] if init in names else []
@@ -77,5 +82,4 @@ def _candidates(rule: str, init: str, source, names: set, used: set, by_norm: di
         return by_norm.get(_norm(init), [])
     n = _norm(init)
     # the checkpoint name ends with the initializer's, or the other way
-    return sorted(set(by_suffix.get(n, [])) | {
-        c for s in _suffixes(n) for c in by_norm.get(s, [])})
+    return sorted(set(by_suffix.get(n, [])) | {c for s in _suffixes(n) for c in by_norm.get(s, [])})

@@ -18,18 +18,42 @@ import collections
 import onnx
 
 #: operators which mean the model is quantized already
-QUANTIZED_OPS = frozenset({
-    "MatMulNBits", "QuantizeLinear", "DequantizeLinear", "MatMulInteger",
-    "DynamicQuantizeLinear", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
-    "QLinearMatMul", "QLinearConv", "ConvInteger", "GatherBlockQuantized", "QGemm",
-    "MatMulBnb4", "QAttention",
-})
+QUANTIZED_OPS = frozenset(
+    {
+        "MatMulNBits",
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "MatMulInteger",
+        "DynamicQuantizeLinear",
+        "DynamicQuantizeMatMul",
+        "MatMulIntegerToFloat",
+        "QLinearMatMul",
+        "QLinearConv",
+        "ConvInteger",
+        "GatherBlockQuantized",
+        "QGemm",
+        "MatMulBnb4",
+        "QAttention",
+    }
+)
 
 # operators between the head's MatMul and the logits: reshapes, casts, a bias, a soft cap
-_PASS_THROUGH = frozenset({
-    "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten", "Transpose",
-    "Add", "Mul", "Div", "Tanh", "Softcap",
-})
+_PASS_THROUGH = frozenset(
+    {
+        "Reshape",
+        "Identity",
+        "Cast",
+        "Squeeze",
+        "Unsqueeze",
+        "Flatten",
+        "Transpose",
+        "Add",
+        "Mul",
+        "Div",
+        "Tanh",
+        "Softcap",
+    }
+)
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16)
 
 
@@ -47,7 +71,8 @@ def node_type_counts(model: onnx.ModelProto) -> collections.Counter:
     """
     return collections.Counter(
         f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-        for n in model.graph.node)
+        for n in model.graph.node
+    )
 
 
 def quantized_nodes(model: onnx.ModelProto) -> list[str]:
@@ -78,13 +103,18 @@ def missing_weights(model: onnx.ModelProto) -> list[str]:
     from ..xbuilder.model_container import get_weights_metadata
 
     unfilled = set(get_weights_metadata(model).get("unfilled", []))
-    return [i.name for i in model.graph.initializer
-            if i.data_location == onnx.TensorProto.EXTERNAL or i.name in unfilled]
+    return [
+        i.name
+        for i in model.graph.initializer
+        if i.data_location == onnx.TensorProto.EXTERNAL or i.name in unfilled
+    ]
 
 
-def weight_of(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto],
-              transposed: dict[str, onnx.TensorProto] | None = None
-              ) -> onnx.TensorProto | None:
+def weight_of(
+    node: onnx.NodeProto,
+    inits: dict[str, onnx.TensorProto],
+    transposed: dict[str, onnx.TensorProto] | None = None,
+) -> onnx.TensorProto | None:
     """The float initializer a ``MatMul`` (or a ``Gemm``) multiplies by on the right,
     of rank 2 or of rank above 2 with leading ones (the weights onnxruntime's
     quantizers rewrite), directly or through a ``Transpose`` (``transposed``), None
@@ -131,8 +161,12 @@ def transposed_weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
             continue
         init = inits.get(node.input[0])
         perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [1, 0])
-        if (init is not None and init.data_type in _FLOATS and len(init.dims) == 2
-                and perm == [1, 0]):
+        if (
+            init is not None
+            and init.data_type in _FLOATS
+            and len(init.dims) == 2
+            and perm == [1, 0]
+        ):
             out[node.output[0]] = init
     return out
 
@@ -157,9 +191,15 @@ def fold_weight_transposes(model: onnx.ModelProto) -> list[str]:
         for i in node.input:
             consumers[i].append(node)
     outputs = {o.name for o in graph.output}
-    folded = [name for name in candidates if name not in outputs and all(
-        n.op_type in ("MatMul", "Gemm") and list(n.input).index(name) == 1
-        for n in consumers[name])]
+    folded = [
+        name
+        for name in candidates
+        if name not in outputs
+        and all(
+            n.op_type in ("MatMul", "Gemm") and list(n.input).index(name) == 1
+            for n in consumers[name]
+        )
+    ]
     if not folded:
         return []
     for name in folded:
@@ -285,8 +325,12 @@ def gemm_to_matmul(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     used = collections.Counter(i for n in graph.node for i in n.input)
-    names = ({o for n in graph.node for o in n.output} | set(inits)
-             | {i.name for i in graph.input} | {n.name for n in graph.node})
+    names = (
+        {o for n in graph.node for o in n.output}
+        | set(inits)
+        | {i.name for i in graph.input}
+        | {n.name for n in graph.node}
+    )
 
     def fresh(base: str) -> str:
         name, k = base, 0
@@ -297,14 +341,20 @@ def gemm_to_matmul(model: onnx.ModelProto) -> list[str]:
         return name
 
     def value(node, name, default):
-        return next((onnx.helper.get_attribute_value(a) for a in node.attribute
-                     if a.name == name), default)
+        return next(
+            (onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == name), default
+        )
 
     new_nodes, done = [], []
     for node in graph.node:
-        if (node.op_type != "Gemm" or node.domain not in ("", "ai.onnx")
-                or weight_of(node, inits) is None or value(node, "alpha", 1.0) != 1.0
-                or value(node, "beta", 1.0) != 1.0 or value(node, "transA", 0)):
+        if (
+            node.op_type != "Gemm"
+            or node.domain not in ("", "ai.onnx")
+            or weight_of(node, inits) is None
+            or value(node, "alpha", 1.0) != 1.0
+            or value(node, "beta", 1.0) != 1.0
+            or value(node, "transA", 0)
+        ):
             new_nodes.append(node)
             continue
         weight = node.input[1]
@@ -317,11 +367,15 @@ def gemm_to_matmul(model: onnx.ModelProto) -> list[str]:
                 inits[weight].CopyFrom(numpy_helper.from_array(transposed, weight))
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
         out = node.output[0] if bias is None else fresh(node.output[0] + "_mm")
-        new_nodes.append(onnx.helper.make_node("MatMul", [node.input[0], weight], [out],
-                                               name=node.name))
+        new_nodes.append(
+            onnx.helper.make_node("MatMul", [node.input[0], weight], [out], name=node.name)
+        )
         if bias is not None:
-            new_nodes.append(onnx.helper.make_node("Add", [out, bias], [node.output[0]],
-                                                   name=fresh(f"{node.name}_bias")))
+            new_nodes.append(
+                onnx.helper.make_node(
+                    "Add", [out, bias], [node.output[0]], name=fresh(f"{node.name}_bias")
+                )
+            )
         done.append(node.name)
     if done:
         del graph.node[:]
@@ -348,8 +402,11 @@ def position_nodes(model: onnx.ModelProto) -> list[str]:
     active = {i.name for i in graph.input if i.type.tensor_type.elem_type in _FLOATS}
     names = []
     for node in graph.node:  # topological order
-        embedding = (node.op_type == "Gather" and node.input[0] in inits
-                     and inits[node.input[0]].data_type in _FLOATS)
+        embedding = (
+            node.op_type == "Gather"
+            and node.input[0] in inits
+            and inits[node.input[0]].data_type in _FLOATS
+        )
         if embedding or any(i in active for i in node.input):
             active.update(node.output)
         elif node.name:

@@ -24,9 +24,16 @@ def _cpu_kernels() -> tuple[tuple[str, str, int, int, tuple], ...]:
     except ImportError:  # pragma: no cover
         return ()
     return tuple(
-        (d.domain or "", d.op_name, d.version_range[0], d.version_range[1],
-         tuple(sorted({t for ts in d.type_constraints.values() for t in ts})))
-        for d in get_all_opkernel_def() if d.provider == "CPUExecutionProvider")
+        (
+            d.domain or "",
+            d.op_name,
+            d.version_range[0],
+            d.version_range[1],
+            tuple(sorted({t for ts in d.type_constraints.values() for t in ts})),
+        )
+        for d in get_all_opkernel_def()
+        if d.provider == "CPUExecutionProvider"
+    )
 
 
 def gather_block_quantized_available() -> bool:
@@ -38,8 +45,10 @@ def gather_block_quantized_available() -> bool:
         if gather_block_quantized_available():
             q = quantize_model(onx, "int4", quantize_embeddings=True)
     """
-    return any(op == "GatherBlockQuantized" and "tensor(int4)" in types
-               for _, op, _, _, types in _cpu_kernels())
+    return any(
+        op == "GatherBlockQuantized" and "tensor(int4)" in types
+        for _, op, _, _, types in _cpu_kernels()
+    )
 
 
 def cpu_float16_fallbacks(model: onnx.ModelProto) -> list[str]:
@@ -56,24 +65,34 @@ def cpu_float16_fallbacks(model: onnx.ModelProto) -> list[str]:
         q16 = quantize_model(onx, "fp16")
         print("unchecked in float16 on CPU:", cpu_float16_fallbacks(q16))
     """
-    opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version
-              for o in model.opset_import}
-    f16 = {vi.name for vi in list(model.graph.value_info) + list(model.graph.input)
-           + list(model.graph.output)
-           if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16}
-    f16 |= {i.name for i in model.graph.initializer
-            if i.data_type == onnx.TensorProto.FLOAT16}
-    f16 |= {n.output[0] for n in model.graph.node if n.op_type == "Cast" and any(
-        a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in n.attribute)}
+    opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+    f16 = {
+        vi.name
+        for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)
+        if vi.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    }
+    f16 |= {i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16}
+    f16 |= {
+        n.output[0]
+        for n in model.graph.node
+        if n.op_type == "Cast"
+        and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16 for a in n.attribute)
+    }
     missing = set()
     for node in model.graph.node:
-        if node.op_type == "Cast" or not any(x in f16 for x in list(node.input) + list(
-                node.output)):
+        if node.op_type == "Cast" or not any(
+            x in f16 for x in list(node.input) + list(node.output)
+        ):
             continue
         domain = node.domain if node.domain != "ai.onnx" else ""
         version = opsets.get(domain, 1)
-        ok = any(d == domain and op == node.op_type and lo <= version <= hi
-                 and "tensor(float16)" in types for d, op, lo, hi, types in _cpu_kernels())
+        ok = any(
+            d == domain
+            and op == node.op_type
+            and lo <= version <= hi
+            and "tensor(float16)" in types
+            for d, op, lo, hi, types in _cpu_kernels()
+        )
         if not ok:
             missing.add(f"{domain}.{node.op_type}" if domain else node.op_type)
     return sorted(missing)

@@ -54,42 +54,48 @@ PRECISIONS = ("int4", "int8", "fp16")
 _PROTO_LIMIT = 2**31 - 2**26
 
 
-def _check_options(precision: str, block_size: int, accuracy_level: int | None,
-                   quantize_embeddings: bool) -> None:
+def _check_options(
+    precision: str, block_size: int, accuracy_level: int | None, quantize_embeddings: bool
+) -> None:
     if precision not in PRECISIONS:
         raise UnsupportedPrecisionError(
-            f"precision {precision!r} is not supported, use one of {', '.join(PRECISIONS)}")
+            f"precision {precision!r} is not supported, use one of {', '.join(PRECISIONS)}"
+        )
     if precision != "int4":
         if quantize_embeddings:
             raise QuantizeOptionError(
                 f"quantize_embeddings needs precision 'int4' (GatherBlockQuantized), "
-                f"not {precision!r}")
+                f"not {precision!r}"
+            )
         return
     if not isinstance(block_size, int) or block_size < 16 or block_size & (block_size - 1):
         raise QuantizeOptionError(
             f"block_size={block_size!r} has no MatMulNBits kernel: use a power of two of "
-            f"at least 16 (32, 64, 128)")
+            f"at least 16 (32, 64, 128)"
+        )
     if accuracy_level is not None and accuracy_level not in (0, 1, 2, 3, 4):
         raise QuantizeOptionError(
             f"accuracy_level={accuracy_level!r} is not one of 0, 1, 2, 3, 4 (4: int8 "
-            f"activations, the fastest on CPU; None: the kernel's default)")
+            f"activations, the fastest on CPU; None: the kernel's default)"
+        )
     if quantize_embeddings and not gather_block_quantized_available():
         import onnxruntime
 
         raise QuantizeOptionError(
             f"onnxruntime {onnxruntime.__version__} has no CPU kernel GatherBlockQuantized "
-            f"to quantize embeddings: upgrade onnxruntime or leave quantize_embeddings off")
+            f"to quantize embeddings: upgrade onnxruntime or leave quantize_embeddings off"
+        )
 
 
-def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
-                 ) -> list[int]:
+def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool) -> list[int]:
     """Raises before any work; returns the positions of the heads kept in float."""
     if not isinstance(model, onnx.ModelProto):
         proto = getattr(model, "model_proto", None)  # a ModelContainer
         if isinstance(proto, onnx.ModelProto):
             raise MissingWeightsError(
                 f"{type(model).__name__} keeps its weights outside the ModelProto: save it "
-                f"(save_model) and load the file with onnx.load before quantizing")
+                f"(save_model) and load the file with onnx.load before quantizing"
+            )
         raise TypeError(f"model must be an onnx.ModelProto, not {type(model).__name__}")
     missing = missing_weights(model)
     if missing:
@@ -97,34 +103,49 @@ def _check_model(model: onnx.ModelProto, precision: str, quantize_lm_head: bool
             f"{len(missing)} initializer(s) have no data (external data not loaded, or "
             f"weights of a weight-free export not filled), first {missing[:3]}: load the "
             f"model with its data (onnx.load(path)), fill a weight-free export first "
-            f"(python -m experimental_experiment fill-weights)")
+            f"(python -m experimental_experiment fill-weights)"
+        )
     if precision == "fp16":
         return []
     done = quantized_nodes(model)
     if done:
         raise AlreadyQuantizedError(
             f"the model is quantized already (it has {', '.join(done)}); quantize the float "
-            f"model to {precision}")
+            f"model to {precision}"
+        )
     heads = [] if quantize_lm_head else lm_head_indices(model)
     inits = {i.name: i for i in model.graph.initializer}
     transposed = transposed_weights(model)  # folded before quantizing
-    targets = [i for i, n in enumerate(model.graph.node)
-               if weight_of(n, inits, transposed) is not None
-               and i not in heads]  # Gemm: rewritten as MatMul
+    targets = [
+        i
+        for i, n in enumerate(model.graph.node)
+        if weight_of(n, inits, transposed) is not None and i not in heads
+    ]  # Gemm: rewritten as MatMul
     if not targets:
         names = [model.graph.node[i].name or model.graph.node[i].output[0] for i in heads]
-        reason = (f" besides the head {names} kept in float (quantize_lm_head=True "
-                  f"quantizes it)" if heads else "")
+        reason = (
+            f" besides the head {names} kept in float (quantize_lm_head=True quantizes it)"
+            if heads
+            else ""
+        )
         raise NothingToQuantizeError(
             f"no MatMul or Gemm multiplies by a constant weight{reason}: nothing to quantize "
-            f"to {precision}")
+            f"to {precision}"
+        )
     return heads
 
 
-def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 32,
-                   accuracy_level: int | None = None, quantize_lm_head: bool = False,
-                   quantize_embeddings: bool = False, symmetric: bool = True,
-                   keep_io_types: bool = False) -> onnx.ModelProto:
+def quantize_model(
+    model: onnx.ModelProto,
+    precision: str,
+    *,
+    block_size: int = 32,
+    accuracy_level: int | None = None,
+    quantize_lm_head: bool = False,
+    quantize_embeddings: bool = False,
+    symmetric: bool = True,
+    keep_io_types: bool = False,
+) -> onnx.ModelProto:
     """Quantizes the weights of a float model with onnxruntime's quantization tools,
     returns a new model (``model`` is left unchanged).
 
@@ -174,14 +195,18 @@ def quantize_model(model: onnx.ModelProto, precision: str, *, block_size: int = 
         gemm_to_matmul(copy)
     with _quiet_onnxruntime():
         if precision == "int4":
-            result = _int4(copy, heads, block_size, accuracy_level, symmetric,
-                           quantize_embeddings)
+            result = _int4(copy, heads, block_size, accuracy_level, symmetric, quantize_embeddings)
         elif precision == "int8":
             result = _int8(copy, heads, symmetric)
         else:
             result = _fp16(copy, keep_io_types)
-    logger.info("[quantize_model] %s: %d -> %d nodes, heads kept in float %s", precision,
-                len(model.graph.node), len(result.graph.node), heads)
+    logger.info(
+        "[quantize_model] %s: %d -> %d nodes, heads kept in float %s",
+        precision,
+        len(model.graph.node),
+        len(result.graph.node),
+        heads,
+    )
     return result
 
 
@@ -204,8 +229,14 @@ def _quiet_onnxruntime():
             lg.setLevel(level)
 
 
-def _int4(model: onnx.ModelProto, heads: list[str], block_size: int,
-          accuracy_level: int | None, symmetric: bool, embeddings: bool) -> onnx.ModelProto:
+def _int4(
+    model: onnx.ModelProto,
+    heads: list[str],
+    block_size: int,
+    accuracy_level: int | None,
+    symmetric: bool,
+    embeddings: bool,
+) -> onnx.ModelProto:
     from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
@@ -214,12 +245,19 @@ def _int4(model: onnx.ModelProto, heads: list[str], block_size: int,
     if embeddings:
         op_types.append("Gather")
         keep = set(embedding_gathers(model))
-        exclude.extend(n.name for n in model.graph.node
-                       if n.op_type == "Gather" and n.name not in keep)
+        exclude.extend(
+            n.name for n in model.graph.node if n.op_type == "Gather" and n.name not in keep
+        )
     quantizer = MatMulNBitsQuantizer(
-        model, bits=4, block_size=block_size, is_symmetric=symmetric,
-        accuracy_level=accuracy_level, nodes_to_exclude=exclude,
-        quant_format=QuantFormat.QOperator, op_types_to_quantize=tuple(op_types))
+        model,
+        bits=4,
+        block_size=block_size,
+        is_symmetric=symmetric,
+        accuracy_level=accuracy_level,
+        nodes_to_exclude=exclude,
+        quant_format=QuantFormat.QOperator,
+        op_types_to_quantize=tuple(op_types),
+    )
     quantizer.process()
     return quantizer.model.model
 
@@ -231,15 +269,22 @@ def _int8(model: onnx.ModelProto, heads: list[str], symmetric: bool) -> onnx.Mod
     with tempfile.TemporaryDirectory() as folder:
         output = os.path.join(folder, "model.int8.onnx")
         quantize_dynamic(
-            model, output, op_types_to_quantize=["MatMul"], nodes_to_exclude=heads,
+            model,
+            output,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=heads,
             weight_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
             # per channel: as fast as per tensor on CPU, more accurate (the small Llama
             # of bench.llm_exporters: relative error of the logits 0.042 against 0.051)
-            per_channel=True, use_external_data_format=large,
-            extra_options={"MatMulConstBOnly": True,
-                           # the outputs of contrib ops (GroupQueryAttention) have no type
-                           # after onnx's shape inference
-                           "DefaultTensorType": onnx.TensorProto.FLOAT})
+            per_channel=True,
+            use_external_data_format=large,
+            extra_options={
+                "MatMulConstBOnly": True,
+                # the outputs of contrib ops (GroupQueryAttention) have no type
+                # after onnx's shape inference
+                "DefaultTensorType": onnx.TensorProto.FLOAT,
+            },
+        )
         return onnx.load(output)
 
 
@@ -260,15 +305,24 @@ def _fp16(model: onnx.ModelProto, keep_io_types: bool) -> onnx.ModelProto:
     boundary = sorted(made & needed)
     types = _float_types(model, boundary) if boundary else {}
     if boundary and types is None:
-        logger.warning("[quantize_model] no types for %s (shape inference failed): the "
-                       "positions are converted to float16 too", boundary[:3])
+        logger.warning(
+            "[quantize_model] no types for %s (shape inference failed): the "
+            "positions are converted to float16 too",
+            boundary[:3],
+        )
         boundary, front, rest = [], [], list(graph.node)
     front_inputs = {i for n in front for i in n.input}
     rest_inputs = {i for n in rest for i in n.input} | {o.name for o in graph.output}
-    saved_inits = [i for i in graph.initializer
-                   if i.name in front_inputs and i.name not in rest_inputs]
-    shared = [i for i in graph.initializer if i.name in front_inputs and i.name in rest_inputs
-              and i.data_type == onnx.TensorProto.FLOAT]
+    saved_inits = [
+        i for i in graph.initializer if i.name in front_inputs and i.name not in rest_inputs
+    ]
+    shared = [
+        i
+        for i in graph.initializer
+        if i.name in front_inputs
+        and i.name in rest_inputs
+        and i.data_type == onnx.TensorProto.FLOAT
+    ]
     for init in shared:  # the front keeps a float32 copy, the converter takes the other
         dup = onnx.TensorProto()
         dup.CopyFrom(init)
@@ -286,8 +340,8 @@ def _fp16(model: onnx.ModelProto, keep_io_types: bool) -> onnx.ModelProto:
         for name in boundary:  # produced by the front, inputs of what is converted
             graph.input.append(onnx.helper.make_tensor_value_info(name, types[name], None))
     converted = convert_float_to_float16(
-        model, keep_io_types=keep + boundary,
-        disable_shape_infer=model.ByteSize() >= _PROTO_LIMIT)
+        model, keep_io_types=keep + boundary, disable_shape_infer=model.ByteSize() >= _PROTO_LIMIT
+    )
     if front:
         cgraph = converted.graph
         inputs = [i for i in cgraph.input if i.name not in boundary]

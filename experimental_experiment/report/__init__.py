@@ -14,7 +14,16 @@ from .model import (
 from .render import render, save_report, to_markdown, to_sarif
 
 __all__ = [
-    "CaptureAttempt", "ConverterUse", "Decomposition", "Diagnostic", "DimensionRecord",
-    "ExportReport", "Rewrite", "SourceLocation", "render", "save_report", "to_markdown",
+    "CaptureAttempt",
+    "ConverterUse",
+    "Decomposition",
+    "Diagnostic",
+    "DimensionRecord",
+    "ExportReport",
+    "Rewrite",
+    "SourceLocation",
+    "render",
+    "save_report",
+    "to_markdown",
     "to_sarif",
 ]

@@ -24,8 +24,14 @@ from .records import (
 from .render import save_report, to_markdown, to_sarif
 
 __all__ = [
-    "CaptureAttempt", "ConverterUse", "Decomposition", "Diagnostic", "DimensionRecord",
-    "ExportReport", "Rewrite", "SourceLocation",
+    "CaptureAttempt",
+    "ConverterUse",
+    "Decomposition",
+    "Diagnostic",
+    "DimensionRecord",
+    "ExportReport",
+    "Rewrite",
+    "SourceLocation",
 ]
 
 

@@ -159,9 +159,9 @@ class ReportData:
     dimensions: list[DimensionRecord] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
-
-    def add(self, level: str, rule: str, message: str,
-            location: SourceLocation | None = None) -> None:
+    def add(
+        self, level: str, rule: str, message: str, location: SourceLocation | None = None
+    ) -> None:
         """Adds a diagnostic."""
         self.diagnostics.append(Diagnostic(level, rule, message, location))
 
@@ -211,11 +211,13 @@ def _item(item_cls, data):
     return item_cls(**data)
 
 
-_LISTS = MappingProxyType({
-    "capture_attempts": CaptureAttempt,
-    "decompositions": Decomposition,
-    "converters": ConverterUse,
-    "rewrites": Rewrite,
-    "dimensions": DimensionRecord,
-    "diagnostics": Diagnostic,
-})
+_LISTS = MappingProxyType(
+    {
+        "capture_attempts": CaptureAttempt,
+        "decompositions": Decomposition,
+        "converters": ConverterUse,
+        "rewrites": Rewrite,
+        "dimensions": DimensionRecord,
+        "diagnostics": Diagnostic,
+    }
+)

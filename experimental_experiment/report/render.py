@@ -31,7 +31,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
         return str(v).replace("|", "\\|").replace("\n", " ")
 
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
-        "| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+        "| " + " | ".join(cell(v) for v in row) + " |" for row in rows
+    ]
 
 
 def to_markdown(report: ReportData) -> str:
@@ -42,25 +43,48 @@ def to_markdown(report: ReportData) -> str:
         if report.error_location:
             lines += ["", f"**user's code**: `{report.error_location}`"]
     sections = [
-        ("Capture attempts", ["strategy", "result", "time (s)"],
-         [[a.description, "ok" if a.success else f"{a.error_type}: {_first(a.error)}",
-           f"{a.time_s:.3f}"] for a in report.capture_attempts]),
-        ("Dynamic dimensions specialized or constrained",
-         ["dimension", "what", "guard", "user's code"],
-         [[d.dimension, _dim_what(d), d.guard, d.location or "?"] for d in report.dimensions]),
+        (
+            "Capture attempts",
+            ["strategy", "result", "time (s)"],
+            [
+                [
+                    a.description,
+                    "ok" if a.success else f"{a.error_type}: {_first(a.error)}",
+                    f"{a.time_s:.3f}",
+                ]
+                for a in report.capture_attempts
+            ],
+        ),
+        (
+            "Dynamic dimensions specialized or constrained",
+            ["dimension", "what", "guard", "user's code"],
+            [[d.dimension, _dim_what(d), d.guard, d.location or "?"] for d in report.dimensions],
+        ),
         ("Patches applied", ["patch"], [[p] for p in report.patches]),
         ("Decompositions", ["operator", "why"], [[d.op, d.reason] for d in report.decompositions]),
-        ("Converters", ["aten op", "converter", "nodes"],
-         [[c.op, c.converter, c.count] for c in report.converters]),
+        (
+            "Converters",
+            ["aten op", "converter", "nodes"],
+            [[c.op, c.converter, c.count] for c in report.converters],
+        ),
         ("Timings", ["phase", "time (s)"], [[k, f"{v:.3f}"] for k, v in report.timings.items()]),
-        ("Rewrites", ["pass or pattern", "kind", "applied", "time (s)"],
-         [[r.name, r.kind, r.applied, f"{r.time_s:.3f}"] for r in report.rewrites]),
-        ("Diagnostics", ["level", "rule", "message", "location"],
-         [[d.level, d.rule, _first(d.message), d.location or ""] for d in report.diagnostics]),
+        (
+            "Rewrites",
+            ["pass or pattern", "kind", "applied", "time (s)"],
+            [[r.name, r.kind, r.applied, f"{r.time_s:.3f}"] for r in report.rewrites],
+        ),
+        (
+            "Diagnostics",
+            ["level", "rule", "message", "location"],
+            [[d.level, d.rule, _first(d.message), d.location or ""] for d in report.diagnostics],
+        ),
     ]
     if report.nodes_before_optimization is not None:
-        lines += ["", f"**nodes**: {report.nodes_before_optimization} before optimization, "
-                  f"{report.nodes_after_optimization} after"]
+        lines += [
+            "",
+            f"**nodes**: {report.nodes_before_optimization} before optimization, "
+            f"{report.nodes_after_optimization} after",
+        ]
     for title, header, rows in sections:
         if rows:
             lines += ["", f"## {title}", "", *_table(header, rows)]
@@ -97,16 +121,34 @@ def _results(report: ReportData) -> list[tuple[str, str, str, SourceLocation | N
     """(rule, level, message, location) for every finding."""
     found = []
     if report.status == "failed":
-        found.append(("export-error", "error", f"{report.error_type}: {report.error.strip()}",
-                      report.error_location))
+        found.append(
+            (
+                "export-error",
+                "error",
+                f"{report.error_type}: {report.error.strip()}",
+                report.error_location,
+            )
+        )
     for a in report.capture_attempts:
         if not a.success:
-            found.append(("capture-failed", "note", f"{a.description}: {a.error_type}: "
-                          f"{_first(a.error)}", report.error_location))
+            found.append(
+                (
+                    "capture-failed",
+                    "note",
+                    f"{a.description}: {a.error_type}: {_first(a.error)}",
+                    report.error_location,
+                )
+            )
     for d in report.dimensions:
         level = "warning" if d.kind == "specialized" else "note"
-        found.append((f"{d.kind}-dimension", level,
-                      f"{d.dimension} {_dim_what(d)} (guard {d.guard})", d.location))
+        found.append(
+            (
+                f"{d.kind}-dimension",
+                level,
+                f"{d.dimension} {_dim_what(d)} (guard {d.guard})",
+                d.location,
+            )
+        )
     for d in report.decompositions:
         found.append(("decomposition", "note", f"{d.op}: {d.reason}", None))
     for d in report.diagnostics:
@@ -122,9 +164,12 @@ def to_sarif(report: ReportData) -> dict[str, Any]:
     rules = [{"id": r, "shortDescription": {"text": RULES.get(r, r)}} for r in rule_ids]
     results = []
     for rule, level, message, loc in found:
-        res = {"ruleId": rule, "ruleIndex": rule_ids.index(rule),
-               "level": level if level in ("error", "warning", "note") else "none",
-               "message": {"text": message or rule}}
+        res = {
+            "ruleId": rule,
+            "ruleIndex": rule_ids.index(rule),
+            "level": level if level in ("error", "warning", "note") else "none",
+            "message": {"text": message or rule},
+        }
         locations = _location(loc)
         if locations:
             res["locations"] = locations
@@ -133,8 +178,11 @@ def to_sarif(report: ReportData) -> dict[str, Any]:
         "tool": {"driver": {"name": TOOL, "rules": rules}},
         "invocations": [{"executionSuccessful": report.status == "success"}],
         "results": results,
-        "properties": {"model": report.model, "status": report.status,
-                       "timings": dict(report.timings)},
+        "properties": {
+            "model": report.model,
+            "status": report.status,
+            "timings": dict(report.timings),
+        },
     }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 

@@ -15,6 +15,13 @@ from .onnx_backend import (
     onnx_debug_backend,
 )
 
-__all__ = ["BackendOptions", "BackendStats", "DebugOptions", "OnnxBackend",
-           "OnnxDebugBackend", "default_backend", "onnx_custom_backend",
-           "onnx_debug_backend"]
+__all__ = [
+    "BackendOptions",
+    "BackendStats",
+    "DebugOptions",
+    "OnnxBackend",
+    "OnnxDebugBackend",
+    "default_backend",
+    "onnx_custom_backend",
+    "onnx_debug_backend",
+]

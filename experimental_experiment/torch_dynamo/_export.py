@@ -64,10 +64,15 @@ def default_exporter() -> str:
     return "dynamo" if os.environ.get("ONNXRT_CHANGE_REWRITER", "") == "0" else "custom"
 
 
-def export_graph_module(gm: torch.fx.GraphModule, args, *, exporter: str = "custom",
-                        target_opset: int | None = None,
-                        options: OptimizationOptions | None = None,
-                        verbose: int = 0) -> tuple[onnx.ModelProto, GraphLayout]:
+def export_graph_module(
+    gm: torch.fx.GraphModule,
+    args,
+    *,
+    exporter: str = "custom",
+    target_opset: int | None = None,
+    options: OptimizationOptions | None = None,
+    verbose: int = 0,
+) -> tuple[onnx.ModelProto, GraphLayout]:
     """Converts a graph module received by a backend; returns the model and its layout.
 
     The ONNX outputs are the ``tensor`` and ``int`` outputs of the layout, in order.
@@ -77,8 +82,15 @@ def export_graph_module(gm: torch.fx.GraphModule, args, *, exporter: str = "cust
         kept = [k in ("tensor", "int") for k in layout.outputs]
         gm = _drop_outputs(gm, kept)
         names = [f"output_{i}" for i, k in enumerate(kept) if k]
-        onx = to_onnx(gm, tuple(args), input_names=list(layout.input_names), options=options,
-                      target_opset=target_opset, verbose=verbose, output_names=names)
+        onx = to_onnx(
+            gm,
+            tuple(args),
+            input_names=list(layout.input_names),
+            options=options,
+            target_opset=target_opset,
+            verbose=verbose,
+            output_names=names,
+        )
     elif exporter == "dynamo":
         onx = _torch_onnx_export(gm, args, target_opset, verbose)
     else:
@@ -111,8 +123,14 @@ def _torch_onnx_export(gm, args, target_opset, verbose):
             "inputs (torch.export refuses them): use exporter='custom' "
             "(ONNXRT_CHANGE_REWRITER=1 or unset) for dynamic graphs"
         )
-    prog = torch.onnx.export(gm, tuple(args), dynamo=True, opset_version=target_opset or 18,
-                             verbose=bool(verbose), optimize=True)
+    prog = torch.onnx.export(
+        gm,
+        tuple(args),
+        dynamo=True,
+        opset_version=target_opset or 18,
+        verbose=bool(verbose),
+        optimize=True,
+    )
     return prog.model_proto
 
 
@@ -129,8 +147,9 @@ def graph_signature(gm: torch.fx.GraphModule, args, settings: tuple) -> str:
                 value = getattr(value, part)
             if isinstance(value, torch.Tensor):
                 h.update(repr(_value_signature(value)).encode())
-                h.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8)
-                         .numpy().tobytes())
+                h.update(
+                    value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                )
     for a in args:
         h.update(repr(_value_signature(a)).encode())
     h.update(repr(settings).encode())

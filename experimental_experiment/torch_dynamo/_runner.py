@@ -20,8 +20,10 @@ def providers_for(args: Sequence) -> list:
     """onnxruntime providers matching the device of the tensor inputs."""
     for a in args:
         if isinstance(a, torch.Tensor) and a.device.type == "cuda":
-            return [("CUDAExecutionProvider", {"device_id": a.device.index or 0}),
-                    "CPUExecutionProvider"]
+            return [
+                ("CUDAExecutionProvider", {"device_id": a.device.index or 0}),
+                "CPUExecutionProvider",
+            ]
     return ["CPUExecutionProvider"]
 
 
@@ -51,20 +53,26 @@ class OrtRunner:
     :param use_dlpack: forces the DLPack path (default: only for non-CPU devices)
     """
 
-    def __init__(self, onx: onnx.ModelProto, layout: GraphLayout, *,
-                 providers: list | None = None, session_options=None,
-                 use_dlpack: bool = False):
+    def __init__(
+        self,
+        onx: onnx.ModelProto,
+        layout: GraphLayout,
+        *,
+        providers: list | None = None,
+        session_options=None,
+        use_dlpack: bool = False,
+    ):
         import onnxruntime
 
         self.session = onnxruntime.InferenceSession(
-            onx.SerializeToString(), session_options,
+            onx.SerializeToString(),
+            session_options,
             providers=providers or ["CPUExecutionProvider"],
         )
         self.layout = layout
         onnx_inputs = {i.name for i in onx.graph.input}
         # positions of the arguments the model takes (unused inputs may be removed)
-        self.feeds = [(i, name) for i, name in enumerate(layout.input_names)
-                      if name in onnx_inputs]
+        self.feeds = [(i, name) for i, name in enumerate(layout.input_names) if name in onnx_inputs]
         if len(self.feeds) != len(onnx_inputs):
             # the dynamo exporter names its inputs differently: follow the order
             self.feeds = list(enumerate(i.name for i in onx.graph.input))
@@ -78,8 +86,10 @@ class OrtRunner:
             results = self._run_dlpack(args)
         else:
             feeds = {name: to_numpy(args[i]) for i, name in self.feeds}
-            results = [torch.from_numpy(r) if isinstance(r, np.ndarray) else r
-                       for r in self.session.run(None, feeds)]
+            results = [
+                torch.from_numpy(r) if isinstance(r, np.ndarray) else r
+                for r in self.session.run(None, feeds)
+            ]
         return assemble(self.layout, results)
 
     def _run_dlpack(self, args) -> list:
@@ -94,6 +104,7 @@ class OrtRunner:
                 feeds[name] = OrtValue.ortvalue_from_numpy(to_numpy(a))
         outs = self.session.run_with_ort_values(self.output_names, feeds)
         return [_from_ortvalue(o) for o in outs]
+
 
 def assemble(layout: GraphLayout, results: list) -> tuple:
     """Rebuilds the graph's outputs from the ONNX ones: None, python ints (SymInt
@@ -116,8 +127,15 @@ def _from_ortvalue(ov) -> torch.Tensor:
     return torch.from_dlpack(ov._ortvalue)
 
 
-def compare_with_eager(gm: torch.fx.GraphModule, args: Sequence, outputs: Sequence, *,
-                       atol: float = 1e-4, rtol: float = 1e-3, name: str = "") -> None:
+def compare_with_eager(
+    gm: torch.fx.GraphModule,
+    args: Sequence,
+    outputs: Sequence,
+    *,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    name: str = "",
+) -> None:
     """Runs ``gm`` eagerly and checks ``outputs`` are close to what it returns."""
     with torch.no_grad():
         expected = gm(*args)
@@ -127,14 +145,20 @@ def compare_with_eager(gm: torch.fx.GraphModule, args: Sequence, outputs: Sequen
     for i, (e, o) in enumerate(zip(expected, outputs)):
         if isinstance(e, torch.Tensor):
             torch.testing.assert_close(
-                o.to(e.device), e.detach(), atol=atol, rtol=rtol, equal_nan=True,
-                msg=lambda m, i=i: f"{name}: output {i} differs from eager: {m}")
+                o.to(e.device),
+                e.detach(),
+                atol=atol,
+                rtol=rtol,
+                equal_nan=True,
+                msg=lambda m, i=i: f"{name}: output {i} differs from eager: {m}",
+            )
         elif e is not None and not isinstance(e, torch.Tensor) and e != o:
             raise AssertionError(f"{name}: output {i} is {o!r}, eager gives {e!r}")
 
 
-def verified(run: Callable, gm: torch.fx.GraphModule, name: str,
-             atol: float = 1e-4, rtol: float = 1e-3) -> Callable:
+def verified(
+    run: Callable, gm: torch.fx.GraphModule, name: str, atol: float = 1e-4, rtol: float = 1e-3
+) -> Callable:
     """Wraps ``run`` to compare every call with eager execution of ``gm``."""
 
     def call(*args):

@@ -79,38 +79,45 @@ class OnnxDebugBackend:
     def __call__(self, graph_module: torch.fx.GraphModule, args: list) -> Callable:
         return self.compile(graph_module, args)
 
-    def compile(self, graph_module: torch.fx.GraphModule, args: list,
-                options: DebugOptions | None = None) -> Callable:
+    def compile(
+        self, graph_module: torch.fx.GraphModule, args: list, options: DebugOptions | None = None
+    ) -> Callable:
         """Returns the boxed function running ``graph_module``."""
         opts = options or self.options
         if opts.compare not in (None, "reference", "eager"):
-            raise ValueError(f"compare must be None, 'reference' or 'eager', "
-                             f"not {opts.compare!r}")
+            raise ValueError(f"compare must be None, 'reference' or 'eager', not {opts.compare!r}")
         with unset_fake_temporarily():
-            onx, layout = export_graph_module(graph_module, args,
-                                              target_opset=opts.target_opset,
-                                              options=opts.options, verbose=opts.verbose)
+            onx, layout = export_graph_module(
+                graph_module,
+                args,
+                target_opset=opts.target_opset,
+                options=opts.options,
+                verbose=opts.verbose,
+            )
             dump.save(onx, graph_module)
-        evaluate = (_node_by_node_run(onx, graph_module, opts) if opts.node_by_node
-                    else _reference_run(onx))
+        evaluate = (
+            _node_by_node_run(onx, graph_module, opts) if opts.node_by_node else _reference_run(onx)
+        )
         onnx_inputs = {i.name for i in onx.graph.input}
         outputs = [o.name for o in onx.graph.output]
         graph_id, self.graphs = self.graphs, self.graphs + 1
         calls = [0]
 
         def run(*inputs: Any):
-            feeds = {n: to_numpy(a) for n, a in zip(layout.input_names, inputs)
-                     if n in onnx_inputs}
+            feeds = {n: to_numpy(a) for n, a in zip(layout.input_names, inputs) if n in onnx_inputs}
             results = evaluate(feeds, inputs, bool(opts.dump_intermediate))
             if opts.dump_intermediate:
-                _save_npz(opts.dump_intermediate, f"graph{graph_id}_call{calls[0]}.npz",
-                          {**feeds, **results})
+                _save_npz(
+                    opts.dump_intermediate,
+                    f"graph{graph_id}_call{calls[0]}.npz",
+                    {**feeds, **results},
+                )
                 calls[0] += 1
-            return assemble(layout, [torch.from_numpy(np.ascontiguousarray(results[o]))
-                                     for o in outputs])
+            return assemble(
+                layout, [torch.from_numpy(np.ascontiguousarray(results[o])) for o in outputs]
+            )
 
-        return boxed(verified(run, graph_module, "onnx_debug_backend")
-                     if opts.verify else run)
+        return boxed(verified(run, graph_module, "onnx_debug_backend") if opts.verify else run)
 
 
 def _reference_run(onx) -> Callable:
@@ -133,8 +140,7 @@ def _node_by_node_run(onx, graph_module, opts: DebugOptions) -> Callable:
     runner = NodeByNodeRunner(onx)
 
     def evaluate(feeds, inputs, intermediate: bool) -> dict:
-        expected = (_eager_values(graph_module, inputs) if opts.compare == "eager"
-                    else opts.compare)
+        expected = _eager_values(graph_module, inputs) if opts.compare == "eager" else opts.compare
         report = runner.run(feeds, expected, atol=opts.atol, rtol=opts.rtol)
         if report.first is not None:
             logger.warning("onnx_debug_backend: %s", report)
@@ -150,27 +156,41 @@ def _eager_values(gm: torch.fx.GraphModule, inputs) -> dict[str, np.ndarray]:
     interp = torch.fx.Interpreter(gm, garbage_collect_values=False)
     with torch.no_grad():
         interp.run(*inputs)
-    return {node.name: to_numpy(v) for node, v in interp.env.items()
-            if isinstance(v, torch.Tensor) and node.op == "call_function"}
+    return {
+        node.name: to_numpy(v)
+        for node, v in interp.env.items()
+        if isinstance(v, torch.Tensor) and node.op == "call_function"
+    }
 
 
 def _save_npz(folder: str, name: str, arrays: dict) -> None:
     os.makedirs(folder, exist_ok=True)
-    np.savez(os.path.join(folder, name),
-             **{k: np.asarray(v) for k, v in arrays.items()
-                if v is not None and not isinstance(v, list)})
+    np.savez(
+        os.path.join(folder, name),
+        **{
+            k: np.asarray(v) for k, v in arrays.items() if v is not None and not isinstance(v, list)
+        },
+    )
 
 
 _DEFAULT = OnnxDebugBackend()
 
 
-def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
-                       target_opset: int | None = None,
-                       options: OptimizationOptions | None = None,
-                       dump_intermediate: str | None = None, verify: bool = False,
-                       node_by_node: bool = False, compare: str | None = None,
-                       atol: float = 1e-4, rtol: float = 1e-3,
-                       reports: list | None = None, verbose: int = 0) -> Callable:
+def onnx_debug_backend(
+    graph_module: torch.fx.GraphModule,
+    args: list,
+    *,
+    target_opset: int | None = None,
+    options: OptimizationOptions | None = None,
+    dump_intermediate: str | None = None,
+    verify: bool = False,
+    node_by_node: bool = False,
+    compare: str | None = None,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+    reports: list | None = None,
+    verbose: int = 0,
+) -> Callable:
     """Same as :func:`onnx_custom_backend
     <experimental_experiment.torch_dynamo.onnx_custom_backend>` but runs
     :class:`onnx.reference.ReferenceEvaluator`, or onnxruntime one node at a time
@@ -212,6 +232,16 @@ def onnx_debug_backend(graph_module: torch.fx.GraphModule, args: list, *,
         torch.compile(model, backend=backend)(x)
         print(reports[0].first)  # None: every node agrees with eager
     """
-    opts = DebugOptions(target_opset, options, dump_intermediate, verify, verbose,
-                        node_by_node, compare, atol, rtol, reports)
+    opts = DebugOptions(
+        target_opset,
+        options,
+        dump_intermediate,
+        verify,
+        verbose,
+        node_by_node,
+        compare,
+        atol,
+        rtol,
+        reports,
+    )
     return _DEFAULT.compile(graph_module, args, opts)

@@ -106,8 +106,11 @@ class NodeByNodeReport:
     def __str__(self) -> str:
         compared = sum(n.max_diff is not None for n in self.nodes)
         head = f"{len(self.nodes)} nodes run, {compared} compared"
-        return f"{head}, first discrepancy: {self.first}" if self.first else (
-            f"{head}, no discrepancy")
+        return (
+            f"{head}, first discrepancy: {self.first}"
+            if self.first
+            else (f"{head}, no discrepancy")
+        )
 
 
 def outer_names(node: onnx.NodeProto) -> list[str]:
@@ -130,10 +133,12 @@ def _value_info(name: str, value) -> onnx.ValueInfoProto:
     if isinstance(value, list):  # a sequence of tensors
         dtype = value[0].dtype if value else np.float32
         return helper.make_tensor_sequence_value_info(
-            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None)
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None
+        )
     arr = np.asarray(value)
     return helper.make_tensor_value_info(
-        name, helper.np_dtype_to_tensor_dtype(arr.dtype), list(arr.shape))
+        name, helper.np_dtype_to_tensor_dtype(arr.dtype), list(arr.shape)
+    )
 
 
 def max_difference(expected, got, atol: float, rtol: float) -> tuple[float, bool]:
@@ -194,8 +199,9 @@ class NodeByNodeRunner:
                 inputs.append(_value_info(name, values[name]))
         outputs = [onnx.ValueInfoProto(name=o) for o in node.output if o]
         graph = helper.make_graph([node], f"node_{index}", inputs, outputs, inits)
-        model = helper.make_model(graph, opset_imports=list(self.model.opset_import),
-                                  functions=list(self.model.functions))
+        model = helper.make_model(
+            graph, opset_imports=list(self.model.opset_import), functions=list(self.model.functions)
+        )
         model.ir_version = self.model.ir_version
         return model
 
@@ -203,20 +209,37 @@ class NodeByNodeRunner:
         import onnxruntime
 
         node = self.model.graph.node[index]
-        names = [n for n in dict.fromkeys([*node.input, *outer_names(node)])
-                 if n and n not in self.initializers]
-        key = (index, *((np.asarray(values[n]).dtype.str, np.shape(values[n]))
-                        if not isinstance(values[n], list) else ("seq", len(values[n]))
-                        for n in names))
+        names = [
+            n
+            for n in dict.fromkeys([*node.input, *outer_names(node)])
+            if n and n not in self.initializers
+        ]
+        key = (
+            index,
+            *(
+                (np.asarray(values[n]).dtype.str, np.shape(values[n]))
+                if not isinstance(values[n], list)
+                else ("seq", len(values[n]))
+                for n in names
+            ),
+        )
         if key not in self._sessions:
             model = self.one_node_model(index, values)
-            self._sessions[key] = (onnxruntime.InferenceSession(
-                model.SerializeToString(), providers=self.providers), names)
+            self._sessions[key] = (
+                onnxruntime.InferenceSession(model.SerializeToString(), providers=self.providers),
+                names,
+            )
         return self._sessions[key]
 
-    def run(self, feeds: dict[str, Any], expected: dict[str, Any] | str | None = None, *,
-            atol: float = 1e-4, rtol: float = 1e-3,
-            stop_at_first: bool = False) -> NodeByNodeReport:
+    def run(
+        self,
+        feeds: dict[str, Any],
+        expected: dict[str, Any] | str | None = None,
+        *,
+        atol: float = 1e-4,
+        rtol: float = 1e-3,
+        stop_at_first: bool = False,
+    ) -> NodeByNodeReport:
         """Runs every node in order.
 
         :param feeds: the model's inputs
@@ -242,8 +265,9 @@ class NodeByNodeRunner:
 
     def _run_node(self, index, node, values, expected, atol, rtol) -> NodeRun:
         origin = next((p.value for p in node.metadata_props if p.key == "fx_node"), "")
-        run = NodeRun(index, node.name or node.output[0], node.op_type,
-                      [o for o in node.output if o], origin)
+        run = NodeRun(
+            index, node.name or node.output[0], node.op_type, [o for o in node.output if o], origin
+        )
         try:
             sess, names = self._session(index, values)
             got = sess.run(None, {n: values[n] for n in names})

@@ -103,14 +103,26 @@ class _Settings:
 
     def key(self) -> tuple:
         so = id(self.session_options) if self.session_options is not None else None
-        return (self.exporter, self.target_opset, repr(self.options), repr(self.providers),
-                so, self.use_dlpack)
+        return (
+            self.exporter,
+            self.target_opset,
+            repr(self.options),
+            repr(self.providers),
+            so,
+            self.use_dlpack,
+        )
 
 
 def _resolve(opts: BackendOptions, args) -> _Settings:
-    return _Settings(opts.exporter or default_exporter(), opts.target_opset, opts.options,
-                     tuple(opts.providers or providers_for(args)), opts.session_options,
-                     opts.use_dlpack, opts.verbose)
+    return _Settings(
+        opts.exporter or default_exporter(),
+        opts.target_opset,
+        opts.options,
+        tuple(opts.providers or providers_for(args)),
+        opts.session_options,
+        opts.use_dlpack,
+        opts.verbose,
+    )
 
 
 class OnnxBackend:
@@ -147,8 +159,9 @@ class OnnxBackend:
         self.cache.clear()
         self.stats = BackendStats()
 
-    def compile(self, graph_module: torch.fx.GraphModule, args: list,
-                options: BackendOptions | None = None) -> Callable:
+    def compile(
+        self, graph_module: torch.fx.GraphModule, args: list, options: BackendOptions | None = None
+    ) -> Callable:
         """Returns the boxed function running ``graph_module`` (options: the instance's
         unless given)."""
         opts = options or self.options
@@ -161,8 +174,9 @@ class OnnxBackend:
             run = verified(run, graph_module, "onnx_custom_backend")
         return boxed(run)
 
-    def session(self, gm: torch.fx.GraphModule, args, settings: _Settings,
-                use_cache: bool) -> tuple[onnx.ModelProto, OrtRunner]:
+    def session(
+        self, gm: torch.fx.GraphModule, args, settings: _Settings, use_cache: bool
+    ) -> tuple[onnx.ModelProto, OrtRunner]:
         """Exports ``gm`` and creates its session, or finds them in the cache."""
         # aot_autograd compiles under a fake mode: the graph's constants are real tensors
         with unset_fake_temporarily():
@@ -183,14 +197,26 @@ class OnnxBackend:
 
     def _export(self, gm, args, settings: _Settings) -> tuple[onnx.ModelProto, OrtRunner]:
         onx, layout = export_graph_module(
-            gm, args, exporter=settings.exporter, target_opset=settings.target_opset,
-            options=settings.options, verbose=settings.verbose)
+            gm,
+            args,
+            exporter=settings.exporter,
+            target_opset=settings.target_opset,
+            options=settings.options,
+            verbose=settings.verbose,
+        )
         self.stats.exported += 1
-        runner = OrtRunner(onx, layout, providers=list(settings.providers),
-                           session_options=settings.session_options,
-                           use_dlpack=settings.use_dlpack)
-        logger.info("onnx_custom_backend: exported a graph (%d nodes) with %r",
-                    len(onx.graph.node), settings.exporter)
+        runner = OrtRunner(
+            onx,
+            layout,
+            providers=list(settings.providers),
+            session_options=settings.session_options,
+            use_dlpack=settings.use_dlpack,
+        )
+        logger.info(
+            "onnx_custom_backend: exported a graph (%d nodes) with %r",
+            len(onx.graph.node),
+            settings.exporter,
+        )
         return onx, runner
 
 
@@ -202,8 +228,7 @@ def _is_symbolic(gm: torch.fx.GraphModule) -> bool:
         val = node.meta.get("val")
         if isinstance(val, (torch.SymInt, torch.SymFloat)):
             return True
-        if isinstance(val, torch.Tensor) and any(
-                not isinstance(d, int) for d in val.shape):
+        if isinstance(val, torch.Tensor) and any(not isinstance(d, int) for d in val.shape):
             return True
     return False
 
@@ -212,14 +237,19 @@ class _Specializer:
     """Runs a graph with symbolic dims through ONNX models with static shapes: the
     graph is traced again (make_fx) and exported for every new input signature."""
 
-    def __init__(self, backend: OnnxBackend, gm: torch.fx.GraphModule, settings: _Settings,
-                 use_cache: bool):
+    def __init__(
+        self, backend: OnnxBackend, gm: torch.fx.GraphModule, settings: _Settings, use_cache: bool
+    ):
         self.backend, self.gm, self.settings, self.use_cache = backend, gm, settings, use_cache
         self.runners: dict[tuple, OrtRunner] = {}
 
     def __call__(self, *args):
-        key = tuple((a.dtype, tuple(a.shape), a.device) if isinstance(a, torch.Tensor)
-                    else (type(a).__name__, a) for a in args)
+        key = tuple(
+            (a.dtype, tuple(a.shape), a.device)
+            if isinstance(a, torch.Tensor)
+            else (type(a).__name__, a)
+            for a in args
+        )
         runner = self.runners.get(key)
         if runner is None:
             from torch.fx.experimental.proxy_tensor import make_fx
@@ -259,12 +289,21 @@ def clear_cache() -> None:
     _DEFAULT.clear()
 
 
-def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
-                        exporter: str | None = None, target_opset: int | None = None,
-                        options: OptimizationOptions | None = None,
-                        providers: list | None = None, session_options=None,
-                        dynamic: bool = True, verify: bool = False, use_cache: bool = True,
-                        use_dlpack: bool = False, verbose: int = 0) -> Callable:
+def onnx_custom_backend(
+    graph_module: torch.fx.GraphModule,
+    args: list,
+    *,
+    exporter: str | None = None,
+    target_opset: int | None = None,
+    options: OptimizationOptions | None = None,
+    providers: list | None = None,
+    session_options=None,
+    dynamic: bool = True,
+    verify: bool = False,
+    use_cache: bool = True,
+    use_dlpack: bool = False,
+    verbose: int = 0,
+) -> Callable:
     """A torch.compile compiler: converts ``graph_module`` to ONNX, runs onnxruntime.
 
     It delegates to :func:`default_backend`, whose cache every call shares; an
@@ -295,12 +334,29 @@ def onnx_custom_backend(graph_module: torch.fx.GraphModule, args: list, *,
         compiler = functools.partial(onnx_custom_backend, dynamic=False)
         backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
     """
-    opts = BackendOptions(exporter, target_opset, options,
-                          tuple(providers) if providers else None, session_options,
-                          dynamic, verify, use_cache, use_dlpack, verbose)
+    opts = BackendOptions(
+        exporter,
+        target_opset,
+        options,
+        tuple(providers) if providers else None,
+        session_options,
+        dynamic,
+        verify,
+        use_cache,
+        use_dlpack,
+        verbose,
+    )
     return _DEFAULT.compile(graph_module, args, opts)
 
 
-__all__ = ["BackendOptions", "BackendStats", "OnnxBackend", "OnnxDebugBackend",
-           "clear_cache", "default_backend", "default_exporter", "onnx_custom_backend",
-           "onnx_debug_backend"]
+__all__ = [
+    "BackendOptions",
+    "BackendStats",
+    "OnnxBackend",
+    "OnnxDebugBackend",
+    "clear_cache",
+    "default_backend",
+    "default_exporter",
+    "onnx_custom_backend",
+    "onnx_debug_backend",
+]

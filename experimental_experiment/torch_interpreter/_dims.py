@@ -34,8 +34,9 @@ class DimNamer:
         if text is None:
             text = str(expr).replace(" ", "")
             if self.names:
-                text = re.sub(r"\b[a-z]+\d+\b",
-                              lambda m: self.names.get(m.group(0), m.group(0)), text)
+                text = re.sub(
+                    r"\b[a-z]+\d+\b", lambda m: self.names.get(m.group(0), m.group(0)), text
+                )
             self._rendered[expr] = text
         return text
 

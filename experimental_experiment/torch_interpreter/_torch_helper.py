@@ -75,9 +75,11 @@ class TorchTensorRef:
 
     def _cpu(self) -> torch.Tensor:
         if not self.has_data:
-            raise ValueError(f"weight {self.source!r} has no data (device "
-                             f"{self.tensor.device}): save it as external data and fill it "
-                             "from a checkpoint (experimental_experiment.large.fill_weights)")
+            raise ValueError(
+                f"weight {self.source!r} has no data (device "
+                f"{self.tensor.device}): save it as external data and fill it "
+                "from a checkpoint (experimental_experiment.large.fill_weights)"
+            )
         t = self.tensor.cpu().contiguous()
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16)

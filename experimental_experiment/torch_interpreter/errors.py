@@ -66,7 +66,10 @@ class UnsupportedOpError(ExportError, NotImplementedError):
             f"from the user's code: {user_source_line(node)}\n"
             "What to try: a converter of your own for this op through "
             "Dispatcher({op: fn}) passed as to_onnx(..., dispatcher=...), or "
-            "ExportOptions(decomposition_table='default')", op=op, argument=self.argument)
+            "ExportOptions(decomposition_table='default')",
+            op=op,
+            argument=self.argument,
+        )
         err.node_name = node.name
         return err
 
@@ -139,8 +142,7 @@ class DynamicShapesError(InvalidArgumentError):
     :param axis: the dimension, when the error is about one
     """
 
-    def __init__(self, message: str, *, input_name: str | None = None,
-                 axis: int | None = None):
+    def __init__(self, message: str, *, input_name: str | None = None, axis: int | None = None):
         super().__init__(message)
         self.input_name = input_name
         self.axis = axis

@@ -47,7 +47,8 @@ def make_report(report, model) -> tuple[ExportReport, str | None]:
     elif not isinstance(report, ExportReport):
         raise InvalidArgumentError(
             f"report must be an ExportReport or a path (.json, .md, .sarif), "
-            f"not {type(report).__name__}")
+            f"not {type(report).__name__}"
+        )
     report.model = type(model).__name__
     report.status = "running"
     return report, path
@@ -73,8 +74,11 @@ class _Collect(logging.Handler):
 
     def emit(self, record):
         self.report.add("warning", "warning", record.getMessage())
-        if not self._others_handle(record) and logging.lastResort is not None and (
-                record.levelno >= logging.lastResort.level):
+        if (
+            not self._others_handle(record)
+            and logging.lastResort is not None
+            and (record.levelno >= logging.lastResort.level)
+        ):
             logging.lastResort.handle(record)
 
     def _others_handle(self, record) -> bool:
@@ -109,8 +113,12 @@ def reporting(report: ExportReport, path: str | None):
         report.status = "failed"
         report.error_type = type(e).__name__
         report.error = str(e)
-        report.error_location = (report.error_location or _specialized_location(report, e)
-                                 or _message_location(str(e)) or error_location(e))
+        report.error_location = (
+            report.error_location
+            or _specialized_location(report, e)
+            or _message_location(str(e))
+            or error_location(e)
+        )
         with contextlib.suppress(AttributeError):
             e.report = report
         raise
@@ -131,8 +139,9 @@ def _add_warnings(report: ExportReport, caught, failed: bool) -> None:
         loc = _location(w.filename, w.lineno, "") if _is_user(w.filename, excluded) else None
         report.add("warning", "warning", f"{w.category.__name__}: {w.message}", loc)
         try:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
-                                   module=modules.get(w.filename))
+            warnings.warn_explicit(
+                w.message, w.category, w.filename, w.lineno, module=modules.get(w.filename)
+            )
         except Warning:
             if not failed:
                 raise
@@ -141,8 +150,11 @@ def _add_warnings(report: ExportReport, caught, failed: bool) -> None:
 def _modules_by_file() -> dict[str, str]:
     """``{file: module name}`` of the imported modules (a filter on a module name
     applies to a warning emitted again)."""
-    return {f: name for name, m in list(sys.modules.items())
-            if isinstance(f := getattr(m, "__file__", None), str)}
+    return {
+        f: name
+        for name, m in list(sys.modules.items())
+        if isinstance(f := getattr(m, "__file__", None), str)
+    }
 
 
 def _specialized_location(report: ExportReport, exc: BaseException) -> SourceLocation | None:
@@ -174,8 +186,9 @@ def error_location(exc: BaseException) -> SourceLocation | None:
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        frames = [f for f in traceback.extract_tb(exc.__traceback__)
-                  if _is_user(f.filename, excluded)]
+        frames = [
+            f for f in traceback.extract_tb(exc.__traceback__) if _is_user(f.filename, excluded)
+        ]
         if frames:
             f = frames[-1]
             return _location(f.filename, f.lineno, f.name)
@@ -211,20 +224,26 @@ class PhaseClock:
         self.last = now
 
 
-def record_capture(report: ExportReport, attempts: list, recorder,
-                   input_names: list[str] | None) -> None:
+def record_capture(
+    report: ExportReport, attempts: list, recorder, input_names: list[str] | None
+) -> None:
     """Capture attempts ``(description, exception or None, seconds)`` and dimensions
     (``input_names``: the name of every leaf of the inputs)."""
     for what, err, seconds in attempts:
-        report.capture_attempts.append(CaptureAttempt(
-            what, err is None, type(err).__name__ if err else "", str(err) if err else "",
-            seconds))
+        report.capture_attempts.append(
+            CaptureAttempt(
+                what,
+                err is None,
+                type(err).__name__ if err else "",
+                str(err) if err else "",
+                seconds,
+            )
+        )
     if recorder is not None:
         report.dimensions.extend(dimension_records(recorder, input_names))
 
 
-def record_guard_ranges(report: ExportReport, ep, recorder,
-                        input_names: list[str] | None) -> None:
+def record_guard_ranges(report: ExportReport, ep, recorder, input_names: list[str] | None) -> None:
     """Replaces the constrained dimensions by the exact ranges every guard of the
     capture accepts (:mod:`guard_ranges`): a branch on a derived size is one of them."""
     ranges = guard_ranges(ep, recorder, input_names)
@@ -243,8 +262,9 @@ def record_conversion(report: ExportReport, used: dict) -> None:
 def record_optimization(report: ExportReport, before: int, after: int, steps) -> None:
     report.nodes_before_optimization = before
     report.nodes_after_optimization = after
-    report.rewrites = [Rewrite(s.name, s.kind, s.applied, s.time_s)
-                       for s in (steps or []) if s.applied]  # xoptim's ReportEntry
+    report.rewrites = [
+        Rewrite(s.name, s.kind, s.applied, s.time_s) for s in (steps or []) if s.applied
+    ]  # xoptim's ReportEntry
 
 
 def record_patches(report: ExportReport) -> None:

@@ -77,26 +77,34 @@ class ToOnnxSettings:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise InvalidArgumentError(
                 f"to_onnx() got an unexpected keyword argument {unknown[0]!r}{hint}; "
-                f"its options are model, args, kwargs, dynamic_shapes and {known}.")
+                f"its options are model, args, kwargs, dynamic_shapes and {known}."
+            )
         return cls(**keywords)
 
     def program_keywords(self) -> dict[str, Any]:
         """The keywords ``export_program`` takes (all but the ``return_*`` ones)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if not f.name.startswith("return_")}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("return_")
+        }
 
     def returned(self, res: ExportResult) -> Any:
         """What to_onnx returns: the model, with the builder and the optimization
         report when asked."""
         extra = ((res.builder,) if self.return_builder else ()) + (
-            (res.optimization,) if self.return_optimize_report else ())
+            (res.optimization,) if self.return_optimize_report else ()
+        )
         return (res.model, *extra) if extra else res.model
 
 
 @document_parameters
-def to_onnx(model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
-            args: tuple | None = None, kwargs: dict[str, Any] | None = None, *,
-            dynamic_shapes=None, **settings) -> Any:
+def to_onnx(
+    model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
+    args: tuple | None = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes=None,
+    **settings,
+) -> Any:
     """Exports a torch model to ONNX: captures it with :func:`torch.export.export`,
     converts every aten operator, optimizes the graph and returns the ONNX model
     (:func:`export_program <experimental_experiment.torch_interpreter.export_program>`
@@ -123,8 +131,9 @@ def to_onnx(model: torch.nn.Module | torch.fx.GraphModule | torch.export.Exporte
         print(onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param)  # batch
     """
     chosen = ToOnnxSettings.from_keywords(settings)
-    res = export_program(model, args, kwargs, dynamic_shapes=dynamic_shapes,
-                         **chosen.program_keywords())
+    res = export_program(
+        model, args, kwargs, dynamic_shapes=dynamic_shapes, **chosen.program_keywords()
+    )
     return chosen.returned(res)
 
 

@@ -33,7 +33,8 @@ def _legacy_cache_to_dynamic(value):
 
 def _is_legacy_cache(value) -> bool:
     return (
-        isinstance(value, (tuple, list)) and len(value) > 0
+        isinstance(value, (tuple, list))
+        and len(value) > 0
         and all(isinstance(kv, (tuple, list)) and len(kv) == 2 for kv in value)
         and all(isinstance(t, torch.Tensor) and t.dim() == 4 for kv in value for t in kv)
     )
@@ -72,8 +73,9 @@ def _make_modificator(known: dict[type, tuple]) -> Callable[[Any], Any]:
 
 
 @contextlib.contextmanager
-def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: bool = True,
-                              verbose: int = 0) -> Callable[[Any], Any]:
+def bypass_export_some_errors(
+    patch_transformers: bool = False, patch_torch: bool = True, verbose: int = 0
+) -> Callable[[Any], Any]:
     """Applies patches making models exportable, and removes them all on exit (even on
     an exception). Works with :func:`torch.export.export`,
     :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` and
@@ -159,13 +161,19 @@ def bypass_export_some_errors(patch_transformers: bool = False, patch_torch: boo
             shared.patches("torch", get_torch_patches, verbose=verbose)
         if patch_transformers:
             known = shared.context(
-                "caches", lambda: register_cache_classes(verbose=verbose),
-                lambda classes: [f"pytree:{c.__name__}" for c in classes])
+                "caches",
+                lambda: register_cache_classes(verbose=verbose),
+                lambda classes: [f"pytree:{c.__name__}" for c in classes],
+            )
             if verbose:
-                logger.warning("[bypass_export_some_errors] registered %s",
-                               sorted(c.__name__ for c in known))
+                logger.warning(
+                    "[bypass_export_some_errors] registered %s", sorted(c.__name__ for c in known)
+                )
             # transformers' own patches first, then ours for what they leave broken
-            shared.context("transformers", lambda: transformers_own_patches(verbose=verbose),
-                           lambda _: transformers_own_patch_names())
+            shared.context(
+                "transformers",
+                lambda: transformers_own_patches(verbose=verbose),
+                lambda _: transformers_own_patch_names(),
+            )
             shared.patches("transformers", get_transformers_patches, verbose=verbose)
         yield _make_modificator(known)

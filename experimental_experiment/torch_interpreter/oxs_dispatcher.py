@@ -43,8 +43,7 @@ class OxsDispatcher(Dispatcher):
             values = [a for a in args if not isinstance(a, str) and a is not None]
             attrs = dict(zip(names, values))
             attrs.update(kwargs)
-            return g.make_node(proto.name, inputs, len(proto.output), domain=proto.domain,
-                               **attrs)
+            return g.make_node(proto.name, inputs, len(proto.output), domain=proto.domain, **attrs)
 
         call_function.__name__ = f"oxs_{proto.name}"
         return call_function

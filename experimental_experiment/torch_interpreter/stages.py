@@ -96,5 +96,11 @@ class SerializationPlan:
         return self.container or self.weight_free
 
 
-__all__ = ["ExampleInputs", "InputPlan", "OutputSlot", "OutputSpec", "PreparedProgram",
-           "SerializationPlan"]
+__all__ = [
+    "ExampleInputs",
+    "InputPlan",
+    "OutputSlot",
+    "OutputSpec",
+    "PreparedProgram",
+    "SerializationPlan",
+]

@@ -18,6 +18,7 @@ import torch
 
 def _cache_input_names(names: list[str]) -> tuple[list[str], list[str]]:
     """Names of the ONNX inputs holding the keys and the values, ordered by layer."""
+
     def index(name):
         return int(re.search(r"(\d+)$", name).group(1))
 
@@ -52,8 +53,10 @@ def onnx_greedy_decoding(onx, input_ids: torch.Tensor, steps: int) -> tuple[np.n
     names = [i.name for i in sess.get_inputs()]
     key_names, value_names = _cache_input_names(names)
     batch = input_ids.shape[0]
-    cache = {n: np.zeros(_empty_cache_shape(sess, n, batch), dtype=np.float32)
-             for n in key_names + value_names}
+    cache = {
+        n: np.zeros(_empty_cache_shape(sess, n, batch), dtype=np.float32)
+        for n in key_names + value_names
+    }
     ids = input_ids.numpy().astype(np.int64)
     past, tokens, logits = 0, [], []
     for _ in range(steps):
@@ -64,7 +67,7 @@ def onnx_greedy_decoding(onx, input_ids: torch.Tensor, steps: int) -> tuple[np.n
         next_token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
         tokens.append(next_token)
         n = len(key_names)
-        presents = outputs[1:1 + 2 * n]
+        presents = outputs[1 : 1 + 2 * n]
         cache = dict(zip(key_names + value_names, presents))
         past += seq
         ids = next_token
@@ -78,8 +81,7 @@ def _token_feeds(names: list[str], ids: np.ndarray, past: int) -> dict[str, np.n
     if "attention_mask" in names:
         feeds["attention_mask"] = np.ones((batch, past + seq), dtype=np.int64)
     if "position_ids" in names:
-        feeds["position_ids"] = np.tile(np.arange(past, past + seq, dtype=np.int64),
-                                        (batch, 1))
+        feeds["position_ids"] = np.tile(np.arange(past, past + seq, dtype=np.int64), (batch, 1))
     return feeds
 
 
@@ -87,16 +89,22 @@ def eager_greedy_decoding(model, input_ids: torch.Tensor, steps: int) -> tuple[n
     """Greedy generation with transformers' ``generate`` (no sampling, no stop)."""
     with torch.no_grad():
         out = model.generate(
-            input_ids, attention_mask=torch.ones_like(input_ids), do_sample=False,
-            max_new_tokens=steps, min_new_tokens=steps, output_logits=True,
-            return_dict_in_generate=True, pad_token_id=0,
+            input_ids,
+            attention_mask=torch.ones_like(input_ids),
+            do_sample=False,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
         )
-    tokens = out.sequences[:, input_ids.shape[1]:].numpy()
+    tokens = out.sequences[:, input_ids.shape[1] :].numpy()
     return tokens, [t.numpy() for t in out.logits]
 
 
-def check_greedy_decoding(model, onx, input_ids: torch.Tensor, steps: int = 8, *,
-                          atol: float = 1e-3) -> dict[str, Any]:
+def check_greedy_decoding(
+    model, onx, input_ids: torch.Tensor, steps: int = 8, *, atol: float = 1e-3
+) -> dict[str, Any]:
     """Runs greedy generation for ``steps`` steps with the ONNX model ``onx`` feeding its
     own present key/values back, and with ``model.generate`` in eager mode.
 
@@ -151,8 +159,9 @@ def _session(onx):
     )
 
 
-def onnx_prefill_decode(prefill, decode, input_ids: torch.Tensor,
-                        steps: int) -> tuple[np.ndarray, list]:
+def onnx_prefill_decode(
+    prefill, decode, input_ids: torch.Tensor, steps: int
+) -> tuple[np.ndarray, list]:
     """Greedy generation with two ONNX models, for decoders whose cache holds more than
     keys and values (hybrid decoders: convolution and recurrent states).
 
@@ -176,8 +185,10 @@ def onnx_prefill_decode(prefill, decode, input_ids: torch.Tensor,
     tokens, logits = [], []
     for i in range(steps):
         if len(outputs) != 1 + len(cache_names):
-            raise ValueError(f"step {i}: {len(outputs) - 1} cache outputs for "
-                             f"{len(cache_names)} cache inputs {cache_names}")
+            raise ValueError(
+                f"step {i}: {len(outputs) - 1} cache outputs for "
+                f"{len(cache_names)} cache inputs {cache_names}"
+            )
         last = outputs[0][:, -1, :]
         logits.append(last)
         next_token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
@@ -190,8 +201,9 @@ def onnx_prefill_decode(prefill, decode, input_ids: torch.Tensor,
     return np.concatenate(tokens, axis=1), logits
 
 
-def check_prefill_decode(model, prefill, decode, input_ids: torch.Tensor, steps: int = 8,
-                         *, atol: float = 1e-3) -> dict[str, Any]:
+def check_prefill_decode(
+    model, prefill, decode, input_ids: torch.Tensor, steps: int = 8, *, atol: float = 1e-3
+) -> dict[str, Any]:
     """:func:`check_greedy_decoding` for a pair of ONNX models (:func:`onnx_prefill_decode`):
     the prefill, then ``steps - 1`` decode steps feeding the cache back, against
     ``model.generate``. Returns the same report.
@@ -206,8 +218,14 @@ def check_prefill_decode(model, prefill, decode, input_ids: torch.Tensor, steps:
     diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
     mismatch = np.nonzero((eager_tokens != onnx_tokens).any(axis=0))[0]
     first = int(mismatch[0]) if len(mismatch) else None
-    report = dict(steps=steps, same_tokens=first is None, first_token_mismatch=first,
-                  max_abs_diff=max(diffs) if diffs else 0.0, diffs=diffs,
-                  eager_tokens=eager_tokens.tolist(), onnx_tokens=onnx_tokens.tolist())
+    report = dict(
+        steps=steps,
+        same_tokens=first is None,
+        first_token_mismatch=first,
+        max_abs_diff=max(diffs) if diffs else 0.0,
+        diffs=diffs,
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+    )
     report["ok"] = report["same_tokens"] and report["max_abs_diff"] <= atol
     return report

@@ -46,16 +46,16 @@ def prefilled_cache(model, batch: int = 1, seq: int = 2):
     from .causal_lm import output_cache
 
     with torch.no_grad():
-        outputs = model(input_ids=torch.zeros((batch, seq), dtype=torch.int64),
-                        use_cache=True)
+        outputs = model(input_ids=torch.zeros((batch, seq), dtype=torch.int64), use_cache=True)
     cache = output_cache(outputs)
     if cache is None:
         raise ValueError(f"{type(model).__name__} returned no cache with use_cache=True")
     return cache
 
 
-def resized_leaf(name: str, like: torch.Tensor, batch: int, past: int,
-                 generator=None) -> torch.Tensor:
+def resized_leaf(
+    name: str, like: torch.Tensor, batch: int, past: int, generator=None
+) -> torch.Tensor:
     """A random tensor replacing the cache leaf ``name`` shaped like ``like``: batch
     ``batch``, and ``past`` positions for keys, values and indexer keys."""
     from ..torch_interpreter.patches.cache_layers import leaf_kind

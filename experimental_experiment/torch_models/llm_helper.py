@@ -39,8 +39,12 @@ TINY_ARCHITECTURES = {
 }
 
 _COMMON = dict(
-    hidden_size=32, num_hidden_layers=2, num_attention_heads=4, vocab_size=1000,
-    intermediate_size=64, max_position_embeddings=128,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    vocab_size=1000,
+    intermediate_size=64,
+    max_position_embeddings=128,
 )
 
 _SPECIFIC: dict[str, dict] = {
@@ -50,13 +54,26 @@ _SPECIFIC: dict[str, dict] = {
     "qwen3": dict(num_key_value_heads=2, head_dim=8),
     "phi3": dict(num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2),
     "gemma2": dict(num_key_value_heads=2, head_dim=8, sliding_window=4096),
-    "gemma3_text": dict(num_key_value_heads=2, head_dim=8, sliding_window=4096,
-                        layer_types=["sliding_attention", "full_attention"]),
+    "gemma3_text": dict(
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=4096,
+        layer_types=["sliding_attention", "full_attention"],
+    ),
     "gpt2": dict(bos_token_id=0, eos_token_id=0, n_inner=64),
     "gpt_neox": dict(),
     "bert": dict(),
-    "t5": dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
-               decoder_start_token_id=0, pad_token_id=0, eos_token_id=1),
+    "t5": dict(
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    ),
     "vit": dict(image_size=16, patch_size=8, num_channels=3),
 }
 
@@ -128,8 +145,10 @@ def _cache_geometry(config) -> tuple[int, int, int]:
     n_kv = getattr(text, "num_key_value_heads", None) or getattr(text, "num_kv_heads", None)
     if not n_kv:
         n_kv = 1 if getattr(text, "multi_query", False) else n_heads
-    head_dim = getattr(text, "head_dim", None) or getattr(text, "d_kv", None) or (
-        text.hidden_size // n_heads
+    head_dim = (
+        getattr(text, "head_dim", None)
+        or getattr(text, "d_kv", None)
+        or (text.hidden_size // n_heads)
     )
     return n_layers, n_kv, head_dim
 
@@ -148,8 +167,11 @@ def make_dynamic_cache(config, batch: int, past: int, *, dtype=torch.float32, ge
     cache = DynamicCache()
     for i in range(n_layers):
         shape = (batch, n_kv, past, head_dim)
-        cache.update(torch.randn(*shape, dtype=dtype, generator=generator),
-                     torch.randn(*shape, dtype=dtype, generator=generator), i)
+        cache.update(
+            torch.randn(*shape, dtype=dtype, generator=generator),
+            torch.randn(*shape, dtype=dtype, generator=generator),
+            i,
+        )
     return cache
 
 
@@ -180,13 +202,25 @@ def dynamic_shapes_of_cache(cache, batch="batch", past="past") -> list[dict]:
     from ..torch_interpreter.patches.cache_registration import cache_leaf_names
 
     names = {"batch": batch, "past": past}
-    return [{axis: names[dim] for axis, dim in
-             _LEAF_DYNAMIC_AXES.get(leaf_kind(leaf), {0: "batch"}).items()}
-            for leaf in cache_leaf_names(cache)]
+    return [
+        {
+            axis: names[dim]
+            for axis, dim in _LEAF_DYNAMIC_AXES.get(leaf_kind(leaf), {0: "batch"}).items()
+        }
+        for leaf in cache_leaf_names(cache)
+    ]
 
 
-def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
-                    with_cache: bool = True, model=None, generator=None) -> tuple[dict, dict]:
+def make_llm_inputs(
+    config,
+    batch: int = 2,
+    seq: int = 3,
+    past: int = 5,
+    *,
+    with_cache: bool = True,
+    model=None,
+    generator=None,
+) -> tuple[dict, dict]:
     """Inputs and dynamic shapes for a decoder described by ``config``.
 
     Returns ``(inputs, dynamic_shapes)``: ``input_ids`` (batch, seq), ``attention_mask``
@@ -236,8 +270,9 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
         "attention_mask": {0: "batch", 1: "total"},
     }
     if params is None or "position_ids" in params:
-        inputs["position_ids"] = torch.arange(past, past + seq, dtype=torch.int64).expand(
-            batch, -1).contiguous()
+        inputs["position_ids"] = (
+            torch.arange(past, past + seq, dtype=torch.int64).expand(batch, -1).contiguous()
+        )
         ds["position_ids"] = {0: "batch", 1: "seq"}
     if seq == 1:  # a decode step: a dynamic dimension of size 1 would be specialized
         ds["input_ids"] = {0: "batch"}
@@ -258,9 +293,14 @@ def make_llm_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
 def _encoder_inputs(arch, config, batch, seq, generator):
     if arch == "vit":
         size = config.image_size
-        return ({"pixel_values": torch.randn(batch, config.num_channels, size, size,
-                                             generator=generator)},
-                {"pixel_values": {0: "batch"}})
+        return (
+            {
+                "pixel_values": torch.randn(
+                    batch, config.num_channels, size, size, generator=generator
+                )
+            },
+            {"pixel_values": {0: "batch"}},
+        )
     inputs = {
         "input_ids": torch.randint(0, config.vocab_size, (batch, seq), generator=generator),
         "attention_mask": torch.ones((batch, seq), dtype=torch.int64),
@@ -268,8 +308,16 @@ def _encoder_inputs(arch, config, batch, seq, generator):
     return inputs, {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}}
 
 
-def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
-                        with_cache: bool = True, model, generator=None) -> tuple[dict, dict]:
+def make_seq2seq_inputs(
+    config,
+    batch: int = 2,
+    seq: int = 3,
+    past: int = 5,
+    *,
+    with_cache: bool = True,
+    model,
+    generator=None,
+) -> tuple[dict, dict]:
     """Inputs and dynamic shapes for an encoder-decoder (T5-like): ``seq + 2`` encoder
     tokens, ``seq`` decoder tokens and, with a cache, an EncoderDecoderCache (``past``
     self-attention positions) under the name ``model``'s forward takes.
@@ -295,8 +343,7 @@ def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     inputs = {
         "input_ids": torch.randint(0, config.vocab_size, (batch, enc), generator=generator),
         "attention_mask": torch.ones((batch, enc), dtype=torch.int64),
-        "decoder_input_ids": torch.randint(0, config.vocab_size, (batch, seq),
-                                           generator=generator),
+        "decoder_input_ids": torch.randint(0, config.vocab_size, (batch, seq), generator=generator),
     }
     ds: dict[str, Any] = {
         "input_ids": {0: "batch", 1: "encoder_seq"},
@@ -309,8 +356,11 @@ def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
         for i in range(n_layers):
             for cache, length in ((self_cache, past), (cross_cache, enc)):
                 shape = (batch, n_kv, length, head_dim)
-                cache.update(torch.randn(*shape, generator=generator),
-                             torch.randn(*shape, generator=generator), i)
+                cache.update(
+                    torch.randn(*shape, generator=generator),
+                    torch.randn(*shape, generator=generator),
+                    i,
+                )
         name = cache_argument_name(model)
         inputs[name] = EncoderDecoderCache(self_cache, cross_cache)
         ds[name] = [
@@ -320,9 +370,16 @@ def make_seq2seq_inputs(config, batch: int = 2, seq: int = 3, past: int = 5, *,
     return inputs, ds
 
 
-def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
-                 with_cache: bool = True, seed: int = 0, config_kwargs: dict | None = None
-                 ) -> dict[str, Any]:
+def get_tiny_llm(
+    arch: str,
+    *,
+    batch: int = 2,
+    seq: int = 3,
+    past: int = 5,
+    with_cache: bool = True,
+    seed: int = 0,
+    config_kwargs: dict | None = None,
+) -> dict[str, Any]:
     """A tiny model of architecture ``arch`` with random weights and its inputs.
 
     :param arch: one of :data:`TINY_ARCHITECTURES`
@@ -355,11 +412,13 @@ def get_tiny_llm(arch: str, *, batch: int = 2, seq: int = 3, past: int = 5,
     model = _model_class(arch).from_config(config).eval()
     kind = TINY_ARCHITECTURES[arch]
     if kind == "decoder":
-        inputs, ds = make_llm_inputs(config, batch, seq, past, with_cache=with_cache,
-                                     model=model, generator=generator)
+        inputs, ds = make_llm_inputs(
+            config, batch, seq, past, with_cache=with_cache, model=model, generator=generator
+        )
     elif kind == "encoder-decoder":
-        inputs, ds = make_seq2seq_inputs(config, batch, seq, past, with_cache=with_cache,
-                                         model=model, generator=generator)
+        inputs, ds = make_seq2seq_inputs(
+            config, batch, seq, past, with_cache=with_cache, model=model, generator=generator
+        )
     else:
         inputs, ds = _encoder_inputs(arch, config, batch, seq, generator)
     return dict(model=model, inputs=inputs, dynamic_shapes=ds, config=config)

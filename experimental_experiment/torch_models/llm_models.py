@@ -40,8 +40,10 @@ def ort_feeds(sess, inputs: dict) -> dict[str, np.ndarray]:
 def _to_torch_dynamic_shapes(ds):
     """Strings (dim names) to ``Dim.DYNAMIC`` for torch.export and torch.onnx.export."""
     if isinstance(ds, dict):
-        return {k: (torch.export.Dim.DYNAMIC if isinstance(v, str) else
-                    _to_torch_dynamic_shapes(v)) for k, v in ds.items()}
+        return {
+            k: (torch.export.Dim.DYNAMIC if isinstance(v, str) else _to_torch_dynamic_shapes(v))
+            for k, v in ds.items()
+        }
     if isinstance(ds, (list, tuple)):
         return type(ds)(_to_torch_dynamic_shapes(v) for v in ds)
     return ds
@@ -59,8 +61,12 @@ def export_model(model, inputs: dict, dynamic_shapes, exporter: str, *, optimize
             return to_onnx(model, (), inputs, dynamic_shapes=dynamic_shapes, optimize=optimize)
         if exporter == "torch.onnx.export":
             prog = torch.onnx.export(
-                model, (), kwargs=inputs, dynamic_shapes=_to_torch_dynamic_shapes(dynamic_shapes),
-                dynamo=True, verbose=False,
+                model,
+                (),
+                kwargs=inputs,
+                dynamic_shapes=_to_torch_dynamic_shapes(dynamic_shapes),
+                dynamo=True,
+                verbose=False,
             )
             return prog.model_proto
         raise ValueError(f"unknown exporter {exporter!r}")
@@ -98,8 +104,7 @@ def check_onnx(model, onx, inputs: dict, *, atol: float = 1e-4) -> float:
 
     from ..torch_interpreter.patches.cache_registration import register_cache_classes
 
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     with register_cache_classes():
         feeds = ort_feeds(sess, inputs)
     diff = compare_outputs(eager_outputs(model, inputs), user_outputs(sess, sess.run(None, feeds)))
@@ -108,16 +113,26 @@ def check_onnx(model, onx, inputs: dict, *, atol: float = 1e-4) -> float:
     return diff
 
 
-def run_one(arch: str, with_cache: bool, exporter: str = "to_onnx",
-            atol: float = 1e-4, optimize: bool = True) -> dict[str, Any]:
+def run_one(
+    arch: str,
+    with_cache: bool,
+    exporter: str = "to_onnx",
+    atol: float = 1e-4,
+    optimize: bool = True,
+) -> dict[str, Any]:
     """Exports one model and checks it on a second shape; never raises, returns a row."""
     row: dict[str, Any] = dict(model=arch, cache=int(with_cache), exporter=exporter)
     try:
         data = get_tiny_llm(arch, with_cache=with_cache, **EXPORT_SIZES)
         other = get_tiny_llm(arch, with_cache=with_cache, seed=1, **CHECK_SIZES)
         begin = time.perf_counter()
-        onx = export_model(data["model"], copy.deepcopy(data["inputs"]),
-                           data["dynamic_shapes"], exporter, optimize=optimize)
+        onx = export_model(
+            data["model"],
+            copy.deepcopy(data["inputs"]),
+            data["dynamic_shapes"],
+            exporter,
+            optimize=optimize,
+        )
         row["export_time"] = round(time.perf_counter() - begin, 3)
         row["max_abs_diff"] = check_onnx(data["model"], onx, other["inputs"], atol=atol)
         row["status"] = "pass"
@@ -125,8 +140,11 @@ def run_one(arch: str, with_cache: bool, exporter: str = "to_onnx",
             row["decoding"] = _decoding(data["model"], onx)
     except Exception as e:  # the table records the failure
         row["status"] = "fail"
-        row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150]}" if str(
-            e).strip() else type(e).__name__
+        row["error"] = (
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0][:150]}"
+            if str(e).strip()
+            else type(e).__name__
+        )
     return row
 
 
@@ -146,9 +164,11 @@ def _decoding(model, onx, steps: int = 8) -> str:
 
 def _parse(argv):
     parser = argparse.ArgumentParser(
-        prog="models", description="exports tiny transformers models, writes a CSV table")
-    parser.add_argument("--models", default=",".join(TINY_ARCHITECTURES),
-                        help="comma separated architectures")
+        prog="models", description="exports tiny transformers models, writes a CSV table"
+    )
+    parser.add_argument(
+        "--models", default=",".join(TINY_ARCHITECTURES), help="comma separated architectures"
+    )
     parser.add_argument("--exporters", default="to_onnx,torch.onnx.export")
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "llm_models.csv"))
     return parser.parse_args(argv)
@@ -159,13 +179,22 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     rows = []
     for arch in args.models.split(","):
-        caches = [False, True] if TINY_ARCHITECTURES[arch] in (
-            "decoder", "encoder-decoder") else [False]
+        caches = (
+            [False, True] if TINY_ARCHITECTURES[arch] in ("decoder", "encoder-decoder") else [False]
+        )
         for with_cache in caches:
             for exporter in args.exporters.split(","):
                 rows.append(run_one(arch, with_cache, exporter))
-    fields = ["model", "cache", "exporter", "status", "max_abs_diff", "export_time",
-              "decoding", "error"]
+    fields = [
+        "model",
+        "cache",
+        "exporter",
+        "status",
+        "max_abs_diff",
+        "export_time",
+        "decoding",
+        "error",
+    ]
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with open(args.output, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)

@@ -46,10 +46,19 @@ EOS = MODULUS + 1
 VOCAB_SIZE = MODULUS + 2
 
 #: architecture of the model (dimensions multiple of 32: int4 blocks of 32 fit)
-MODEL_PARAMS = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                    num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB_SIZE,
-                    max_position_embeddings=1024, bos_token_id=BOS, eos_token_id=EOS,
-                    pad_token_id=EOS, tie_word_embeddings=False)
+MODEL_PARAMS = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=VOCAB_SIZE,
+    max_position_embeddings=1024,
+    bos_token_id=BOS,
+    eos_token_id=EOS,
+    pad_token_id=EOS,
+    tie_word_embeddings=False,
+)
 #: training: batch, sequence length, learning rate, warmup steps
 TRAIN_PARAMS = dict(batch=16, length=40, lr=3e-3, warmup=20, weight_decay=0.0)
 #: bumped when the recipe changes in a way the parameters above do not show
@@ -66,8 +75,7 @@ class TrainedTinyError(ExportError):
     (``LlamaConfig``); for a cache problem, delete the cache folder and train again."""
 
 
-def make_sequences(batch: int, length: int, seed: int = 0
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def make_sequences(batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Sequences of the language and the mask of the positions whose next token is
     determined by the grammar.
 
@@ -116,16 +124,25 @@ def make_config(arch: str = "llama", **kwargs):
         except ValueError as e:
             raise TrainedTinyError(
                 f"unknown architecture {arch!r}: give a transformers model type "
-                f"(llama, qwen2, ...) or a configuration class name (LlamaConfig)") from e
+                f"(llama, qwen2, ...) or a configuration class name (LlamaConfig)"
+            ) from e
     config._attn_implementation = "sdpa"
     return config
 
 
 def recipe(arch: str, steps: int, seed: int) -> dict:
     """Everything the trained weights depend on."""
-    return dict(arch=arch, steps=steps, seed=seed, model=MODEL_PARAMS, train=TRAIN_PARAMS,
-                modulus=MODULUS, progression_steps=list(STEPS), version=RECIPE_VERSION,
-                torch=torch.__version__.split("+")[0])
+    return dict(
+        arch=arch,
+        steps=steps,
+        seed=seed,
+        model=MODEL_PARAMS,
+        train=TRAIN_PARAMS,
+        modulus=MODULUS,
+        progression_steps=list(STEPS),
+        version=RECIPE_VERSION,
+        torch=torch.__version__.split("+")[0],
+    )
 
 
 def recipe_hash(arch: str, steps: int, seed: int) -> str:
@@ -136,13 +153,18 @@ def recipe_hash(arch: str, steps: int, seed: int) -> str:
 
 def default_cache_dir(arch: str, steps: int, seed: int) -> str:
     """``~/.cache/experimental_experiment/trained_tiny/<arch>-<steps>-<seed>-<hash>``."""
-    return os.path.join(os.path.expanduser("~"), ".cache", "experimental_experiment",
-                        "trained_tiny",
-                        f"{arch}-{steps}-{seed}-{recipe_hash(arch, steps, seed)}")
+    return os.path.join(
+        os.path.expanduser("~"),
+        ".cache",
+        "experimental_experiment",
+        "trained_tiny",
+        f"{arch}-{steps}-{seed}-{recipe_hash(arch, steps, seed)}",
+    )
 
 
-def train(config, steps: int, seed: int = 0, threads: int | None = 2,
-          batch: int | None = None) -> tuple[object, dict]:
+def train(
+    config, steps: int, seed: int = 0, threads: int | None = 2, batch: int | None = None
+) -> tuple[object, dict]:
     """Trains the causal LM of ``config`` for ``steps`` steps (``batch`` sequences a step,
     ``TRAIN_PARAMS["batch"]`` if None); returns ``(model in eval mode, report)``, the
     report holds ``loss`` (mean of the last 10 steps, at least about 0.14: the first two
@@ -154,10 +176,10 @@ def train(config, steps: int, seed: int = 0, threads: int | None = 2,
         torch.set_num_threads(threads)
     tp = TRAIN_PARAMS
     model = build_causal_lm(config, seed=seed).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=tp["lr"],
-                            weight_decay=tp["weight_decay"])
+    opt = torch.optim.AdamW(model.parameters(), lr=tp["lr"], weight_decay=tp["weight_decay"])
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda i: min(1.0, (i + 1) / tp["warmup"]) * max(0.05, 1 - i / max(steps, 1)))
+        opt, lambda i: min(1.0, (i + 1) / tp["warmup"]) * max(0.05, 1 - i / max(steps, 1))
+    )
     losses = []
     begin = time.perf_counter()
     for i in range(steps):
@@ -176,8 +198,12 @@ def train(config, steps: int, seed: int = 0, threads: int | None = 2,
     # held out: the training seeds are seed * 1_000_003 + i, i < steps
     ids, mask = make_sequences(256, tp["length"], seed=seed * 1_000_003 - 1)
     last = losses[-10:] or [float("nan")]
-    report = dict(loss=sum(last) / len(last), accuracy=argmax_accuracy(model, ids, mask),
-                  seconds=seconds, steps=steps)
+    report = dict(
+        loss=sum(last) / len(last),
+        accuracy=argmax_accuracy(model, ids, mask),
+        seconds=seconds,
+        steps=steps,
+    )
     return model, report
 
 
@@ -193,8 +219,9 @@ def _load(folder: str):
     return config, model.eval()
 
 
-def trained_tiny_model(arch: str = "llama", steps: int = 300, seed: int = 0,
-                       cache_dir: str | None = None):
+def trained_tiny_model(
+    arch: str = "llama", steps: int = 300, seed: int = 0, cache_dir: str | None = None
+):
     """``(config, model)``: a tiny causal LM of ``arch`` trained ``steps`` steps on the
     language of :func:`make_sequences`, from the cache when it is there.
 

@@ -7,11 +7,18 @@ from typing import Any, Callable
 import torch
 
 
-def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
-                 exporter: str | None = None, target_opset: int | None = None,
-                 providers: list | None = None, session_options=None,
-                 verify: bool = False, debug: bool = False,
-                 dump_intermediate: str | None = None) -> tuple[Callable, dict[str, Any]]:
+def make_aot_ort(
+    dynamic: bool = False,
+    rewrite: bool = True,
+    verbose: int = 0,
+    exporter: str | None = None,
+    target_opset: int | None = None,
+    providers: list | None = None,
+    session_options=None,
+    verify: bool = False,
+    debug: bool = False,
+    dump_intermediate: str | None = None,
+) -> tuple[Callable, dict[str, Any]]:
     """A torch.compile backend converting forward and backward graphs to ONNX.
 
     :param dynamic: graphs with symbolic dims (``torch.compile(..., dynamic=True)`` or
@@ -48,15 +55,23 @@ def make_aot_ort(dynamic: bool = False, rewrite: bool = True, verbose: int = 0,
 
     from ..xbuilder import OptimizationOptions
 
-    options = OptimizationOptions(patterns="default" if rewrite else None,
-                                  constant_folding=rewrite, verbose=verbose)
-    compiler = _compiler(options, debug, exporter=exporter, target_opset=target_opset,
-                         providers=tuple(providers) if providers else None,
-                         session_options=session_options, dynamic=dynamic, verify=verify,
-                         verbose=verbose, dump_intermediate=dump_intermediate)
+    options = OptimizationOptions(
+        patterns="default" if rewrite else None, constant_folding=rewrite, verbose=verbose
+    )
+    compiler = _compiler(
+        options,
+        debug,
+        exporter=exporter,
+        target_opset=target_opset,
+        providers=tuple(providers) if providers else None,
+        session_options=session_options,
+        dynamic=dynamic,
+        verify=verify,
+        verbose=verbose,
+        dump_intermediate=dump_intermediate,
+    )
     backend = aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
-    extra = {"dynamic": dynamic, "options": options, "exporter": exporter,
-             "compiler": compiler}
+    extra = {"dynamic": dynamic, "options": options, "exporter": exporter, "compiler": compiler}
     return backend, extra
 
 
@@ -65,16 +80,26 @@ def _compiler(options, debug: bool, *, dump_intermediate, **kwargs):
     from ..torch_dynamo import BackendOptions, DebugOptions, OnnxBackend, OnnxDebugBackend
 
     if debug:
-        return OnnxDebugBackend(DebugOptions(
-            target_opset=kwargs["target_opset"], options=options,
-            dump_intermediate=dump_intermediate, verify=kwargs["verify"],
-            verbose=kwargs["verbose"]))
+        return OnnxDebugBackend(
+            DebugOptions(
+                target_opset=kwargs["target_opset"],
+                options=options,
+                dump_intermediate=dump_intermediate,
+                verify=kwargs["verify"],
+                verbose=kwargs["verbose"],
+            )
+        )
     return OnnxBackend(BackendOptions(options=options, **kwargs))
 
 
-def train_loop(model: torch.nn.Module, *args, loss_fn: Callable | None = None,
-               optimizer: torch.optim.Optimizer | None = None, steps: int = 1,
-               lr: float = 1e-3) -> list[float]:
+def train_loop(
+    model: torch.nn.Module,
+    *args,
+    loss_fn: Callable | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    steps: int = 1,
+    lr: float = 1e-3,
+) -> list[float]:
     """Runs ``steps`` of forward, loss, backward and an optimizer step.
 
     :param model: the model (compiled or not)
@@ -114,8 +139,11 @@ def default_loss(out) -> torch.Tensor:
         out = out.last_hidden_state
     elif hasattr(out, "logits"):
         out = out.logits
-    leaves = [t for t in torch.utils._pytree.tree_flatten(out)[0]
-              if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    leaves = [
+        t
+        for t in torch.utils._pytree.tree_flatten(out)[0]
+        if isinstance(t, torch.Tensor) and t.is_floating_point()
+    ]
     if not leaves:
         raise ValueError(f"no floating tensor in the model's output {type(out)}")
     return (leaves[0] ** 2).sum()

@@ -10,6 +10,9 @@ from .dtypes import (  # noqa: F401
     onnx_to_np_dtype,
 )
 
-warnings.warn("experimental_experiment.xbuilder._dtypes is deprecated and will be removed "
-              "in 0.3: use experimental_experiment.xbuilder.dtypes", DeprecationWarning,
-              stacklevel=2)
+warnings.warn(
+    "experimental_experiment.xbuilder._dtypes is deprecated and will be removed "
+    "in 0.3: use experimental_experiment.xbuilder.dtypes",
+    DeprecationWarning,
+    stacklevel=2,
+)

@@ -32,8 +32,13 @@ class OpProxy:
         if op_type.startswith("_"):
             raise AttributeError(op_type)
 
-        def make(*inputs: Any, outputs: int | list[str] = 1, domain: str = "",
-                 name: str | None = None, **attributes: Any):
+        def make(
+            *inputs: Any,
+            outputs: int | list[str] = 1,
+            domain: str = "",
+            name: str | None = None,
+            **attributes: Any,
+        ):
             names = self._inputs_to_names(op_type, inputs)
             return self._builder.make_node(
                 op_type, names, outputs, domain=domain, name=name, **attributes

@@ -35,16 +35,28 @@ def tensor_proto(name: str, value) -> TensorProto:
 
 
 #: element types numpy_helper.from_array packs (sub-byte) or writes as strings
-_PACKED = frozenset({TensorProto.STRING, TensorProto.INT4, TensorProto.UINT4,
-                     TensorProto.FLOAT4E2M1, TensorProto.INT2, TensorProto.UINT2,
-                     TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2})
+_PACKED = frozenset(
+    {
+        TensorProto.STRING,
+        TensorProto.INT4,
+        TensorProto.UINT4,
+        TensorProto.FLOAT4E2M1,
+        TensorProto.INT2,
+        TensorProto.UINT2,
+        TensorProto.FLOAT6E2M3,
+        TensorProto.FLOAT6E3M2,
+    }
+)
 
 
 def _raw_type(value) -> int | None:
     """The element type of an array :func:`numpy_helper.from_array` writes as raw bytes,
     None for the ones it packs or writes as strings (or another object)."""
-    if not isinstance(value, np.ndarray) or value.dtype == object or np.issubdtype(
-            value.dtype, np.str_):
+    if (
+        not isinstance(value, np.ndarray)
+        or value.dtype == object
+        or np.issubdtype(value.dtype, np.str_)
+    ):
         return None
     elem_type = helper.np_dtype_to_tensor_dtype(value.dtype)
     return None if elem_type in _PACKED else elem_type

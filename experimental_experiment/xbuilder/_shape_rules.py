@@ -442,8 +442,7 @@ def _rule_attention(g, node):
     """Attention (opset 23), 4-D form: (batch, q heads, q length, v head size)."""
     q, v = g.get_shape(node.input[0]), g.get_shape(node.input[2])
     shape = (*q[:3], v[3]) if q is not None and v is not None and len(q) == len(v) == 4 else None
-    _set(g, node.output[0], g.get_type(node.input[0]), shape=shape,
-         rank=g.get_rank(node.input[0]))
+    _set(g, node.output[0], g.get_type(node.input[0]), shape=shape, rank=g.get_rank(node.input[0]))
 
 
 def _rule_quantize(g, node):
@@ -542,8 +541,10 @@ def _rule_dropout(g, node):
         _set(g, node.output[1], TensorProto.BOOL, g.get_shape(x), g.get_rank(x))
 
 
-RULES.update({
-    "MaxPool": _rule_max_pool,
-    "Dropout": _rule_dropout,
-})
+RULES.update(
+    {
+        "MaxPool": _rule_max_pool,
+        "Dropout": _rule_dropout,
+    }
+)
 # --- end of neural-network ops ---

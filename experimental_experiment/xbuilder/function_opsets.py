@@ -33,20 +33,22 @@ def _compatible(op_type: str, old: int, new: int) -> bool:
         return True
     ins_a, ins_b = [i.name for i in a.inputs], [i.name for i in b.inputs]
     optional = defs.OpSchema.FormalParameterOption.Optional
-    if ins_b[:len(ins_a)] != ins_a or any(i.option != optional for i in b.inputs[len(ins_a):]):
+    if ins_b[: len(ins_a)] != ins_a or any(i.option != optional for i in b.inputs[len(ins_a) :]):
         return False
     if [o.name for o in a.outputs] != [o.name for o in b.outputs]:
         return False
     for name, att in a.attributes.items():
         if name not in b.attributes or (
-                att.default_value.SerializeToString()
-                != b.attributes[name].default_value.SerializeToString()):
+            att.default_value.SerializeToString()
+            != b.attributes[name].default_value.SerializeToString()
+        ):
             return False
     if any(att.required for name, att in b.attributes.items() if name not in a.attributes):
         return False
     types_b = {t.type_param_str: set(t.allowed_type_strs) for t in b.type_constraints}
-    return all(set(t.allowed_type_strs) <= types_b.get(t.type_param_str, set())
-               for t in a.type_constraints)
+    return all(
+        set(t.allowed_type_strs) <= types_b.get(t.type_param_str, set()) for t in a.type_constraints
+    )
 
 
 def _standard_ops(nodes) -> set[str]:
@@ -63,8 +65,7 @@ def _standard_ops(nodes) -> set[str]:
 def changed_operators(function: FunctionProto, old: int, new: int) -> list[str]:
     """The standard operators of ``function`` defined incompatibly at opset ``old`` and
     ``new`` (or missing in one of them)."""
-    return sorted(op for op in _standard_ops(function.node)
-                  if not _compatible(op, old, new))
+    return sorted(op for op in _standard_ops(function.node) if not _compatible(op, old, new))
 
 
 def align_function_opset(function: FunctionProto, version: int) -> FunctionProto:
@@ -99,6 +100,6 @@ def align_function_opset(function: FunctionProto, version: int) -> FunctionProto
     aligned.CopyFrom(function)
     del aligned.opset_import[:]
     aligned.opset_import.extend(
-        helper.make_opsetid(d, version if d in ("", "ai.onnx") else v)
-        for d, v in imported.items())
+        helper.make_opsetid(d, version if d in ("", "ai.onnx") else v) for d, v in imported.items()
+    )
     return aligned

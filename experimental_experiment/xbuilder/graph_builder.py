@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 #: Default opset of the whole package, see :ref:`the design page <l-design>`.
 DEFAULT_OPSET = 20
 
+
 class GraphBuilder:
     """Builds an ONNX graph with dtype, shape and rank tracking.
 
@@ -136,16 +137,24 @@ class GraphBuilder:
             self.set_shape(name, shape)
         return name
 
-    def make_tensor_output(self, name: str, *, elem_type: int | None = None,
-                           shape: Sequence | None = None, output_name: str | None = None) -> str:
+    def make_tensor_output(
+        self,
+        name: str,
+        *,
+        elem_type: int | None = None,
+        shape: Sequence | None = None,
+        output_name: str | None = None,
+    ) -> str:
         """Declares ``name`` as a graph output, renamed ``output_name`` when given.
 
         An Identity node is inserted when the result is an input, an initializer,
         already an output or when a new name is requested.
         """
         target = name
-        if (output_name and output_name != name) or name in self.inputs or (
-            name in self.initializers or name in self.outputs
+        if (
+            (output_name and output_name != name)
+            or name in self.inputs
+            or (name in self.initializers or name in self.outputs)
         ):
             target = self.make_node("Identity", [name], [output_name or name])
         if elem_type:
@@ -186,8 +195,12 @@ class GraphBuilder:
         names = set()
         for n in self._constant_cache.values():
             shape = self.get_shape(n)
-            if n in self.initializers and self.is_constant(n) and shape is not None and (
-                    int(np.prod(shape)) <= max_size):
+            if (
+                n in self.initializers
+                and self.is_constant(n)
+                and shape is not None
+                and (int(np.prod(shape)) <= max_size)
+            ):
                 names.add(n)
         return names
 
@@ -227,8 +240,16 @@ class GraphBuilder:
                     self._constant_cache[key] = replaced_by
 
     # nodes
-    def make_node(self, op_type: str, inputs: Sequence[str], outputs: int | Sequence[str] = 1,
-                  *, domain: str = "", name: str | None = None, **attributes: Any):
+    def make_node(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        outputs: int | Sequence[str] = 1,
+        *,
+        domain: str = "",
+        name: str | None = None,
+        **attributes: Any,
+    ):
         """Adds a node; returns its output name, or a tuple when there are several."""
         for i in inputs:
             if i and i not in self._names:
@@ -237,14 +258,19 @@ class GraphBuilder:
             prefix = name or op_type.lower()
             outputs = [self.unique_name(f"_{prefix}") for _ in range(outputs)]
         else:
-            outputs = [o if not o or o not in self._names else self.unique_name(o)
-                       for o in outputs]
+            outputs = [o if not o or o not in self._names else self.unique_name(o) for o in outputs]
             self._names.update(o for o in outputs if o)
         if domain and domain not in self.opsets:
             self.opsets[domain] = 1
         attributes = {k: v for k, v in attributes.items() if v is not None}
-        node = helper.make_node(op_type, list(inputs), outputs, domain=domain or None,
-                                name=self.unique_name(f"n_{name or op_type}"), **attributes)
+        node = helper.make_node(
+            op_type,
+            list(inputs),
+            outputs,
+            domain=domain or None,
+            name=self.unique_name(f"n_{name or op_type}"),
+            **attributes,
+        )
         self.nodes.append(node)
         infer_node(self, node)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
@@ -297,8 +323,18 @@ class GraphBuilder:
         :meth:`to_graph_proto` turns it into the attribute of the control-flow node.
         """
         child = GraphBuilder(self.opsets, verbose=self.verbose)
-        for attr in ("opsets", "functions", "initializers", "_types", "_shapes", "_ranks",
-                     "_names", "_counters", "_constant_cache", "_constant_arrays"):
+        for attr in (
+            "opsets",
+            "functions",
+            "initializers",
+            "_types",
+            "_shapes",
+            "_ranks",
+            "_names",
+            "_counters",
+            "_constant_cache",
+            "_constant_arrays",
+        ):
             setattr(child, attr, getattr(self, attr))
         return child
 
@@ -310,10 +346,12 @@ class GraphBuilder:
         from .graph_utils import remove_unused
 
         remove_unused(self, keep_initializers=True)
-        inputs = [make_value_info(n, self.get_type(n), _shape_or_rank(self, n))
-                  for n in self.inputs]
-        outputs = [make_value_info(n, self.get_type(n), _shape_or_rank(self, n))
-                   for n in self.outputs]
+        inputs = [
+            make_value_info(n, self.get_type(n), _shape_or_rank(self, n)) for n in self.inputs
+        ]
+        outputs = [
+            make_value_info(n, self.get_type(n), _shape_or_rank(self, n)) for n in self.outputs
+        ]
         return helper.make_graph(self.nodes, name, inputs, outputs)
 
     # output
@@ -330,7 +368,8 @@ class GraphBuilder:
             raise GraphBuilderError(
                 "GraphBuilder.to_onnx does not optimize: call "
                 "experimental_experiment.xoptim.optimize_builder(g, options) before "
-                "g.to_onnx() (torch_interpreter.to_onnx does both)")
+                "g.to_onnx() (torch_interpreter.to_onnx does both)"
+            )
         return builder_to_model(self)
 
 

@@ -52,8 +52,9 @@ def _write(value, f) -> None:
         value.write_to(f)
     else:  # a reference only able to give a TensorProto (loaded models)
         proto = value.to_tensor_proto("_")
-        f.write(proto.raw_data if proto.HasField("raw_data")
-                else numpy_helper.to_array(proto).tobytes())
+        f.write(
+            proto.raw_data if proto.HasField("raw_data") else numpy_helper.to_array(proto).tobytes()
+        )
 
 
 def declare_external(name: str, value) -> TensorProto:
@@ -61,8 +62,11 @@ def declare_external(name: str, value) -> TensorProto:
     when the container is saved)."""
     proto = TensorProto()
     proto.name = name
-    proto.data_type = value.elem_type if hasattr(value, "elem_type") else (
-        numpy_helper.from_array(np.zeros((0,), dtype=value.dtype)).data_type)
+    proto.data_type = (
+        value.elem_type
+        if hasattr(value, "elem_type")
+        else (numpy_helper.from_array(np.zeros((0,), dtype=value.dtype)).data_type)
+    )
     proto.dims.extend(int(d) for d in value.shape)
     proto.data_location = TensorProto.EXTERNAL
     return proto
@@ -83,8 +87,12 @@ class ModelContainer:
         container.save("model.onnx")  # model.onnx + model.onnx.<hash>.data
     """
 
-    def __init__(self, model_proto: ModelProto, tensors: dict[str, Any],
-                 sources: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        model_proto: ModelProto,
+        tensors: dict[str, Any],
+        sources: dict[str, Any] | None = None,
+    ):
         self.model_proto = model_proto
         self.tensors = tensors
         self.sources = dict(sources or {})
@@ -104,8 +112,9 @@ class ModelContainer:
             if init.name in self.tensors:
                 yield init
 
-    def layout(self, location: str, all_tensors_to_one_file: bool = True
-               ) -> list[tuple[TensorProto, str, int, int]]:
+    def layout(
+        self, location: str, all_tensors_to_one_file: bool = True
+    ) -> list[tuple[TensorProto, str, int, int]]:
         """(proto, location, offset, length) of every external tensor, offsets aligned."""
         rows, offset = [], 0
         for i, proto in enumerate(self.external_protos()):
@@ -118,8 +127,9 @@ class ModelContainer:
                 rows.append((proto, f"{location}.{i}", 0, length))
         return rows
 
-    def save(self, path: str, *, all_tensors_to_one_file: bool = True,
-             location: str | None = None) -> ModelProto:
+    def save(
+        self, path: str, *, all_tensors_to_one_file: bool = True, location: str | None = None
+    ) -> ModelProto:
         """Saves the model to ``path`` and the tensors to one data file next to it
         named after its content (``<model file name>.<hash>.data``) or ``location``
         (relative to the model's folder), model and data replaced as one
@@ -129,8 +139,9 @@ class ModelContainer:
         """
         folder = os.path.dirname(os.path.abspath(path))
         if location is not None:
-            resolve_inside(folder, location, what="location of the data file",
-                           error=UnsafeLocationError)
+            resolve_inside(
+                folder, location, what="location of the data file", error=UnsafeLocationError
+            )
         rows = self.layout("", all_tensors_to_one_file)
         index = {loc: i for i, loc in enumerate(dict.fromkeys(r[1] for r in rows))}
         self._set_metadata()
@@ -145,18 +156,27 @@ class ModelContainer:
                         if f.tell() != offset + length:
                             raise ExternalDataError(
                                 f"{proto.name!r}: wrote {f.tell() - offset} bytes, "
-                                f"expected {length}")
+                                f"expected {length}"
+                            )
                 # holes for unfilled tensors: the file has its final size
                 f.truncate(max((o + n for p, lc, o, n in rows if lc == loc), default=0))
-            save.commit(self.model_proto, [(p, index[lc], o, n) for p, lc, o, n in rows],
-                        set(self.unfilled))
-        logger.info("saved %r, %d external tensors (%d bytes, %d unfilled)", path,
-                    len(rows), self.nbytes, len(self.unfilled))
+            save.commit(
+                self.model_proto, [(p, index[lc], o, n) for p, lc, o, n in rows], set(self.unfilled)
+            )
+        logger.info(
+            "saved %r, %d external tensors (%d bytes, %d unfilled)",
+            path,
+            len(rows),
+            self.nbytes,
+            len(self.unfilled),
+        )
         return self.model_proto
 
     def _set_metadata(self) -> None:
-        info = {"unfilled": sorted(self.unfilled),
-                "sources": {k: v for k, v in sorted(self.sources.items())}}
+        info = {
+            "unfilled": sorted(self.unfilled),
+            "sources": {k: v for k, v in sorted(self.sources.items())},
+        }
         set_weights_metadata(self.model_proto, info)
 
 
@@ -193,8 +213,9 @@ class AtomicFiles:
 
     def open(self, final: str):
         os.makedirs(os.path.dirname(final), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=os.path.basename(final) + ".",
-                                   dir=os.path.dirname(final))
+        fd, tmp = tempfile.mkstemp(
+            suffix=".tmp", prefix=os.path.basename(final) + ".", dir=os.path.dirname(final)
+        )
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private, a model is not
         f = os.fdopen(fd, "w+b")
         self.files.append((f, tmp, final))
@@ -262,8 +283,10 @@ def container_from_proto(model: ModelProto, threshold: int = 1024) -> ModelConta
     tensors: dict[str, Any] = {}
     for init in model.graph.initializer:
         if init.data_location == TensorProto.EXTERNAL:
-            raise ExternalDataError(f"initializer {init.name!r} already refers to external "
-                                    "data: load the model with its data before saving it")
+            raise ExternalDataError(
+                f"initializer {init.name!r} already refers to external "
+                "data: load the model with its data before saving it"
+            )
         if init.HasField("raw_data") and len(init.raw_data) >= threshold:
             tensors[init.name] = _RawBytes(init.raw_data, init.data_type, tuple(init.dims))
             init.ClearField("raw_data")
@@ -271,9 +294,15 @@ def container_from_proto(model: ModelProto, threshold: int = 1024) -> ModelConta
     return ModelContainer(model, tensors)
 
 
-def save_model(model: ModelProto | ModelContainer, path: str, *,
-               external_data: bool | None = None, threshold: int = 1024,
-               all_tensors_to_one_file: bool = True, location: str | None = None) -> None:
+def save_model(
+    model: ModelProto | ModelContainer,
+    path: str,
+    *,
+    external_data: bool | None = None,
+    threshold: int = 1024,
+    all_tensors_to_one_file: bool = True,
+    location: str | None = None,
+) -> None:
     """Saves a model atomically (temporary files renamed at the end).
 
     :param model: a ModelProto or a :class:`ModelContainer`
@@ -306,8 +335,7 @@ def save_model(model: ModelProto | ModelContainer, path: str, *,
     props = [(p.key, p.value) for p in model.metadata_props]
     container = container_from_proto(model, threshold)
     try:
-        container.save(path, all_tensors_to_one_file=all_tensors_to_one_file,
-                       location=location)
+        container.save(path, all_tensors_to_one_file=all_tensors_to_one_file, location=location)
     finally:
         _restore(model, saved, container, props)
 
@@ -325,8 +353,7 @@ def _restore(model: ModelProto, saved: dict, container: ModelContainer, props: l
         prop.key, prop.value = key, value
 
 
-def check_external_data(model: ModelProto, folder: str, *, checksum: bool = True
-                        ) -> dict[str, int]:
+def check_external_data(model: ModelProto, folder: str, *, checksum: bool = True) -> dict[str, int]:
     """Checks every external initializer stays inside ``folder`` and lies inside its
     data file, and that each data file is the one the model was saved with (size and
     SHA-256 the save recorded, read again when ``checksum``); returns the size of every
@@ -353,15 +380,18 @@ def check_external_data(model: ModelProto, folder: str, *, checksum: bool = True
     for e in entries:
         if e.location not in sizes:
             if not os.path.isfile(e.path):
-                raise ExternalDataError(f"initializer {e.name!r}: data file {e.path!r} "
-                                        "does not exist (was it moved apart from the model?)")
+                raise ExternalDataError(
+                    f"initializer {e.name!r}: data file {e.path!r} "
+                    "does not exist (was it moved apart from the model?)"
+                )
             sizes[e.location] = os.path.getsize(e.path)
         end = e.offset + (sizes[e.location] - e.offset if e.length is None else e.length)
         if end > sizes[e.location] or e.offset > sizes[e.location]:
             raise ExternalDataError(
                 f"initializer {e.name!r} ends at byte {end} but {e.path!r} has "
                 f"{sizes[e.location]} bytes: the data file is truncated (copy it again, or "
-                "save the model again)")
+                "save the model again)"
+            )
     check_recorded_data(model, folder, checksum=checksum)
     return sizes
 

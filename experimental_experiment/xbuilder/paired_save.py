@@ -75,8 +75,10 @@ def path_lock(path: str):
                 fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o666)
             except FileExistsError:
                 if time.monotonic() - start > _LOCK_TIMEOUT:
-                    raise OutputPathError(f"{path!r} is being saved by another process "
-                                          f"({lock!r} exists; remove it if none is)") from None
+                    raise OutputPathError(
+                        f"{path!r} is being saved by another process "
+                        f"({lock!r} exists; remove it if none is)"
+                    ) from None
                 time.sleep(0.05)
             continue
         fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o666)
@@ -165,14 +167,16 @@ def check_recorded_data(model, folder: str, *, checksum: bool = True) -> None:
             raise StaleDataError(
                 f"data file {loc!r} has {size} bytes, the model was saved with "
                 f"{info.get('size')}: it belongs to another save of the model (save the "
-                "model again, or copy the data file saved with it)")
+                "model again, or copy the data file saved with it)"
+            )
         if checksum:
             ranges = sorted((e.offset, e.length) for e in rows if e.name not in unfilled)
             if range_checksum(path, ranges) != info.get("sha256"):
                 raise StaleDataError(
                     f"data file {loc!r} does not hold the bytes the model was saved with "
                     "(SHA-256 differs): it belongs to another save of the model (save the "
-                    "model again, or copy the data file saved with it)")
+                    "model again, or copy the data file saved with it)"
+                )
 
 
 class PairedSave:
@@ -200,8 +204,7 @@ class PairedSave:
         return self
 
     def _temp(self):
-        fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=f".{self.base}.saving.",
-                                   dir=self.folder)
+        fd, tmp = tempfile.mkstemp(suffix=".tmp", prefix=f".{self.base}.saving.", dir=self.folder)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private, a model is not
         return os.fdopen(fd, "w+b"), tmp
 
@@ -235,13 +238,17 @@ class PairedSave:
         names = self._names(digests)
         for proto, i, offset, length in rows:
             del proto.external_data[:]
-            for key, val in (("location", names[i]), ("offset", str(offset)),
-                             ("length", str(length))):
+            for key, val in (
+                ("location", names[i]),
+                ("offset", str(offset)),
+                ("length", str(length)),
+            ):
                 entry = proto.external_data.add()
                 entry.key, entry.value = key, val
         if names:  # a model without data files is saved unchanged
-            _set_data_metadata(model, {names[i]: {"sha256": digests[i], "size": sizes[i]}
-                                       for i in names})
+            _set_data_metadata(
+                model, {names[i]: {"sha256": digests[i], "size": sizes[i]} for i in names}
+            )
         for i, (f, tmp) in sorted(self.temps.items()):
             f.close()
             target = os.path.join(self.folder, names[i])
@@ -274,15 +281,20 @@ class PairedSave:
         except Exception as e:  # not a model of ours: nothing to clean up
             logger.debug("no data files to remove for %r: %s", self.path, e)
             return set()
-        return {e.location for e in entries if os.path.basename(e.location) == e.location
-                and e.location.startswith(self.base + ".")} | self._left_by_crashes()
+        return {
+            e.location
+            for e in entries
+            if os.path.basename(e.location) == e.location and e.location.startswith(self.base + ".")
+        } | self._left_by_crashes()
 
     def _left_by_crashes(self) -> set[str]:
         """Files of saves to this path stopped before their end (the lock is held, no
         save is running): temporary files, data files named after their content."""
         base = re.escape(self.base)
-        pattern = re.compile(rf"^(\.{base}\.saving\.\w+\.tmp|{base}\.[0-9a-f]{{16}}"
-                             r"\.data(\.\d+)?)$")
+        pattern = re.compile(
+            rf"^(\.{base}\.saving\.\w+\.tmp|{base}\.[0-9a-f]{{16}}"
+            r"\.data(\.\d+)?)$"
+        )
         mine = {os.path.basename(tmp) for _, tmp in self.temps.values()}
         return {f for f in os.listdir(self.folder) if pattern.match(f) and f not in mine}
 
@@ -304,5 +316,11 @@ class PairedSave:
         return False
 
 
-__all__ = ["DATA_KEY", "PairedSave", "check_recorded_data", "get_data_metadata",
-           "path_lock", "range_checksum"]
+__all__ = [
+    "DATA_KEY",
+    "PairedSave",
+    "check_recorded_data",
+    "get_data_metadata",
+    "path_lock",
+    "range_checksum",
+]

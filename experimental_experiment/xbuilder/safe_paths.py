@@ -85,9 +85,14 @@ class OutputPathError(GraphBuilderError, ValueError):
 _SEP = re.compile(r"[\\/]")
 
 
-def resolve_inside(folder: str, name: str, *, what: str,
-                   error: type[UnsafePathError] = UnsafePathError,
-                   links_out: bool = False) -> str:
+def resolve_inside(
+    folder: str,
+    name: str,
+    *,
+    what: str,
+    error: type[UnsafePathError] = UnsafePathError,
+    links_out: bool = False,
+) -> str:
     """The real path of ``name`` relative to ``folder``, raising ``error`` when it is
     empty, absolute, has a ``..`` part or resolves (symbolic links followed) outside
     ``folder``. ``what`` names the entry in the message (``initializer 'w'``).
@@ -97,18 +102,29 @@ def resolve_inside(folder: str, name: str, *, what: str,
     if not isinstance(name, str) or not name or "\x00" in name:
         raise error(f"{what}: invalid path {name!r} {hint}", path=str(name), folder=folder)
     if os.path.isabs(name) or ntpath.isabs(name) or ntpath.splitdrive(name)[0]:
-        raise error(f"{what}: absolute path {name!r} refused, {folder!r} is the only folder "
-                    f"read or written {hint}", path=name, folder=folder)
+        raise error(
+            f"{what}: absolute path {name!r} refused, {folder!r} is the only folder "
+            f"read or written {hint}",
+            path=name,
+            folder=folder,
+        )
     if ".." in _SEP.split(name):
-        raise error(f"{what}: path {name!r} goes up with '..' out of {folder!r} {hint}",
-                    path=name, folder=folder)
+        raise error(
+            f"{what}: path {name!r} goes up with '..' out of {folder!r} {hint}",
+            path=name,
+            folder=folder,
+        )
     root = os.path.realpath(folder)
     full = os.path.realpath(os.path.join(root, name))
     if links_out:
         return full
     if os.path.commonpath([root, full]) != root:
-        raise error(f"{what}: path {name!r} leads to {full!r} through a symbolic link, "
-                    f"outside {folder!r} {hint}", path=name, folder=folder)
+        raise error(
+            f"{what}: path {name!r} leads to {full!r} through a symbolic link, "
+            f"outside {folder!r} {hint}",
+            path=name,
+            folder=folder,
+        )
     return full
 
 
@@ -130,8 +146,10 @@ def _non_negative(init_name: str, key: str, value: str) -> int:
     except ValueError:
         number = -1
     if number < 0:
-        raise ExternalDataError(f"initializer {init_name!r}: external data {key} {value!r} "
-                                "is not a non-negative integer (the model file is damaged)")
+        raise ExternalDataError(
+            f"initializer {init_name!r}: external data {key} {value!r} "
+            "is not a non-negative integer (the model file is damaged)"
+        )
     return number
 
 
@@ -149,11 +167,14 @@ def external_entries(model, folder: str) -> list[ExternalEntry]:
         loc = info.get("location")
         if not loc:
             raise ExternalDataError(f"initializer {init.name!r} is external without location")
-        path = resolve_inside(folder, loc, what=f"initializer {init.name!r}: external data "
-                              "location", error=UnsafeLocationError)
+        path = resolve_inside(
+            folder,
+            loc,
+            what=f"initializer {init.name!r}: external data location",
+            error=UnsafeLocationError,
+        )
         offset = _non_negative(init.name, "offset", info.get("offset", "0"))
-        length = (_non_negative(init.name, "length", info["length"])
-                  if "length" in info else None)
+        length = _non_negative(init.name, "length", info["length"]) if "length" in info else None
         rows.append(ExternalEntry(init.name, loc, path, offset, length))
     return rows
 
@@ -178,8 +199,10 @@ def check_output_path(path: str, *, what: str = "output") -> str:
         raise OutputPathError(f"{what}: empty path, give a file name")
     full = os.path.abspath(os.fspath(path))
     if os.path.isdir(full):
-        raise OutputPathError(f"{what} {str(path)!r} is a folder, give a file name "
-                              f"inside it (such as {os.path.join(str(path), 'model.onnx')!r})")
+        raise OutputPathError(
+            f"{what} {str(path)!r} is a folder, give a file name "
+            f"inside it (such as {os.path.join(str(path), 'model.onnx')!r})"
+        )
     if os.path.lexists(full) and not os.path.isfile(full) and not os.path.islink(full):
         raise OutputPathError(f"{what} {str(path)!r} exists and is not a regular file")
     parent = os.path.dirname(full)
@@ -188,14 +211,26 @@ def check_output_path(path: str, *, what: str = "output") -> str:
     if not os.path.isdir(parent):
         raise OutputPathError(f"{what} {str(path)!r}: {parent!r} is a file, not a folder")
     if os.path.dirname(full) == parent and not _writable(parent):
-        raise OutputPathError(f"{what} {str(path)!r}: cannot create a file in {parent!r} "
-                              "(read-only folder or no permission), choose another folder")
+        raise OutputPathError(
+            f"{what} {str(path)!r}: cannot create a file in {parent!r} "
+            "(read-only folder or no permission), choose another folder"
+        )
     if os.path.dirname(full) != parent and not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{what} {str(path)!r}: cannot create folders in {parent!r} "
-                              "(read-only folder or no permission), choose another folder")
+        raise OutputPathError(
+            f"{what} {str(path)!r}: cannot create folders in {parent!r} "
+            "(read-only folder or no permission), choose another folder"
+        )
     return full
 
 
-__all__ = ["ExternalDataError", "ExternalEntry", "OutputPathError", "StaleDataError",
-           "UnsafeLocationError", "UnsafePathError", "check_output_path",
-           "external_entries", "resolve_inside"]
+__all__ = [
+    "ExternalDataError",
+    "ExternalEntry",
+    "OutputPathError",
+    "StaleDataError",
+    "UnsafeLocationError",
+    "UnsafePathError",
+    "check_output_path",
+    "external_entries",
+    "resolve_inside",
+]

@@ -21,6 +21,16 @@ from .pattern import Match, Pattern
 from .registry import get_pattern_list
 from .report import OptimizationReport, OptimizationResult, ReportEntry
 
-__all__ = ["Match", "OptimizationReport", "OptimizationResult", "Pattern", "ReportEntry",
-           "RewriteLog", "bisect_patterns", "get_pattern_list", "optimize",
-           "optimize_builder", "optimize_model"]
+__all__ = [
+    "Match",
+    "OptimizationReport",
+    "OptimizationResult",
+    "Pattern",
+    "ReportEntry",
+    "RewriteLog",
+    "bisect_patterns",
+    "get_pattern_list",
+    "optimize",
+    "optimize_builder",
+    "optimize_model",
+]

@@ -11,9 +11,14 @@ from .optimizer import RewriteLog, optimize_builder
 from .report import OptimizationResult
 
 
-def optimize(model: onnx.ModelProto | str, *, patterns: str | None = "default",
-             verbose: int = 0, options: OptimizationOptions | None = None,
-             max_rewrites: int | None = None) -> OptimizationResult:
+def optimize(
+    model: onnx.ModelProto | str,
+    *,
+    patterns: str | None = "default",
+    verbose: int = 0,
+    options: OptimizationOptions | None = None,
+    max_rewrites: int | None = None,
+) -> OptimizationResult:
     """Optimizes an ONNX model and returns an :class:`OptimizationResult` (the model,
     the report, the rewrites applied); the parameters are those of
     :func:`optimize_model`.
@@ -35,16 +40,28 @@ def optimize(model: onnx.ModelProto | str, *, patterns: str | None = "default",
         print([e.name for e in res.report if e.applied], len(res.rewrites))
     """
     log = RewriteLog()
-    model, report = optimize_model(model, patterns=patterns, verbose=verbose,
-                                   return_report=True, options=options,
-                                   max_rewrites=max_rewrites, log=log)
+    model, report = optimize_model(
+        model,
+        patterns=patterns,
+        verbose=verbose,
+        return_report=True,
+        options=options,
+        max_rewrites=max_rewrites,
+        log=log,
+    )
     return OptimizationResult(model, report, list(log))
 
 
-def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "default",
-                   verbose: int = 0, return_report: bool = False,
-                   options: OptimizationOptions | None = None,
-                   max_rewrites: int | None = None, log: RewriteLog | None = None):
+def optimize_model(
+    model: onnx.ModelProto | str,
+    *,
+    patterns: str | None = "default",
+    verbose: int = 0,
+    return_report: bool = False,
+    options: OptimizationOptions | None = None,
+    max_rewrites: int | None = None,
+    log: RewriteLog | None = None,
+):
     """Optimizes an ONNX model: passes (identity, unused, constant folding, CSE,
     duplicated initializers) and pattern rewriting.
 
@@ -72,8 +89,7 @@ def optimize_model(model: onnx.ModelProto | str, *, patterns: str | None = "defa
         print([r.name for r in report if r.applied])
     """
     with verbose_logging(verbose):
-        return _optimize_model(model, patterns, verbose, return_report, options,
-                               max_rewrites, log)
+        return _optimize_model(model, patterns, verbose, return_report, options, max_rewrites, log)
 
 
 def _optimize_model(model, patterns, verbose, return_report, options, max_rewrites, log):

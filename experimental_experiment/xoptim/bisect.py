@@ -14,8 +14,9 @@ logger = logging.getLogger(__name__)
 def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, feeds)
 
 
@@ -29,14 +30,19 @@ def _max_diff(expected: list, got: list) -> float:
             return float("inf")
         if e.size:
             d = np.abs(e.astype(np.float64) - r.astype(np.float64))
-            d = np.where(np.isnan(e.astype(np.float64)) & np.isnan(r.astype(np.float64)),
-                         0, d)
+            d = np.where(np.isnan(e.astype(np.float64)) & np.isnan(r.astype(np.float64)), 0, d)
             diff = max(diff, float(np.nan_to_num(d, nan=np.inf).max()))
     return diff
 
 
-def bisect_patterns(model: onnx.ModelProto | str, inputs, *, patterns="default",
-                    atol: float = 1e-4, verbose: int = 0) -> dict[str, Any] | None:
+def bisect_patterns(
+    model: onnx.ModelProto | str,
+    inputs,
+    *,
+    patterns="default",
+    atol: float = 1e-4,
+    verbose: int = 0,
+) -> dict[str, Any] | None:
     """Applies the rewrites of ``patterns`` one prefix at a time (bisection on their
     number) and returns the first one after which onnxruntime's results differ from
     the unoptimized model's by more than ``atol``.

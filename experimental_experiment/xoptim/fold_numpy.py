@@ -11,8 +11,9 @@ import numpy as np
 from onnx import AttributeProto, NodeProto, numpy_helper
 
 #: dtypes Range computes directly (the reference stashes float16, bfloat16 in float32)
-_RANGE_TYPES = frozenset(np.dtype(t) for t in (np.int32, np.int64, np.int16, np.int8,
-                                                np.float32, np.float64))
+_RANGE_TYPES = frozenset(
+    np.dtype(t) for t in (np.int32, np.int64, np.int16, np.int8, np.float32, np.float64)
+)
 
 
 def _attributes(node: NodeProto) -> dict:

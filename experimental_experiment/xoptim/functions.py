@@ -28,8 +28,12 @@ from .subgraphs import count_nodes
 
 logger = logging.getLogger(__name__)
 
-_SCALAR_ATTRIBUTES = {"value_float": np.float32, "value_int": np.int64,
-                      "value_floats": np.float32, "value_ints": np.int64}
+_SCALAR_ATTRIBUTES = {
+    "value_float": np.float32,
+    "value_int": np.int64,
+    "value_floats": np.float32,
+    "value_ints": np.int64,
+}
 
 
 def _reads_attributes(nodes) -> bool:
@@ -77,19 +81,26 @@ def _call_types(g, f: FunctionProto) -> list[tuple[int, tuple | None]]:
             continue
         types = {g.get_type(n) for n in names}
         shapes = {g.get_shape(n) for n in names}
-        result.append((types.pop() if len(types) == 1 else 0,
-                       shapes.pop() if len(shapes) == 1 else None))
+        result.append(
+            (types.pop() if len(types) == 1 else 0, shapes.pop() if len(shapes) == 1 else None)
+        )
     return result
 
 
 def _constant_value(node: NodeProto) -> np.ndarray | None:
     """The value of a Constant node, None for what the builder cannot hold."""
-    if node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or (
-            len(node.attribute) != 1):
+    if (
+        node.op_type != "Constant"
+        or node.domain not in ("", "ai.onnx")
+        or (len(node.attribute) != 1)
+    ):
         return None
     att = node.attribute[0]
-    if att.name == "value" and att.type == AttributeProto.TENSOR and (
-            att.t.data_type != TensorProto.STRING and not att.t.HasField("data_location")):
+    if (
+        att.name == "value"
+        and att.type == AttributeProto.TENSOR
+        and (att.t.data_type != TensorProto.STRING and not att.t.HasField("data_location"))
+    ):
         return numpy_helper.to_array(att.t)
     if att.name in _SCALAR_ATTRIBUTES:
         return np.asarray(helper.get_attribute_value(att), dtype=_SCALAR_ATTRIBUTES[att.name])
@@ -132,9 +143,13 @@ def builder_to_function(fb: GraphBuilder, f: FunctionProto) -> FunctionProto:
     needed = set(fb.outputs)
     for node in fb.nodes:
         needed |= used_names(node)
-    constants = [helper.make_node("Constant", [], [name],
-                                  value=numpy_helper.from_array(fb.get_constant(name)))
-                 for name in fb.initializers if name in needed]
+    constants = [
+        helper.make_node(
+            "Constant", [], [name], value=numpy_helper.from_array(fb.get_constant(name))
+        )
+        for name in fb.initializers
+        if name in needed
+    ]
     new = FunctionProto()
     new.CopyFrom(f)
     del new.node[:]
@@ -156,8 +171,9 @@ def optimize_functions(g, optimize_body: Callable) -> int | None:
     for key, f in list(g.functions.items()):
         fb = function_builder(g, f)
         if fb is None:
-            logger.info("[xoptim] function %s.%s is not optimized: it reads attributes",
-                        f.domain, f.name)
+            logger.info(
+                "[xoptim] function %s.%s is not optimized: it reads attributes", f.domain, f.name
+            )
             continue
         before = count_nodes(f)
         optimize_body(fb)

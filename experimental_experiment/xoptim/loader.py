@@ -37,8 +37,9 @@ def _shape_of(type_proto) -> tuple | None:
     tt = type_proto.tensor_type
     if not tt.HasField("shape"):
         return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                 for d in tt.shape.dim)
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+    )
 
 
 def _all_names(graph, names: set[str]) -> None:

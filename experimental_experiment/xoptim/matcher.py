@@ -67,8 +67,11 @@ def constant_equals(g, name: str, expected, rtol: float = 1e-3) -> bool:
     if value is None or value.size == 0:
         return False
     try:
-        return bool(np.allclose(value.astype(np.float64), np.asarray(expected, np.float64),
-                                rtol=rtol, atol=0))
+        return bool(
+            np.allclose(
+                value.astype(np.float64), np.asarray(expected, np.float64), rtol=rtol, atol=0
+            )
+        )
     except (TypeError, ValueError):
         return False
 
@@ -96,8 +99,7 @@ class _Matcher:
             inputs.pop()
         if len(inputs) != len(pn.inputs) or len(gn.output) != pn.n_outputs:
             return None
-        b = {"nodes": {**b["nodes"], pn: gn}, "used": (*b["used"], gn),
-             "vars": dict(b["vars"])}
+        b = {"nodes": {**b["nodes"], pn: gn}, "used": (*b["used"], gn), "vars": dict(b["vars"])}
         names = {a.name for a in gn.attribute}
         if names - set(pn.attributes):
             return None
@@ -158,8 +160,7 @@ def match_declarative(pattern, g, node: NodeProto, index: GraphIndex | None = No
             )
         outputs.append(gn.output[out.index])
     bound = {v.name: b["vars"].get(v.name) for v in variables}
-    extra = {"outputs": outputs} if "outputs" in inspect.signature(pattern.check).parameters \
-        else {}
+    extra = {"outputs": outputs} if "outputs" in inspect.signature(pattern.check).parameters else {}
     reason = pattern.check(g, **bound, **extra)
     if reason:
         return pattern.refuse(reason)

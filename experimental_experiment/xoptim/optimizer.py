@@ -54,8 +54,9 @@ def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
     return None
 
 
-def _find_matches(g, patterns: Sequence[Pattern], index: GraphIndex,
-                  report: OptimizationReport, verbose: int) -> list[Match]:
+def _find_matches(
+    g, patterns: Sequence[Pattern], index: GraphIndex, report: OptimizationReport, verbose: int
+) -> list[Match]:
     """Non-overlapping matches, nodes in graph order, patterns in list order."""
     # (rank in the list, pattern): candidates sorted back into the list order
     by_anchor: dict[tuple[str, str], list[tuple[int, Pattern]]] = {}
@@ -138,18 +139,25 @@ def _apply(g, m: Match) -> list[NodeProto] | str:
                 g.set_type(target, g.get_type(name))
         else:
             src = renamed.get(name, name)
-            new.append(helper.make_node("Identity", [src], [target],
-                                        name=g.unique_name("n_Identity")))
+            new.append(
+                helper.make_node("Identity", [src], [target], name=g.unique_name("n_Identity"))
+            )
     if renamed:
         for node in new:
             rename_inputs(node, renamed)
     return new
 
 
-def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationReport, *,
-                        verbose: int = 0, log: RewriteLog | None = None,
-                        max_rewrites: int | None = None,
-                        index: GraphIndex | None = None) -> int:
+def apply_patterns_once(
+    g,
+    patterns: Sequence[Pattern],
+    report: OptimizationReport,
+    *,
+    verbose: int = 0,
+    log: RewriteLog | None = None,
+    max_rewrites: int | None = None,
+    index: GraphIndex | None = None,
+) -> int:
     """One round: finds non-overlapping matches, applies them; returns how many.
 
     ``index`` is the graph's index kept by the caller across rounds, updated here for
@@ -160,7 +168,7 @@ def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationRepo
         index.reset_positions()  # node positions are recomputed once per round
     matches = _find_matches(g, patterns, index, report, verbose)
     if max_rewrites is not None:
-        matches = matches[:max(max_rewrites, 0)]
+        matches = matches[: max(max_rewrites, 0)]
     replace: NodeMap[list[NodeProto]] = NodeMap()  # root -> its replacement
     removed = NodeSet()
     for m in matches:
@@ -178,8 +186,11 @@ def apply_patterns_once(g, patterns: Sequence[Pattern], report: OptimizationRepo
         if log is not None:
             log.append((m.pattern.name, [n.name for n in m.nodes]))
         if verbose:
-            logger.info("[xoptim] %s applied on %s", m.pattern.name,
-                        [f"{n.op_type}({n.name})" for n in m.nodes])
+            logger.info(
+                "[xoptim] %s applied on %s",
+                m.pattern.name,
+                [f"{n.op_type}({n.name})" for n in m.nodes],
+            )
     if not replace:
         return 0
     nodes = []
@@ -216,8 +227,15 @@ def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> No
             break
         if index is None:
             index = GraphIndex(g)
-        n = apply_patterns_once(g, run.patterns, run.report, verbose=run.verbose,
-                                log=run.log, max_rewrites=run.left, index=index)
+        n = apply_patterns_once(
+            g,
+            run.patterns,
+            run.report,
+            verbose=run.verbose,
+            log=run.log,
+            max_rewrites=run.left,
+            index=index,
+        )
         if run.verbose:
             logger.info("[xoptim] iteration %d: %d rewrites", it, n)
         if n == 0:
@@ -232,8 +250,7 @@ def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> No
         return
     if ambiguous is None:
         ambiguous = ambiguous_names(g)
-    removed = optimize_subgraphs(g, lambda child: _optimize_graph(child, run, ambiguous),
-                                 ambiguous)
+    removed = optimize_subgraphs(g, lambda child: _optimize_graph(child, run, ambiguous), ambiguous)
     if removed is not None:
         # the bodies may no longer use some outer results
         run_passes(g, options, run.report, subgraph=subgraph)
@@ -252,10 +269,14 @@ def _count(report: OptimizationReport, name: str, removed: int) -> None:
     entry.applied += removed
 
 
-def optimize_builder(g, options: OptimizationOptions | None = None, *,
-                     patterns: Sequence[Pattern] | str | None = None,
-                     max_rewrites: int | None = None,
-                     log: RewriteLog | None = None) -> OptimizationReport:
+def optimize_builder(
+    g,
+    options: OptimizationOptions | None = None,
+    *,
+    patterns: Sequence[Pattern] | str | None = None,
+    max_rewrites: int | None = None,
+    log: RewriteLog | None = None,
+) -> OptimizationReport:
     """Runs the passes and the patterns on a GraphBuilder (modified in place), inside
     its subgraphs (If, Loop, Scan bodies, nested ones too) and its local functions
     (see :mod:`experimental_experiment.xoptim.subgraphs` and

@@ -67,8 +67,10 @@ def remove_identity(g) -> int:
         if y not in outputs:
             mapping[y] = x
             continue
-        if x in producer and x not in outputs and not any(
-            x in used_names(n) for n in subgraph_users(g)
+        if (
+            x in producer
+            and x not in outputs
+            and not any(x in used_names(n) for n in subgraph_users(g))
         ):
             src = producer.pop(x)
             src.output[list(src.output).index(x)] = y
@@ -124,8 +126,10 @@ def constant_folding(g, size_cap: int) -> int:
     outputs = set(g.outputs)
     kept, folded = [], 0
     for node in g.nodes:
-        if node.domain != "" or node.op_type in _NOT_FOLDABLE or (
-            any(o in outputs for o in node.output)
+        if (
+            node.domain != ""
+            or node.op_type in _NOT_FOLDABLE
+            or (any(o in outputs for o in node.output))
         ):
             kept.append(node)
             continue
@@ -133,8 +137,10 @@ def constant_folding(g, size_cap: int) -> int:
         shape_value = _fold_shape(g, node)
         if shape_value is not None:
             values = [shape_value]
-        elif node.input and all(i and g.is_constant(i) for i in node.input) and not any(
-            True for _ in subgraphs(node)
+        elif (
+            node.input
+            and all(i and g.is_constant(i) for i in node.input)
+            and not any(True for _ in subgraphs(node))
         ):
             feeds = {i: g.get_constant(i) for i in node.input}
             if sum(v.size for v in feeds.values()) <= size_cap:
@@ -172,13 +178,20 @@ def common_subexpression_elimination(g) -> int:
     for node in g.nodes:
         if mapping:
             rename_inputs(node, mapping)
-        if node.op_type in _NOT_CSE or any(True for _ in subgraphs(node)) or any(
-            o in outputs for o in node.output
+        if (
+            node.op_type in _NOT_CSE
+            or any(True for _ in subgraphs(node))
+            or any(o in outputs for o in node.output)
         ):
             kept.append(node)
             continue
-        key = (node.domain, node.op_type, tuple(node.input), len(node.output),
-               tuple(a.SerializeToString(deterministic=True) for a in node.attribute))
+        key = (
+            node.domain,
+            node.op_type,
+            tuple(node.input),
+            len(node.output),
+            tuple(a.SerializeToString(deterministic=True) for a in node.attribute),
+        )
         first = seen.get(key)
         if first is None:
             seen[key] = node
@@ -385,9 +398,13 @@ def passes_of(options: OptimizationOptions, *, subgraph: bool = False) -> list[G
     return passes
 
 
-def run_passes(g, options: OptimizationOptions,
-               report: OptimizationReport | None = None, *,
-               subgraph: bool = False) -> OptimizationReport:
+def run_passes(
+    g,
+    options: OptimizationOptions,
+    report: OptimizationReport | None = None,
+    *,
+    subgraph: bool = False,
+) -> OptimizationReport:
     """Runs the passes ``options`` selects until nothing changes; adds what each
     pass changed to ``report`` (a new one if None) and returns it (``subgraph``:
     see :func:`passes_of`)."""
@@ -401,6 +418,5 @@ def run_passes(g, options: OptimizationOptions,
         e.matched += r.changes
         e.applied += r.changes
     if options.verbose:
-        logger.info("[xoptim.passes] %s",
-                    {e.name: e.applied for e in report if e.kind == "pass"})
+        logger.info("[xoptim.passes] %s", {e.name: e.applied for e in report if e.kind == "pass"})
     return report

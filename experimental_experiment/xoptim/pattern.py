@@ -210,4 +210,3 @@ class Pattern:
     def refuse(self, reason: str) -> Refusal:
         """Why a structural match is refused, as a value ``match`` returns."""
         return Refusal(reason)
-

@@ -12,8 +12,11 @@ def pattern_sets() -> dict[str, list]:
     from .patterns import DEFAULT_PATTERNS
     from .patterns_ort import ORT_EXTRA_PATTERNS, ORT_PATTERNS
 
-    return {"default": list(DEFAULT_PATTERNS), "onnxruntime": list(ORT_PATTERNS),
-            "onnxruntime_extra": list(ORT_EXTRA_PATTERNS)}
+    return {
+        "default": list(DEFAULT_PATTERNS),
+        "onnxruntime": list(ORT_PATTERNS),
+        "onnxruntime_extra": list(ORT_EXTRA_PATTERNS),
+    }
 
 
 def _instance(p) -> Pattern:
@@ -58,8 +61,9 @@ def get_pattern_list(patterns: str | None = "default", *, verbose: int = 0) -> l
         if sign == "-":
             selected = [c for c in selected if _instance(c).name not in names]
         else:
-            selected.extend(c for c in group
-                            if _instance(c).name not in {_instance(s).name for s in selected})
+            selected.extend(
+                c for c in group if _instance(c).name not in {_instance(s).name for s in selected}
+            )
     result = [_instance(c) for c in selected]
     for r in result:
         r.verbose = verbose

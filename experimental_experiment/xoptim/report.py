@@ -12,8 +12,11 @@ _REMOVAL = "0.3"
 
 
 def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"{old} is deprecated and will be removed in {_REMOVAL}: use {new}",
-                  DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{old} is deprecated and will be removed in {_REMOVAL}: use {new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 @dataclass

@@ -96,8 +96,9 @@ def _copy(node: NodeProto) -> NodeProto:
     return new
 
 
-def optimize_subgraph(g, sub: GraphProto, optimize_graph: Callable,
-                      ambiguous: frozenset[str]) -> int | None:
+def optimize_subgraph(
+    g, sub: GraphProto, optimize_graph: Callable, ambiguous: frozenset[str]
+) -> int | None:
     """Optimizes the subgraph ``sub`` of a node of builder ``g`` in place with
     ``optimize_graph(child_builder)``; returns the number of nodes removed (nested
     subgraphs included, may be negative), None when the subgraph is left as it is."""
@@ -113,8 +114,7 @@ def optimize_subgraph(g, sub: GraphProto, optimize_graph: Callable,
         record_value_info(child, vi)
     child.nodes = [_copy(n) for n in sub.node]
     for node in child.nodes:
-        if any(o and (not child.get_type(o) or child.get_shape(o) is None)
-               for o in node.output):
+        if any(o and (not child.get_type(o) or child.get_shape(o) is None) for o in node.output):
             infer_node(child, node)  # a body nobody typed (a function's, a file's)
     optimize_graph(child)
     del sub.node[:]

@@ -11,20 +11,26 @@ from onnx import helper, numpy_helper
 from .api import optimize_model
 
 
-def make_model(nodes: Sequence[onnx.NodeProto], inputs: Sequence[tuple],
-               outputs: Sequence[tuple], initializers: dict[str, np.ndarray] | None = None,
-               *, opset: int = 18, extra_opsets: dict[str, int] | None = None,
-               ) -> onnx.ModelProto:
+def make_model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[tuple],
+    outputs: Sequence[tuple],
+    initializers: dict[str, np.ndarray] | None = None,
+    *,
+    opset: int = 18,
+    extra_opsets: dict[str, int] | None = None,
+) -> onnx.ModelProto:
     """A model from nodes; inputs and outputs are ``(name, elem_type, shape)``."""
     graph = helper.make_graph(
-        list(nodes), "test",
+        list(nodes),
+        "test",
         [helper.make_tensor_value_info(*i) for i in inputs],
         [helper.make_tensor_value_info(*o) for o in outputs],
-        [numpy_helper.from_array(np.asarray(v), name=k)
-         for k, v in (initializers or {}).items()],
+        [numpy_helper.from_array(np.asarray(v), name=k) for k, v in (initializers or {}).items()],
     )
     opsets = [helper.make_opsetid("", opset)] + [
-        helper.make_opsetid(d, v) for d, v in (extra_opsets or {}).items()]
+        helper.make_opsetid(d, v) for d, v in (extra_opsets or {}).items()
+    ]
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 10 if opset < 23 else 11
     return model
@@ -34,8 +40,9 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.nda
     """Runs a model with onnxruntime on CPU."""
     import onnxruntime
 
-    sess = onnxruntime.InferenceSession(model.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     return sess.run(None, feeds)
 
 
@@ -48,9 +55,16 @@ def op_types(model: onnx.ModelProto) -> list[str]:
 ORT_DEFAULT_DOMAIN_OPS = frozenset({"SimplifiedLayerNormalization"})
 
 
-def check_pattern(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]], *,
-                  patterns: str = "default", atol: float = 1e-5, rtol: float = 1e-5,
-                  run=run_ort, full_check: bool = True):
+def check_pattern(
+    model: onnx.ModelProto,
+    feeds: Sequence[dict[str, np.ndarray]],
+    *,
+    patterns: str = "default",
+    atol: float = 1e-5,
+    rtol: float = 1e-5,
+    run=run_ort,
+    full_check: bool = True,
+):
     """Optimizes ``model``, checks it, compares its results with the original model's
     on every set of ``feeds``; returns ``(optimized model, report)``.
     The checker is skipped when the optimized model uses a contrib operator onnxruntime
@@ -85,10 +99,10 @@ def check_pattern(model: onnx.ModelProto, feeds: Sequence[dict[str, np.ndarray]]
         expected, got = run(model, feed), run(opt, feed)
         assert len(expected) == len(got)
         for e, r in zip(expected, got):
-            assert e.dtype == r.dtype and e.shape == r.shape, (e.dtype, r.dtype, e.shape,
-                                                               r.shape)
-            np.testing.assert_allclose(r.astype(np.float64), e.astype(np.float64),
-                                       atol=atol, rtol=rtol)
+            assert e.dtype == r.dtype and e.shape == r.shape, (e.dtype, r.dtype, e.shape, r.shape)
+            np.testing.assert_allclose(
+                r.astype(np.float64), e.astype(np.float64), atol=atol, rtol=rtol
+            )
     return opt, report
 
 

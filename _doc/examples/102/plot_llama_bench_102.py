@@ -81,9 +81,7 @@ for seq in [8, 32, 128]:
         expected = model(**feeds).logits.numpy()
         row = {"seq": seq, "eager (ms)": median_time(lambda feeds=feeds: model(**feeds)) * 1000}
     np_feeds = {k: v.numpy() for k, v in feeds.items()}
-    row["onnxruntime (ms)"] = (
-        median_time(lambda np_feeds=np_feeds: sess.run(None, np_feeds)) * 1000
-    )
+    row["onnxruntime (ms)"] = median_time(lambda np_feeds=np_feeds: sess.run(None, np_feeds)) * 1000
     row["discrepancy"] = float(np.abs(sess.run(None, np_feeds)[0] - expected).max())
     rows.append(row)
 df = pandas.DataFrame(rows).set_index("seq")

@@ -151,8 +151,9 @@ print(list(data["inputs"]))
 print(data["dynamic_shapes"])
 
 with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
-    onx = to_onnx(data["model"], (), modificator(data["inputs"]),
-                  dynamic_shapes=data["dynamic_shapes"])
+    onx = to_onnx(
+        data["model"], (), modificator(data["inputs"]), dynamic_shapes=data["dynamic_shapes"]
+    )
 print([i.name for i in onx.graph.input])
 print([o.name for o in onx.graph.output])
 

@@ -178,6 +178,8 @@ for attempt in report.capture_attempts:
 # The converters used most, from ``report.converters``:
 
 pandas.DataFrame(
-    [{"aten op": c.op, "converter": c.converter.split(".")[-1], "nodes": c.count}
-     for c in report.converters]
+    [
+        {"aten op": c.op, "converter": c.converter.split(".")[-1], "nodes": c.count}
+        for c in report.converters
+    ]
 ).sort_values("nodes", ascending=False).head(10).reset_index(drop=True)

@@ -18,9 +18,15 @@ from .signature import ArgumentLayout, explicit_keywords
 logger = logging.getLogger(__name__)
 
 
-def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
-            options: ExportOptions, record: list | None = None,
-            layout: ArgumentLayout | None = None) -> torch.export.ExportedProgram:
+def capture(
+    model: torch.nn.Module,
+    args: tuple,
+    kwargs: dict,
+    dynamic_shapes,
+    options: ExportOptions,
+    record: list | None = None,
+    layout: ArgumentLayout | None = None,
+) -> torch.export.ExportedProgram:
     """Runs torch.export.export, then the decompositions the options ask for.
 
     With ``options.fallback``, a failure is followed by the other ``strict`` value
@@ -41,8 +47,18 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
             continue  # the capture itself failed, decompositions cannot help
         begin = time.perf_counter()
         try:
-            ep = _capture_once(model, args, kwargs, dynamic_shapes, strict, table, captured,
-                               options.size_oblivious, record, layout)
+            ep = _capture_once(
+                model,
+                args,
+                kwargs,
+                dynamic_shapes,
+                strict,
+                table,
+                captured,
+                options.size_oblivious,
+                record,
+                layout,
+            )
         except Exception as e:
             if strict not in captured:
                 captured[strict] = e
@@ -55,21 +71,35 @@ def capture(model: torch.nn.Module, args: tuple, kwargs: dict, dynamic_shapes,
             continue
         record.append((what, None, time.perf_counter() - begin))
         if errors:
-            logger.info("capture succeeded with %s after %s", what,
-                        "; ".join(f"{w}: {type(e).__name__}" for w, e in errors))
+            logger.info(
+                "capture succeeded with %s after %s",
+                what,
+                "; ".join(f"{w}: {type(e).__name__}" for w, e in errors),
+            )
         return ep
     raise _capture_error(model, errors) from errors[-1][1]
 
 
-def _capture_once(model, args, kwargs, dynamic_shapes, strict: bool, table,
-                  captured: dict, oblivious: bool, record: list, layout=None,
-                  ) -> torch.export.ExportedProgram:
+def _capture_once(
+    model,
+    args,
+    kwargs,
+    dynamic_shapes,
+    strict: bool,
+    table,
+    captured: dict,
+    oblivious: bool,
+    record: list,
+    layout=None,
+) -> torch.export.ExportedProgram:
     """torch.export.export (once per value of ``strict``, kept in ``captured``), then
     the decompositions of ``table``."""
+
     def capture_and_decompose():
         if strict not in captured:
-            captured[strict] = _export(model, args, kwargs, dynamic_shapes, strict,
-                                       oblivious, record, layout)
+            captured[strict] = _export(
+                model, args, kwargs, dynamic_shapes, strict, oblivious, record, layout
+            )
         return decompose(captured[strict], table, owned=True)
 
     return run_on_fresh_stack(capture_and_decompose)
@@ -86,8 +116,11 @@ def _attempts(options: ExportOptions) -> list[tuple[bool, object]]:
 
 
 def _describe(strict: bool, table) -> str:
-    return f"strict={strict}" + ("" if table is None else f", decomposition_table="
-                                 f"{table if isinstance(table, str) else 'custom'}")
+    return f"strict={strict}" + (
+        ""
+        if table is None
+        else f", decomposition_table={table if isinstance(table, str) else 'custom'}"
+    )
 
 
 def _capture_error(model, errors: list[tuple[str, Exception]]) -> CaptureError:
@@ -104,8 +137,9 @@ def _capture_error(model, errors: list[tuple[str, Exception]]) -> CaptureError:
     return error
 
 
-def _export(model, args, kwargs, dynamic_shapes, strict: bool, oblivious: bool,
-            record: list, layout=None) -> torch.export.ExportedProgram:
+def _export(
+    model, args, kwargs, dynamic_shapes, strict: bool, oblivious: bool, record: list, layout=None
+) -> torch.export.ExportedProgram:
     """torch.export.export, size-oblivious first when asked (then as torch does)."""
     # keywords received by **kwargs become named arguments (signature.py)
     with explicit_keywords(model, args, kwargs, layout):
@@ -113,17 +147,21 @@ def _export(model, args, kwargs, dynamic_shapes, strict: bool, oblivious: bool,
             begin = time.perf_counter()
             try:
                 with size_oblivious_capture(True):
-                    return torch.export.export(model, args, kwargs=kwargs,
-                                               dynamic_shapes=dynamic_shapes, strict=strict)
+                    return torch.export.export(
+                        model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+                    )
             except Exception as e:
                 if "Constraints violated" in str(e):
                     raise  # a dimension specialized: it is not better without
-                logger.info("size-oblivious capture failed, capturing again without: "
-                            "%s: %s", type(e).__name__, _first_lines(str(e), 3))
-                record.append((f"strict={strict}, size-oblivious", e,
-                               time.perf_counter() - begin))
-        return torch.export.export(model, args, kwargs=kwargs,
-                                   dynamic_shapes=dynamic_shapes, strict=strict)
+                logger.info(
+                    "size-oblivious capture failed, capturing again without: %s: %s",
+                    type(e).__name__,
+                    _first_lines(str(e), 3),
+                )
+                record.append((f"strict={strict}, size-oblivious", e, time.perf_counter() - begin))
+        return torch.export.export(
+            model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes, strict=strict
+        )
 
 
 #: a non-strict capture error the strict capture does not have (torch.vmap with
@@ -147,13 +185,17 @@ def has_batching(ep: torch.export.ExportedProgram) -> bool:
     """Tells if the graph keeps the calls torch.vmap records before decompositions
     (``_add_batch_dim``, ``_vmap_increment_nesting``, ``lazy_load_decompositions``)."""
     return any(
-        node.op == "call_function" and getattr(node.target, "__module__", "")
-        == "torch._functorch.predispatch" for node in ep.graph.nodes
+        node.op == "call_function"
+        and getattr(node.target, "__module__", "") == "torch._functorch.predispatch"
+        for node in ep.graph.nodes
     )
 
 
-def decompose(ep: torch.export.ExportedProgram, table, owned: bool = False,
-              ) -> torch.export.ExportedProgram:
+def decompose(
+    ep: torch.export.ExportedProgram,
+    table,
+    owned: bool = False,
+) -> torch.export.ExportedProgram:
     """Applies a decomposition table (None: nothing, 'default': torch's).
 
     With no table, a graph with in-place operators is still functionalized:
@@ -172,9 +214,12 @@ def decompose(ep: torch.export.ExportedProgram, table, owned: bool = False,
             if owned:
                 rewrite = functionalize_in_place(ep.graph_module)
                 if rewrite.reason is None:
-                    logger.info("in-place operators made functional in the graph: %d "
-                                "(%d written back through views)", rewrite.rewritten,
-                                rewrite.write_backs)
+                    logger.info(
+                        "in-place operators made functional in the graph: %d "
+                        "(%d written back through views)",
+                        rewrite.rewritten,
+                        rewrite.write_backs,
+                    )
                     return ep
                 logger.info("functionalizing the whole program: %s", rewrite.reason)
             else:

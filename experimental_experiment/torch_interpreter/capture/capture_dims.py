@@ -27,8 +27,7 @@ def declared_dynamic_axes(model, args: tuple, kwargs: dict | None, dynamic_shape
     if dynamic_shapes is None:
         return dynamic_axes_of(leaves, None)
     # keyed by argument name, *args and **kwargs grouped as torch.export wants them
-    return dynamic_axes_of(leaves, grouped_dynamic_shapes(dynamic_shapes, model, args,
-                                                          kwargs))
+    return dynamic_axes_of(leaves, grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs))
 
 
 def dynamic_axes_of(leaves: list, grouped: dict | None) -> list:
@@ -74,8 +73,12 @@ def _is_auto(d) -> bool:
     return "AUTO" in str(d)
 
 
-def zero_one_axes(model, args: tuple, kwargs: dict | None, dynamic_shapes,
-                  ) -> list[tuple[torch.Tensor, int, str]]:
+def zero_one_axes(
+    model,
+    args: tuple,
+    kwargs: dict | None,
+    dynamic_shapes,
+) -> list[tuple[torch.Tensor, int, str]]:
     """``[(tensor, axis, description)]`` for the dimensions declared dynamic whose example
     size is 0 or 1 (``Dim.AUTO`` excepted): torch.export specializes those sizes unless
     the capture treats them as any size (``backed_size_oblivious``)."""
@@ -90,8 +93,13 @@ def zero_one_of(declared: list) -> list[tuple[torch.Tensor, int, str]]:
             continue
         for axis, d in axes.items():
             if axis < leaf.dim() and leaf.shape[axis] in (0, 1) and not _is_auto(d):
-                bad.append((leaf, axis, f"{'.'.join(map(str, path))}.shape[{axis}]="
-                                        f"{leaf.shape[axis]} ({d})"))
+                bad.append(
+                    (
+                        leaf,
+                        axis,
+                        f"{'.'.join(map(str, path))}.shape[{axis}]={leaf.shape[axis]} ({d})",
+                    )
+                )
     return bad
 
 
@@ -103,14 +111,18 @@ def size_oblivious_capture(enabled: bool):
     return torch.fx.experimental._config.patch(backed_size_oblivious=True)
 
 
-def check_zero_one(ep: torch.export.ExportedProgram, leaves: list,
-                   bad: list[tuple[torch.Tensor, int, str]]) -> None:
+def check_zero_one(
+    ep: torch.export.ExportedProgram, leaves: list, bad: list[tuple[torch.Tensor, int, str]]
+) -> None:
     """Raises InvalidArgumentError when a dimension of ``bad`` was specialized by the
     capture although it was declared dynamic (``leaves``: the flattened inputs)."""
     tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
     user = set(ep.graph_signature.user_inputs)
-    vals = [n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"
-            and n.name in user and isinstance(n.meta.get("val"), torch.Tensor)]
+    vals = [
+        n.meta.get("val")
+        for n in ep.graph.nodes
+        if n.op == "placeholder" and n.name in user and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
     if len(vals) != len(tensors):
         return  # inputs not matched one to one: nothing certain to say
     index = {id(t): i for i, t in enumerate(tensors)}
@@ -126,5 +138,11 @@ def check_zero_one(ep: torch.export.ExportedProgram, leaves: list,
         )
 
 
-__all__ = ["check_zero_one", "declared_dynamic_axes", "size_oblivious_capture",
-           "dynamic_axes_of", "zero_one_axes", "zero_one_of"]
+__all__ = [
+    "check_zero_one",
+    "declared_dynamic_axes",
+    "size_oblivious_capture",
+    "dynamic_axes_of",
+    "zero_one_axes",
+    "zero_one_of",
+]

@@ -35,11 +35,19 @@ _AUTO_FUNCTIONALIZED = ("auto_functionalized", "auto_functionalized_v2")
 
 def _is_custom(op) -> bool:
     return isinstance(op, torch._ops.OpOverload) and op.namespace not in (
-        "aten", "prims", "_c10d_functional", "c10d", "quantized_decomposed")
+        "aten",
+        "prims",
+        "_c10d_functional",
+        "c10d",
+        "quantized_decomposed",
+    )
 
 
-def unconverted_custom_ops(ep: torch.export.ExportedProgram, opset: int,
-                           can_convert: Callable[[object], bool] | None = None) -> list:
+def unconverted_custom_ops(
+    ep: torch.export.ExportedProgram,
+    opset: int,
+    can_convert: Callable[[object], bool] | None = None,
+) -> list:
     """Custom operators the graph calls (directly or through ``auto_functionalized``)
     with no converter, in the order of their first call."""
     found: dict = {}
@@ -83,15 +91,18 @@ def calling_implementations(ops: dict):
                 object.__setattr__(obj, "_op", old)
 
 
-def inline_custom_ops(ep: torch.export.ExportedProgram, recapture: Callable[[], object],
-                      opset: int, can_convert: Callable[[object], bool] | None = None,
-                      record: list | None = None) -> torch.export.ExportedProgram:
+def inline_custom_ops(
+    ep: torch.export.ExportedProgram,
+    recapture: Callable[[], object],
+    opset: int,
+    can_convert: Callable[[object], bool] | None = None,
+    record: list | None = None,
+) -> torch.export.ExportedProgram:
     """Captures again (``recapture()``) with the custom operators of ``ep`` which have
     no converter replaced by their Python implementation; returns ``ep`` unchanged when
     there is none or when the new capture fails. ``record`` receives ``(operator,
     reason)`` for every inlined operator (the export report's decompositions)."""
-    ops = {op: python_implementation(op)
-           for op in unconverted_custom_ops(ep, opset, can_convert)}
+    ops = {op: python_implementation(op) for op in unconverted_custom_ops(ep, opset, can_convert)}
     ops = {op: impl for op, impl in ops.items() if impl is not None}
     if not ops:
         return ep
@@ -100,18 +111,30 @@ def inline_custom_ops(ep: torch.export.ExportedProgram, recapture: Callable[[], 
         with calling_implementations(ops):
             new_ep = recapture()
     except Exception as e:  # the implementation is not traceable: the error stays
-        logger.info("the Python implementation of %s could not be traced (%s: %s); "
-                    "a converter is needed", names, type(e).__name__,
-                    str(e).strip().splitlines()[0] if str(e).strip() else "")
+        logger.info(
+            "the Python implementation of %s could not be traced (%s: %s); a converter is needed",
+            names,
+            type(e).__name__,
+            str(e).strip().splitlines()[0] if str(e).strip() else "",
+        )
         return ep
     for op in ops:
         if record is not None:
-            record.append((str(op), "custom op with no converter: its Python "
-                                    "implementation was traced (a Dispatcher entry keeps "
-                                    "it as one node)"))
+            record.append(
+                (
+                    str(op),
+                    "custom op with no converter: its Python "
+                    "implementation was traced (a Dispatcher entry keeps "
+                    "it as one node)",
+                )
+            )
         logger.warning(
             "custom op %s has no converter: its Python implementation was traced and "
             "inlined into aten operators. To keep it as one node, register a converter: "
             "to_onnx(..., dispatcher=Dispatcher({torch.ops.%s.%s.%s: fn}))",
-            op, op.namespace, op._schema.name.split("::")[-1], op._overloadname)
+            op,
+            op.namespace,
+            op._schema.name.split("::")[-1],
+            op._overloadname,
+        )
     return new_ep

@@ -43,14 +43,20 @@ def find_decomposition(op) -> Callable | None:
     return None
 
 
-def missing_ops(ep: torch.export.ExportedProgram, opset: int,
-                can_convert: Callable[[object], bool] | None = None) -> list:
+def missing_ops(
+    ep: torch.export.ExportedProgram,
+    opset: int,
+    can_convert: Callable[[object], bool] | None = None,
+) -> list:
     """Operators called by the graph (and its subgraphs) with no converter."""
     return list(_missing_nodes(ep, opset, can_convert))
 
 
-def _missing_nodes(ep: torch.export.ExportedProgram, opset: int,
-                   can_convert: Callable[[object], bool] | None = None) -> dict:
+def _missing_nodes(
+    ep: torch.export.ExportedProgram,
+    opset: int,
+    can_convert: Callable[[object], bool] | None = None,
+) -> dict:
     """The first node calling each operator with no converter, by operator."""
     found = {}
     for gm in ep.graph_module.modules():
@@ -69,9 +75,12 @@ def _missing_nodes(ep: torch.export.ExportedProgram, opset: int,
     return found
 
 
-def decompose_unsupported(ep: torch.export.ExportedProgram, opset: int,
-                          can_convert: Callable[[object], bool] | None = None,
-                          record: list | None = None) -> torch.export.ExportedProgram:
+def decompose_unsupported(
+    ep: torch.export.ExportedProgram,
+    opset: int,
+    can_convert: Callable[[object], bool] | None = None,
+    record: list | None = None,
+) -> torch.export.ExportedProgram:
     """Decomposes the operators with no converter, raises what cannot be.
 
     :param ep: the captured program
@@ -88,8 +97,9 @@ def decompose_unsupported(ep: torch.export.ExportedProgram, opset: int,
         table = {op: fn for op, fn in table.items() if fn is not None}
         if not table:
             break
-        logger.info("decomposing operators with no converter: %s",
-                    ", ".join(str(op) for op in table))
+        logger.info(
+            "decomposing operators with no converter: %s", ", ".join(str(op) for op in table)
+        )
         ep = ep.run_decompositions(table)
         if record is not None:
             record.extend((str(op), _why(op, origin)) for op in table)
@@ -119,10 +129,13 @@ def _message(missing: dict, origin: dict, done: set) -> str:
             why = "torch has no decomposition for it"
         else:
             why = "its decomposition still calls it"
-        lines.append(f"{op} ({why}), first called by node {node.name!r} from the "
-                     f"user's code: {user_source_line(node)}")
+        lines.append(
+            f"{op} ({why}), first called by node {node.name!r} from the "
+            f"user's code: {user_source_line(node)}"
+        )
     return (
-        "no converter, even after the decomposition fallback, for\n" + "\n".join(lines)
+        "no converter, even after the decomposition fallback, for\n"
+        + "\n".join(lines)
         + "\nWhat to try: register a converter with Dispatcher({op: fn}) passed as "
         "to_onnx(..., dispatcher=...)."
     )

@@ -14,18 +14,19 @@ _DIM_TYPES = (type(Dim.DYNAMIC),)
 
 
 def _is_dim(value) -> bool:
-    return value is None or isinstance(value, (int, str)) or isinstance(
-        value, _DIM_TYPES
-    ) or type(value).__name__ in ("Dim", "_Dim", "_DerivedDim", "DerivedDim")
+    return (
+        value is None
+        or isinstance(value, (int, str))
+        or isinstance(value, _DIM_TYPES)
+        or type(value).__name__ in ("Dim", "_Dim", "_DerivedDim", "DerivedDim")
+    )
 
 
 def _is_tensor_spec(spec) -> bool:
     if isinstance(spec, dict):
         return all(isinstance(k, int) for k in spec)
     if isinstance(spec, (list, tuple)):
-        return len(spec) > 0 and all(_is_dim(d) for d in spec) and not all(
-            d is None for d in spec
-        )
+        return len(spec) > 0 and all(_is_dim(d) for d in spec) and not all(d is None for d in spec)
     return False
 
 
@@ -115,8 +116,9 @@ def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, An
     return [((k,), v) for k, v in spec.items()]
 
 
-def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, *,
-                           layout: ArgumentLayout | None = None) -> dict:
+def grouped_dynamic_shapes(
+    dynamic_shapes, model, args: tuple, kwargs: dict, *, layout: ArgumentLayout | None = None
+) -> dict:
     """The user's dynamic_shapes as ``{top-level argument name: spec}`` for the capture:
     the values of ``*xs`` grouped in one tuple, the keywords of ``**kw`` top-level (see
     :func:`explicit_keywords
@@ -142,8 +144,11 @@ def grouped_dynamic_shapes(dynamic_shapes, model, args: tuple, kwargs: dict, *,
     raise InvalidArgumentError(
         f"dynamic_shapes has {len(values)} elements but the model receives "
         f"{len(torch_names)} arguments {torch_names}"
-        + (f" ({n_flat} values once *args/**kwargs are flattened)"
-           if n_flat != len(torch_names) else "")
+        + (
+            f" ({n_flat} values once *args/**kwargs are flattened)"
+            if n_flat != len(torch_names)
+            else ""
+        )
     )
 
 
@@ -153,8 +158,14 @@ def _dict_pairs(dynamic_shapes: dict, layout: ArgumentLayout) -> list[tuple[tupl
     for k, v in dynamic_shapes.items():
         if k in layout.bound:
             # torch.export wants a tuple for *xs, a list is accepted here
-            pairs.append(((k,), tuple(v) if k == layout.var_pos and isinstance(v, list)
-                          and not _is_tensor_spec(v) else v))
+            pairs.append(
+                (
+                    (k,),
+                    tuple(v)
+                    if k == layout.var_pos and isinstance(v, list) and not _is_tensor_spec(v)
+                    else v,
+                )
+            )
         elif k == layout.var_kw:
             pairs += _expand_keywords(k, v, layout)
         elif k in flat:
@@ -202,8 +213,13 @@ def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
-def leaf_paths(model, args: tuple, kwargs: dict, *, layout: ArgumentLayout | None = None,
-               ) -> list[tuple[tuple, Any]]:
+def leaf_paths(
+    model,
+    args: tuple,
+    kwargs: dict,
+    *,
+    layout: ArgumentLayout | None = None,
+) -> list[tuple[tuple, Any]]:
     """``(path, leaf)`` for every leaf of (args, kwargs), paths starting by arg names
     (the name of ``*xs`` then the position; the keywords of ``**kw`` are top-level),
     followed by one :class:`PathKey` per level."""

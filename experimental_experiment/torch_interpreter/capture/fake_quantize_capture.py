@@ -61,7 +61,8 @@ def register_fake_quantize_kernels() -> list[str]:
     for name, kernel in _KERNELS.items():
         qualname = f"aten::{name}"
         if not hasattr(torch.ops.aten, name) or torch._C._dispatch_has_kernel_for_dispatch_key(
-                qualname, "Meta"):
+            qualname, "Meta"
+        ):
             continue
         try:
             torch.library.register_fake(qualname, kernel)
@@ -78,7 +79,8 @@ def _buffer_value(ep: torch.export.ExportedProgram, node) -> torch.Tensor | None
         return None
     sig = ep.graph_signature
     name = sig.inputs_to_buffers.get(node.name) or sig.inputs_to_lifted_tensor_constants.get(
-        node.name)
+        node.name
+    )
     if name is None:
         return None
     value = ep.state_dict.get(name, ep.constants.get(name))
@@ -94,9 +96,21 @@ def freeze_disabled_observers(ep: torch.export.ExportedProgram) -> int:
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target is not op:
             continue
-        args = list(node.args) + [False, False][len(node.args) - 11:]
-        (x, observer_on, fake_quant_on, _, _, scale, zero_point, _, quant_min, quant_max,
-         ch_axis, per_row) = args[:12]
+        args = list(node.args) + [False, False][len(node.args) - 11 :]
+        (
+            x,
+            observer_on,
+            fake_quant_on,
+            _,
+            _,
+            scale,
+            zero_point,
+            _,
+            quant_min,
+            quant_max,
+            ch_axis,
+            per_row,
+        ) = args[:12]
         observer, fake_quant = _buffer_value(ep, observer_on), _buffer_value(ep, fake_quant_on)
         if observer is None or fake_quant is None or bool(observer.reshape(-1)[0]):
             continue
@@ -107,11 +121,13 @@ def freeze_disabled_observers(ep: torch.export.ExportedProgram) -> int:
                 if per_row:
                     new = graph.call_function(
                         torch.ops.aten.fake_quantize_per_channel_affine.default,
-                        (x, scale, zero_point, ch_axis, quant_min, quant_max))
+                        (x, scale, zero_point, ch_axis, quant_min, quant_max),
+                    )
                 else:
                     new = graph.call_function(
                         torch.ops.aten.fake_quantize_per_tensor_affine.tensor_qparams,
-                        (x, scale, zero_point, quant_min, quant_max))
+                        (x, scale, zero_point, quant_min, quant_max),
+                    )
             new.meta.update(node.meta)
             node.replace_all_uses_with(new)
         graph.erase_node(node)
@@ -119,8 +135,11 @@ def freeze_disabled_observers(ep: torch.export.ExportedProgram) -> int:
     if replaced:
         graph.lint()
         ep.graph_module.recompile()
-        logger.info("fused_moving_avg_obs_fake_quant with the observer off replaced by a "
-                    "fake quantization: %d", replaced)
+        logger.info(
+            "fused_moving_avg_obs_fake_quant with the observer off replaced by a "
+            "fake quantization: %d",
+            replaced,
+        )
     return replaced
 
 
@@ -128,8 +147,7 @@ def _fake_quantize_classes() -> tuple:
     """The ``FakeQuantize`` classes whose ``forward`` branches on its switches, among the
     modules already imported (a model holding one has imported its module)."""
     classes = []
-    for name in ("torch.ao.quantization.fake_quantize",
-                 "torchao.quantization.pt2e.fake_quantize"):
+    for name in ("torch.ao.quantization.fake_quantize", "torchao.quantization.pt2e.fake_quantize"):
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "FakeQuantize"):
             classes.append(module.FakeQuantize)
@@ -141,10 +159,11 @@ def _fake_quantize_only(self, x):
     observer = self.activation_post_process
     if self.is_per_channel:
         return torch.fake_quantize_per_channel_affine(
-            x, self.scale, self.zero_point, self.ch_axis, observer.quant_min,
-            observer.quant_max)
+            x, self.scale, self.zero_point, self.ch_axis, observer.quant_min, observer.quant_max
+        )
     return torch.fake_quantize_per_tensor_affine(
-        x, self.scale, self.zero_point, observer.quant_min, observer.quant_max)
+        x, self.scale, self.zero_point, observer.quant_min, observer.quant_max
+    )
 
 
 def _unchanged(self, x):
@@ -185,10 +204,11 @@ def fixed_fake_quantizers(model):
                     f"the FakeQuantize module {name!r} has its observer on: each call "
                     "would update its statistics, which an ONNX graph cannot do; call "
                     "model.apply(torch.ao.quantization.disable_observer) before exporting",
-                    op=type(module).__name__, argument="observer_enabled")
+                    op=type(module).__name__,
+                    argument="observer_enabled",
+                )
             on = _switch(module, "fake_quant_enabled")
-            module.forward = types.MethodType(_fake_quantize_only if on else _unchanged,
-                                              module)
+            module.forward = types.MethodType(_fake_quantize_only if on else _unchanged, module)
             changed.append(module)
     try:
         yield len(changed)

@@ -66,8 +66,7 @@ def run_on_fresh_stack(fn: Callable[[], T]) -> T:
         finally:
             del _CALLERS[ident]
 
-    thread = threading.Thread(target=target, name="experimental_experiment-capture",
-                              daemon=True)
+    thread = threading.Thread(target=target, name="experimental_experiment-capture", daemon=True)
     thread.start()
     thread.join()
     if "error" in box:

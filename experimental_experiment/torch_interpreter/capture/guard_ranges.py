@@ -145,8 +145,9 @@ def _holds(guard: _Guard, values: list[int]) -> bool:
         return False
 
 
-def _scan(guards: list[_Guard], values: list[int], index: int, start: int,
-          stop: int, step: int) -> tuple[int, _Guard | None]:
+def _scan(
+    guards: list[_Guard], values: list[int], index: int, start: int, stop: int, step: int
+) -> tuple[int, _Guard | None]:
     """The last size from ``start`` (towards ``stop``) where all guards hold, and the
     guard failing at the next size (None when none fails before ``stop``)."""
     values = list(values)
@@ -162,8 +163,9 @@ def _scan(guards: list[_Guard], values: list[int], index: int, start: int,
     return last, None
 
 
-def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
-                 input_names: list[str] | None = None) -> list[DimensionRange]:
+def guard_ranges(
+    ep: torch.export.ExportedProgram, recorder=None, input_names: list[str] | None = None
+) -> list[DimensionRange]:
     """One :class:`DimensionRange` per dynamic input dimension of ``ep``.
 
     ``recorder`` (a :class:`GuardRecorder` active during the capture) gives the user's
@@ -189,16 +191,16 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
         mine = [g for g in guards if name in g.symbols]
         dropped = [g for g in mine if not _holds(g, values)]
         if dropped:  # not computable here (it holds at the example by construction)
-            logger.info("guards on %s not evaluated: %s", name,
-                        "; ".join(g.code[:100] for g in dropped))
+            logger.info(
+                "guards on %s not evaluated: %s", name, "; ".join(g.code[:100] for g in dropped)
+            )
             mine = [g for g in mine if g not in dropped]
         example = values[i]
         limit = max(SCAN_LIMIT, 2 * example)
         low, below = _scan(mine, values, i, example, 2, -1) if example > 2 else (example, None)
         high, above = _scan(mine, values, i, example, limit, 1)
         # a guard failing right next to the example may be a divisibility
-        stuck = (high == example and above is not None) or (
-            low == example and below is not None)
+        stuck = (high == example and above is not None) or (low == example and below is not None)
         step = _period(mine, values, i) if stuck else None
         if step is not None:  # sizes of one residue modulo step: scanned by steps
             low, below = _scan(mine, values, i, example, 2, -step)
@@ -210,12 +212,18 @@ def guard_ranges(ep: torch.export.ExportedProgram, recorder=None,
     for name, (low, high, limit, step) in bounds.items():
         source = dims[name][1]
         guard = failing[name]
-        ranges.append(DimensionRange(
-            dimension=_pretty(source, input_names), symbol=name,
-            example=values[names.index(name)], min=low,
-            max=None if high + step > limit else high, step=step,
-            guard=_readable(guard.code, dims, input_names) if guard else "",
-            location=guard.location if guard else None))
+        ranges.append(
+            DimensionRange(
+                dimension=_pretty(source, input_names),
+                symbol=name,
+                example=values[names.index(name)],
+                min=low,
+                max=None if high + step > limit else high,
+                step=step,
+                guard=_readable(guard.code, dims, input_names) if guard else "",
+                location=guard.location if guard else None,
+            )
+        )
     return ranges
 
 
@@ -225,7 +233,8 @@ def _period(guards, values: list[int], index: int) -> int | None:
     example = values[index]
     for step in range(2, 513):
         points = [example + step, example + 2 * step] + (
-            [example - step] if example - step >= 2 else [])
+            [example - step] if example - step >= 2 else []
+        )
         trial = list(values)
         ok = True
         for p in points:
@@ -259,8 +268,10 @@ def _shrink_for_joint_guards(guards, names, values, bounds, failing) -> None:
         bad = None
         for g in joint:
             axes = sorted(g.symbols)
-            grids = [_samples(bounds[a][0], bounds[a][1], values[names.index(a)],
-                              bounds[a][3]) for a in axes]
+            grids = [
+                _samples(bounds[a][0], bounds[a][1], values[names.index(a)], bounds[a][3])
+                for a in axes
+            ]
             for point in itertools.product(*grids):
                 trial = list(values)
                 for a, v in zip(axes, point):
@@ -281,8 +292,9 @@ def _shrink_for_joint_guards(guards, names, values, bounds, failing) -> None:
             elif v > example:
                 bounds[axis][1] = v - 1
                 failing[axis] = g
-    logger.warning("the ranges of %s still fail a joint guard after 64 narrowings",
-                   ", ".join(bounds))
+    logger.warning(
+        "the ranges of %s still fail a joint guard after 64 narrowings", ", ".join(bounds)
+    )
 
 
 def _readable(code: str, dims: dict, input_names: list[str] | None) -> str:
@@ -291,24 +303,36 @@ def _readable(code: str, dims: dict, input_names: list[str] | None) -> str:
 
     from .shape_guards import _pretty
 
-    text = re.sub(r"\b(s\d+)\b", lambda m: _pretty(dims[m.group(1)][1], input_names)
-                  if m.group(1) in dims else m.group(1), code)
+    text = re.sub(
+        r"\b(s\d+)\b",
+        lambda m: _pretty(dims[m.group(1)][1], input_names) if m.group(1) in dims else m.group(1),
+        code,
+    )
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def merge_into_records(records: list[DimensionRecord],
-                       ranges: list[DimensionRange]) -> list[DimensionRecord]:
+def merge_into_records(
+    records: list[DimensionRecord], ranges: list[DimensionRange]
+) -> list[DimensionRecord]:
     """The dimension records with the scanned ranges bounded by a branch: such a range
     replaces the constrained record of the same dimension (it is the exact one)."""
     bounded = {r.dimension: r for r in ranges if r.bounded}
-    kept = [r for r in records
-            if not (r.kind == "constrained" and r.dimension in bounded)]
+    kept = [r for r in records if not (r.kind == "constrained" and r.dimension in bounded)]
     for r in bounded.values():
-        kept.append(DimensionRecord(
-            r.dimension, "constrained", r.symbol, value=r.example,
-            min=r.min if r.min > 2 or r.step > 1 else None, max=r.max,
-            step=r.step if r.step > 1 else None,
-            guard=r.guard, location=r.location, branch=True))
+        kept.append(
+            DimensionRecord(
+                r.dimension,
+                "constrained",
+                r.symbol,
+                value=r.example,
+                min=r.min if r.min > 2 or r.step > 1 else None,
+                max=r.max,
+                step=r.step if r.step > 1 else None,
+                guard=r.guard,
+                location=r.location,
+                branch=True,
+            )
+        )
     return kept
 
 
@@ -336,5 +360,11 @@ def ranges_metadata(records: list[DimensionRecord]) -> dict[str, str]:
     return {METADATA_KEY: json.dumps(entries, sort_keys=True)} if entries else {}
 
 
-__all__ = ["METADATA_KEY", "DimensionRange", "guard_ranges", "merge_into_records",
-           "ranges_metadata", "shape_env_of"]
+__all__ = [
+    "METADATA_KEY",
+    "DimensionRange",
+    "guard_ranges",
+    "merge_into_records",
+    "ranges_metadata",
+    "shape_env_of",
+]

@@ -93,8 +93,7 @@ def _schema(node: torch.fx.Node):
 
 def _is_mutation(node: torch.fx.Node) -> bool:
     schema = _schema(node)
-    return (schema is not None and schema.is_mutable
-            and node.target is not aten.detach_.default)
+    return schema is not None and schema.is_mutable and node.target is not aten.detach_.default
 
 
 def _is_alias(node: torch.fx.Node) -> bool:
@@ -124,8 +123,9 @@ def _functional(op):
 
 def _plan(node: torch.fx.Node, can_convert, checked: dict) -> _Change | str:
     schema = cast(torch._ops.OpOverload, node.target)._schema
-    written = [a.name for a in schema.arguments if a.alias_info is not None
-               and a.alias_info.is_write]
+    written = [
+        a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
+    ]
     if written != [schema.arguments[0].name] or not isinstance(node.args[0], torch.fx.Node):
         return f"changes {written}, not only its first argument"
     functional = _functional(node.target)
@@ -141,10 +141,11 @@ def _plan(node: torch.fx.Node, can_convert, checked: dict) -> _Change | str:
         return reason
     chain, current = [], _first(node)
     while _is_alias(current):
-        if not (_is_mutation(current) or (current.target in _WRITE_BACK
-                                          and not current.kwargs)):
-            return (f"it changes {current.name}, a view made by {current.target}, "
-                    "which is not written back here")
+        if not (_is_mutation(current) or (current.target in _WRITE_BACK and not current.kwargs)):
+            return (
+                f"it changes {current.name}, a view made by {current.target}, "
+                "which is not written back here"
+            )
         chain.append(current)
         current = _first(current)
     if current.op != "call_function":
@@ -155,6 +156,7 @@ def _plan(node: torch.fx.Node, can_convert, checked: dict) -> _Change | str:
 def _signature(node: torch.fx.Node, functional) -> tuple:
     """What decides the dtype and rank of the functional result: the operator, the
     dtype and rank of every tensor argument, the type of every other argument."""
+
     def describe(v):
         if isinstance(v, (list, tuple)):
             return tuple(describe(x) for x in v)
@@ -164,6 +166,7 @@ def _signature(node: torch.fx.Node, functional) -> tuple:
         if isinstance(val, torch.Tensor):
             return (val.dtype, val.dim())
         return type(val).__name__
+
     return (functional, describe(node.args), describe(node.kwargs))
 
 
@@ -179,8 +182,11 @@ def _same_result(node: torch.fx.Node, functional) -> str | None:
             got = functional(*values[0], **values[1])
     except Exception as e:  # data-dependent or unsupported: the full functionalization
         return f"its functional form fails on fake tensors: {type(e).__name__}"
-    if not isinstance(got, torch.Tensor) or got.dtype != expected.dtype or (
-            len(got.shape) != len(expected.shape)):
+    if (
+        not isinstance(got, torch.Tensor)
+        or got.dtype != expected.dtype
+        or (len(got.shape) != len(expected.shape))
+    ):
         return "its functional form returns another dtype or rank"
     return None
 
@@ -205,10 +211,15 @@ def _stale_view(changes: list[_Change], order: dict) -> str | None:
         at = order[change.node]
         rebound = set(change.chain) | {change.node}
         for view in aliases[change.root]:
-            if order[view] < at and view not in rebound and any(
-                    order[user] > at for user in view.users):
-                return (f"{view.name}, a view of {change.root.name}, is read after "
-                        f"{change.node.name} changes {change.root.name}")
+            if (
+                order[view] < at
+                and view not in rebound
+                and any(order[user] > at for user in view.users)
+            ):
+                return (
+                    f"{view.name}, a view of {change.root.name}, is read after "
+                    f"{change.node.name} changes {change.root.name}"
+                )
     return None
 
 
@@ -217,9 +228,12 @@ def _whole_slice(view: torch.fx.Node) -> bool:
     if view.target is not aten.slice.Tensor:
         return False
     defaults = (None, 0, None, None, 1)  # self, dim, start, end, step
-    _, _, start, end, step = tuple(view.args) + defaults[len(view.args):]
-    return bool(start in (0, None) and step == 1 and (
-        end is None or (isinstance(end, int) and end >= 2**63 - 1)))
+    _, _, start, end, step = tuple(view.args) + defaults[len(view.args) :]
+    return bool(
+        start in (0, None)
+        and step == 1
+        and (end is None or (isinstance(end, int) and end >= 2**63 - 1))
+    )
 
 
 def _rewrite(graph: torch.fx.Graph, change: _Change, order: dict, latest: dict) -> int:
@@ -234,10 +248,13 @@ def _rewrite(graph: torch.fx.Graph, change: _Change, order: dict, latest: dict) 
         new_values[view] = value
         if view.target in _WRITE_BACK and not _whole_slice(view):
             with graph.inserting_after(last):
-                value = graph.call_function(_WRITE_BACK[view.target],
-                                            (view.args[0], value, *view.args[1:]))
-            value.meta = {"val": view.args[0].meta.get("val"),
-                          "stack_trace": node.meta.get("stack_trace")}
+                value = graph.call_function(
+                    _WRITE_BACK[view.target], (view.args[0], value, *view.args[1:])
+                )
+            value.meta = {
+                "val": view.args[0].meta.get("val"),
+                "stack_trace": node.meta.get("stack_trace"),
+            }
             last, added = value, added + 1
     new_values[change.root] = value
     at = order[node]

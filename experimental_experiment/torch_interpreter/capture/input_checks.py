@@ -48,11 +48,13 @@ def onnxruntime_max_opset() -> int | None:
         x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
         y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
         graph = oh.make_graph([oh.make_node("Identity", ["x"], ["y"])], "probe", [x], [y])
-        model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)],
-                              ir_version=min(onnx.IR_VERSION, 10))
+        model = oh.make_model(
+            graph, opset_imports=[oh.make_opsetid("", opset)], ir_version=min(onnx.IR_VERSION, 10)
+        )
         try:
-            onnxruntime.InferenceSession(model.SerializeToString(),
-                                         providers=["CPUExecutionProvider"])
+            onnxruntime.InferenceSession(
+                model.SerializeToString(), providers=["CPUExecutionProvider"]
+            )
         except Exception:  # noqa: BLE001 - any refusal means: not supported
             continue
         return opset
@@ -67,7 +69,8 @@ def check_target_opset(target_opset) -> None:
         return
     if not isinstance(opset, int) or isinstance(opset, bool):
         raise InvalidArgumentError(
-            f"target_opset must be an int or a dict {{domain: int}}, not {opset!r}")
+            f"target_opset must be an int or a dict {{domain: int}}, not {opset!r}"
+        )
     high, ort = onnx_max_opset(), onnxruntime_max_opset()
     if MIN_OPSET <= opset <= high:
         return
@@ -95,8 +98,11 @@ def _check_tensor_axes(spec, tensor: torch.Tensor, path: tuple) -> None:
         bad = [a for a in spec if not isinstance(a, int) or not 0 <= a < rank]
         if bad:
             # torch.export ignores a negative axis: the dimension would stay static
-            hint = (f" (write {bad[0] + rank} for {bad[0]}: torch.export ignores negative "
-                    "axes)" if isinstance(bad[0], int) and -rank <= bad[0] < 0 else "")
+            hint = (
+                f" (write {bad[0] + rank} for {bad[0]}: torch.export ignores negative axes)"
+                if isinstance(bad[0], int) and -rank <= bad[0] < 0
+                else ""
+            )
             raise InvalidArgumentError(
                 f"dynamic_shapes of input {_input_label(path)!r} names axis {bad[0]} but "
                 f"that input has {rank} dimension(s) (shape {tuple(tensor.shape)}); "
@@ -120,15 +126,21 @@ def _children(value) -> list | None:
 def _refuse_string(spec: str, value, path: tuple) -> None:
     label = _input_label(path)
     if isinstance(value, torch.Tensor):
-        what = (f"input {label!r} is a {value.dim()}-D tensor (shape {tuple(value.shape)}): "
-                f"write {{0: {spec!r}}} to name its first dimension {spec!r}, or a tuple of "
-                "one entry per dimension")
+        what = (
+            f"input {label!r} is a {value.dim()}-D tensor (shape {tuple(value.shape)}): "
+            f"write {{0: {spec!r}}} to name its first dimension {spec!r}, or a tuple of "
+            "one entry per dimension"
+        )
     else:
-        what = (f"input {label!r} is a {type(value).__name__}: give one spec per tensor it "
-                "holds (a dict, list or tuple like the input)")
+        what = (
+            f"input {label!r} is a {type(value).__name__}: give one spec per tensor it "
+            "holds (a dict, list or tuple like the input)"
+        )
     raise DynamicShapesError(
         f"dynamic_shapes of input {label!r} is the string {spec!r}, but a string names one "
-        f"dimension, not an input; {what}.", input_name=label)
+        f"dimension, not an input; {what}.",
+        input_name=label,
+    )
 
 
 def _check_spec(spec, value, path: tuple, dims: dict | None = None) -> None:
@@ -139,7 +151,8 @@ def _check_spec(spec, value, path: tuple, dims: dict | None = None) -> None:
     if isinstance(value, torch.Tensor):
         # a tuple of specs is the grouped spec of *args, not this tensor's
         grouped = isinstance(spec, (list, tuple)) and any(
-            isinstance(s, (dict, list, tuple)) for s in spec)
+            isinstance(s, (dict, list, tuple)) for s in spec
+        )
         if isinstance(spec, (dict, list, tuple)) and not grouped:
             _check_tensor_axes(spec, value, path)
             _check_dimensions(spec, value, path, {} if dims is None else dims)
@@ -184,14 +197,17 @@ def _check_dimensions(spec, tensor: torch.Tensor, path: tuple, dims: dict) -> No
             continue
         name = _dim_label(d)
         low, high = _bound(getattr(d, "min", None)), _bound(getattr(d, "max", None))
-        if not hasattr(d, "root") and ((low is not None and size < low) or (
-                high is not None and size > high)):
+        if not hasattr(d, "root") and (
+            (low is not None and size < low) or (high is not None and size > high)
+        ):
             rng = f"[{low if low is not None else 0}, {high if high is not None else 'inf'}]"
             raise DynamicShapesError(
                 f"dimension {axis}{f' ({name!r})' if name else ''} of input {label!r} has "
                 f"the example size {size}, outside the range {rng} its Dim allows: give "
                 f"an example of size within {rng}, or widen min/max.",
-                input_name=label, axis=axis)
+                input_name=label,
+                axis=axis,
+            )
         if name is None:
             continue
         seen = dims.setdefault(name, (label, axis, size))
@@ -201,7 +217,9 @@ def _check_dimensions(spec, tensor: torch.Tensor, path: tuple, dims: dict) -> No
                 f"{seen[0]!r} (example size {seen[2]}) and to dimension {axis} of input "
                 f"{label!r} (example size {size}): one name is one size. Use two names "
                 "if these dimensions may differ, or examples whose sizes agree.",
-                input_name=label, axis=axis)
+                input_name=label,
+                axis=axis,
+            )
 
 
 def check_dynamic_shapes_axes(dynamic_shapes, arg_names: list[str], values: list) -> None:
@@ -219,8 +237,9 @@ def check_dynamic_shapes_axes(dynamic_shapes, arg_names: list[str], values: list
             if name in by_name:
                 _check_spec(spec, by_name[name], (name,), dims)
     elif isinstance(dynamic_shapes, (list, tuple)) and len(dynamic_shapes) == len(values):
-        names = arg_names if len(arg_names) == len(values) else [
-            f"arg{i}" for i in range(len(values))]
+        names = (
+            arg_names if len(arg_names) == len(values) else [f"arg{i}" for i in range(len(values))]
+        )
         for name, spec, value in zip(names, dynamic_shapes, values):
             _check_spec(spec, value, (name,), dims)
 
@@ -244,29 +263,39 @@ def check_signature(model, args: tuple, kwargs: dict) -> None:
         params = signature.parameters
         where = f"{type(model).__name__}.forward{signature}"
         kinds = {p.kind for p in params.values()}
-        unknown = [k for k in kwargs if k not in params or params[k].kind in (
-            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)]
+        unknown = [
+            k
+            for k in kwargs
+            if k not in params
+            or params[k].kind
+            in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL)
+        ]
         if unknown and inspect.Parameter.VAR_KEYWORD not in kinds:
             close = difflib.get_close_matches(unknown[0], list(params), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise SignatureError(
                 f"keyword {unknown[0]!r} given in kwargs is not a parameter of {where}"
-                f"{hint}: pass only the parameters {list(params)}.") from None
-        missing = [p.name for i, p in enumerate(params.values())
-                   if p.default is inspect.Parameter.empty
-                   and p.kind not in (inspect.Parameter.VAR_POSITIONAL,
-                                      inspect.Parameter.VAR_KEYWORD)
-                   and p.name not in kwargs
-                   and not (p.kind != inspect.Parameter.KEYWORD_ONLY and i < len(args))]
+                f"{hint}: pass only the parameters {list(params)}."
+            ) from None
+        missing = [
+            p.name
+            for i, p in enumerate(params.values())
+            if p.default is inspect.Parameter.empty
+            and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            and p.name not in kwargs
+            and not (p.kind != inspect.Parameter.KEYWORD_ONLY and i < len(args))
+        ]
         if missing:
             given = "args=None" if not args else f"{len(args)} positional value(s)"
             raise SignatureError(
                 f"{where} requires {missing} but the call gives {given} and keywords "
                 f"{sorted(kwargs)}: pass the example inputs as args=(...) (a tuple, in the "
-                "order of the parameters) or kwargs={name: value}.") from None
+                "order of the parameters) or kwargs={name: value}."
+            ) from None
         raise SignatureError(
             f"the example inputs do not match {where}: {e}; args={len(args)} positional "
-            f"value(s), kwargs={sorted(kwargs)}.") from None
+            f"value(s), kwargs={sorted(kwargs)}."
+        ) from None
 
 
 def warn_training_mode(model) -> None:
@@ -277,9 +306,15 @@ def warn_training_mode(model) -> None:
     from torch.nn.modules.batchnorm import _BatchNorm
     from torch.nn.modules.dropout import _DropoutNd
 
-    found = [(name or "<model>", type(m).__name__) for name, m in model.named_modules()
-             if m.training and ((isinstance(m, _DropoutNd) and m.p > 0)
-                                or (isinstance(m, _BatchNorm) and m.track_running_stats))]
+    found = [
+        (name or "<model>", type(m).__name__)
+        for name, m in model.named_modules()
+        if m.training
+        and (
+            (isinstance(m, _DropoutNd) and m.p > 0)
+            or (isinstance(m, _BatchNorm) and m.track_running_stats)
+        )
+    ]
     if found:
         names = ", ".join(f"{n!r} ({t})" for n, t in found[:5])
         more = f" and {len(found) - 5} more" if len(found) > 5 else ""
@@ -288,7 +323,9 @@ def warn_training_mode(model) -> None:
             "in training in the ONNX model (dropout zeroes random values at every run, "
             "batch normalization uses the statistics of the batch and returns new running "
             "statistics). Call model.eval() before the export for inference.",
-            TrainingModeWarning, stacklevel=2)
+            TrainingModeWarning,
+            stacklevel=2,
+        )
 
 
 # torch's names of dimensions -> the user's
@@ -314,8 +351,9 @@ def _source_path(accessors: str) -> tuple:
     return tuple(steps)
 
 
-def describe_dimension_sources(text: str, dim_names: dict[tuple, str],
-                               arg_names: list[str] | None = None) -> str:
+def describe_dimension_sources(
+    text: str, dim_names: dict[tuple, str], arg_names: list[str] | None = None
+) -> str:
     """Replaces torch.export's ``L['x'].size()[0]`` in ``text`` by
     ``dimension 0 ('batch') of input 'x'``, with the user's dimension name when
     ``dim_names`` (``{(path, axis): name}``) has it."""

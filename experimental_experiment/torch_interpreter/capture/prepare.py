@@ -28,8 +28,14 @@ from .user_inputs import UserInputs, read_user_inputs
 logger = logging.getLogger(__name__)
 
 
-def check_arguments(model, args, kwargs, export_options, options, dispatcher,
-                    ) -> ExampleInputs:
+def check_arguments(
+    model,
+    args,
+    kwargs,
+    export_options,
+    options,
+    dispatcher,
+) -> ExampleInputs:
     """The example inputs as a tuple and a dict; raises :class:`InvalidArgumentError`
     for a model, inputs or options of the wrong type."""
     if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
@@ -49,9 +55,11 @@ def check_arguments(model, args, kwargs, export_options, options, dispatcher,
     kwargs = kwargs or {}
     if not isinstance(kwargs, dict):
         raise InvalidArgumentError(f"kwargs must be a dict, not {type(kwargs).__name__}")
-    for value, cls, name in [(export_options, ExportOptions, "export_options"),
-                             (options, OptimizationOptions, "options"),
-                             (dispatcher, Dispatcher, "dispatcher")]:
+    for value, cls, name in [
+        (export_options, ExportOptions, "export_options"),
+        (options, OptimizationOptions, "options"),
+        (dispatcher, Dispatcher, "dispatcher"),
+    ]:
         if value is not None and not isinstance(value, cls):
             raise InvalidArgumentError(
                 f"{name} must be a {cls.__name__}, not {type(value).__name__}"
@@ -59,15 +67,26 @@ def check_arguments(model, args, kwargs, export_options, options, dispatcher,
     return ExampleInputs(args, kwargs)
 
 
-def prepare(model, inputs: ExampleInputs, dynamic_shapes, export_options, input_names,
-            output_names, dispatcher, opset: int, report: ExportReport) -> PreparedProgram:
+def prepare(
+    model,
+    inputs: ExampleInputs,
+    dynamic_shapes,
+    export_options,
+    input_names,
+    output_names,
+    dispatcher,
+    opset: int,
+    report: ExportReport,
+) -> PreparedProgram:
     """Captures if needed; returns the graph module, the input plan, the dim namer and
     the outputs. ``report`` receives what the capture found (attempts, guards,
     dimension ranges, decompositions). ``dynamic_shapes`` is read once, with the
     example inputs, into a :class:`UserInputs`."""
-    if isinstance(model, torch.fx.GraphModule) and not isinstance(
-        model, torch.export.ExportedProgram
-    ) and _has_meta(model):
+    if (
+        isinstance(model, torch.fx.GraphModule)
+        and not isinstance(model, torch.export.ExportedProgram)
+        and _has_meta(model)
+    ):
         return _prepare_graph_module(model, input_names, output_names)
     can_convert = None if dispatcher is None else (lambda op: dispatcher.find(op) is not None)
     user = None
@@ -90,23 +109,31 @@ def prepare(model, inputs: ExampleInputs, dynamic_shapes, export_options, input_
     return _prepare_exported_program(ep, user, input_names, output_names)
 
 
-def _capture_model(model, inputs: UserInputs, export_options, can_convert, opset,
-                   report: ExportReport) -> torch.export.ExportedProgram:
+def _capture_model(
+    model, inputs: UserInputs, export_options, can_convert, opset, report: ExportReport
+) -> torch.export.ExportedProgram:
     """torch.export.export of the model, custom operators without a converter inlined."""
     # an example size 0 or 1 on a dynamic dimension: captured as any other size
     args, kwargs, layout = inputs.args, inputs.kwargs, inputs.layout
     attempts, guards = [], None
     try:
-        with size_oblivious_capture(bool(inputs.small)), \
-                record_shape_guards() as guards, fixed_fake_quantizers(model):
-            ep = capture(model, args, kwargs, inputs.torch_spec, export_options, attempts,
-                         layout)
+        with (
+            size_oblivious_capture(bool(inputs.small)),
+            record_shape_guards() as guards,
+            fixed_fake_quantizers(model),
+        ):
+            ep = capture(model, args, kwargs, inputs.torch_spec, export_options, attempts, layout)
             if export_options.decomposition_fallback:  # custom ops with no converter
                 inlined = []
                 ep = inline_custom_ops(
-                    ep, lambda: capture(model, args, kwargs, inputs.torch_spec,
-                                        export_options, layout=layout),
-                    opset, can_convert, record=inlined)
+                    ep,
+                    lambda: capture(
+                        model, args, kwargs, inputs.torch_spec, export_options, layout=layout
+                    ),
+                    opset,
+                    can_convert,
+                    record=inlined,
+                )
                 record_decompositions(report, inlined)
     except CaptureError as e:
         _explain_capture_error(e, inputs, guards)
@@ -131,9 +158,11 @@ def _explain_capture_error(e: CaptureError, inputs: UserInputs, recorder=None) -
         text += f"\nThe model's line that failed (last attempt): {line}"
     e.args = (text,) + e.args[1:]
     if inputs.small:  # say what was changed for these sizes
-        e.args = (f"{e}\nThe example size of {', '.join(w for *_, w in inputs.small)} is "
-                  "0 or 1: the capture ran with backed_size_oblivious=True to keep "
-                  "it dynamic; an example size >= 2 may capture or explain more.",)
+        e.args = (
+            f"{e}\nThe example size of {', '.join(w for *_, w in inputs.small)} is "
+            "0 or 1: the capture ran with backed_size_oblivious=True to keep "
+            "it dynamic; an example size >= 2 may capture or explain more.",
+        )
 
 
 def _default_input_names(ep, inputs: UserInputs) -> list[str] | None:
@@ -146,19 +175,16 @@ def _default_input_names(ep, inputs: UserInputs) -> list[str] | None:
 
     renames = cache_input_renames(inputs.arg_names, inputs.values)
     paths = inputs.paths
-    user = [s.arg.name for s in ep.graph_signature.input_specs
-            if s.kind == InputKind.USER_INPUT]
+    user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     if not renames or len(user) != len(paths):
         return None
-    vals = {n.name: n.meta.get("val") for n in ep.graph_module.graph.nodes
-            if n.op == "placeholder"}
+    vals = {n.name: n.meta.get("val") for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
     names = []
     for name, path in zip(user, paths):
         if not isinstance(vals.get(name), (torch.Tensor, torch.SymInt)):
             continue  # a constant input, no ONNX input
         prefix = renames.get(path[0])
-        names.append(prefix + name[len(path[0]):] if prefix and name.startswith(path[0])
-                     else name)
+        names.append(prefix + name[len(path[0]) :] if prefix and name.startswith(path[0]) else name)
     return names
 
 
@@ -168,17 +194,18 @@ def _has_meta(gm: torch.fx.GraphModule) -> bool:
     calls its observers as modules: it is captured again)."""
     if any(n.op in ("call_module", "call_method") for n in gm.graph.nodes):
         return False
-    return all("val" in n.meta or n.op in ("output", "get_attr") for n in gm.graph.nodes
-               if n.op in ("placeholder", "call_function"))
+    return all(
+        "val" in n.meta or n.op in ("output", "get_attr")
+        for n in gm.graph.nodes
+        if n.op in ("placeholder", "call_function")
+    )
 
 
 def _prepare_graph_module(gm, input_names, output_names) -> PreparedProgram:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     names = list(input_names) if input_names else [p.name for p in placeholders]
     if len(names) != len(placeholders):
-        raise InvalidArgumentError(
-            f"{len(names)} input names for {len(placeholders)} graph inputs"
-        )
+        raise InvalidArgumentError(f"{len(names)} input names for {len(placeholders)} graph inputs")
     plan = InputPlan(inputs={p.name: n for p, n in zip(placeholders, names)})
     out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
     out = out if isinstance(out, (list, tuple)) else [out]
@@ -187,8 +214,12 @@ def _prepare_graph_module(gm, input_names, output_names) -> PreparedProgram:
     return PreparedProgram(gm, plan, DimNamer(), outputs)
 
 
-def _prepare_exported_program(ep, inputs: UserInputs | None, input_names, output_names,
-                              ) -> PreparedProgram:
+def _prepare_exported_program(
+    ep,
+    inputs: UserInputs | None,
+    input_names,
+    output_names,
+) -> PreparedProgram:
     from torch.export.graph_signature import InputKind
 
     placeholders = {n.name: n for n in ep.graph_module.graph.nodes if n.op == "placeholder"}
@@ -201,8 +232,11 @@ def _prepare_exported_program(ep, inputs: UserInputs | None, input_names, output
         plan.inputs = dict(zip(user, input_names))
     namer = DimNamer()
     if inputs is not None and inputs.dim_names:
-        nodes = [placeholders[s.arg.name] for s in ep.graph_signature.input_specs
-                 if s.kind == InputKind.USER_INPUT]
+        nodes = [
+            placeholders[s.arg.name]
+            for s in ep.graph_signature.input_specs
+            if s.kind == InputKind.USER_INPUT
+        ]
         namer = DimNamer(inputs.symbol_names(nodes))
     check_outputs(ep)
     keep = _kept_outputs(ep, plan)
@@ -222,7 +256,9 @@ def check_outputs(ep) -> None:
                 f"output {i} (of {len(user)}, flattened) of the model is the constant "
                 f"{type(value).__name__} {value!r}: an ONNX model returns tensors only. "
                 "Return tensors from forward (drop this value, or wrap the model in a "
-                "module returning only its tensors).", position=i)
+                "module returning only its tensors).",
+                position=i,
+            )
 
 
 def _input_plan(ep, placeholders: dict) -> tuple[InputPlan, list[str]]:
@@ -263,13 +299,18 @@ def _kept_outputs(ep, plan: InputPlan) -> list[OutputSlot | bool]:
         elif spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
             # the new value of a mutated buffer or input: an extra output (a KV cache)
             base = plan.inputs.get(spec.target, spec.target)
-            logger.info("the new value of %r (%s) is the output %r", spec.target,
-                        spec.kind.name, f"{base}_updated")
+            logger.info(
+                "the new value of %r (%s) is the output %r",
+                spec.target,
+                spec.kind.name,
+                f"{base}_updated",
+            )
             keep.append(OutputSlot(f"{base}_updated", mutation=True))
         else:
             keep.append(False)
-            logger.warning("output %r (%s) of %r is dropped", spec.arg.name,
-                           spec.kind.name, spec.target)
+            logger.warning(
+                "output %r (%s) of %r is dropped", spec.arg.name, spec.kind.name, spec.target
+            )
     return keep
 
 
@@ -279,8 +320,16 @@ def _output_spec(output_names, keep: list) -> OutputSpec:
     if output_names is not None and len(output_names) != n_user:
         raise InvalidArgumentError(f"{len(output_names)} output names for {n_user} outputs")
     it = iter(output_names or [f"output_{i}" for i in range(n_user)])
-    return OutputSpec([OutputSlot(next(it)) if k is True else
-                       k if isinstance(k, OutputSlot) else OutputSlot(None) for k in keep])
+    return OutputSpec(
+        [
+            OutputSlot(next(it))
+            if k is True
+            else k
+            if isinstance(k, OutputSlot)
+            else OutputSlot(None)
+            for k in keep
+        ]
+    )
 
 
 def mutations_last(builder: GraphBuilder, names: list[str], outputs: OutputSpec) -> None:
@@ -290,4 +339,5 @@ def mutations_last(builder: GraphBuilder, names: list[str], outputs: OutputSpec)
         return
     moved = {n for n, k in zip(names, kinds) if k}
     builder.outputs = [o for o in builder.outputs if o not in moved] + [
-        o for o in builder.outputs if o in moved]
+        o for o in builder.outputs if o in moved
+    ]

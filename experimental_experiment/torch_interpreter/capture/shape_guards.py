@@ -27,8 +27,11 @@ _LOCK = threading.RLock()  # re-entrant: an export inside an export (same thread
 
 
 def _excluded_dirs() -> tuple[str, ...]:
-    dirs = [os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)),
-            os.path.dirname(contextlib.__file__)]
+    dirs = [
+        os.path.dirname(torch.__file__),
+        os.path.dirname(os.path.dirname(__file__)),
+        os.path.dirname(contextlib.__file__),
+    ]
     try:
         import transformers
 
@@ -66,8 +69,7 @@ def user_location(excluded: tuple[str, ...] | None = None) -> SourceLocation | N
     for frame in (sys._getframe(1), caller_frame()):
         while frame is not None:
             if _is_user(frame.f_code.co_filename, excluded):
-                return _location(frame.f_code.co_filename, frame.f_lineno,
-                                 frame.f_code.co_name)
+                return _location(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
             frame = frame.f_back
     return None
 
@@ -141,6 +143,7 @@ _SOURCE = re.compile(r"L\['flat_args'\]\[(\d+)\]|L\['([^']+)'\]")
 
 def _pretty(source: str, input_names: list[str] | None) -> str:
     """``L['x'].size()[0]`` -> ``x.shape[0]``; ``L['flat_args'][1]`` -> its input name."""
+
     def repl(m):
         if m.group(1) is not None:
             i = int(m.group(1))
@@ -161,8 +164,9 @@ def _int(value) -> int | None:
     return v if abs(v) < 2**62 else None
 
 
-def dimension_records(recorder: GuardRecorder,
-                      input_names: list[str] | None = None) -> list[DimensionRecord]:
+def dimension_records(
+    recorder: GuardRecorder, input_names: list[str] | None = None
+) -> list[DimensionRecord]:
     """Specialized dimensions (replaced by a constant) and constrained ones (a range
     narrower than ``[0, inf]`` or ``[2, inf]``) of the input sizes, with the user's line."""
     records: list[DimensionRecord] = []
@@ -183,17 +187,27 @@ def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord 
     replacement = env.replacements.get(symbol)
     if replacement is not None and replacement.is_number:
         return DimensionRecord(
-            name, "specialized", str(symbol), value=_int(replacement),
+            name,
+            "specialized",
+            str(symbol),
+            value=_int(replacement),
             guard=f"Eq({symbol}, {replacement})",
-            location=recorder.location(env.replacements_slocs.get(symbol)))
+            location=recorder.location(env.replacements_slocs.get(symbol)),
+        )
     vr = env.var_to_range.get(symbol)
     sloc = env.var_to_range_sloc.get(symbol)
     if vr is None or sloc is None:
         return None
     low, high = _int(vr.lower), _int(vr.upper)
     if low is not None and high is not None and low == high:
-        return DimensionRecord(name, "specialized", str(symbol), value=low,
-                               guard=f"Eq({symbol}, {low})", location=recorder.location(sloc.lower))
+        return DimensionRecord(
+            name,
+            "specialized",
+            str(symbol),
+            value=low,
+            guard=f"Eq({symbol}, {low})",
+            location=recorder.location(sloc.lower),
+        )
     if (low or 0) <= 2 and high is None:
         return _probed_record(env, recorder, symbol, name)
     # the bound the user's code set: the upper one if finite, else the lower one
@@ -201,16 +215,52 @@ def _record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord 
     # the first three guards on the symbol (free_symbols once per guard: Swin has
     # thousands of guards, 0.5 s when walked again for every symbol)
     # and str() only on those three
-    guards = [str(g.expr) for g in itertools.islice(
-        (g for g, free in recorder.guard_symbols(env) if symbol in free), 3)]
-    return DimensionRecord(name, "constrained", str(symbol), min=low, max=high,
-                           guard="; ".join(guards), location=where)
+    guards = [
+        str(g.expr)
+        for g in itertools.islice(
+            (g for g, free in recorder.guard_symbols(env) if symbol in free), 3
+        )
+    ]
+    return DimensionRecord(
+        name, "constrained", str(symbol), min=low, max=high, guard="; ".join(guards), location=where
+    )
 
 
 #: sizes at which the guards on one dimension are evaluated (around powers of 2, where
 #: block and window sizes make models branch)
-_PROBES = (2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255,
-           256, 257, 511, 512, 513, 1023, 1024, 1025, 2048, 4096, 8192)
+_PROBES = (
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    9,
+    15,
+    16,
+    17,
+    31,
+    32,
+    33,
+    63,
+    64,
+    65,
+    127,
+    128,
+    129,
+    255,
+    256,
+    257,
+    511,
+    512,
+    513,
+    1023,
+    1024,
+    1025,
+    2048,
+    4096,
+    8192,
+)
 
 
 def _probed_record(env, recorder: GuardRecorder, symbol, name: str) -> DimensionRecord | None:
@@ -240,23 +290,35 @@ def _probed_record(env, recorder: GuardRecorder, symbol, name: str) -> Dimension
         high = max(valid)
     elif valid and min(valid) > max(failing):
         low = min(valid)
-    return DimensionRecord(name, "constrained", str(symbol), min=low, max=high,
-                           guard=str(first[1]), location=recorder.location(first[0].sloc))
+    return DimensionRecord(
+        name,
+        "constrained",
+        str(symbol),
+        min=low,
+        max=high,
+        guard=str(first[1]),
+        location=recorder.location(first[0].sloc),
+    )
 
 
 def constrained_message(r: DimensionRecord) -> str:
     """The dimension, the sizes it is valid for, the user's line that bounded it, what
     to do; the guard itself last (it can be long)."""
-    span = (f"sizes in [{r.min if r.min is not None else 0}, "
-            f"{r.max if r.max is not None else 'inf'}]"
-            if r.min is not None or r.max is not None else "the sizes where its guard holds")
+    span = (
+        f"sizes in [{r.min if r.min is not None else 0}, {r.max if r.max is not None else 'inf'}]"
+        if r.min is not None or r.max is not None
+        else "the sizes where its guard holds"
+    )
     if getattr(r, "step", None):
         span += f" with size % {r.step} == {(r.min or 0) % r.step}"
     if r.value is not None:
         span += f" (example size {r.value})"
-    where = (f"{r.location.file}:{r.location.line}"
-             + (f" ({r.location.code!r})" if r.location.code else "")
-             if r.location else "the model's code")
+    where = (
+        f"{r.location.file}:{r.location.line}"
+        + (f" ({r.location.code!r})" if r.location.code else "")
+        if r.location
+        else "the model's code"
+    )
     guard = r.guard if len(r.guard) <= 160 else r.guard[:157] + "..."
     return (
         f"dynamic dimension {r.dimension} is valid only for {span}: outside, a condition "
@@ -266,7 +328,8 @@ def constrained_message(r: DimensionRecord) -> str:
         "range the model must serve, write the branch with torch.cond, or treat this "
         "warning as an error (warnings.simplefilter('error', ConstrainedDimensionWarning)); "
         "the ranges are in the model's metadata_props['dynamic_dimension_ranges']. "
-        f"Guard: {guard or '?'}")
+        f"Guard: {guard or '?'}"
+    )
 
 
 def warn_constrained(records: list[DimensionRecord]) -> list[DimensionRecord]:
@@ -279,8 +342,11 @@ def warn_constrained(records: list[DimensionRecord]) -> list[DimensionRecord]:
 
     # a plain lower bound alone (a convolution needs at least its kernel size) stays in
     # the report; one set by a branch of the model's code is warned about
-    bounded = [r for r in records if r.kind == "constrained"
-               and (r.max is not None or r.min is None or r.branch)]
+    bounded = [
+        r
+        for r in records
+        if r.kind == "constrained" and (r.max is not None or r.min is None or r.branch)
+    ]
     for r in bounded:
         warnings.warn(constrained_message(r), ConstrainedDimensionWarning, stacklevel=3)
     return bounded

@@ -39,8 +39,7 @@ class PathKey(tuple):
 
     def matches(self, value, by_index: bool = True) -> bool:
         return value == self[0] or (
-            by_index and isinstance(value, int) and not isinstance(value, bool)
-            and value == self[1]
+            by_index and isinstance(value, int) and not isinstance(value, bool) and value == self[1]
         )
 
 
@@ -63,12 +62,10 @@ class ArgumentLayout:
             self.prefixes = [(f"arg{i}",) for i in range(len(args) + len(kwargs))]
             self.bound = [p[0] for p in self.prefixes]
             return
-        pos = [p.name for p in params if p.kind in (_P.POSITIONAL_ONLY,
-                                                    _P.POSITIONAL_OR_KEYWORD)]
+        pos = [p.name for p in params if p.kind in (_P.POSITIONAL_ONLY, _P.POSITIONAL_OR_KEYWORD)]
         self.var_pos = next((p.name for p in params if p.kind == _P.VAR_POSITIONAL), None)
         self.var_kw = next((p.name for p in params if p.kind == _P.VAR_KEYWORD), None)
-        named = {p.name for p in params if p.kind in (_P.POSITIONAL_OR_KEYWORD,
-                                                      _P.KEYWORD_ONLY)}
+        named = {p.name for p in params if p.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY)}
         prefixes: list[tuple] = [(name,) for name in pos[: len(args)]]
         for j in range(len(args) - len(prefixes)):
             prefixes.append((self.var_pos, PathKey(j, j)) if self.var_pos else (f"args_{j}",))
@@ -106,8 +103,7 @@ def explicit_keywords(model, args: tuple, kwargs: dict, layout: ArgumentLayout |
         return forward(*a, **kw)
 
     call.__signature__ = inspect.Signature(params)
-    logger.info("**%s receives %s: captured as keyword arguments", layout.var_kw,
-                layout.extra_kw)
+    logger.info("**%s receives %s: captured as keyword arguments", layout.var_kw, layout.extra_kw)
     own = model.__dict__.get("forward")
     object.__setattr__(model, "forward", call)
     try:

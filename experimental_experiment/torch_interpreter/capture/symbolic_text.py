@@ -38,7 +38,7 @@ def shorten_symbolic(text: str, symbols: dict[str, str]) -> str:
         elif c == ")" and depth:
             depth -= 1
             if depth == 0 and i + 1 - start > MAX_EXPRESSION:
-                group = text[start:i + 1]
+                group = text[start : i + 1]
                 found = sorted(set(_SYMBOL.findall(group)), key=lambda s: int(s[1:]))
                 if found:
                     what = ", ".join(symbols.get(s, s) for s in found)

@@ -104,8 +104,7 @@ def read_user_inputs(model, args: tuple, kwargs: dict, dynamic_shapes) -> UserIn
     grouped = None
     if dynamic_shapes is not None:
         grouped = grouped_dynamic_shapes(dynamic_shapes, model, args, kwargs, layout=layout)
-        inputs.torch_spec, inputs.dim_names = torch_dynamic_shapes(grouped,
-                                                                   type(dynamic_shapes))
+        inputs.torch_spec, inputs.dim_names = torch_dynamic_shapes(grouped, type(dynamic_shapes))
     inputs.declared = dynamic_axes_of(leaves, grouped)
     inputs.small = zero_one_of(inputs.declared)
     return inputs

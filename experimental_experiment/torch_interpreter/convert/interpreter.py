@@ -33,8 +33,15 @@ class Interpreter:
     :param namer: renders symbolic dimensions
     """
 
-    def __init__(self, builder: GraphBuilder, graph_module: torch.fx.GraphModule,
-                 plan: InputPlan, *, registry: Registry, namer: DimNamer | None = None):
+    def __init__(
+        self,
+        builder: GraphBuilder,
+        graph_module: torch.fx.GraphModule,
+        plan: InputPlan,
+        *,
+        registry: Registry,
+        namer: DimNamer | None = None,
+    ):
         self.g = builder
         self.gm = graph_module
         self.plan = plan
@@ -65,8 +72,8 @@ class Interpreter:
         if isinstance(val, torch.Tensor) and val.is_complex():
             # complex inputs are real pairs named <name>_real_imag (convert/pairs.py)
             return self.g.make_tensor_input(
-                complex_name(input_name), PAIR_TYPE[val.dtype],
-                (*self.namer.shape(val.shape), 2))
+                complex_name(input_name), PAIR_TYPE[val.dtype], (*self.namer.shape(val.shape), 2)
+            )
         if isinstance(val, torch.Tensor):
             return self.g.make_tensor_input(
                 input_name, torch_dtype_to_onnx(val.dtype), self.namer.shape(val.shape)
@@ -91,8 +98,7 @@ class Interpreter:
         exact = not self.g.has_name(name)
         if tensor.is_complex():  # real pairs, as every complex value
             tensor = torch.view_as_real(tensor.resolve_conj())
-        return self.g.make_initializer(name, TorchTensorRef(tensor, source=name),
-                                     exact_name=exact)
+        return self.g.make_initializer(name, TorchTensorRef(tensor, source=name), exact_name=exact)
 
     def call_function(self, node: torch.fx.Node):
         if node.target is operator.getitem:

@@ -63,15 +63,18 @@ def _matches(type_name: str, selected: Iterable) -> bool:
         if isinstance(cls, str):
             if type_name == cls or type_name.rsplit(".", 1)[-1] == cls:
                 return True
-        elif type_name in (f"{cls.__module__}.{cls.__qualname__}",
-                           f"{cls.__module__}.{cls.__name__}"):
+        elif type_name in (
+            f"{cls.__module__}.{cls.__qualname__}",
+            f"{cls.__module__}.{cls.__name__}",
+        ):
             return True
     return False
 
 
 def _has_subgraph(node: NodeProto) -> bool:
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-               for a in node.attribute)
+    return any(
+        a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+    )
 
 
 def make_local_functions(g, owner: dict[str, tuple[str, str]]) -> int:
@@ -98,16 +101,23 @@ def make_local_functions(g, owner: dict[str, tuple[str, str]]) -> int:
         inputs = _ordered_unique(i for n in nodes for i in n.input if i and i not in produced)
         constants = {i: g.get_constant(i) for i in inputs if i in small}
         inputs = [i for i in inputs if i not in constants]
-        outputs = [o for n in nodes for o in n.output if o and (
-            o in g.outputs or users.get(o, set()) - {position})]
+        outputs = [
+            o
+            for n in nodes
+            for o in n.output
+            if o and (o in g.outputs or users.get(o, set()) - {position})
+        ]
         if not outputs:
             new_nodes.extend(nodes)
             continue
         fct = _function(nodes, inputs, outputs, key[1], g.opsets, bodies, constants)
         if (fct.domain, fct.name) not in g.functions:
             g.add_function(fct)
-        new_nodes.append(helper.make_node(fct.name, inputs, outputs, domain=DOMAIN,
-                                          name=g.unique_name(f"call_{key[0]}")))
+        new_nodes.append(
+            helper.make_node(
+                fct.name, inputs, outputs, domain=DOMAIN, name=g.unique_name(f"call_{key[0]}")
+            )
+        )
         calls += 1
     g.nodes[:] = new_nodes
     g.opsets.setdefault(DOMAIN, 1)
@@ -135,8 +145,7 @@ def _ordered_unique(names: Iterable[str]) -> list[str]:
     return out
 
 
-def _function(nodes, inputs, outputs, type_name, opsets, bodies,
-              constants) -> onnx.FunctionProto:
+def _function(nodes, inputs, outputs, type_name, opsets, bodies, constants) -> onnx.FunctionProto:
     """A function with canonical names; identical bodies share the same function;
     ``constants`` become Constant nodes of the body."""
     from onnx import numpy_helper
@@ -145,8 +154,9 @@ def _function(nodes, inputs, outputs, type_name, opsets, bodies,
     body = []
     for k, (name, value) in enumerate(constants.items()):
         rename[name] = f"c{k}"
-        body.append(helper.make_node("Constant", [], [rename[name]],
-                                     value=numpy_helper.from_array(value)))
+        body.append(
+            helper.make_node("Constant", [], [rename[name]], value=numpy_helper.from_array(value))
+        )
     for node in nodes:
         new = NodeProto()
         new.CopyFrom(node)
@@ -168,13 +178,16 @@ def _function(nodes, inputs, outputs, type_name, opsets, bodies,
     else:
         base = type_name.rsplit(".", 1)[-1].replace("<", "").replace(">", "")
         used = set(bodies.values())
-        name = base if base not in used else next(
-            f"{base}_{k}" for k in range(2, 1000) if f"{base}_{k}" not in used)
+        name = (
+            base
+            if base not in used
+            else next(f"{base}_{k}" for k in range(2, 1000) if f"{base}_{k}" not in used)
+        )
         bodies[signature] = name
-    opset_imports = [helper.make_opsetid(d, v) for d, v in sorted(opsets.items())
-                     if d != DOMAIN]
-    return helper.make_function(DOMAIN, name, list(rename[i] for i in inputs), out_names,
-                                body, opset_imports)
+    opset_imports = [helper.make_opsetid(d, v) for d, v in sorted(opsets.items()) if d != DOMAIN]
+    return helper.make_function(
+        DOMAIN, name, list(rename[i] for i in inputs), out_names, body, opset_imports
+    )
 
 
 def inline_functions(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -35,5 +35,4 @@ def tag_nodes(nodes: list[NodeProto], node: torch.fx.Node) -> None:
 
 def node_origin(node: NodeProto) -> dict[str, str]:
     """The metadata :func:`tag_nodes` wrote (empty if none)."""
-    return {p.key: p.value for p in node.metadata_props
-            if p.key in (FX_NODE, FX_TARGET, SOURCE)}
+    return {p.key: p.value for p in node.metadata_props if p.key in (FX_NODE, FX_TARGET, SOURCE)}

@@ -16,7 +16,8 @@ from onnx import TensorProto
 
 #: element type of the real pairs of a complex dtype
 PAIR_TYPE = MappingProxyType(
-    {torch.complex64: TensorProto.FLOAT, torch.complex128: TensorProto.DOUBLE})
+    {torch.complex64: TensorProto.FLOAT, torch.complex128: TensorProto.DOUBLE}
+)
 #: torch dtype of the real pairs of a complex dtype
 PAIR_DTYPE = MappingProxyType({torch.complex64: torch.float32, torch.complex128: torch.float64})
 #: suffix of the names of complex inputs and outputs (real pairs)
@@ -35,8 +36,9 @@ def uses_complex(node: torch.fx.Node) -> bool:
     if is_complex_value(node.meta.get("val")):
         return True
     found = []
-    torch.fx.node.map_arg((node.args, node.kwargs),
-                          lambda n: found.append(is_complex_value(n.meta.get("val"))))
+    torch.fx.node.map_arg(
+        (node.args, node.kwargs), lambda n: found.append(is_complex_value(n.meta.get("val")))
+    )
     return any(found)
 
 

@@ -122,7 +122,8 @@ class ConverterRegistry:
         for key in _expand(op):
             old = self._entries.get((key, variant), ())
             self._entries[(key, variant)] = tuple(
-                sorted((*old, (min_opset, fn)), key=lambda e: -e[0]))
+                sorted((*old, (min_opset, fn)), key=lambda e: -e[0])
+            )
 
     def converter(self, *ops, min_opset: int = 1, variant: str = ""):
         """Decorator registering the function as the converter of ``ops``
@@ -158,20 +159,31 @@ class ConverterRegistry:
                 return ConverterLookup(fn)
         if entries:
             need = min(m for m, _ in entries)
-            return ConverterLookup(None, f"the converters of {op} need opset >= {need}, "
-                                         f"the export targets opset {opset} (raise "
-                                         "target_opset)")
+            return ConverterLookup(
+                None,
+                f"the converters of {op} need opset >= {need}, "
+                f"the export targets opset {opset} (raise "
+                "target_opset)",
+            )
         if variant == COMPLEX:
-            return ConverterLookup(None, (
-                f"no converter of {op} for complex tensors (complex values are real "
-                "pairs with a trailing dimension 2, see convert/pairs.py); rewrite this "
-                "step with torch.view_as_real or register a converter"))
+            return ConverterLookup(
+                None,
+                (
+                    f"no converter of {op} for complex tensors (complex values are real "
+                    "pairs with a trailing dimension 2, see convert/pairs.py); rewrite this "
+                    "step with torch.view_as_real or register a converter"
+                ),
+            )
         packet = getattr(op, "overloadpacket", None)
-        others = sorted(str(k) for k, v in self._entries if v == variant and packet
-                        is not None and getattr(k, "overloadpacket", None) is packet)
+        others = sorted(
+            str(k)
+            for k, v in self._entries
+            if v == variant and packet is not None and getattr(k, "overloadpacket", None) is packet
+        )
         if others:
-            return ConverterLookup(None, f"no converter for the overload {op}, only for "
-                                         f"{', '.join(others)}")
+            return ConverterLookup(
+                None, f"no converter for the overload {op}, only for {', '.join(others)}"
+            )
         return ConverterLookup(None, f"no converter is registered for {op}")
 
     def lookup_node(self, node: torch.fx.Node, opset: int) -> ConverterLookup:

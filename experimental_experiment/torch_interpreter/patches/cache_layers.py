@@ -29,27 +29,56 @@ from typing import Any
 import torch
 
 #: attributes recomputed from the key tensor when an attention layer is rebuilt
-KV_DERIVED = frozenset({
-    "keys", "values", "dtype", "device", "is_initialized", "cumulative_length",
-    "_sliding_window_tensor", "batch_size", "num_heads", "k_head_dim", "v_head_dim",
-})
+KV_DERIVED = frozenset(
+    {
+        "keys",
+        "values",
+        "dtype",
+        "device",
+        "is_initialized",
+        "cumulative_length",
+        "_sliding_window_tensor",
+        "batch_size",
+        "num_heads",
+        "k_head_dim",
+        "v_head_dim",
+    }
+)
 
 #: attributes of a linear-attention layer recomputed from its states
-LINEAR_DERIVED = frozenset({
-    "conv_states", "recurrent_states", "is_conv_states_initialized",
-    "is_recurrent_states_initialized", "dtype", "device",
-})
+LINEAR_DERIVED = frozenset(
+    {
+        "conv_states",
+        "recurrent_states",
+        "is_conv_states_initialized",
+        "is_recurrent_states_initialized",
+        "dtype",
+        "device",
+    }
+)
 
 #: attributes of an indexed layer (sparse attention's token indexer) recomputed from
 #: its indexer keys
-INDEXER_DERIVED = frozenset({
-    "indexer_keys", "indexer_position_ids", "indexer_dtype", "indexer_device",
-    "is_indexer_initialized",
-})
+INDEXER_DERIVED = frozenset(
+    {
+        "indexer_keys",
+        "indexer_position_ids",
+        "indexer_dtype",
+        "indexer_device",
+        "is_indexer_initialized",
+    }
+)
 
 #: the kinds of leaves, in the order they appear in a flattened cache
-LEAF_KINDS = ("key", "value", "cumulative_length", "conv_state", "recurrent_state",
-              "indexer_key", "indexer_position_ids")
+LEAF_KINDS = (
+    "key",
+    "value",
+    "cumulative_length",
+    "conv_state",
+    "recurrent_state",
+    "indexer_key",
+    "indexer_position_ids",
+)
 
 _SIMPLE = (int, float, bool, str, type(None), torch.dtype, torch.device)
 
@@ -115,7 +144,8 @@ def is_linear_layer(layer_or_cls) -> bool:
 
 def _freeze(layer, name: str, value):
     if isinstance(value, dict) and all(
-            isinstance(k, _SIMPLE) and isinstance(v, _SIMPLE) for k, v in value.items()):
+        isinstance(k, _SIMPLE) and isinstance(v, _SIMPLE) for k, v in value.items()
+    ):
         return _Frozen(tuple(value.items()))
     if isinstance(value, (torch.Tensor, torch.SymInt)) or not isinstance(value, _SIMPLE):
         raise UnknownCacheError(
@@ -141,10 +171,16 @@ def layer_spec(layer) -> LayerSpec:
     length = kv and isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)
     linear = is_linear_layer(layer)
     indexer = isinstance(getattr(layer, "indexer_keys", None), torch.Tensor)
-    skip = (KV_DERIVED if kv else {"_sliding_window_tensor"}) | (
-        LINEAR_DERIVED if linear else frozenset()) | (INDEXER_DERIVED if indexer else set())
-    state = tuple((name, _freeze(layer, name, value))
-                  for name, value in sorted(vars(layer).items()) if name not in skip)
+    skip = (
+        (KV_DERIVED if kv else {"_sliding_window_tensor"})
+        | (LINEAR_DERIVED if linear else frozenset())
+        | (INDEXER_DERIVED if indexer else set())
+    )
+    state = tuple(
+        (name, _freeze(layer, name, value))
+        for name, value in sorted(vars(layer).items())
+        if name not in skip
+    )
     conv = _present(layer.conv_states) if linear else ()
     recurrent = _present(layer.recurrent_states) if linear else ()
     positions = indexer and isinstance(layer.indexer_position_ids, torch.Tensor)
@@ -166,19 +202,19 @@ def flatten_layers(layers) -> tuple[list[torch.Tensor], list[str], tuple[LayerSp
             groups["key"].append((f"key_{i}", layer.keys))
             groups["value"].append((f"value_{i}", layer.values))
         if spec.length:
-            groups["cumulative_length"].append((f"cumulative_length_{i}",
-                                                layer.cumulative_length))
+            groups["cumulative_length"].append((f"cumulative_length_{i}", layer.cumulative_length))
         for j in spec.conv:
-            groups["conv_state"].append((f"conv_state_{_suffix(i, j, spec)}",
-                                         layer.conv_states[j]))
+            groups["conv_state"].append((f"conv_state_{_suffix(i, j, spec)}", layer.conv_states[j]))
         for j in spec.recurrent:
-            groups["recurrent_state"].append((f"recurrent_state_{_suffix(i, j, spec)}",
-                                              layer.recurrent_states[j]))
+            groups["recurrent_state"].append(
+                (f"recurrent_state_{_suffix(i, j, spec)}", layer.recurrent_states[j])
+            )
         if spec.indexer:
             groups["indexer_key"].append((f"indexer_key_{i}", layer.indexer_keys))
         if spec.indexer_positions:
-            groups["indexer_position_ids"].append((f"indexer_position_ids_{i}",
-                                                   layer.indexer_position_ids))
+            groups["indexer_position_ids"].append(
+                (f"indexer_position_ids_{i}", layer.indexer_position_ids)
+            )
     pairs = [p for k in LEAF_KINDS for p in groups[k]]
     return [t for _, t in pairs], [n for n, _ in pairs], specs
 
@@ -239,8 +275,12 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
         if spec.kv:
             _set_kv(layer, keys[i], values[i], lengths.get(i))
         if is_linear_layer(spec.cls):
-            _set_linear(layer, spec, {j: conv[i, j] for j in spec.conv},
-                        {j: recurrent[i, j] for j in spec.recurrent})
+            _set_linear(
+                layer,
+                spec,
+                {j: conv[i, j] for j in spec.conv},
+                {j: recurrent[i, j] for j in spec.recurrent},
+            )
         if spec.indexer:
             _set_indexer(layer, indexer[i], positions.get(i))
         layers.append(layer)
@@ -258,8 +298,10 @@ def leaf_kind(name: str) -> str:
 
 def describe(specs: tuple[LayerSpec, ...]) -> list[dict[str, Any]]:
     """One line per layer for messages: class and what it holds."""
-    return [dict(layer=i, cls=s.cls.__name__, kv=s.kv, conv=s.conv, recurrent=s.recurrent)
-            for i, s in enumerate(specs)]
+    return [
+        dict(layer=i, cls=s.cls.__name__, kv=s.kv, conv=s.conv, recurrent=s.recurrent)
+        for i, s in enumerate(specs)
+    ]
 
 
 #: cache attributes besides ``layers`` holding one tensor per layer (``[]`` for a layer

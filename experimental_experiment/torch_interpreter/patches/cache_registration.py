@@ -19,8 +19,14 @@ from torch.utils import _pytree
 
 from .cache_layers import UnknownCacheError, flatten_cache, unflatten_cache_parts
 
-__all__ = ["CACHE_ARGUMENT_NAMES", "CACHE_INPUT_PREFIX", "UnknownCacheError",
-           "cache_classes", "cache_leaf_names", "register_cache_classes"]
+__all__ = [
+    "CACHE_ARGUMENT_NAMES",
+    "CACHE_INPUT_PREFIX",
+    "UnknownCacheError",
+    "cache_classes",
+    "cache_leaf_names",
+    "register_cache_classes",
+]
 
 #: names of the forward argument holding the cache, newest first: transformers 5.24
 #: renamed ``past_key_values`` into ``cache`` (forward arguments and output fields);
@@ -30,6 +36,7 @@ CACHE_ARGUMENT_NAMES = ("cache", "past_key_values", "cache_params")
 #: prefix of the ONNX inputs of a cache, whatever the argument is called: a user's
 #: onnxruntime feeding code does not change with the transformers release
 CACHE_INPUT_PREFIX = "past_key_values"
+
 
 def is_transformers_cache(value) -> bool:
     """True for an instance of transformers' ``Cache`` (transformers is not imported
@@ -45,8 +52,10 @@ def cache_input_renames(arg_names: list[str], values: list) -> dict[str, str]:
     cache under another name than :data:`CACHE_INPUT_PREFIX` (``cache`` since
     transformers 5.24): their ONNX inputs keep the names ``past_key_values_key_<i>``."""
     return {
-        name: CACHE_INPUT_PREFIX for name, value in zip(arg_names, values)
-        if name in CACHE_ARGUMENT_NAMES and name != CACHE_INPUT_PREFIX
+        name: CACHE_INPUT_PREFIX
+        for name, value in zip(arg_names, values)
+        if name in CACHE_ARGUMENT_NAMES
+        and name != CACHE_INPUT_PREFIX
         and is_transformers_cache(value)
     }
 
@@ -132,8 +141,7 @@ def _flatten_padding_cache(cache):
     ``cache_key``; context: the keys and the other (int) attributes of the layers."""
     layers = {k: v for k, v in cache.layers.items() if v.cache is not None}
     context = tuple(
-        (key, tuple(sorted((n, v) for n, v in vars(layer).items()
-                           if n not in _PADDING_DERIVED)))
+        (key, tuple(sorted((n, v) for n, v in vars(layer).items() if n not in _PADDING_DERIVED)))
         for key, layer in layers.items()
     )
     return [layer.cache for layer in layers.values()], context
@@ -169,8 +177,13 @@ def _padding_cache_classes() -> dict[type, tuple]:
     cls = getattr(sys.modules.get(_VOXTRAL_REALTIME), "VoxtralRealtimeConv1dPaddingCache", None)
     if cls is None:
         return {}
-    return {cls: (_flatten_padding_cache, _make_unflatten_padding_cache(cls),
-                  _flatten_with_keys_padding_cache)}
+    return {
+        cls: (
+            _flatten_padding_cache,
+            _make_unflatten_padding_cache(cls),
+            _flatten_with_keys_padding_cache,
+        )
+    }
 
 
 def cache_classes() -> dict[type, tuple]:
@@ -191,8 +204,11 @@ def cache_classes() -> dict[type, tuple]:
             out[cls] = (_flatten_cache, _make_unflatten(cls), _flatten_with_keys_cache)
     edc = getattr(cache_utils, "EncoderDecoderCache", None)
     if edc is not None:
-        out[edc] = (_flatten_encoder_decoder, _unflatten_encoder_decoder,
-                    _flatten_with_keys_encoder_decoder)
+        out[edc] = (
+            _flatten_encoder_decoder,
+            _unflatten_encoder_decoder,
+            _flatten_with_keys_encoder_decoder,
+        )
     out.update(_padding_cache_classes())
     return out
 
@@ -262,7 +278,10 @@ def register_cache_classes(verbose: int = 0):
             if saved[cls] is not None:
                 _pytree._deregister_pytree_node(cls)
             _pytree.register_pytree_node(
-                cls, flatten, unflatten, serialized_type_name=_serialized_name(cls),
+                cls,
+                flatten,
+                unflatten,
+                serialized_type_name=_serialized_name(cls),
                 flatten_with_keys_fn=with_keys,
             )
         yield known

@@ -30,8 +30,13 @@ def _cpmant_attention_mask(original):
         mask = mask & (span[:, None, :] == span[:, :, None])
         # tokens after the prompt, counted from the end, beyond ``length`` are padding
         from_end = torch.arange(seqlen - self.prompt_length - 1, -1, -1, device=device)
-        kept = torch.cat([torch.ones(batch, self.prompt_length, dtype=torch.bool, device=device),
-                          from_end[None, :] < length[:, None]], dim=1)
+        kept = torch.cat(
+            [
+                torch.ones(batch, self.prompt_length, dtype=torch.bool, device=device),
+                from_end[None, :] < length[:, None],
+            ],
+            dim=1,
+        )
         return kept[:, :, None] & kept[:, None, :] & mask
 
     return prepare
@@ -49,8 +54,9 @@ def _dbrx_dense_experts(original):
     def forward(self, hidden_states, top_k_index, top_k_weights):
         batch = hidden_states.shape[0]
         x = hidden_states.reshape(-1, self.hidden_size)
-        weights = torch.zeros(x.shape[0], self.num_experts, dtype=top_k_weights.dtype,
-                              device=x.device)
+        weights = torch.zeros(
+            x.shape[0], self.num_experts, dtype=top_k_weights.dtype, device=x.device
+        )
         weights = weights.scatter_add(1, top_k_index, top_k_weights)
         split = (-1, self.ffn_hidden_size, self.hidden_size)
         out = torch.zeros_like(x)
@@ -74,8 +80,9 @@ def _switch_dense_experts(original):
     def forward(self, hidden_states, selected_experts, routing_weights):
         out = torch.zeros_like(hidden_states)
         for e in range(self.num_experts):
-            weight = (selected_experts[:, :, e].to(routing_weights.dtype)
-                      * routing_weights).sum(dim=1, keepdim=True)
+            weight = (selected_experts[:, :, e].to(routing_weights.dtype) * routing_weights).sum(
+                dim=1, keepdim=True
+            )
             states = self[f"expert_{e}"](hidden_states) * weight
             out = out + states.to(hidden_states.dtype)
         return out
@@ -112,8 +119,12 @@ def _longcat_dense_experts(original):
     """
 
     def forward(self, hidden_states, top_k_index, top_k_weights):
-        weights = torch.zeros(hidden_states.shape[0], self.total_experts,
-                              dtype=top_k_weights.dtype, device=hidden_states.device)
+        weights = torch.zeros(
+            hidden_states.shape[0],
+            self.total_experts,
+            dtype=top_k_weights.dtype,
+            device=hidden_states.device,
+        )
         weights = weights.scatter_add(1, top_k_index, top_k_weights)
         routed = self.num_routed_experts if self.gate_up_proj is not None else 0
         identity = weights[:, routed:].sum(dim=-1, keepdim=True)
@@ -142,8 +153,13 @@ def _depth_pro_patch_counts(original):
     Fixes: ``Constraints violated (L['pixel_values'].size()[0])``: ``len(tensor)``
     makes the batch dimension a constant.
     """
-    fn = types.FunctionType(original.__code__, {**original.__globals__, "len": _tensor_len},
-                            original.__name__, original.__defaults__, original.__closure__)
+    fn = types.FunctionType(
+        original.__code__,
+        {**original.__globals__, "len": _tensor_len},
+        original.__name__,
+        original.__defaults__,
+        original.__closure__,
+    )
     fn.__kwdefaults__ = original.__kwdefaults__
     fn.__doc__ = original.__doc__
     fn.__wrapped__ = original
@@ -217,10 +233,20 @@ def _canine_local_attention(original):
     """
 
     def forward(self, hidden_states, attention_mask=None, output_attentions=False):
-        widths = {self.attend_from_chunk_width, self.attend_from_chunk_stride,
-                  self.attend_to_chunk_width, self.attend_to_chunk_stride}
-        if (not self.local or output_attentions or attention_mask is None or len(widths) > 1
-                or self.always_attend_to_first_position or self.first_position_attends_to_all):
+        widths = {
+            self.attend_from_chunk_width,
+            self.attend_from_chunk_stride,
+            self.attend_to_chunk_width,
+            self.attend_to_chunk_stride,
+        }
+        if (
+            not self.local
+            or output_attentions
+            or attention_mask is None
+            or len(widths) > 1
+            or self.always_attend_to_first_position
+            or self.first_position_attends_to_all
+        ):
             return original(self, hidden_states, attention_mask, output_attentions)
         chunk = torch.arange(hidden_states.shape[1], device=hidden_states.device) // widths.pop()
         outside = torch.where(chunk[:, None] == chunk[None, :], 0.0, float("-inf"))
@@ -234,24 +260,31 @@ def _canine_local_attention(original):
 
 #: (module of transformers, class, method, replacement) of every patch of this file
 _PATCHES = (
-    ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask",
-     _cpmant_attention_mask),
+    ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask", _cpmant_attention_mask),
     ("dbrx.modeling_dbrx", "DbrxExperts", "forward", _dbrx_dense_experts),
-    ("switch_transformers.modeling_switch_transformers", "SwitchTransformersExperts",
-     "forward", _switch_dense_experts),
-    ("longcat_flash.modeling_longcat_flash", "LongcatFlashExperts", "forward",
-     _longcat_dense_experts),
-    ("reformer.modeling_reformer", "AxialPositionEmbeddings", "forward",
-     _reformer_axial_positions),
-    ("depth_pro.modeling_depth_pro", "DepthProPatchEncoder", "forward",
-     _depth_pro_patch_counts),
-    ("siglip2.modeling_siglip2", "Siglip2VisionEmbeddings", "resize_positional_embeddings",
-     _siglip2_resize_positions),
-    ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask",
-     _canine_pooled_mask),
+    (
+        "switch_transformers.modeling_switch_transformers",
+        "SwitchTransformersExperts",
+        "forward",
+        _switch_dense_experts,
+    ),
+    (
+        "longcat_flash.modeling_longcat_flash",
+        "LongcatFlashExperts",
+        "forward",
+        _longcat_dense_experts,
+    ),
+    ("reformer.modeling_reformer", "AxialPositionEmbeddings", "forward", _reformer_axial_positions),
+    ("depth_pro.modeling_depth_pro", "DepthProPatchEncoder", "forward", _depth_pro_patch_counts),
+    (
+        "siglip2.modeling_siglip2",
+        "Siglip2VisionEmbeddings",
+        "resize_positional_embeddings",
+        _siglip2_resize_positions,
+    ),
+    ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask", _canine_pooled_mask),
     ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
-    ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward",
-     _qwen4_exp_indexer),
+    ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward", _qwen4_exp_indexer),
 )
 
 

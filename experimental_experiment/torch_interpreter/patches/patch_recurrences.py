@@ -31,12 +31,14 @@ def _recurrent_gemma_rnn_scan(original):
     be a constant``: ``for t in range(hidden_states.shape[1])`` unrolls the sequence.
     """
 
-    def _rnn_scan(self, hidden_states, recurrent_gate, reset, recurrent_states,
-                  acc_dtype=torch.float32):
+    def _rnn_scan(
+        self, hidden_states, recurrent_gate, reset, recurrent_states, acc_dtype=torch.float32
+    ):
         recurrent_gate = recurrent_gate * ~reset
         if recurrent_states is None:
-            recurrent_states = torch.zeros(hidden_states[:, 0].shape, dtype=acc_dtype,
-                                           device=hidden_states.device)
+            recurrent_states = torch.zeros(
+                hidden_states[:, 0].shape, dtype=acc_dtype, device=hidden_states.device
+            )
         out_dtype = hidden_states.dtype
 
         def step(state, xs):
@@ -60,8 +62,9 @@ def _rwkv_linear_attention_cpu(original):
     be a constant``: ``for current_index in range(seq_length)`` unrolls the sequence.
     """
 
-    def rwkv_linear_attention_cpu(time_decay, time_first, key, value, state=None,
-                                  return_state=False):
+    def rwkv_linear_attention_cpu(
+        time_decay, time_first, key, value, state=None, return_state=False
+    ):
         if state is None:
             num_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
             den_state = torch.zeros_like(key[:, 0], dtype=torch.float32)
@@ -104,10 +107,17 @@ def get_recurrence_patches() -> list:
     module = sys.modules.get("transformers.models.recurrent_gemma.modeling_recurrent_gemma")
     cls = getattr(module, "RecurrentGemmaRglru", None)
     if cls is not None and "_rnn_scan" in vars(cls):
-        patches.append(Patch(cls, "_rnn_scan", _recurrent_gemma_rnn_scan,
-                             _recurrent_gemma_rnn_scan.__doc__))
+        patches.append(
+            Patch(cls, "_rnn_scan", _recurrent_gemma_rnn_scan, _recurrent_gemma_rnn_scan.__doc__)
+        )
     module = sys.modules.get("transformers.models.rwkv.modeling_rwkv")
     if module is not None and callable(getattr(module, "rwkv_linear_attention_cpu", None)):
-        patches.append(Patch(module, "rwkv_linear_attention_cpu", _rwkv_linear_attention_cpu,
-                             _rwkv_linear_attention_cpu.__doc__))
+        patches.append(
+            Patch(
+                module,
+                "rwkv_linear_attention_cpu",
+                _rwkv_linear_attention_cpu,
+                _rwkv_linear_attention_cpu.__doc__,
+            )
+        )
     return patches

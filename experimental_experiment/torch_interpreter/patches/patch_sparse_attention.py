@@ -30,19 +30,20 @@ def _qwen4_exp_indexer(original):
         cos_q, sin_q = full_cos[:, -seq:, :], full_sin[:, -seq:, :]
         q, keys = torch.split(
             self.index_qk_proj(hidden_states),
-            [self.index_n_heads * self.index_head_dim,
-             self.index_kv_heads * self.index_head_dim], dim=-1)
+            [self.index_n_heads * self.index_head_dim, self.index_kv_heads * self.index_head_dim],
+            dim=-1,
+        )
         q = q.reshape(batch, seq, -1, self.index_head_dim)
         keys = keys.reshape(batch, seq, -1, self.index_head_dim).squeeze(2)
         q = rotary(self.q_layernorm(q), cos=cos_q, sin=sin_q, unsqueeze_dim=2)
         if past_key_values is not None:
             keys = past_key_values.update_indexer(keys, self.layer_idx)
-        visible = (attention_mask if attention_mask.dtype == torch.bool
-                   else attention_mask == 0)[:, 0]  # (batch, seq, kv)
+        visible = (attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0)[
+            :, 0
+        ]  # (batch, seq, kv)
         ratio, kv = self.compress_ratio, visible.shape[-1]
         rank = visible.to(torch.int64).cumsum(-1) - 1  # rank among the visible keys
-        complete = torch.div(visible.sum(-1, keepdim=True), ratio,
-                             rounding_mode="floor") * ratio
+        complete = torch.div(visible.sum(-1, keepdim=True), ratio, rounding_mode="floor") * ratio
         in_block = visible & (rank < complete)
         block_of = torch.div(rank, ratio, rounding_mode="floor")
         blocks = torch.arange((kv + ratio - 1) // ratio, device=visible.device)
@@ -59,15 +60,16 @@ def _qwen4_exp_indexer(original):
             table = table[:, None].expand(batch, seq, table.shape[1], ncos)
             return torch.gather(table, 2, start[..., None].expand(*start.shape, ncos))
 
-        rotated = rotary(pooled.unsqueeze(3), cos=at_start(full_cos), sin=at_start(full_sin),
-                         unsqueeze_dim=3).squeeze(3)
+        rotated = rotary(
+            pooled.unsqueeze(3), cos=at_start(full_cos), sin=at_start(full_sin), unsqueeze_dim=3
+        ).squeeze(3)
         scores = torch.matmul(rotated.float(), q.float().transpose(-1, -2))
         scores = torch.relu(scores).sum(-1) / math.sqrt(self.index_head_dim)
         scores = torch.where(valid, scores, -math.inf)
         # a block is kept when fewer than block_topk blocks score better (ties: lower index)
         better = (scores[..., None, :] > scores[..., :, None]) | (
-            (scores[..., None, :] == scores[..., :, None])
-            & (blocks[None, :] < blocks[:, None]))
+            (scores[..., None, :] == scores[..., :, None]) & (blocks[None, :] < blocks[:, None])
+        )
         kept = valid & (better.sum(-1) < self.block_topk)
         selected = (member & kept[..., None]).any(-2) | (visible & (rank >= complete))
         return selected.unsqueeze(1)

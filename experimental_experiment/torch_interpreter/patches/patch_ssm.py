@@ -20,14 +20,27 @@ import sys
 import torch
 
 #: modules of transformers holding a ``mamba_selective_scan`` function to replace
-SCAN_MODULES = ("transformers.models.mamba.modeling_mamba",
-                "transformers.models.falcon_mamba.modeling_falcon_mamba",
-                "transformers.models.jamba.modeling_jamba",
-                "transformers.models.zamba.modeling_zamba")
+SCAN_MODULES = (
+    "transformers.models.mamba.modeling_mamba",
+    "transformers.models.falcon_mamba.modeling_falcon_mamba",
+    "transformers.models.jamba.modeling_jamba",
+    "transformers.models.zamba.modeling_zamba",
+)
 
 
-def selective_scan_closed_form(hidden_states, dt, A, B, C, D=None, z=None, delta_bias=None,
-                               delta_softplus=False, return_last_state=False, **kwargs):
+def selective_scan_closed_form(
+    hidden_states,
+    dt,
+    A,
+    B,
+    C,
+    D=None,
+    z=None,
+    delta_bias=None,
+    delta_softplus=False,
+    return_last_state=False,
+    **kwargs,
+):
     """Same inputs and outputs as transformers' ``mamba_selective_scan`` (the reference
     path): ``hidden_states`` and ``dt`` ``(batch, d, seq)``, ``A`` ``(d, n)``, ``B`` and
     ``C`` ``(batch, n, seq)``; returns ``(batch, d, seq)`` and the last state
@@ -76,6 +89,7 @@ def get_ssm_patches() -> list:
     for name in SCAN_MODULES:
         module = sys.modules.get(name)
         if module is not None and callable(getattr(module, "mamba_selective_scan", None)):
-            patches.append(Patch(module, "mamba_selective_scan", _closed_form_scan,
-                                 _closed_form_scan.__doc__))
+            patches.append(
+                Patch(module, "mamba_selective_scan", _closed_form_scan, _closed_form_scan.__doc__)
+            )
     return patches

@@ -50,8 +50,11 @@ def transformers_own_patch_names() -> list[str]:
     registry = getattr(utils, "_PATCHES", None)
     if not isinstance(registry, dict):
         return []
-    return [f"transformers:{entry[0]}.{entry[1]}" for entry in registry.get("dynamo", [])
-            if isinstance(entry, tuple) and len(entry) >= 2]
+    return [
+        f"transformers:{entry[0]}.{entry[1]}"
+        for entry in registry.get("dynamo", [])
+        if isinstance(entry, tuple) and len(entry) >= 2
+    ]
 
 
 def _broadcast_expansion_sdpa(original):
@@ -67,8 +70,12 @@ def _broadcast_expansion_sdpa(original):
 
     def expansion(mask_function):
         def expanded(batch, head, q, kv):
-            mask = mask_function(batch[:, None, None, None], head[None, :, None, None],
-                                 q[None, None, :, None], kv[None, None, None, :])
+            mask = mask_function(
+                batch[:, None, None, None],
+                head[None, :, None, None],
+                q[None, None, :, None],
+                kv[None, None, None, :],
+            )
             return mask.expand(batch.shape[0], head.shape[0], q.shape[0], kv.shape[0])
 
         return expanded
@@ -196,20 +203,36 @@ def get_transformers_patches() -> list[Patch]:
         return []
     patches: list[Patch] = []
     if hasattr(masking_utils, "_vmap_expansion_sdpa"):
-        patches.append(Patch(masking_utils, "_vmap_expansion_sdpa", _broadcast_expansion_sdpa,
-                             _broadcast_expansion_sdpa.__doc__))
+        patches.append(
+            Patch(
+                masking_utils,
+                "_vmap_expansion_sdpa",
+                _broadcast_expansion_sdpa,
+                _broadcast_expansion_sdpa.__doc__,
+            )
+        )
         if hasattr(masking_utils, "TransformGetItemToIndex"):
-            patches.append(Patch(masking_utils, "TransformGetItemToIndex", _no_getitem_to_index,
-                                 _no_getitem_to_index.__doc__))
+            patches.append(
+                Patch(
+                    masking_utils,
+                    "TransformGetItemToIndex",
+                    _no_getitem_to_index,
+                    _no_getitem_to_index.__doc__,
+                )
+            )
     moe = sys.modules.get("transformers.integrations.moe")
     interface = getattr(moe, "ExpertsInterface", None)
     mapping = getattr(interface, "_global_mapping", None)
     if isinstance(mapping, dict) and "grouped_mm" in mapping and "batched_mm" in mapping:
-        patches.append(Patch(interface, "_global_mapping", _experts_as_batched_mm,
-                             _experts_as_batched_mm.__doc__))
+        patches.append(
+            Patch(
+                interface, "_global_mapping", _experts_as_batched_mm, _experts_as_batched_mm.__doc__
+            )
+        )
     for cls in _dynamic_rope_classes():
-        patches.append(Patch(cls, "forward", _traceable_dynamic_rope,
-                             _traceable_dynamic_rope.__doc__))
+        patches.append(
+            Patch(cls, "forward", _traceable_dynamic_rope, _traceable_dynamic_rope.__doc__)
+        )
     from .patch_models import get_model_patches
     from .patch_recurrences import get_recurrence_patches
     from .patch_ssm import get_ssm_patches
@@ -221,6 +244,12 @@ def get_transformers_patches() -> list[Patch]:
     if layer is not None and not _has_own_patches():
         for name in ("update", "get_mask_sizes", "get_seq_length"):
             if name in vars(layer):
-                patches.append(Patch(layer, name, _sliding_layer_as_full_layer,
-                                     _sliding_layer_as_full_layer.__doc__))
+                patches.append(
+                    Patch(
+                        layer,
+                        name,
+                        _sliding_layer_as_full_layer,
+                        _sliding_layer_as_full_layer.__doc__,
+                    )
+                )
     return patches

@@ -54,8 +54,9 @@ def active_names() -> list[str]:
         return [name for layer in _LAYERS for name in layer.names]
 
 
-def _enter(key: tuple, names: Callable[[Any], list[str]],
-           context: contextlib.AbstractContextManager) -> _Layer:
+def _enter(
+    key: tuple, names: Callable[[Any], list[str]], context: contextlib.AbstractContextManager
+) -> _Layer:
     """Enters ``context`` as a new layer on top of the stack (the lock is held); a
     failure leaves nothing applied (the context undoes its partial work).
     ``names(value)`` lists what the context applied from what it yields."""
@@ -89,8 +90,12 @@ class SharedPatches:
     def __init__(self):
         self.held: list[_Layer] = []
 
-    def context(self, key: str, factory: Callable[[], contextlib.AbstractContextManager],
-                names: Callable[[Any], list[str]]) -> Any:
+    def context(
+        self,
+        key: str,
+        factory: Callable[[], contextlib.AbstractContextManager],
+        names: Callable[[Any], list[str]],
+    ) -> Any:
         """Takes a reference on the layer ``key`` (entering ``factory()`` if no user
         holds it); returns what the context yields; ``names(value)``: what it applied
         (:func:`active_patches <experimental_experiment.torch_interpreter.patches.active_patches>`
@@ -103,8 +108,9 @@ class SharedPatches:
             self.held.append(layer)
             return layer.value
 
-    def patches(self, source: str, get_patches: Callable[[], list[Patch]],
-                verbose: int = 0) -> None:
+    def patches(
+        self, source: str, get_patches: Callable[[], list[Patch]], verbose: int = 0
+    ) -> None:
         """Takes a reference on every layer of patches made for ``source``; the
         patches of ``get_patches()`` (called under the lock) that no layer holds yet
         (a model module imported since) are applied as a new layer."""

@@ -135,15 +135,24 @@ def document_parameters(func):
 @with_verbose_logging
 @document_parameters
 def export_program(
-        model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
-        args: tuple | None = None, kwargs: dict[str, Any] | None = None, *,
-        dynamic_shapes=None, input_names: list[str] | None = None,
-        output_names: list[str] | None = None, target_opset: int | dict | None = None,
-        options: OptimizationOptions | None = None, dispatcher: Dispatcher | None = None,
-        export_options: ExportOptions | None = None, optimize: bool = True,
-        large_model: bool = False, external_threshold: int = 1024,
-        filename: str | None = None, verbose: int = 0,
-        export_modules_as_functions: bool | set | None = None, report=None,
+    model: torch.nn.Module | torch.fx.GraphModule | torch.export.ExportedProgram,
+    args: tuple | None = None,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    dynamic_shapes=None,
+    input_names: list[str] | None = None,
+    output_names: list[str] | None = None,
+    target_opset: int | dict | None = None,
+    options: OptimizationOptions | None = None,
+    dispatcher: Dispatcher | None = None,
+    export_options: ExportOptions | None = None,
+    optimize: bool = True,
+    large_model: bool = False,
+    external_threshold: int = 1024,
+    filename: str | None = None,
+    verbose: int = 0,
+    export_modules_as_functions: bool | set | None = None,
+    report=None,
 ) -> ExportResult:
     """Exports a torch model to ONNX through torch.export.export.
 
@@ -177,14 +186,23 @@ def export_program(
         check_output_path(filename, what="filename")
     inputs = check_arguments(model, args, kwargs, export_options, options, dispatcher)
     check_target_opset(target_opset)
-    serialization = SerializationPlan(container=large_model, filename=filename,
-                                      threshold=external_threshold)
+    serialization = SerializationPlan(
+        container=large_model, filename=filename, threshold=external_threshold
+    )
     inputs = weight_free_inputs(model, inputs, serialization)
     builder = GraphBuilder(target_opset, verbose=verbose)
     clock = PhaseClock(report)
     prepared = prepare(
-        model, inputs, dynamic_shapes, export_options or ExportOptions(),
-        input_names, output_names, dispatcher, builder.main_opset, report=report)
+        model,
+        inputs,
+        dynamic_shapes,
+        export_options or ExportOptions(),
+        input_names,
+        output_names,
+        dispatcher,
+        builder.main_opset,
+        report=report,
+    )
     clock("capture")
     warn_constrained(report.dimensions)
     builder.metadata_props.update(ranges_metadata(report.dimensions))
@@ -216,8 +234,9 @@ def _interpreter(builder, prepared: PreparedProgram, dispatcher, modules) -> Int
     if modules:
         from ..convert.module_functions import ModuleTaggingInterpreter
 
-        return ModuleTaggingInterpreter(builder, gm, plan, registry=registry,
-                                        namer=namer, selected=modules)
+        return ModuleTaggingInterpreter(
+            builder, gm, plan, registry=registry, namer=namer, selected=modules
+        )
     return Interpreter(builder, gm, plan, registry=registry, namer=namer)
 
 

@@ -36,8 +36,11 @@ def _first_weight_without_data(model) -> torch.Tensor | None:
     return next((t for t in tensors if not has_data(t)), None)
 
 
-def weight_free_inputs(model, inputs: ExampleInputs, plan: SerializationPlan,
-                       ) -> ExampleInputs:
+def weight_free_inputs(
+    model,
+    inputs: ExampleInputs,
+    plan: SerializationPlan,
+) -> ExampleInputs:
     """Moves the inputs to the device (or the fake mode) of weights without data and
     records it in ``plan.weight_free``. Raises when such a model would be returned as
     a ModelProto (it has no data to put in it)."""
@@ -49,18 +52,23 @@ def weight_free_inputs(model, inputs: ExampleInputs, plan: SerializationPlan,
             f"the model's weights have no data (device {weight.device}, "
             f"{type(weight).__name__}): export it with large_model=True (a container "
             "to save) or filename=... (saved with external data), then fill the weights "
-            "with experimental_experiment.large.fill_weights")
+            "with experimental_experiment.large.fill_weights"
+        )
     _warn_non_persistent(model)
     from torch._subclasses.fake_tensor import FakeTensor
 
     if isinstance(weight, FakeTensor):
+
         def move(t):
             return t if isinstance(t, FakeTensor) else weight.fake_mode.from_tensor(t)
     else:
+
         def move(t):
             return t.to(weight.device)
-    args, kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, move,
-                                                     (inputs.args, inputs.kwargs))
+
+    args, kwargs = torch.utils._pytree.tree_map_only(
+        torch.Tensor, move, (inputs.args, inputs.kwargs)
+    )
     logger.info("weights without data: inputs moved to %s", weight.device)
     plan.weight_free = True
     return ExampleInputs(args, kwargs)
@@ -77,7 +85,10 @@ def _warn_non_persistent(model) -> None:
             f"non-persistent buffers {missing[:5]} have no data and are in no checkpoint: "
             "fill_weights will leave them unfilled. Create them with data (build the "
             "module on the cpu device, or rebuild these buffers) before the export, or "
-            "fill them from a file of your own.", UnfilledWeightsWarning, stacklevel=3)
+            "fill them from a file of your own.",
+            UnfilledWeightsWarning,
+            stacklevel=3,
+        )
 
 
 def pin_weights(builder: GraphBuilder, plan: SerializationPlan) -> bool:
@@ -99,15 +110,18 @@ def _aliases(model) -> dict[str, list[str]]:
     if not isinstance(model, torch.nn.Module):
         return {}
     groups: dict[int, list[str]] = {}
-    named = [*model.named_parameters(remove_duplicate=False),
-             *model.named_buffers(remove_duplicate=False)]
+    named = [
+        *model.named_parameters(remove_duplicate=False),
+        *model.named_buffers(remove_duplicate=False),
+    ]
     for name, t in named:
         groups.setdefault(id(t), []).append(name)
     return {n: [n, *(m for m in g if m != n)] for g in groups.values() if len(g) > 1 for n in g}
 
 
-def make_container(builder: GraphBuilder, threshold: int, filename: str | None,
-                   model=None) -> ModelContainer:
+def make_container(
+    builder: GraphBuilder, threshold: int, filename: str | None, model=None
+) -> ModelContainer:
     """The container of the builder, saved to ``filename`` if given; the sources of
     tied weights list every name they have in ``model``."""
     container = builder_to_container(builder, threshold)
@@ -125,5 +139,10 @@ def write_tensor(tensor: torch.Tensor, f) -> None:
     TorchTensorRef(tensor).write_to(f)
 
 
-__all__ = ["make_container", "onnx_dtype_to_torch", "pin_weights", "weight_free_inputs",
-           "write_tensor"]
+__all__ = [
+    "make_container",
+    "onnx_dtype_to_torch",
+    "pin_weights",
+    "weight_free_inputs",
+    "write_tensor",
+]

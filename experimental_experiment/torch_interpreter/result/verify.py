@@ -66,10 +66,14 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return not self.static_but_declared_dynamic and all(
-            t.passed or t.outside or t.error and t.error.startswith("eager")
-            for t in self.trials
-        ) and any(t.passed for t in self.trials)
+        return (
+            not self.static_but_declared_dynamic
+            and all(
+                t.passed or t.outside or t.error and t.error.startswith("eager")
+                for t in self.trials
+            )
+            and any(t.passed for t in self.trials)
+        )
 
     def __str__(self) -> str:
         lines = [f"verify_dynamic_shapes: {'OK' if self.ok else 'FAILED'}"]
@@ -82,16 +86,23 @@ class VerifyReport:
             if t.error:
                 lines.append(f"           {t.error}")
             if t.outside:
-                lines.append(f"           outside the valid range the export reported: "
-                             f"{t.outside}")
+                lines.append(f"           outside the valid range the export reported: {t.outside}")
         if self.baked_in:
             lines.append(f"  dims which seem baked in: {', '.join(self.baked_in)}")
         return "\n".join(lines)
 
 
-def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict | None = None,
-                          *, dynamic_shapes, sizes: list[dict[str, int]] | None = None,
-                          atol: float = 1e-4, rtol: float = 1e-3) -> VerifyReport:
+def verify_dynamic_shapes(
+    model,
+    onx: onnx.ModelProto,
+    args: tuple,
+    kwargs: dict | None = None,
+    *,
+    dynamic_shapes,
+    sizes: list[dict[str, int]] | None = None,
+    atol: float = 1e-4,
+    rtol: float = 1e-3,
+) -> VerifyReport:
     """Runs ``onx`` (onnxruntime) and ``model`` (eager) on inputs whose dynamic dimensions
     change, and compares them.
 
@@ -135,21 +146,29 @@ def verify_dynamic_shapes(model, onx: onnx.ModelProto, args: tuple, kwargs: dict
         )
     base, static = _base_sizes(tensors, inputs, report)
     _check_outputs(onx, report)
-    trials = [(f"sizes[{i}]", s) for i, s in enumerate(sizes)] if sizes else [
-        ("+1", {k: v + 1 for k, v in base.items()}),
-        ("+3", {k: v + 3 for k, v in base.items()}),
-        ("x2", {k: v * 2 for k, v in base.items()}),
-    ]
+    trials = (
+        [(f"sizes[{i}]", s) for i, s in enumerate(sizes)]
+        if sizes
+        else [
+            ("+1", {k: v + 1 for k, v in base.items()}),
+            ("+3", {k: v + 3 for k, v in base.items()}),
+            ("x2", {k: v * 2 for k, v in base.items()}),
+        ]
+    )
     ranges = valid_ranges(onx)
     if not sizes:
         trials += _boundary_trials(ranges, base)
     for name, dims in trials:
-        trial = _run_trial(model, onx, args, kwargs, tensors, inputs, name,
-                           {**base, **dims}, static, atol, rtol)
+        trial = _run_trial(
+            model, onx, args, kwargs, tensors, inputs, name, {**base, **dims}, static, atol, rtol
+        )
         trial.outside = _outside(ranges, trial.dims)
         report.trials.append(trial)
-    failed = [t for t in report.trials if not t.passed and not t.outside
-              and "eager" != (t.error or "")[:5]]
+    failed = [
+        t
+        for t in report.trials
+        if not t.passed and not t.outside and "eager" != (t.error or "")[:5]
+    ]
     report.baked_in = sorted({k for t in failed for k, v in t.dims.items() if base.get(k) != v})
     return report
 
@@ -174,8 +193,11 @@ def valid_ranges(onx: onnx.ModelProto) -> dict[str, tuple[int | None, int | None
         dims = vi.type.tensor_type.shape.dim
         axis = int(m.group(2))
         if axis < len(dims) and dims[axis].dim_param:
-            ranges[dims[axis].dim_param] = (entry.get("min"), entry.get("max"),
-                                            entry.get("step") or 1)
+            ranges[dims[axis].dim_param] = (
+                entry.get("min"),
+                entry.get("max"),
+                entry.get("step") or 1,
+            )
     return ranges
 
 
@@ -185,22 +207,29 @@ def _boundary_trials(ranges: dict, base: dict) -> list[tuple[str, dict[str, int]
     for name, (low, high, _step) in sorted(ranges.items()):
         if name not in base:
             continue
-        for label, size in ((f"{name}=min", low), (f"{name}=min-1", None if low is None
-                            else low - 1), (f"{name}=max", high),
-                            (f"{name}=max+1", None if high is None else high + 1)):
+        for label, size in (
+            (f"{name}=min", low),
+            (f"{name}=min-1", None if low is None else low - 1),
+            (f"{name}=max", high),
+            (f"{name}=max+1", None if high is None else high + 1),
+        ):
             if size is not None and size >= 2 and size != base[name]:
                 trials.append((label, {name: size}))
     return trials
 
 
 def _outside(ranges: dict, dims: dict[str, int]) -> str | None:
-    out = [f"{k}={v} not in [{low if low is not None else 0}, "
-           f"{high if high is not None else 'inf'}]"
-           + (f" with {k} % {step} == {low % step}" if step > 1 else "")
-           for k, v in dims.items() if k in ranges
-           for low, high, step in [ranges[k]]
-           if (low is not None and v < low) or (high is not None and v > high)
-           or (step > 1 and low is not None and (v - low) % step)]
+    out = [
+        f"{k}={v} not in [{low if low is not None else 0}, "
+        f"{high if high is not None else 'inf'}]"
+        + (f" with {k} % {step} == {low % step}" if step > 1 else "")
+        for k, v in dims.items()
+        if k in ranges
+        for low, high, step in [ranges[k]]
+        if (low is not None and v < low)
+        or (high is not None and v > high)
+        or (step > 1 and low is not None and (v - low) % step)
+    ]
     return ", ".join(out) or None
 
 
@@ -214,7 +243,8 @@ def _base_sizes(tensors, inputs, report) -> tuple[dict[str, int], dict]:
         for axis, spec in axes.items():
             if axis < len(dims) and not dims[axis].dim_param:
                 report.static_but_declared_dynamic.append(
-                    f"input {vi.name!r} axis {axis} (fixed to {dims[axis].dim_value})")
+                    f"input {vi.name!r} axis {axis} (fixed to {dims[axis].dim_value})"
+                )
                 key = _spec_name(spec) or f"{vi.name}[{axis}]"
                 static[i, axis] = key
                 base.setdefault(key, int(leaf.shape[axis]))
@@ -226,8 +256,7 @@ def _base_sizes(tensors, inputs, report) -> tuple[dict[str, int], dict]:
 
 def _check_outputs(onx, report):
     """Outputs with only static dims while some input is dynamic are suspicious."""
-    dynamic_inputs = any(d.dim_param for i in onx.graph.input
-                         for d in i.type.tensor_type.shape.dim)
+    dynamic_inputs = any(d.dim_param for i in onx.graph.input for d in i.type.tensor_type.shape.dim)
     if not dynamic_inputs:
         return
     for o in onx.graph.output:
@@ -235,7 +264,8 @@ def _check_outputs(onx, report):
         if len(dims) > 1 and all(d.HasField("dim_value") for d in dims):
             report.static_but_declared_dynamic.append(
                 f"output {o.name!r} has a static shape {[d.dim_value for d in dims]} "
-                "while some inputs are dynamic (check it does not depend on them)")
+                "while some inputs are dynamic (check it does not depend on them)"
+            )
 
 
 def _spec_name(spec) -> str | None:
@@ -264,8 +294,17 @@ def _eval_dim(expr: str, dims: dict[str, int]) -> int | None:
     if not re.fullmatch(r"[\w\s+\-*/()%,]+", expr):
         return None
     try:
-        value = eval(expr, {"__builtins__": {}, "Max": max, "Min": min,  # noqa: S307
-                            "floor": math.floor, "ceiling": math.ceil}, dict(dims))
+        value = eval(
+            expr,
+            {
+                "__builtins__": {},
+                "Max": max,
+                "Min": min,  # noqa: S307
+                "floor": math.floor,
+                "ceiling": math.ceil,
+            },
+            dict(dims),
+        )
     except Exception:
         return None
     return int(value)
@@ -282,8 +321,7 @@ def _like(leaf: torch.Tensor, shape: tuple, gen: torch.Generator) -> torch.Tenso
     return torch.randint(lo, hi + 1, shape, generator=gen).to(leaf.dtype)
 
 
-def _run_trial(model, onx, args, kwargs, tensors, inputs, name, dims, static, atol,
-               rtol) -> Trial:
+def _run_trial(model, onx, args, kwargs, tensors, inputs, name, dims, static, atol, rtol) -> Trial:
     gen = torch.Generator().manual_seed(len(name))
     new = {}
     for i, ((path, leaf, _), vi) in enumerate(zip(tensors, inputs)):
@@ -296,8 +334,10 @@ def _run_trial(model, onx, args, kwargs, tensors, inputs, name, dims, static, at
         with torch.no_grad():
             expected = flatten_tensors(copy.deepcopy(model)(*new_args, **new_kwargs))
     except Exception as e:
-        trial.error = f"eager failed (sizes not valid for the model): {type(e).__name__}: " \
-                      f"{str(e).splitlines()[0] if str(e) else ''}"
+        trial.error = (
+            f"eager failed (sizes not valid for the model): {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}"
+        )
         return trial
     try:
         got = run_onnx(onx, list(new.values()))

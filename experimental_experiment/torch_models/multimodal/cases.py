@@ -57,7 +57,8 @@ def _model_class(model_type: str):
     names = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
     if model_type not in names:
         raise MultimodalPartsError(
-            f"model type {model_type!r} is not an image-text-to-text model of transformers")
+            f"model type {model_type!r} is not an image-text-to-text model of transformers"
+        )
     return getattr(transformers, names[model_type])
 
 
@@ -124,8 +125,12 @@ def _fix_mrope_section(text) -> None:
     """The sections of the 3D rotary embedding (temporal, height, width) of the shrunk
     head dimension: the default ones add up to the half of the original head dimension."""
     rope = getattr(text, "rope_parameters", None)
-    if not isinstance(rope, dict) or "mrope" not in text.model_type + rope.get(
-            "rope_type", "") and "mrope_section" not in rope and "vl" not in text.model_type:
+    if (
+        not isinstance(rope, dict)
+        or "mrope" not in text.model_type + rope.get("rope_type", "")
+        and "mrope_section" not in rope
+        and "vl" not in text.model_type
+    ):
         return
     # the rotary embedding of the Qwen-VL family defaults to [16, 24, 24]
     section = rope.get("mrope_section", [16, 24, 24])
@@ -147,12 +152,14 @@ def sharpen_logits(model, factor: float = 100.0):
             head.weight = torch.nn.Parameter(head.weight.detach().clone() * factor)
     return model
 
+
 def _vision_config(config):
     return getattr(config, "vision_config", None) or config
 
 
-def make_vision_inputs(model, image_size: tuple[int, int] | None = None, seed: int = 0
-                       ) -> tuple[dict, dict]:
+def make_vision_inputs(
+    model, image_size: tuple[int, int] | None = None, seed: int = 0
+) -> tuple[dict, dict]:
     """Random pixels for one image, ``(vision_inputs, constants)``.
 
     A vision tower taking a grid of patches (``image_grid_thw``, Qwen-VL) gets an image
@@ -173,7 +180,8 @@ def make_vision_inputs(model, image_size: tuple[int, int] | None = None, seed: i
         if gh % merge or gw % merge:
             raise MultimodalPartsError(
                 f"image size {image_size} is not a multiple of patch size {patch} x "
-                f"merge size {merge}")
+                f"merge size {merge}"
+            )
         pixels = torch.randn(gh * gw, channels * temporal * patch * patch, generator=gen)
         grid = torch.tensor([[1, gh, gw]], dtype=torch.int64)
         return {"pixel_values": pixels}, {"image_grid_thw": grid}
@@ -186,8 +194,9 @@ def make_vision_inputs(model, image_size: tuple[int, int] | None = None, seed: i
         inputs["pixel_values"] = pixels.unsqueeze(0)
         constants["pixel_attention_mask"] = torch.ones((1, 1, size, size), dtype=torch.bool)
     if "image_sizes" in params and (  # only where required: llava splits on it
-            inspect.signature(image_features_function(model)).parameters[
-                "image_sizes"].default is inspect.Parameter.empty):
+        inspect.signature(image_features_function(model)).parameters["image_sizes"].default
+        is inspect.Parameter.empty
+    ):
         constants["image_sizes"] = torch.tensor([[size, size]], dtype=torch.int64)
     return inputs, constants
 
@@ -197,9 +206,13 @@ def _text_ids(vocab: int, n: int, avoid: set[int], gen) -> list[int]:
     return [i if i not in avoid else 1 for i in ids]
 
 
-def build_multimodal(model_type: str, image_size: tuple[int, int] | None = None,
-                     prompt: tuple[int, int] = (3, 4), seed: int = 0, model=None
-                     ) -> MultimodalCase:
+def build_multimodal(
+    model_type: str,
+    image_size: tuple[int, int] | None = None,
+    prompt: tuple[int, int] = (3, 4),
+    seed: int = 0,
+    model=None,
+) -> MultimodalCase:
     """A tiny model of ``model_type``, one random image, a prompt of ``prompt[0]`` text
     tokens, the image tokens (as many as the vision part returns features) and
     ``prompt[1]`` text tokens.
@@ -219,18 +232,31 @@ def build_multimodal(model_type: str, image_size: tuple[int, int] | None = None,
     token = image_token_id(model)
     vocab = model.config.get_text_config(decoder=True).vocab_size
     gen = torch.Generator().manual_seed(seed + 2)
-    avoid = {token} | {v for k, v in model.config.to_dict().items()
-                       if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)}
-    ids = (_text_ids(vocab, prompt[0], avoid, gen) + [token] * features.shape[0]
-           + _text_ids(vocab, prompt[1], avoid, gen))
+    avoid = {token} | {
+        v
+        for k, v in model.config.to_dict().items()
+        if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)
+    }
+    ids = (
+        _text_ids(vocab, prompt[0], avoid, gen)
+        + [token] * features.shape[0]
+        + _text_ids(vocab, prompt[1], avoid, gen)
+    )
     input_ids = torch.tensor([ids], dtype=torch.int64)
     mrope = hasattr(getattr(model, "model", model), "get_rope_index")
     generate_kwargs = dict(constants)
     if mrope:
         generate_kwargs["mm_token_type_ids"] = (input_ids == token).to(torch.int32)
-    return MultimodalCase(model_type, model, vision_inputs, constants, input_ids,
-                          generate_kwargs, mrope)
+    return MultimodalCase(
+        model_type, model, vision_inputs, constants, input_ids, generate_kwargs, mrope
+    )
 
 
-__all__ = ["MultimodalCase", "build_model", "build_multimodal",
-           "list_types", "make_vision_inputs", "sharpen_logits"]
+__all__ = [
+    "MultimodalCase",
+    "build_model",
+    "build_multimodal",
+    "list_types",
+    "make_vision_inputs",
+    "sharpen_logits",
+]

@@ -51,8 +51,9 @@ def export_part(module, args: tuple, dynamic_shapes=None, kwargs: dict | None = 
         return to_onnx(module, args, kwargs, dynamic_shapes=dynamic_shapes)
 
 
-def decoder_example(model, mrope: bool, batch: int = 2, seq: int = 3, past: int = 5,
-                    seed: int = 0) -> tuple[tuple, dict]:
+def decoder_example(
+    model, mrope: bool, batch: int = 2, seq: int = 3, past: int = 5, seed: int = 0
+) -> tuple[tuple, dict]:
     """Random inputs of ``Decoder`` (``inputs_embeds``, ``attention_mask``,
     ``position_ids`` (3, batch, seq) when ``mrope``, the cache) and their dynamic shapes.
     """
@@ -69,15 +70,18 @@ def decoder_example(model, mrope: bool, batch: int = 2, seq: int = 3, past: int 
         pos_ds = {1: "batch", 2: "seq"}
     cache = make_dynamic_cache(model.config, batch, past, generator=gen)
     n_layers = len(cache.layers)
-    ds = {"inputs_embeds": {0: "batch", 1: "seq"},
-          "attention_mask": {0: "batch", 1: "total"},
-          "position_ids": pos_ds,
-          "past_key_values": cache_dynamic_shapes(n_layers)}
+    ds = {
+        "inputs_embeds": {0: "batch", 1: "seq"},
+        "attention_mask": {0: "batch", 1: "total"},
+        "position_ids": pos_ds,
+        "past_key_values": cache_dynamic_shapes(n_layers),
+    }
     return (embeds, mask, positions.contiguous(), cache), ds
 
 
-def export_parts(case: MultimodalCase, parts: tuple[str, ...] = ("vision", "merge", "decoder")
-                 ) -> ExportedParts:
+def export_parts(
+    case: MultimodalCase, parts: tuple[str, ...] = ("vision", "merge", "decoder")
+) -> ExportedParts:
     """Exports the parts of ``case``; raises the first export error.
 
     :param case: the model and its example image (``build_multimodal``)
@@ -95,13 +99,15 @@ def export_parts(case: MultimodalCase, parts: tuple[str, ...] = ("vision", "merg
             with torch.no_grad():
                 features = vision(*case.vision_inputs.values())
             ids = case.input_ids.expand(2, -1).contiguous()
-            onx = export_part(EmbeddingMerge(model), (ids, features),
-                              dynamic_shapes=({0: "batch", 1: "seq"}, {0: "n_image_tokens"}))
+            onx = export_part(
+                EmbeddingMerge(model),
+                (ids, features),
+                dynamic_shapes=({0: "batch", 1: "seq"}, {0: "n_image_tokens"}),
+            )
         elif name == "decoder":
             args, ds = decoder_example(model, case.mrope, **DECODER_EXAMPLE)
             names = list(ds)
-            onx = export_part(Decoder(model), (), dynamic_shapes=ds,
-                              kwargs=dict(zip(names, args)))
+            onx = export_part(Decoder(model), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
         else:
             raise ValueError(f"unknown part {name!r}")
         result.models[name] = onx
@@ -109,5 +115,4 @@ def export_parts(case: MultimodalCase, parts: tuple[str, ...] = ("vision", "merg
     return result
 
 
-__all__ = ["DECODER_EXAMPLE", "ExportedParts", "decoder_example", "export_part",
-           "export_parts"]
+__all__ = ["DECODER_EXAMPLE", "ExportedParts", "decoder_example", "export_part", "export_parts"]

@@ -46,7 +46,8 @@ def image_token_id(model) -> int:
             return value
     raise MultimodalPartsError(
         f"{type(model).__name__}: no image token id in its configuration "
-        f"(looked for {list(IMAGE_TOKEN_ATTRIBUTES)})")
+        f"(looked for {list(IMAGE_TOKEN_ATTRIBUTES)})"
+    )
 
 
 def image_features_function(model):
@@ -109,10 +110,12 @@ def precomputed_vision_kwargs(model, grid) -> dict:
     if "get_vision_attention_seqlens(" in source or "get_vision_cu_seqlens(" in source:
         kwargs["cu_seqlens"] = vision_utils.get_vision_cu_seqlens(grid)
     if "get_vision_window_index(" in source:
-        kwargs["window_index"], kwargs["cu_window_seqlens"] = (
-            vision_utils.get_vision_window_index(
-                grid, spatial_merge_size=merge, window_size=tower.window_size,
-                patch_size=tower.patch_size))
+        kwargs["window_index"], kwargs["cu_window_seqlens"] = vision_utils.get_vision_window_index(
+            grid,
+            spatial_merge_size=merge,
+            window_size=tower.window_size,
+            patch_size=tower.patch_size,
+        )
     return kwargs
 
 
@@ -136,10 +139,11 @@ class VisionEncoder(torch.nn.Module):
 
     def forward(self, pixel_values, *args):
         fct = image_features_function(self.model)
-        names = [n for n in inspect.signature(fct).parameters if n not in (
-            "pixel_values", "kwargs")]
+        names = [
+            n for n in inspect.signature(fct).parameters if n not in ("pixel_values", "kwargs")
+        ]
         kwargs = dict(self.constants)
-        kwargs.update(dict(zip(names[:len(args)], args)) if args else {})
+        kwargs.update(dict(zip(names[: len(args)], args)) if args else {})
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         kwargs.update(self.precomputed)  # popped by the tower: a new dict every call
         return features_tensor(fct(pixel_values=pixel_values, **kwargs))
@@ -184,17 +188,29 @@ class Decoder(torch.nn.Module):
         if missing:
             raise MultimodalPartsError(
                 f"{type(model).__name__}.forward takes no {sorted(missing)}: the decoder "
-                f"cannot be called with embeddings and a cache")
+                f"cannot be called with embeddings and a cache"
+            )
         self.model = model
 
     def forward(self, inputs_embeds, attention_mask, position_ids, past_key_values):
         from ..causal_lm import output_cache
 
-        out = self.model(inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                         position_ids=position_ids, past_key_values=past_key_values,
-                         use_cache=True)
+        out = self.model(
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            use_cache=True,
+        )
         return out.logits, output_cache(out)
 
 
-__all__ = ["Decoder", "EmbeddingMerge", "VisionEncoder", "features_tensor",
-           "image_features_function", "image_token_id", "precomputed_vision_kwargs"]
+__all__ = [
+    "Decoder",
+    "EmbeddingMerge",
+    "VisionEncoder",
+    "features_tensor",
+    "image_features_function",
+    "image_token_id",
+    "precomputed_vision_kwargs",
+]

@@ -28,12 +28,12 @@ def session(onx):
     """An onnxruntime CPU session of a ModelProto."""
     import onnxruntime
 
-    return onnxruntime.InferenceSession(onx.SerializeToString(),
-                                        providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
-def mrope_positions(input_ids: np.ndarray, token: int, grids: list[tuple[int, ...]],
-                    merge: int) -> tuple[np.ndarray, np.ndarray]:
+def mrope_positions(
+    input_ids: np.ndarray, token: int, grids: list[tuple[int, ...]], merge: int
+) -> tuple[np.ndarray, np.ndarray]:
     """3D position ids (temporal, height, width) of a prompt, the rule of the Qwen-VL
     family for images: text tokens count up on the three axes, the tokens of an image
     take the coordinates of their patch (after merging ``merge`` x ``merge`` patches)
@@ -62,7 +62,7 @@ def mrope_positions(input_ids: np.ndarray, token: int, grids: list[tuple[int, ..
             h, w = h // merge, w // merge
             tt, hh, ww = np.meshgrid(np.arange(t), np.arange(h), np.arange(w), indexing="ij")
             n = t * h * w
-            positions[:, b, i:i + n] = np.stack([tt.ravel(), hh.ravel(), ww.ravel()]) + cur
+            positions[:, b, i : i + n] = np.stack([tt.ravel(), hh.ravel(), ww.ravel()]) + cur
             i, cur = i + n, cur + max(h, w)
         deltas[b] = positions[:, b].max() + 1 - length
     return positions, deltas
@@ -78,10 +78,10 @@ class _Positions:
             vc = case.model.config.vision_config
             grids = [tuple(int(x) for x in g) for g in case.constants["image_grid_thw"]]
             self.prefill, self.delta = mrope_positions(
-                ids, image_token_id(case.model), grids, vc.spatial_merge_size)
+                ids, image_token_id(case.model), grids, vc.spatial_merge_size
+            )
         else:
-            self.prefill = np.arange(ids.shape[1], dtype=np.int64)[None, :].repeat(
-                ids.shape[0], 0)
+            self.prefill = np.arange(ids.shape[1], dtype=np.int64)[None, :].repeat(ids.shape[0], 0)
             self.delta = np.zeros((ids.shape[0],), dtype=np.int64)
 
     def step(self, past: int) -> np.ndarray:
@@ -89,8 +89,9 @@ class _Positions:
         return np.stack([pos] * 3) if self.mrope else pos
 
 
-def onnx_generate(case: MultimodalCase, parts: ExportedParts, steps: int = 8
-                  ) -> tuple[np.ndarray, list[np.ndarray]]:
+def onnx_generate(
+    case: MultimodalCase, parts: ExportedParts, steps: int = 8
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """Greedy generation with the ONNX parts: vision, merge, then the decoder ``steps``
     times. Returns ``(tokens (batch, steps), logits of the last position per step)``."""
     from ..onnx_outputs import user_outputs
@@ -110,8 +111,12 @@ def onnx_generate(case: MultimodalCase, parts: ExportedParts, steps: int = 8
     pos, past, tokens, logits = positions.prefill, 0, [], []
     for _ in range(steps):
         seq = embeds.shape[1]
-        feeds = {names[0]: embeds, names[1]: np.ones((batch, past + seq), dtype=np.int64),
-                 names[2]: pos, **cache}
+        feeds = {
+            names[0]: embeds,
+            names[1]: np.ones((batch, past + seq), dtype=np.int64),
+            names[2]: pos,
+            **cache,
+        }
         outputs: list[Any] = user_outputs(decoder, list(decoder.run(None, feeds)))
         last = outputs[0][:, -1, :]
         logits.append(last)
@@ -129,11 +134,18 @@ def eager_generate(case: MultimodalCase, steps: int = 8) -> tuple[np.ndarray, li
     ids = case.input_ids
     with torch.no_grad():
         out = case.model.generate(
-            ids, attention_mask=torch.ones_like(ids), **case.vision_inputs,
-            **case.generate_kwargs, do_sample=False, max_new_tokens=steps,
-            min_new_tokens=steps, output_logits=True, return_dict_in_generate=True,
-            pad_token_id=0)
-    return out.sequences[:, ids.shape[1]:].numpy(), [t.numpy() for t in out.logits]
+            ids,
+            attention_mask=torch.ones_like(ids),
+            **case.vision_inputs,
+            **case.generate_kwargs,
+            do_sample=False,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    return out.sequences[:, ids.shape[1] :].numpy(), [t.numpy() for t in out.logits]
 
 
 def margin(logits: list[np.ndarray]) -> float:
@@ -143,8 +155,7 @@ def margin(logits: list[np.ndarray]) -> float:
     return min(gaps) if gaps else 0.0
 
 
-def check_generation(case: MultimodalCase, parts: ExportedParts, steps: int = 8
-                     ) -> dict[str, Any]:
+def check_generation(case: MultimodalCase, parts: ExportedParts, steps: int = 8) -> dict[str, Any]:
     """Generates ``steps`` tokens with the chained ONNX parts and with eager
     ``generate``.
 
@@ -164,11 +175,23 @@ def check_generation(case: MultimodalCase, parts: ExportedParts, steps: int = 8
     onnx_tokens, onnx_logits = onnx_generate(case, parts, steps)
     equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
     diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
-    return dict(equal_tokens=equal, same=equal == steps, max_abs_diff=max(diffs),
-                margin=margin(eager_logits), eager_tokens=eager_tokens.tolist(),
-                onnx_tokens=onnx_tokens.tolist(), eager_logits=eager_logits,
-                onnx_logits=onnx_logits)
+    return dict(
+        equal_tokens=equal,
+        same=equal == steps,
+        max_abs_diff=max(diffs),
+        margin=margin(eager_logits),
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+        eager_logits=eager_logits,
+        onnx_logits=onnx_logits,
+    )
 
 
-__all__ = ["check_generation", "eager_generate", "margin", "mrope_positions",
-           "onnx_generate", "session"]
+__all__ = [
+    "check_generation",
+    "eager_generate",
+    "margin",
+    "mrope_positions",
+    "onnx_generate",
+    "session",
+]

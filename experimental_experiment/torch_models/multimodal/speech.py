@@ -61,9 +61,12 @@ class SpeechDecoder(torch.nn.Module):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
         cache = EncoderDecoderCache(past_key_values, DynamicCache())
-        out = self.model(encoder_outputs=(encoder_hidden_states,),
-                         decoder_input_ids=decoder_input_ids, past_key_values=cache,
-                         use_cache=True)
+        out = self.model(
+            encoder_outputs=(encoder_hidden_states,),
+            decoder_input_ids=decoder_input_ids,
+            past_key_values=cache,
+            use_cache=True,
+        )
         return out.logits, out.past_key_values.self_attention_cache
 
 
@@ -88,8 +91,9 @@ def build_speech_model(model_type: str = "whisper", seed: int = 0):
     return model
 
 
-def build_speech(model_type: str = "whisper", prompt: int = 1, batch: int = 1,
-                 seed: int = 0, model=None) -> SpeechCase:
+def build_speech(
+    model_type: str = "whisper", prompt: int = 1, batch: int = 1, seed: int = 0, model=None
+) -> SpeechCase:
     """The tiny model (``build_speech_model``, or ``model``), random features of the
     length the encoder expects, a decoder prompt of the start token followed by
     ``prompt - 1`` random tokens."""
@@ -111,21 +115,26 @@ def export_speech_parts(case: SpeechCase) -> ExportedParts:
     model, result = case.model, ExportedParts()
     begin = time.perf_counter()
     features = case.input_features.expand(2, -1, -1).contiguous()
-    result.models["encoder"] = export_part(AudioEncoder(model), (features,),
-                                           dynamic_shapes=({0: "batch"},))
+    result.models["encoder"] = export_part(
+        AudioEncoder(model), (features,), dynamic_shapes=({0: "batch"},)
+    )
     result.times["encoder"] = time.perf_counter() - begin
     begin = time.perf_counter()
     gen = torch.Generator().manual_seed(0)
-    states = torch.randn(2, model.config.max_source_positions, model.config.d_model,
-                         generator=gen)
+    states = torch.randn(2, model.config.max_source_positions, model.config.d_model, generator=gen)
     ids = torch.randint(0, model.config.vocab_size, (2, 3), generator=gen)
     cache = make_dynamic_cache(model.config, 2, 5, generator=gen)
-    ds = {"decoder_input_ids": {0: "batch", 1: "seq"},
-          "encoder_hidden_states": {0: "batch"},
-          "past_key_values": cache_dynamic_shapes(len(cache.layers))}
+    ds = {
+        "decoder_input_ids": {0: "batch", 1: "seq"},
+        "encoder_hidden_states": {0: "batch"},
+        "past_key_values": cache_dynamic_shapes(len(cache.layers)),
+    }
     result.models["decoder"] = export_part(
-        SpeechDecoder(model), (), dynamic_shapes=ds,
-        kwargs=dict(decoder_input_ids=ids, encoder_hidden_states=states, past_key_values=cache))
+        SpeechDecoder(model),
+        (),
+        dynamic_shapes=ds,
+        kwargs=dict(decoder_input_ids=ids, encoder_hidden_states=states, past_key_values=cache),
+    )
     result.times["decoder"] = time.perf_counter() - begin
     return result
 
@@ -141,12 +150,15 @@ def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8)
     names = [i.name for i in decoder.get_inputs()]
     ids = case.decoder_input_ids.numpy()
     batch = ids.shape[0]
-    cache = {i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
-             for i in decoder.get_inputs()[2:]}
+    cache = {
+        i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+        for i in decoder.get_inputs()[2:]
+    }
     tokens, logits = [], []
     for _ in range(steps):
-        outputs: list[Any] = user_outputs(decoder, list(decoder.run(
-            None, {names[0]: ids, names[1]: states, **cache})))
+        outputs: list[Any] = user_outputs(
+            decoder, list(decoder.run(None, {names[0]: ids, names[1]: states, **cache}))
+        )
         last = outputs[0][:, -1, :]
         logits.append(last)
         ids = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
@@ -155,29 +167,50 @@ def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8)
     return np.concatenate(tokens, axis=1), logits
 
 
-def check_speech_generation(case: SpeechCase, parts: ExportedParts, steps: int = 8
-                            ) -> dict[str, Any]:
+def check_speech_generation(
+    case: SpeechCase, parts: ExportedParts, steps: int = 8
+) -> dict[str, Any]:
     """Greedy tokens of the chained ONNX parts against eager ``model.generate``; the
     same report as ``check_generation``."""
     from .run import margin
 
     with torch.no_grad():
         out = case.model.generate(
-            case.input_features, decoder_input_ids=case.decoder_input_ids, do_sample=False,
-            max_new_tokens=steps, min_new_tokens=steps, output_logits=True,
-            return_dict_in_generate=True, pad_token_id=0)
+            case.input_features,
+            decoder_input_ids=case.decoder_input_ids,
+            do_sample=False,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
     prompt = case.decoder_input_ids.shape[1]
     eager_tokens = out.sequences[:, prompt:].numpy()
     eager_logits = [t.numpy() for t in out.logits]
     onnx_tokens, onnx_logits = onnx_speech_generate(case, parts, steps)
     equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
     diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
-    return dict(equal_tokens=equal, same=equal == steps, max_abs_diff=max(diffs),
-                margin=margin(eager_logits), eager_tokens=eager_tokens.tolist(),
-                onnx_tokens=onnx_tokens.tolist(), eager_logits=eager_logits,
-                onnx_logits=onnx_logits)
+    return dict(
+        equal_tokens=equal,
+        same=equal == steps,
+        max_abs_diff=max(diffs),
+        margin=margin(eager_logits),
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+        eager_logits=eager_logits,
+        onnx_logits=onnx_logits,
+    )
 
 
-__all__ = ["AudioEncoder", "SPEECH_TYPES", "SpeechCase", "SpeechDecoder", "build_speech",
-           "build_speech_model", "check_speech_generation", "export_speech_parts",
-           "onnx_speech_generate"]
+__all__ = [
+    "AudioEncoder",
+    "SPEECH_TYPES",
+    "SpeechCase",
+    "SpeechDecoder",
+    "build_speech",
+    "build_speech_model",
+    "check_speech_generation",
+    "export_speech_parts",
+    "onnx_speech_generate",
+]

@@ -26,5 +26,13 @@ from .model import load, save
 from .passes import FixedPointPasses, IRResult, PatternPass, default_passes
 from .rewrite import IRMatch, IRPattern
 
-__all__ = ["FixedPointPasses", "IRMatch", "IRPattern", "IRResult", "PatternPass",
-           "default_passes", "load", "save"]
+__all__ = [
+    "FixedPointPasses",
+    "IRMatch",
+    "IRPattern",
+    "IRResult",
+    "PatternPass",
+    "default_passes",
+    "load",
+    "save",
+]

@@ -9,8 +9,7 @@ from ..patterns.transpose import TransposeTransposeToTranspose
 from ..patterns_ort.normalization import RMSNormToSimplifiedLayerNorm
 from .patterns import IR_PATTERNS  # noqa: F401  (both lists side by side)
 
-XOPTIM_PATTERNS = [TransposeTransposeToTranspose, MatMulAddToGemm,
-                   RMSNormToSimplifiedLayerNorm]
+XOPTIM_PATTERNS = [TransposeTransposeToTranspose, MatMulAddToGemm, RMSNormToSimplifiedLayerNorm]
 
 
 def patterns_only():
@@ -18,16 +17,24 @@ def patterns_only():
     patterns alone)."""
     from ...xbuilder.optimization_options import OptimizationOptions
 
-    return OptimizationOptions(remove_unused=False, remove_identity=False,
-                               constant_folding=False, cse=False, merge_initializers=False)
+    return OptimizationOptions(
+        remove_unused=False,
+        remove_identity=False,
+        constant_folding=False,
+        cse=False,
+        merge_initializers=False,
+    )
 
 
 def run_xoptim(model):
     """The three xoptim patterns on a ModelProto; returns ``(ModelProto, rewrites)``."""
     from ..api import optimize
 
-    res = optimize(model, patterns=[p() for p in XOPTIM_PATTERNS],  # type: ignore[arg-type]
-                   options=patterns_only())
+    res = optimize(
+        model,
+        patterns=[p() for p in XOPTIM_PATTERNS],  # type: ignore[arg-type]
+        options=patterns_only(),
+    )
     return res.model, sum(e.applied for e in res.report)
 
 

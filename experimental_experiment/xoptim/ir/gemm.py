@@ -7,8 +7,9 @@ import onnx_ir as ir
 from .rewrite import IRMatch, IRPattern
 from .values import producer, static_dims
 
-FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE,
-                    ir.DataType.BFLOAT16})
+FLOATS = frozenset(
+    {ir.DataType.FLOAT, ir.DataType.FLOAT16, ir.DataType.DOUBLE, ir.DataType.BFLOAT16}
+)
 
 
 def _broadcasts_without_change(bias: list, out: list) -> bool:

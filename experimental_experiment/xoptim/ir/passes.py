@@ -46,8 +46,11 @@ class PatternPass(ir.passes.InPlacePass):
         graph, pattern, n = model.graph, self.pattern, 0
         anchors = set(pattern.anchor)
         for node in list(graph):  # the graph changes while iterating
-            if node.graph is not graph or node.op_type not in anchors or \
-                    node.domain != pattern.domain:
+            if (
+                node.graph is not graph
+                or node.op_type not in anchors
+                or node.domain != pattern.domain
+            ):
                 continue
             m = pattern.match(node)
             if m is not None and apply_match(graph, pattern, m):

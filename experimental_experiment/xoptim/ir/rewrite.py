@@ -57,8 +57,9 @@ class IRPattern:
     def match(self, node: ir.Node) -> IRMatch | None:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def rewrite(self, graph: ir.Graph, match: IRMatch
-                ) -> tuple[list[ir.Node], list[ir.Value]]:  # pragma: no cover
+    def rewrite(
+        self, graph: ir.Graph, match: IRMatch
+    ) -> tuple[list[ir.Node], list[ir.Value]]:  # pragma: no cover
         raise NotImplementedError
 
 

@@ -82,23 +82,25 @@ class RMSNormIR(IRPattern):
         keepdims = mean.attributes.get("keepdims")
         if keepdims is not None and keepdims.as_int() != 1:
             return None
-        norm = dims[axes[0]:]
+        norm = dims[axes[0] :]
         if not all(isinstance(d, int) for d in norm):
             return None
-        return IRMatch([*chain, node], {"x": x, "axis": axes[0], "eps": eps,
-                                        "shape": tuple(norm)})
+        return IRMatch([*chain, node], {"x": x, "axis": axes[0], "eps": eps, "shape": tuple(norm)})
 
     def rewrite(self, graph, match):
         b = match.bound
         root = match.nodes[-1]
         dtype = b["x"].dtype.numpy()
-        ones = ir.Value(name=f"{root.outputs[0].name}__ones",
-                        const_value=ir.tensor(np.ones(b["shape"], dtype=dtype)))
+        ones = ir.Value(
+            name=f"{root.outputs[0].name}__ones",
+            const_value=ir.tensor(np.ones(b["shape"], dtype=dtype)),
+        )
         ones.shape = ir.Shape(b["shape"])
         ones.dtype = b["x"].dtype
         graph.register_initializer(ones)
         opset = graph.opset_imports.get("", 1)
         op_type = "RMSNormalization" if opset >= 23 else "SimplifiedLayerNormalization"
-        node = ir.node(op_type, [b["x"], ones], {"axis": b["axis"], "epsilon": float(b["eps"])},
-                       name=root.name)
+        node = ir.node(
+            op_type, [b["x"], ones], {"axis": b["axis"], "epsilon": float(b["eps"])}, name=root.name
+        )
         return [node], [node.outputs[0]]

@@ -6,8 +6,9 @@ import numpy as np
 import onnx_ir as ir
 
 
-def producer(value: ir.Value | None, op_type: str | tuple[str, ...],
-             domain: str = "") -> ir.Node | None:
+def producer(
+    value: ir.Value | None, op_type: str | tuple[str, ...], domain: str = ""
+) -> ir.Node | None:
     """The node producing ``value`` if its type is ``op_type`` (one of), else None."""
     node = None if value is None else value.producer()
     types = (op_type,) if isinstance(op_type, str) else op_type

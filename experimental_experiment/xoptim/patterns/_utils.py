@@ -7,8 +7,9 @@ from onnx import TensorProto
 from ...xbuilder.graph_utils import constant_ints
 from ..pattern import Pattern
 
-FLOATS = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
-                    TensorProto.BFLOAT16})
+FLOATS = frozenset(
+    {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+)
 
 
 def known_shape(g, name: str) -> tuple | None:

@@ -56,8 +56,11 @@ class SoftmaxSubMaxToSoftmax(Pattern):
 def _factors(pattern, g, name: str, nodes: list, top: bool = True) -> list[str]:
     """Leaves of a product of Mul nodes (the intermediate ones used once)."""
     node = pattern.producer(g, name)
-    if node is None or node.op_type != "Mul" or node.domain != "" or (
-        not top and pattern.n_consumers(g, name) != 1
+    if (
+        node is None
+        or node.op_type != "Mul"
+        or node.domain != ""
+        or (not top and pattern.n_consumers(g, name) != 1)
     ):
         return [name]
     nodes.append(node)
@@ -126,8 +129,11 @@ class GeluErfToGelu(_GeluBase):
         arg = self.producer(g, erf.input[0])
         if arg is None:
             return None
-        if arg.op_type == "Div" and arg.input[0] == x and constant_equals(
-                g, arg.input[1], math.sqrt(2)):
+        if (
+            arg.op_type == "Div"
+            and arg.input[0] == x
+            and constant_equals(g, arg.input[1], math.sqrt(2))
+        ):
             return [erf, arg]
         if arg.op_type == "Mul":
             for a, c in (arg.input, arg.input[::-1]):
@@ -162,7 +168,11 @@ class GeluTanhToGelu(_GeluBase):
             return nodes
         if len(others) == 1:
             p = self.producer(g, others[0])
-            if p is not None and p.op_type == "Pow" and p.input[0] == x and constant_equals(
-                    g, p.input[1], 3.0):
+            if (
+                p is not None
+                and p.op_type == "Pow"
+                and p.input[0] == x
+                and constant_equals(g, p.input[1], 3.0)
+            ):
                 return [*nodes, p]
         return None

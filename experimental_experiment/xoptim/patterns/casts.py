@@ -10,8 +10,20 @@ from ..pattern import Match, Pattern
 _INTS_SMALL = {T.INT16, T.INT32, T.INT64}
 #: src -> types representing every value of src exactly
 _EXACT = {
-    T.BOOL: {T.FLOAT16, T.BFLOAT16, T.FLOAT, T.DOUBLE, T.INT8, T.UINT8, T.INT16, T.UINT16,
-             T.INT32, T.UINT32, T.INT64, T.UINT64},
+    T.BOOL: {
+        T.FLOAT16,
+        T.BFLOAT16,
+        T.FLOAT,
+        T.DOUBLE,
+        T.INT8,
+        T.UINT8,
+        T.INT16,
+        T.UINT16,
+        T.INT32,
+        T.UINT32,
+        T.INT64,
+        T.UINT64,
+    },
     T.FLOAT16: {T.FLOAT, T.DOUBLE},
     T.BFLOAT16: {T.FLOAT, T.DOUBLE},
     T.FLOAT: {T.DOUBLE},

@@ -22,7 +22,8 @@ class ConvBatchNormToConv(Pattern):
         if conv is None or conv.op_type != "Conv" or conv.domain != "":
             return None
         if attribute_value(node, "training_mode") or any(
-                o and self.n_consumers(g, o) for o in node.output[1:]):
+            o and self.n_consumers(g, o) for o in node.output[1:]
+        ):
             return self.refuse("training mode")
         if g.get_type(node.input[0]) not in FLOATS:
             return self.refuse("not a float type")
@@ -38,17 +39,24 @@ class ConvBatchNormToConv(Pattern):
         conv, bn = match.nodes
         g = op.g
         w = np.asarray(g.get_constant(conv.input[1]))
-        scale, bias, mean, var = (np.asarray(g.get_constant(p), dtype=np.float64)
-                                  for p in bn.input[1:5])
+        scale, bias, mean, var = (
+            np.asarray(g.get_constant(p), dtype=np.float64) for p in bn.input[1:5]
+        )
         eps = attribute_value(bn, "epsilon")
         factor = scale / np.sqrt(var + (1e-5 if eps is None else eps))
-        b = (np.asarray(g.get_constant(conv.input[2]), dtype=np.float64)
-             if len(conv.input) > 2 and conv.input[2] else np.zeros_like(mean))
+        b = (
+            np.asarray(g.get_constant(conv.input[2]), dtype=np.float64)
+            if len(conv.input) > 2 and conv.input[2]
+            else np.zeros_like(mean)
+        )
         # the factor in float64, the (large) weight multiplied in its own type
         new_w = w * factor.astype(w.dtype).reshape((-1,) + (1,) * (w.ndim - 1))
         new_b = (b - mean) * factor + bias
         attrs = {a.name: attribute_value(conv, a.name) for a in conv.attribute}
         # new_w already has w's type: no copy of the weight
-        return op.Conv(conv.input[0], g.make_initializer("conv_bn_weight",
-                                                         new_w.astype(w.dtype, copy=False)),
-                       g.make_initializer("conv_bn_bias", new_b.astype(w.dtype)), **attrs)
+        return op.Conv(
+            conv.input[0],
+            g.make_initializer("conv_bn_weight", new_w.astype(w.dtype, copy=False)),
+            g.make_initializer("conv_bn_bias", new_b.astype(w.dtype)),
+            **attrs,
+        )

@@ -58,17 +58,22 @@ class FloorDivOfSizeToDiv(Pattern):
         if c is None or c <= 0 or sub is None or sub.op_type != "Sub" or sub.domain != "":
             return None
         mod = self.producer(g, sub.input[1])
-        if (mod is None or mod.op_type != "Mod" or mod.input[0] != sub.input[0]
-                or attribute_value(mod, "fmod") or _int_scalar(g, mod.input[1]) != c):
+        if (
+            mod is None
+            or mod.op_type != "Mod"
+            or mod.input[0] != sub.input[0]
+            or attribute_value(mod, "fmod")
+            or _int_scalar(g, mod.input[1]) != c
+        ):
             return None
         t = sub.input[0]
         s, k, add_t = self._size_plus_constant(g, t)
         if s is None:
             return self.refuse("the numerator is not a size plus a constant")
         like = small_constant(g, node.input[1], 1)
-        if add_t is not None and small_constant(g, add_t.input[0] if add_t.input[1] == s
-                                                else add_t.input[1], 1).ndim > max(
-                                                    like.ndim, g.get_rank(s) or 0):
+        if add_t is not None and small_constant(
+            g, add_t.input[0] if add_t.input[1] == s else add_t.input[1], 1
+        ).ndim > max(like.ndim, g.get_rank(s) or 0):
             return self.refuse("the constant added to the size broadcasts it")
         if any(self.n_consumers(g, o) != 1 for o in (mod.output[0], sub.output[0])):
             return self.refuse("an intermediate result is used elsewhere")
@@ -78,14 +83,18 @@ class FloorDivOfSizeToDiv(Pattern):
         if m and after is not None and after.op_type == "Add" and after.domain == "":
             other = after.input[1] if after.input[0] == node.output[0] else after.input[0]
             shape = g.get_shape(node.output[0])
-            if _int_scalar(g, other) == m and shape is not None and (
-                    g.get_shape(after.output[0]) == shape):
+            if (
+                _int_scalar(g, other) == m
+                and shape is not None
+                and (g.get_shape(after.output[0]) == shape)
+            ):
                 nodes.append(after)
                 outputs, m = [after.output[0]], 0
         if k < 0 and add_t is not None and self.n_consumers(g, t) == 2:
             nodes.append(add_t)  # t = s + k is only read by the division
-        return Match(self, nodes, outputs=outputs,
-                     bound=dict(s=s, k=k, t=t, m=m, c=node.input[1], like=like))
+        return Match(
+            self, nodes, outputs=outputs, bound=dict(s=s, k=k, t=t, m=m, c=node.input[1], like=like)
+        )
 
     def _size_plus_constant(self, g, t):
         """(s, k, node computing t) with t = s + k, s a size; (None, 0, None) otherwise."""

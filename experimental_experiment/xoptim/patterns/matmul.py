@@ -19,8 +19,9 @@ class MatMulAddToGemm(Pattern):
             mm = self.producer(g, node.input[k])
             if mm is None or mm.domain != "" or mm.op_type not in ("MatMul", "Gemm"):
                 continue
-            if mm.op_type == "Gemm" and (len(mm.input) > 2 or any(
-                    a.name in ("alpha", "beta") for a in mm.attribute)):
+            if mm.op_type == "Gemm" and (
+                len(mm.input) > 2 or any(a.name in ("alpha", "beta") for a in mm.attribute)
+            ):
                 continue
             a, b, c = mm.input[0], mm.input[1], node.input[1 - k]
             if g.get_rank(a) != 2 or g.get_rank(b) != 2:

@@ -110,8 +110,11 @@ class DecomposedRMSNormToRMSNorm(Pattern):
             return self.refuse("epsilon is not a scalar constant")
         if not _fits_normalized_shape(g, x, scale, first):
             return self.refuse("the scale does not have the normalized shape")
-        return Match(self, [*nodes, node], bound={
-            "x": x, "scale": scale, "axis": first, "eps": _scalar(g, eps)})
+        return Match(
+            self,
+            [*nodes, node],
+            bound={"x": x, "scale": scale, "axis": first, "eps": _scalar(g, eps)},
+        )
 
     def _match_no_scale(self, g, node):
         """x * Reciprocal(Sqrt(mean(x^2) + eps)) alone: the scale is a constant of ones
@@ -124,25 +127,32 @@ class DecomposedRMSNormToRMSNorm(Pattern):
         first = _trailing_axes(g, x, axes_name)
         shape = known_shape(g, x)
         if g.get_type(x) not in _FUSABLE or first is None or _scalar(g, eps) is None:
-            return self.refuse("not float32, float16 or bfloat16, not the last axes or "
-                               "epsilon not a scalar constant")
+            return self.refuse(
+                "not float32, float16 or bfloat16, not the last axes or "
+                "epsilon not a scalar constant"
+            )
         if shape is None or not all(isinstance(d, int) for d in shape[first:]):
             return self.refuse("the normalized dimensions are not static")
         users = _index_consumers(g, node.output[0])
-        if len(users) == 1 and users[0].op_type == "Mul" and any(
+        if (
+            len(users) == 1
+            and users[0].op_type == "Mul"
+            and any(
                 i != node.output[0] and _fits_normalized_shape(g, x, i, first)
-                for i in users[0].input):
+                for i in users[0].input
+            )
+        ):
             return None  # the next Mul is the scale
         ones = np.ones(shape[first:], dtype=onnx_to_np_dtype(g.get_type(x)))
-        return Match(self, nodes, bound={
-            "x": x, "scale": ones, "axis": first, "eps": _scalar(g, eps)})
+        return Match(
+            self, nodes, bound={"x": x, "scale": ones, "axis": first, "eps": _scalar(g, eps)}
+        )
 
     def _normalized(self, g, node):
         """x * Reciprocal(Sqrt(mean(x^2) + eps)) or x / Sqrt(...)."""
         if node is None or node.domain != "" or node.op_type not in ("Mul", "Div"):
             return None
-        for x, r in ([node.input] if node.op_type == "Div" else [node.input,
-                                                                  node.input[::-1]]):
+        for x, r in [node.input] if node.op_type == "Div" else [node.input, node.input[::-1]]:
             rn = self.producer(g, r)
             chain = [rn]
             if node.op_type == "Mul":
@@ -164,8 +174,11 @@ class DecomposedRMSNormToRMSNorm(Pattern):
                 sq = self.producer(g, mean.input[0])
                 if sq is None or not (
                     (sq.op_type == "Mul" and list(sq.input) == [x, x])
-                    or (sq.op_type == "Pow" and sq.input[0] == x
-                        and constant_equals(g, sq.input[1], 2.0))
+                    or (
+                        sq.op_type == "Pow"
+                        and sq.input[0] == x
+                        and constant_equals(g, sq.input[1], 2.0)
+                    )
                 ):
                     continue
                 return x, [sq, mean, add, *chain[::-1], node], mean.input[1], eps

@@ -20,8 +20,9 @@ class ReshapeReshapeToReshape(Pattern):
             return "the second shape is not a constant"
         if 0 in values:
             first = const_ints(g, s1)
-            if first is None or any(v == 0 and (i >= len(first) or first[i] != 0)
-                                    for i, v in enumerate(values)):
+            if first is None or any(
+                v == 0 and (i >= len(first) or first[i] != 0) for i, v in enumerate(values)
+            ):
                 return "the second shape has a 0 where the first one has not"
         return None
 
@@ -47,8 +48,6 @@ class ReshapeToIdentity(ShapePreservingToIdentity):
 def keeps_every_dimension(g, x: str, target: list[int] | None) -> bool:
     """True when Reshape(x, target) (allowzero=0) returns x's shape."""
     shape = g.get_shape(x)
-    if target is None or shape is None or len(target) != len(shape) \
-            or target.count(-1) > 1:
+    if target is None or shape is None or len(target) != len(shape) or target.count(-1) > 1:
         return False
-    return all(t in (0, -1) or (isinstance(d, int) and t == d)
-               for t, d in zip(target, shape))
+    return all(t in (0, -1) or (isinstance(d, int) and t == d) for t, d in zip(target, shape))

@@ -61,8 +61,7 @@ class GatherShapeToConstant(Pattern):
         values = [dims[int(i)] for i in idx.reshape(-1)]
         if not all(isinstance(d, int) for d in values):
             return None
-        return Match(self, [node], bound={"value": i64(values).reshape(
-            idx.shape)})
+        return Match(self, [node], bound={"value": i64(values).reshape(idx.shape)})
 
     def apply(self, op, match):
         return op.g.make_constant(match.bound["value"])

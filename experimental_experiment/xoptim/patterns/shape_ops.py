@@ -113,7 +113,8 @@ class SliceToIdentity(Pattern):
         if args is None or any(s != 1 for s in args[3]):
             return None
         if not same_known_shape(g, node.input[0], node.output[0]) and not _full(
-                g.get_shape(node.input[0]), *args[:3]):
+            g.get_shape(node.input[0]), *args[:3]
+        ):
             return self.refuse("the slice may not keep everything")
         return Match(self, [node], bound={"x": node.input[0]})
 

@@ -68,9 +68,16 @@ class TransposeMatMulToGemm(Pattern):
         if tb is not None and tb is not ta:
             nodes.append(tb)
         nodes.append(node)
-        return Match(self, nodes, bound={
-            "a": ta.input[0] if ta else a, "b": tb.input[0] if tb else b,
-            "transA": int(ta is not None), "transB": int(tb is not None)})
+        return Match(
+            self,
+            nodes,
+            bound={
+                "a": ta.input[0] if ta else a,
+                "b": tb.input[0] if tb else b,
+                "transA": int(ta is not None),
+                "transB": int(tb is not None),
+            },
+        )
 
     def apply(self, op, match):
         m = match.bound

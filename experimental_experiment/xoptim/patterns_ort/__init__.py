@@ -68,4 +68,6 @@ ORT_EXTRA_PATTERNS: list = [
 ]
 
 __all__ = [c.__name__ for c in ORT_PATTERNS + ORT_EXTRA_PATTERNS] + [
-    "ORT_EXTRA_PATTERNS", "ORT_PATTERNS"]
+    "ORT_EXTRA_PATTERNS",
+    "ORT_PATTERNS",
+]

@@ -9,5 +9,6 @@ from ..testing import check_pattern
 
 #: :func:`check_pattern` with the onnxruntime set and the light checker (onnx's shape
 #: inference does not know the contrib operators)
-check_ort_pattern = functools.partial(check_pattern, patterns="default+onnxruntime",
-                                      full_check=False)
+check_ort_pattern = functools.partial(
+    check_pattern, patterns="default+onnxruntime", full_check=False
+)

@@ -21,8 +21,9 @@ def scalar_value(g, name: str) -> float | None:
     return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
 
 
-def is_op(node: NodeProto | None, op_type: str | tuple[str, ...],
-          domain: str = "") -> TypeGuard[NodeProto]:
+def is_op(
+    node: NodeProto | None, op_type: str | tuple[str, ...], domain: str = ""
+) -> TypeGuard[NodeProto]:
     """Tells if ``node`` is one of ``op_type`` in ``domain`` (None is none of them)."""
     types = (op_type,) if isinstance(op_type, str) else op_type
     return node is not None and node.op_type in types and node.domain == domain
@@ -44,12 +45,20 @@ def used_before(g, name: str, anchor: NodeProto, inside: list[NodeProto]) -> boo
     before the new producer of ``name``."""
     index = graph_index(g)
     limit = index.position(anchor)
-    return any(index.position(c) < limit and not any(c is n for n in inside)
-               for c in index.consumers.get(name, ()))
+    return any(
+        index.position(c) < limit and not any(c is n for n in inside)
+        for c in index.consumers.get(name, ())
+    )
 
 
 def last_dim_vector(g, x: str, v: str) -> bool:
     """True when ``v`` is 1-D and its size is the last dimension of ``x``."""
     sx, sv = g.get_shape(x), g.get_shape(v)
-    return (sx is not None and sv is not None and len(sv) == 1 and len(sx) >= 1
-            and sx[-1] is not None and sv[0] == sx[-1])
+    return (
+        sx is not None
+        and sv is not None
+        and len(sv) == 1
+        and len(sx) >= 1
+        and sx[-1] is not None
+        and sv[0] == sx[-1]
+    )

@@ -51,10 +51,18 @@ def _is_minus_inf(g, name: str) -> bool:
 def _reduce_last(g, node) -> bool:
     """ReduceMax over the last axis with keepdims=1."""
     rank = g.get_rank(node.input[0])
-    axes = (constant_ints(g, node.input[1], 8) if len(node.input) > 1 and node.input[1]
-            else attribute_value(node, "axes"))
-    return (rank is not None and axes is not None and len(axes) == 1
-            and axes[0] % rank == rank - 1 and attribute_value(node, "keepdims") in (None, 1))
+    axes = (
+        constant_ints(g, node.input[1], 8)
+        if len(node.input) > 1 and node.input[1]
+        else attribute_value(node, "axes")
+    )
+    return (
+        rank is not None
+        and axes is not None
+        and len(axes) == 1
+        and axes[0] % rank == rank - 1
+        and attribute_value(node, "keepdims") in (None, 1)
+    )
 
 
 class CausalAttentionToGroupQueryAttention(Pattern):
@@ -88,10 +96,24 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         if any(used_before(g, c[2].output[0], node, nodes) for c in (kc, vc)):
             return self.refuse("the new cache is used before the attention")
         shape = g.get_shape(q)
-        return Match(self, nodes, outputs=[node.output[0], kc[2].output[0], vc[2].output[0]],
-                     bound=dict(q=q, k=kc[1], v=vc[1], past_k=kc[0], past_v=vc[0],
-                                mask=mask, alpha=alpha, guard=guard, heads=shape[1],
-                                head_size=shape[3], kv_heads=shape[1] // k[1]))
+        return Match(
+            self,
+            nodes,
+            outputs=[node.output[0], kc[2].output[0], vc[2].output[0]],
+            bound=dict(
+                q=q,
+                k=kc[1],
+                v=vc[1],
+                past_k=kc[0],
+                past_v=vc[0],
+                mask=mask,
+                alpha=alpha,
+                guard=guard,
+                heads=shape[1],
+                head_size=shape[3],
+                kv_heads=shape[1] // k[1],
+            ),
+        )
 
     def _probabilities(self, g, name: str, nodes: list):
         """(mask, scores, guard) of Softmax(Where(mask, scores, -inf)), guarded or not."""
@@ -106,8 +128,11 @@ class CausalAttentionToGroupQueryAttention(Pattern):
                 return None
             red, minf = eq.input if not _is_minus_inf(g, eq.input[0]) else eq.input[::-1]
             red_node = self.producer(g, red)
-            if not _is_minus_inf(g, minf) or not is_op(red_node, "ReduceMax") \
-                    or not _reduce_last(g, red_node):
+            if (
+                not _is_minus_inf(g, minf)
+                or not is_op(red_node, "ReduceMax")
+                or not _reduce_last(g, red_node)
+            ):
                 return None
             nodes += [red_node, eq, node]
             node = self.producer(g, soft)
@@ -115,8 +140,12 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             return None
         where = self.producer(g, node.input[0])
         rank = g.get_rank(node.input[0])
-        if rank != 4 or (attribute_value(node, "axis", -1) % rank) != 3 \
-                or not is_op(where, "Where") or not _is_minus_inf(g, where.input[2]):
+        if (
+            rank != 4
+            or (attribute_value(node, "axis", -1) % rank) != 3
+            or not is_op(where, "Where")
+            or not _is_minus_inf(g, where.input[2])
+        ):
             return None
         if guard and red_node.input[0] != where.output[0]:
             return None
@@ -129,8 +158,10 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         """(q, k, scale) of FusedMatMul(q, k, transB=1, alpha) or MatMul(q, Transpose(k))."""
         node = self.producer(g, name)
         if is_op(node, "FusedMatMul", MS):
-            attrs = {a: attribute_value(node, a) or 0 for a in
-                     ("transA", "transB", "transBatchA", "transBatchB")}
+            attrs = {
+                a: attribute_value(node, a) or 0
+                for a in ("transA", "transB", "transBatchA", "transBatchB")
+            }
             if attrs != {"transA": 0, "transB": 1, "transBatchA": 0, "transBatchB": 0}:
                 return None
             nodes.append(node)
@@ -154,17 +185,27 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         x = unsq.input[0]
         sx, pieces = g.get_shape(x), shape_pieces(g, exp.input[1])
         target = constant_ints(g, resh.input[1], 8)
-        if sx is None or len(sx) != 4 or pieces is None or len(pieces) != 5 \
-                or target is None or len(target) != 4:
+        if (
+            sx is None
+            or len(sx) != 4
+            or pieces is None
+            or len(pieces) != 5
+            or target is None
+            or len(target) != 4
+        ):
             return None
         r = pieces[2].get("") if pieces[2] is not None and len(pieces[2]) == 1 else None
         # every other dimension is kept: 1 (broadcast) or the dimension of x
         kept = [pieces[i] for i in (0, 1, 3, 4)]
-        if not r or not all(same(p, {"": 1}) or same_dim(g, x, i, p)
-                            for i, p in enumerate(kept)):
+        if not r or not all(same(p, {"": 1}) or same_dim(g, x, i, p) for i, p in enumerate(kept)):
             return None
-        if not isinstance(sx[1], int) or target[:1] != [0] or target[1] != sx[1] * r \
-                or target[2] != -1 or target[3] != sx[3]:
+        if (
+            not isinstance(sx[1], int)
+            or target[:1] != [0]
+            or target[1] != sx[1] * r
+            or target[2] != -1
+            or target[3] != sx[3]
+        ):
             return None
         nodes += [unsq, exp, resh]
         return x, r
@@ -172,20 +213,27 @@ class CausalAttentionToGroupQueryAttention(Pattern):
     def _cache(self, g, name: str):
         """(past, new, concat node) of Concat(past, new, axis=2)."""
         node = self.producer(g, name)
-        if not is_op(node, "Concat") or len(node.input) != 2 \
-                or attribute_value(node, "axis") % 4 != 2:
+        if (
+            not is_op(node, "Concat")
+            or len(node.input) != 2
+            or attribute_value(node, "axis") % 4 != 2
+        ):
             return None
         return node.input[0], node.input[1], node
 
     def _check(self, g, q: str, kc, vc, rep: int, mask: str) -> str | None:
         sq, sk, sp = g.get_shape(q), g.get_shape(kc[1]), g.get_shape(kc[0])
         if g.get_type(q) not in ORT_FLOATS or any(
-                g.get_type(n) != g.get_type(q) for n in (*kc[:2], *vc[:2])):
+            g.get_type(n) != g.get_type(q) for n in (*kc[:2], *vc[:2])
+        ):
             return "not float32 or float16, or different element types"
         if sq is None or sk is None or sp is None or len(sq) != 4 or len(sk) != 4:
             return "unknown shapes of the query or the cache"
-        if not all(isinstance(d, int) for d in (sq[1], sq[3], sk[1])) \
-                or sq[1] != sk[1] * rep or sk[3] != sq[3]:
+        if (
+            not all(isinstance(d, int) for d in (sq[1], sq[3], sk[1]))
+            or sq[1] != sk[1] * rep
+            or sk[3] != sq[3]
+        ):
             return "heads or head sizes are unknown or do not match"
         if g.get_shape(vc[1]) is None or g.get_shape(vc[1])[1:] != tuple(sk[1:]):
             return "value and key have different shapes"
@@ -221,21 +269,45 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         queries = op.Cast(op.Expand(op.Shape(b["mask"], start=2, end=3), batch), to=int32)
         total32 = op.Cast(op.Squeeze(total), to=int32)  # a scalar, as the schema says
         out, present_k, present_v = op.GroupQueryAttention(
-            bsd(b["q"]), bsd(b["k"]), bsd(b["v"]), b["past_k"], b["past_v"], seqlens,
-            total32, None, None, None, bias, None, None, None, None, None, queries,
-            domain=MS, outputs=3, num_heads=b["heads"], kv_num_heads=b["kv_heads"],
-            scale=float(b["alpha"]), causal=1)
+            bsd(b["q"]),
+            bsd(b["k"]),
+            bsd(b["v"]),
+            b["past_k"],
+            b["past_v"],
+            seqlens,
+            total32,
+            None,
+            None,
+            None,
+            bias,
+            None,
+            None,
+            None,
+            None,
+            None,
+            queries,
+            domain=MS,
+            outputs=3,
+            num_heads=b["heads"],
+            kv_num_heads=b["kv_heads"],
+            scale=float(b["alpha"]),
+            causal=1,
+        )
         for name in (out, present_k, present_v):
             g.set_type(name, dtype)
         sq = g.get_shape(b["q"])
         if sq is not None and g.get_shape(out) is None:  # (batch, seq, heads * head_size)
             g.set_shape(out, (sq[0], sq[2], b["heads"] * b["head_size"]))
         if b["guard"]:
-            red = (op.ReduceMax(bias, i64([-1]), keepdims=1) if g.main_opset >= 18
-                   else op.ReduceMax(bias, axes=[-1], keepdims=1))
+            red = (
+                op.ReduceMax(bias, i64([-1]), keepdims=1)
+                if g.main_opset >= 18
+                else op.ReduceMax(bias, axes=[-1], keepdims=1)
+            )
             empty = op.Equal(red, minf)  # (batch, 1, seq, 1): fully masked rows
             rows = op.Squeeze(empty, i64([1]))  # (batch, seq, 1)
             out = op.Where(rows, zero, out)
-        y = op.Transpose(op.Reshape(out, i64([0, 0, b["heads"], b["head_size"]])),
-                         perm=[0, 2, 1, 3])
+        y = op.Transpose(
+            op.Reshape(out, i64([0, 0, b["heads"], b["head_size"]])), perm=[0, 2, 1, 3]
+        )
         return [y, present_k, present_v]

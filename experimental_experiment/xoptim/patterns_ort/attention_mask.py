@@ -67,7 +67,7 @@ def _shape_dim(g, node, index: int) -> Linear | None:
     if shape is None:
         return None
     start = attribute_value(node, "start") or 0
-    dims = list(shape)[start:attribute_value(node, "end")] if start >= 0 else None
+    dims = list(shape)[start : attribute_value(node, "end")] if start >= 0 else None
     if dims is None or not -len(dims) <= index < len(dims):
         return None
     return dim_expression(dims[index])
@@ -107,8 +107,11 @@ def scalar_expression(g, name: str, depth: int = 0) -> Linear | None:
 def _range_from_zero(g, name: str) -> Linear | None:
     """The limit of ``Range(0, limit, 1)`` producing ``name``, None otherwise."""
     node = Pattern.producer(g, name)
-    if not is_op(node, "Range") or constant_ints(g, node.input[0], 1) != [0] \
-            or constant_ints(g, node.input[2], 1) != [1]:
+    if (
+        not is_op(node, "Range")
+        or constant_ints(g, node.input[0], 1) != [0]
+        or constant_ints(g, node.input[2], 1) != [1]
+    ):
         return None
     return scalar_expression(g, node.input[1])
 
@@ -167,11 +170,12 @@ def prove_causal(g, mask: str, past: Linear | None, query: Linear | None) -> str
     if not found:
         return "the mask has no operand proven causal (kv_index <= past + q_index)"
     for offset, length, total in found:
-        if same(offset, past) and same(length, query) \
-                and same(total, _combine(past, query, 1)):
+        if same(offset, past) and same(length, query) and same(total, _combine(past, query, 1)):
             return None
-    return ("the causal operand of the mask is not built on the cache length and the "
-            "query length of this attention")
+    return (
+        "the causal operand of the mask is not built on the cache length and the "
+        "query length of this attention"
+    )
 
 
 def same_dim(g, name: str, axis: int, expr: Linear | None, depth: int = 0) -> bool:
@@ -264,8 +268,7 @@ def index_grid(g, name: str, depth: int = 0) -> tuple[int, list, str] | None:
         if len(left) != 1:
             return None
         limit = rng.input[1]
-        dims = [_range_from_zero(g, rng.output[0]) if k == left[0] else _ONE
-                for k in range(rank)]
+        dims = [_range_from_zero(g, rng.output[0]) if k == left[0] else _ONE for k in range(rank)]
         return left[0], dims, limit
     if is_op(node, "Expand"):
         grid, target = index_grid(g, node.input[0], depth + 1), None
@@ -307,8 +310,11 @@ class GridGatherNDToSlice(Pattern):
             return None
         cat = self.producer(g, node.input[1])
         rank = g.get_rank(cat.output[0]) if is_op(cat, "Concat") else None
-        if rank is None or len(cat.input) != 2 \
-                or attribute_value(cat, "axis") not in (-1, rank - 1):
+        if (
+            rank is None
+            or len(cat.input) != 2
+            or attribute_value(cat, "axis") not in (-1, rank - 1)
+        ):
             return None
         grids = [_last_unsqueeze(g, i) for i in cat.input]
         grids = [index_grid(g, i) if i else None for i in grids]
@@ -321,16 +327,24 @@ class GridGatherNDToSlice(Pattern):
             return self.refuse("the grids do not index rows then columns in the same order")
         if any(not same(d, _ONE) for k, d in enumerate(dims) if k not in (p, q)):
             return self.refuse("the index grids have other dimensions than 1")
-        return Match(self, [node], bound=dict(
-            x=node.input[0], dims=[dims[p], dims[q]], limits=[lim_p, lim_q],
-            others=[k for k in range(len(dims)) if k not in (p, q)]))
+        return Match(
+            self,
+            [node],
+            bound=dict(
+                x=node.input[0],
+                dims=[dims[p], dims[q]],
+                limits=[lim_p, lim_q],
+                others=[k for k in range(len(dims)) if k not in (p, q)],
+            ),
+        )
 
     def apply(self, op, match):
         g, b = op.g, match.bound
         x, shape = b["x"], g.get_shape(b["x"]) if g.has_shape(b["x"]) else None
         # a slice only along the axes whose length is not known to be the grid's
-        axes = [k for k in (0, 1)
-                if shape is None or not same(dim_expression(shape[k]), b["dims"][k])]
+        axes = [
+            k for k in (0, 1) if shape is None or not same(dim_expression(shape[k]), b["dims"][k])
+        ]
         if axes:
             ends = [op.Unsqueeze(b["limits"][k], i64([0])) for k in axes]
             end = ends[0] if len(ends) == 1 else op.Concat(*ends, axis=0)

@@ -35,8 +35,12 @@ from ..pattern import Match, Pattern
 from ._utils import MS, ORT_FLOATS, is_op
 
 #: attributes of RotaryEmbedding the fused form does not express (default value)
-_ROTARY_DEFAULTS = {"num_heads": 0, "rotary_embedding_dim": 0, "is_packed_batching": 0,
-                    "scale": 1.0}
+_ROTARY_DEFAULTS = {
+    "num_heads": 0,
+    "rotary_embedding_dim": 0,
+    "is_packed_batching": 0,
+    "scale": 1.0,
+}
 
 
 def _attributes(node) -> dict:
@@ -54,8 +58,9 @@ def _gqa_call(op, node, inputs: list[str], **changed):
     while inputs and not inputs[-1]:
         inputs = inputs[:-1]
     attrs = dict(_attributes(node), **changed)
-    outs = op.GroupQueryAttention(*[i or None for i in inputs], domain=MS,
-                                  outputs=len(node.output), **attrs)
+    outs = op.GroupQueryAttention(
+        *[i or None for i in inputs], domain=MS, outputs=len(node.output), **attrs
+    )
     outs = [outs] if isinstance(outs, str) else list(outs)
     for new, old in zip(outs, node.output):
         if g.get_type(old):
@@ -83,8 +88,9 @@ def _total64(g, total32: str) -> str | None:
         return None
     source = node.input[0]
     squeeze = Pattern.producer(g, source)
-    if is_op(squeeze, "Squeeze") and (len(squeeze.input) == 1 or constant_ints(
-            g, squeeze.input[1], 1) in ([0], [-1])):
+    if is_op(squeeze, "Squeeze") and (
+        len(squeeze.input) == 1 or constant_ints(g, squeeze.input[1], 1) in ([0], [-1])
+    ):
         source = squeeze.input[0]
     if g.get_type(source) == TensorProto.INT64 and g.get_shape(source) == (1,):
         return source
@@ -113,10 +119,19 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
         reason = self._check(g, node, rq, rk)
         if reason:
             return self.refuse(reason)
-        return Match(self, [rq, rk, node], bound=dict(
-            q=rq.input[0], k=rk.input[0], pos=rq.input[1], cos=rq.input[2],
-            sin=rq.input[3], interleaved=attribute_value(rq, "interleaved", 0),
-            total64=_total64(g, node.input[6])))
+        return Match(
+            self,
+            [rq, rk, node],
+            bound=dict(
+                q=rq.input[0],
+                k=rk.input[0],
+                pos=rq.input[1],
+                cos=rq.input[2],
+                sin=rq.input[3],
+                interleaved=attribute_value(rq, "interleaved", 0),
+                total64=_total64(g, node.input[6]),
+            ),
+        )
 
     def _check(self, g, node, rq, rk) -> str | None:
         for r in (rq, rk):
@@ -133,9 +148,15 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
             return "not float32 or float16, or caches of another type"
         sq, sc = g.get_shape(rq.input[0]), g.get_shape(rq.input[2])
         heads = attribute_value(node, "num_heads")
-        if sq is None or not isinstance(sq[2], int) or not heads or sc is None \
-                or len(sc) != 2 or not isinstance(sc[1], int) \
-                or sq[2] != heads * 2 * sc[1]:
+        if (
+            sq is None
+            or not isinstance(sq[2], int)
+            or not heads
+            or sc is None
+            or len(sc) != 2
+            or not isinstance(sc[1], int)
+            or sq[2] != heads * 2 * sc[1]
+        ):
             return "the caches do not rotate the whole head (head_size / 2 columns)"
         if (2 * sc[1]) % 16:
             return "the kernel rotates heads whose size is a multiple of 16 only"
@@ -147,13 +168,13 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
         b = match.bound
         node = match.nodes[-1]
         # pads: total_sequence_length more rows (of zeros) at the end of the first axis
-        total = b["total64"] or op.Reshape(op.Cast(node.input[6], to=TensorProto.INT64),
-                                           i64([1]))
+        total = b["total64"] or op.Reshape(op.Cast(node.input[6], to=TensorProto.INT64), i64([1]))
         pads = op.Concat(i64([0, 0]), total, i64([0]), axis=0)
         cos, sin = op.Pad(b["cos"], pads), op.Pad(b["sin"], pads)
         inputs = [b["q"], b["k"], *node.input[2:7], cos, sin, b["pos"], *node.input[10:]]
-        return _gqa_call(op, node, inputs, do_rotary=1,
-                         rotary_interleaved=int(b["interleaved"] or 0))
+        return _gqa_call(
+            op, node, inputs, do_rotary=1, rotary_interleaved=int(b["interleaved"] or 0)
+        )
 
 
 class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
@@ -177,8 +198,9 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
         reason = self._check(g, mms)
         if reason:
             return self.refuse(reason)
-        return Match(self, [*mms, node], bound=dict(
-            x=mms[0].input[0], weights=[m.input[1] for m in mms]))
+        return Match(
+            self, [*mms, node], bound=dict(x=mms[0].input[0], weights=[m.input[1] for m in mms])
+        )
 
     def _check(self, g, mms) -> str | None:
         x = mms[0].input[0]
@@ -191,8 +213,10 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
             if self.n_consumers(g, m.output[0]) != 1:
                 return "a projection is used elsewhere"
             shapes.append(g.get_shape(w))
-        if any(not all(isinstance(d, int) for d in s) for s in shapes) \
-                or len({s[0] for s in shapes}) != 1:
+        if (
+            any(not all(isinstance(d, int) for d in s) for s in shapes)
+            or len({s[0] for s in shapes}) != 1
+        ):
             return "the weights have unknown or different numbers of rows"
         if (g.get_rank(x) or 0) < 2:
             return "the input is not a matrix or a batch of matrices"
@@ -201,8 +225,7 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
     def apply(self, op, match):
         g, b = op.g, match.bound
         node = match.nodes[-1]
-        packed = np.concatenate([np.asarray(g.get_constant(w)) for w in b["weights"]],
-                                axis=1)
+        packed = np.concatenate([np.asarray(g.get_constant(w)) for w in b["weights"]], axis=1)
         weight = g.make_initializer(b["weights"][0] + "_qkv", packed)
         qkv = op.MatMul(b["x"], weight)
         return _gqa_call(op, node, [qkv, "", "", *node.input[3:]])

@@ -17,8 +17,13 @@ def _scale_of(g, node: NodeProto, other: str) -> float | None:
             continue
         value = scalar_value(g, c)
         rank_c, rank_x = g.get_rank(c), g.get_rank(x)
-        if value is not None and rank_c is not None and rank_x is not None \
-                and rank_c <= rank_x and g.get_type(c) == g.get_type(x):
+        if (
+            value is not None
+            and rank_c is not None
+            and rank_x is not None
+            and rank_c <= rank_x
+            and g.get_type(c) == g.get_type(x)
+        ):
             return value
     return None
 
@@ -27,17 +32,28 @@ def _fused_attributes(node: NodeProto) -> dict:
     """transA, transB, alpha of a MatMul or FusedMatMul (None when not fusable)."""
     if node.op_type == "MatMul":
         return {"transA": 0, "transB": 0, "alpha": 1.0}
-    attrs = {a: attribute_value(node, a) for a in ("transA", "transB", "alpha",
-                                                    "transBatchA", "transBatchB")}
+    attrs = {
+        a: attribute_value(node, a)
+        for a in ("transA", "transB", "alpha", "transBatchA", "transBatchB")
+    }
     if attrs.pop("transBatchA") or attrs.pop("transBatchB"):
         return None
-    return {"transA": attrs["transA"] or 0, "transB": attrs["transB"] or 0,
-            "alpha": 1.0 if attrs["alpha"] is None else attrs["alpha"]}
+    return {
+        "transA": attrs["transA"] or 0,
+        "transB": attrs["transB"] or 0,
+        "alpha": 1.0 if attrs["alpha"] is None else attrs["alpha"],
+    }
 
 
 def _make_fused(op, a: str, b: str, attrs: dict):
-    return op.FusedMatMul(a, b, domain=MS, alpha=float(attrs["alpha"]),
-                          transA=int(attrs["transA"]), transB=int(attrs["transB"]))
+    return op.FusedMatMul(
+        a,
+        b,
+        domain=MS,
+        alpha=float(attrs["alpha"]),
+        transA=int(attrs["transA"]),
+        transB=int(attrs["transB"]),
+    )
 
 
 class _FusedMatMulBase(Pattern):
@@ -72,12 +88,18 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
         seen: set[str] = set()
         for _ in range(2):
             node = self.producer(g, name)
-            if node is None or node.domain != "" or node.op_type in seen \
-                    or self.n_consumers(g, name) != 1:
+            if (
+                node is None
+                or node.domain != ""
+                or node.op_type in seen
+                or self.n_consumers(g, name) != 1
+            ):
                 return name
-            if node.op_type == "Transpose" and swaps_last_two(
-                    node, g.get_rank(node.input[0])) and (
-                    self.fuse_constant_transpose or not g.is_constant(node.input[0])):
+            if (
+                node.op_type == "Transpose"
+                and swaps_last_two(node, g.get_rank(node.input[0]))
+                and (self.fuse_constant_transpose or not g.is_constant(node.input[0]))
+            ):
                 attrs[key] = 1 - attrs[key]
                 name = node.input[0]
             elif node.op_type == "Mul":
@@ -130,14 +152,18 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
     anchor = ("Mul", "Div")
 
     def match(self, g, node):
-        for k in ((0, 1) if node.op_type == "Mul" else (0,)):
+        for k in (0, 1) if node.op_type == "Mul" else (0,):
             mm = self.producer(g, node.input[k])
             if not (is_op(mm, "MatMul") or is_op(mm, "FusedMatMul", MS)):
                 continue
             value = scalar_value(g, node.input[1 - k])
             c = node.input[1 - k]
-            if value is None or g.get_rank(c) is None or g.get_rank(mm.output[0]) is None \
-                    or g.get_rank(c) > g.get_rank(mm.output[0]):
+            if (
+                value is None
+                or g.get_rank(c) is None
+                or g.get_rank(mm.output[0]) is None
+                or g.get_rank(c) > g.get_rank(mm.output[0])
+            ):
                 continue
             if g.get_type(c) != g.get_type(mm.output[0]):
                 continue
@@ -150,8 +176,7 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
             if reason:
                 return self.refuse(reason)
             attrs["alpha"] *= value if node.op_type == "Mul" else 1.0 / value
-            return Match(self, [mm, node], bound={"a": mm.input[0], "b": mm.input[1],
-                                                  **attrs})
+            return Match(self, [mm, node], bound={"a": mm.input[0], "b": mm.input[1], **attrs})
         return None
 
     def apply(self, op, match):

@@ -64,13 +64,14 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
         if g.get_type(x) not in ORT_FLOATS:
             return self.refuse("not float32 or float16")
         shape = g.get_shape(x)
-        norm = None if shape is None else shape[axes[0]:]
+        norm = None if shape is None else shape[axes[0] :]
         if norm is None or not all(isinstance(d, int) for d in norm):
             return self.refuse("the normalized dimensions are not static")
         if g.get_shape(node.output[0]) != shape:
             return self.refuse("the output shape differs from the input shape")
-        return Match(self, [*chain, node], bound={
-            "x": x, "axis": axes[0], "eps": eps, "shape": tuple(norm)})
+        return Match(
+            self, [*chain, node], bound={"x": x, "axis": axes[0], "eps": eps, "shape": tuple(norm)}
+        )
 
     def _denominator(self, g, node, x, r):
         """(nodes, ReduceMean node, epsilon) if r is 1/sqrt(mean(x^2)+eps) or sqrt(...)."""
@@ -92,9 +93,10 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
             if not is_op(mean, "ReduceMean"):
                 continue
             sq = self.producer(g, mean.input[0])
-            if not ((is_op(sq, "Mul") and list(sq.input) == [x, x]) or (
-                    is_op(sq, "Pow") and sq.input[0] == x
-                    and constant_equals(g, sq.input[1], 2.0))):
+            if not (
+                (is_op(sq, "Mul") and list(sq.input) == [x, x])
+                or (is_op(sq, "Pow") and sq.input[0] == x and constant_equals(g, sq.input[1], 2.0))
+            ):
                 continue
             eps = scalar_value(g, eps_name)
             if eps is None:
@@ -106,8 +108,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
         b = match.bound
         dtype = tensor_dtype_to_np_dtype(op.g.get_type(b["x"]))
         ones = op.g.make_constant(np.ones(b["shape"], dtype=dtype))
-        make = (op.RMSNormalization if op.g.main_opset >= 23
-                else op.SimplifiedLayerNormalization)
+        make = op.RMSNormalization if op.g.main_opset >= 23 else op.SimplifiedLayerNormalization
         return make(b["x"], ones, axis=b["axis"], epsilon=float(b["eps"]))
 
 
@@ -135,7 +136,8 @@ class SimplifiedLayerNormMulToScale(Pattern):
         else:
             return None
         if self.n_consumers(g, norm.output[0]) != 1 or any(
-                o and self.n_consumers(g, o) for o in norm.output[1:3]):
+            o and self.n_consumers(g, o) for o in norm.output[1:3]
+        ):
             return self.refuse("the normalized result or its statistics are used elsewhere")
         w, scale = node.input[1 - k], norm.input[gi]
         if g.get_type(w) != g.get_type(scale) or not g.is_constant(scale):
@@ -154,23 +156,30 @@ class SimplifiedLayerNormMulToScale(Pattern):
             new = w
         else:
             return self.refuse("the weight is not constant and the scale is not ones")
-        outputs = [node.output[0]] + ([norm.output[3]] if len(norm.output) > 3
-                                      and norm.output[3] else [])
+        outputs = [node.output[0]] + (
+            [norm.output[3]] if len(norm.output) > 3 and norm.output[3] else []
+        )
         return Match(self, [norm, node], outputs=outputs, bound={"scale": new, "gi": gi})
 
     def apply(self, op, match):
         norm = match.nodes[0]
         scale = match.bound["scale"]
         if not isinstance(scale, str):
-            scale = op.g.make_constant(scale.astype(
-                op.g.get_constant(norm.input[match.bound["gi"]]).dtype))
+            scale = op.g.make_constant(
+                scale.astype(op.g.get_constant(norm.input[match.bound["gi"]]).dtype)
+            )
         inputs = list(norm.input)
         inputs[match.bound["gi"]] = scale
         attrs = {a: attribute_value(norm, a) for a in ("axis", "epsilon", "stash_type")}
         if norm.domain == "":
             return getattr(op, norm.op_type)(*inputs, **attrs)
-        return _skip_outputs(op, "SkipSimplifiedLayerNormalization", inputs,
-                             len(match.outputs) > 1, epsilon=attrs["epsilon"])
+        return _skip_outputs(
+            op,
+            "SkipSimplifiedLayerNormalization",
+            inputs,
+            len(match.outputs) > 1,
+            epsilon=attrs["epsilon"],
+        )
 
 
 def _skip_outputs(op, op_type: str, inputs: list, with_sum: bool, **attrs):
@@ -203,8 +212,12 @@ class _AddNormToSkipNorm(Pattern):
         if not is_op(add, "Add"):
             return None
         a, b = add.input
-        if rank not in (2, 3) or g.get_shape(a) is None or g.get_shape(a) != g.get_shape(b) \
-                or g.get_shape(a) != g.get_shape(x):
+        if (
+            rank not in (2, 3)
+            or g.get_shape(a) is None
+            or g.get_shape(a) != g.get_shape(b)
+            or g.get_shape(a) != g.get_shape(x)
+        ):
             return self.refuse("the inputs of Add are not 2-D or 3-D with the same shape")
         if g.get_type(x) not in ORT_FLOATS:
             return self.refuse("not float32 or float16")
@@ -218,13 +231,17 @@ class _AddNormToSkipNorm(Pattern):
             if used_before(g, x, node, [add, node]):
                 return self.refuse("the sum is used before the normalization")
             outputs.append(x)
-        return Match(self, [add, node], outputs=outputs,
-                     bound={"a": a, "b": b, "eps": eps})
+        return Match(self, [add, node], outputs=outputs, bound={"a": a, "b": b, "eps": eps})
 
     def apply(self, op, match):
         b, norm = match.bound, match.nodes[-1]
-        return _skip_outputs(op, self.skip_op, [b["a"], b["b"], *norm.input[1:]],
-                             len(match.outputs) > 1, epsilon=float(b["eps"]))
+        return _skip_outputs(
+            op,
+            self.skip_op,
+            [b["a"], b["b"], *norm.input[1:]],
+            len(match.outputs) > 1,
+            epsilon=float(b["eps"]),
+        )
 
 
 class AddSimplifiedLayerNormToSkipSimplifiedLayerNorm(_AddNormToSkipNorm):

@@ -145,10 +145,8 @@ class HalfRotaryToRotaryEmbedding(Pattern):
             f2 = op.Reshape(b["f"], i64([-1, b["half"]]))
             tokens = op.Shape(b["f"], start=0, end=2)
             n = op.ReduceProd(tokens, keepdims=0)  # batch * seq
-            pos = op.Reshape(op.Range(g.make_constant(i64(0)), n, g.make_constant(i64(1))),
-                             tokens)
-        return op.RotaryEmbedding(b["x"], pos, op.Cos(f2), op.Sin(f2),
-                                  domain=MS, interleaved=0)
+            pos = op.Reshape(op.Range(g.make_constant(i64(0)), n, g.make_constant(i64(1))), tokens)
+        return op.RotaryEmbedding(b["x"], pos, op.Cos(f2), op.Sin(f2), domain=MS, interleaved=0)
 
 
 class TransposedRotaryToRotaryEmbedding(Pattern):

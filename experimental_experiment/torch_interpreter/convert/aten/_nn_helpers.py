@@ -39,8 +39,9 @@ def expand_param(value, n: int, name: str = "parameter") -> list:
 def static_ints(values, what: str) -> list[int]:
     """Refuses dynamic (SymInt) values where ONNX needs attributes."""
     if any(not isinstance(v, int) for v in values):
-        raise UnsupportedOpError(f"{what}={values} must be static integers (ONNX attribute)",
-                                 argument=what)
+        raise UnsupportedOpError(
+            f"{what}={values} must be static integers (ONNX attribute)", argument=what
+        )
     return [int(v) for v in values]
 
 
@@ -58,8 +59,9 @@ def dims_tensor(g: GraphBuilder, dims) -> str:
     """1-D int64 tensor from ints and 1-D int64 tensor names (as :func:`dim` returns)."""
     if all(isinstance(d, int) for d in dims):
         return g.make_constant(i64(dims))
-    parts = [g.make_constant(i64([d])) if isinstance(d, int)
-             else cast_to(g, d, INT64) for d in dims]
+    parts = [
+        g.make_constant(i64([d])) if isinstance(d, int) else cast_to(g, d, INT64) for d in dims
+    ]
     return g.op.Concat(*parts, axis=0)
 
 

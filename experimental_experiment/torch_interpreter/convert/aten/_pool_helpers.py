@@ -62,18 +62,19 @@ def _window_counts(g: GraphBuilder, n, out, k: int, s: int, p: int, include_pad:
             start, end = np.maximum(start, 0), np.minimum(end, n)
         return g.make_constant((end - start).astype(_I64))
     n = _as_tensor(g, n)
-    start = g.op.Sub(g.op.Mul(_range(g, out), np.array([s], dtype=_I64)),
-                     np.array([p], dtype=_I64))
-    end = g.op.Min(g.op.Add(start, np.array([k], dtype=_I64)),
-                   g.op.Add(n, np.array([p], dtype=_I64)))
+    start = g.op.Sub(g.op.Mul(_range(g, out), np.array([s], dtype=_I64)), np.array([p], dtype=_I64))
+    end = g.op.Min(
+        g.op.Add(start, np.array([k], dtype=_I64)), g.op.Add(n, np.array([p], dtype=_I64))
+    )
     if not include_pad:
         start = g.op.Max(start, np.array([0], dtype=_I64))
         end = g.op.Min(end, n)
     return g.op.Sub(end, start)
 
 
-def avg_pool_composed(g: GraphBuilder, x, attrs: dict, ceil_mode: bool,
-                      count_include_pad: bool, divisor_override) -> str:
+def avg_pool_composed(
+    g: GraphBuilder, x, attrs: dict, ceil_mode: bool, count_include_pad: bool, divisor_override
+) -> str:
     """torch's average pooling on a batched input: the window sums come from an
     AveragePool over an input padded explicitly with zeros (every window inside, torch's
     output sizes), then are divided by torch's divisor for each window."""
@@ -88,10 +89,11 @@ def avg_pool_composed(g: GraphBuilder, x, attrs: dict, ceil_mode: bool,
         if isinstance(n, int) and isinstance(out, int):
             ends.append(max(0, (out - 1) * s[i] + k[i] - n - p[i]))
         else:
-            last = g.op.Mul(g.op.Sub(_as_tensor(g, out), np.array([1], dtype=_I64)),
-                            np.array([s[i]], dtype=_I64))
-            need = g.op.Sub(g.op.Add(last, np.array([k[i] - p[i]], dtype=_I64)),
-                            _as_tensor(g, n))
+            last = g.op.Mul(
+                g.op.Sub(_as_tensor(g, out), np.array([1], dtype=_I64)),
+                np.array([s[i]], dtype=_I64),
+            )
+            need = g.op.Sub(g.op.Add(last, np.array([k[i] - p[i]], dtype=_I64)), _as_tensor(g, n))
             ends.append(g.op.Max(need, np.array([0], dtype=_I64)))
     if any(p) or any(not (isinstance(e, int) and e == 0) for e in ends):
         x = g.op.Pad(x, shape_tensor(g, [0, 0, *p, 0, 0, *ends]), mode="constant")
@@ -123,13 +125,15 @@ def _adaptive_windows(g: GraphBuilder, n, o: int):
         return g.make_constant(np.minimum(start[:, None] + j[None, :], end[:, None] - 1))
     i = np.arange(o, dtype=_I64)
     start = g.op.Div(g.op.Mul(i, n), np.array([o], dtype=_I64))
-    end = g.op.Div(g.op.Add(g.op.Mul(i + 1, n), np.array([o - 1], dtype=_I64)),
-                   np.array([o], dtype=_I64))
+    end = g.op.Div(
+        g.op.Add(g.op.Mul(i + 1, n), np.array([o - 1], dtype=_I64)), np.array([o], dtype=_I64)
+    )
     size = g.op.ReduceMax(g.op.Sub(end, start), keepdims=1)
     j = g.op.Unsqueeze(_range(g, size), np.array([0], dtype=_I64))
     one = np.array([1], dtype=_I64)
-    return g.op.Min(g.op.Add(g.op.Unsqueeze(start, one), j),
-                    g.op.Unsqueeze(g.op.Sub(end, one), one))
+    return g.op.Min(
+        g.op.Add(g.op.Unsqueeze(start, one), j), g.op.Unsqueeze(g.op.Sub(end, one), one)
+    )
 
 
 def adaptive_max_pool_composed(g: GraphBuilder, x, out: list[int]):
@@ -160,6 +164,7 @@ def adaptive_max_pool_composed(g: GraphBuilder, x, out: list[int]):
     # position of each window's row in idx flattened
     n_win = int(np.prod(out))
     k_total = g.op.Shape(idx, start=spatial, end=spatial + 1)
-    offsets = g.op.Reshape(g.op.Mul(np.arange(n_win, dtype=_I64), k_total),
-                           np.array(out, dtype=_I64))
+    offsets = g.op.Reshape(
+        g.op.Mul(np.arange(n_win, dtype=_I64), k_total), np.array(out, dtype=_I64)
+    )
     return values, g.op.Gather(g.op.Reshape(idx, last), g.op.Add(arg, offsets), axis=0)

@@ -264,9 +264,14 @@ def aten_native_dropout(g: GraphBuilder, x, p, train):
     return _random_dropout(g, x, p, outputs=2)
 
 
-@converter(aten.feature_dropout.default, aten.feature_dropout_.default,
-           aten.alpha_dropout.default, aten.alpha_dropout_.default,
-           aten.feature_alpha_dropout.default, aten.feature_alpha_dropout_.default)
+@converter(
+    aten.feature_dropout.default,
+    aten.feature_dropout_.default,
+    aten.alpha_dropout.default,
+    aten.alpha_dropout_.default,
+    aten.feature_alpha_dropout.default,
+    aten.feature_alpha_dropout_.default,
+)
 def aten_feature_dropout(g: GraphBuilder, x, p, train, *, ctx: NodeContext):
     """feature_dropout(Tensor input, float p, bool train) -> Tensor (eval mode only)"""
     if not train or p == 0:

@@ -44,8 +44,9 @@ def _repeat_kv(g: GraphBuilder, k, q_heads, kv_heads):
     rank = rank_of(g, k)
     k5 = g.op.Unsqueeze(k, i64([rank - 2]))
     k5 = g.op.Expand(k5, i64([1] * (rank - 2) + [rep, 1, 1]))
-    shape = g.op.Concat(g.op.Shape(k, end=rank - 3), i64([q_heads]),
-                        g.op.Shape(k, start=rank - 2), axis=0)
+    shape = g.op.Concat(
+        g.op.Shape(k, end=rank - 3), i64([q_heads]), g.op.Shape(k, start=rank - 2), axis=0
+    )
     return g.op.Reshape(k5, shape)
 
 
@@ -63,8 +64,18 @@ def _causal_mask(g: GraphBuilder, q, k):
     return g.op.LessOrEqual(arange(k), rows)
 
 
-def _attention(g: GraphBuilder, q, k, v, attn_mask=None, is_causal=False, scale=None,
-               enable_gqa=False, dropout_p=0.0, dropout_mask=None):
+def _attention(
+    g: GraphBuilder,
+    q,
+    k,
+    v,
+    attn_mask=None,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    dropout_p=0.0,
+    dropout_mask=None,
+):
     """Returns the scores after masking, the probabilities (after dropout) and the
     attention output (float), and the rows fully masked (bool, None without attn_mask).
     A ``dropout_mask`` (kept where True) replaces the random draw: the probabilities are
@@ -102,26 +113,47 @@ def _attention(g: GraphBuilder, q, k, v, attn_mask=None, is_causal=False, scale=
 
 
 @converter(aten.scaled_dot_product_attention.default)
-def aten_scaled_dot_product_attention(g: GraphBuilder, query, key, value, attn_mask=None,
-                                      dropout_p=0.0, is_causal=False, *, scale=None,
-                                      enable_gqa=False, ctx: NodeContext):
+def aten_scaled_dot_product_attention(
+    g: GraphBuilder,
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    *,
+    scale=None,
+    enable_gqa=False,
+    ctx: NodeContext,
+):
     """scaled_dot_product_attention(Tensor query, Tensor key, Tensor value,
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None,
     bool enable_gqa=False) -> Tensor"""
-    _, _, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale, enable_gqa,
-                              dropout_p)
+    _, _, out, _ = _attention(
+        g, query, key, value, attn_mask, is_causal, scale, enable_gqa, dropout_p
+    )
     return cast_to(g, out, ctx.dtype())
 
 
 @converter(aten._scaled_dot_product_flash_attention_for_cpu.default)
-def aten__scaled_dot_product_flash_attention_for_cpu(g: GraphBuilder, query, key, value,
-                                                     dropout_p=0.0, is_causal=False, *,
-                                                     attn_mask=None, scale=None, ctx: NodeContext):
+def aten__scaled_dot_product_flash_attention_for_cpu(
+    g: GraphBuilder,
+    query,
+    key,
+    value,
+    dropout_p=0.0,
+    is_causal=False,
+    *,
+    attn_mask=None,
+    scale=None,
+    ctx: NodeContext,
+):
     """_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value,
     float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None)
     -> (Tensor output, Tensor logsumexp)"""
-    scores, _, out, masked = _attention(g, query, key, value, attn_mask, is_causal, scale,
-                                        dropout_p=dropout_p)
+    scores, _, out, masked = _attention(
+        g, query, key, value, attn_mask, is_causal, scale, dropout_p=dropout_p
+    )
     lse = g.op.ReduceLogSumExp(scores, _LAST, keepdims=1)
     if masked is not None:
         lse = g.op.Where(masked, cast_to(g, 0.0, g.get_type(lse)), lse)
@@ -130,16 +162,27 @@ def aten__scaled_dot_product_flash_attention_for_cpu(g: GraphBuilder, query, key
 
 
 @converter(aten._scaled_dot_product_attention_math.default)
-def aten__scaled_dot_product_attention_math(g: GraphBuilder, query, key, value,
-                                            attn_mask=None, dropout_p=0.0, is_causal=False,
-                                            dropout_mask=None, *, scale=None,
-                                            enable_gqa=False, ctx: NodeContext):
+def aten__scaled_dot_product_attention_math(
+    g: GraphBuilder,
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    dropout_mask=None,
+    *,
+    scale=None,
+    enable_gqa=False,
+    ctx: NodeContext,
+):
     """_scaled_dot_product_attention_math(Tensor query, Tensor key, Tensor value,
     Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False,
     Tensor? dropout_mask=None, *, float? scale=None, bool enable_gqa=False)
     -> (Tensor output, Tensor attn_weights)"""
-    _, probs, out, _ = _attention(g, query, key, value, attn_mask, is_causal, scale,
-                                  enable_gqa, dropout_p, dropout_mask)
+    _, probs, out, _ = _attention(
+        g, query, key, value, attn_mask, is_causal, scale, enable_gqa, dropout_p, dropout_mask
+    )
     return cast_to(g, out, ctx.dtype(0)), cast_to(g, probs, ctx.dtype(1))
 
 
@@ -154,24 +197,47 @@ def _masked_rows(g: GraphBuilder, attn_mask, ct):
 
 
 @converter(aten.scaled_dot_product_attention.default, min_opset=23)
-def aten_scaled_dot_product_attention_23(g: GraphBuilder, query, key, value, attn_mask=None,
-                                         dropout_p=0.0, is_causal=False, *, scale=None,
-                                         enable_gqa=False, ctx: NodeContext):
+def aten_scaled_dot_product_attention_23(
+    g: GraphBuilder,
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    *,
+    scale=None,
+    enable_gqa=False,
+    ctx: NodeContext,
+):
     """scaled_dot_product_attention(...) -> Tensor as one ONNX ``Attention`` (opset 23)
     for 4-D inputs without dropout; a causal flag with a mask, where both could empty a
     row, keeps the decomposed form."""
     ranks = {rank_of(g, x) for x in (query, key, value)}
     if dropout_p or ranks != {4} or (is_causal and attn_mask is not None):
         return aten_scaled_dot_product_attention(
-            g, query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
-            enable_gqa=enable_gqa, ctx=ctx)
+            g,
+            query,
+            key,
+            value,
+            attn_mask,
+            dropout_p,
+            is_causal,
+            scale=scale,
+            enable_gqa=enable_gqa,
+            ctx=ctx,
+        )
     q, k, v = upcast(g, query), upcast(g, key), upcast(g, value)
     ct = g.get_type(q)
     inputs = [q, k, v]
     if attn_mask is not None:
         inputs.append(attn_mask if g.get_type(attn_mask) == BOOL else cast_to(g, attn_mask, ct))
-    out = g.make_node("Attention", inputs, is_causal=int(bool(is_causal)),
-                      scale=None if scale is None else float(scale))
+    out = g.make_node(
+        "Attention",
+        inputs,
+        is_causal=int(bool(is_causal)),
+        scale=None if scale is None else float(scale),
+    )
     if attn_mask is not None:
         out = g.op.Where(_masked_rows(g, attn_mask, ct), cast_to(g, 0.0, ct), out)
     return cast_to(g, out, ctx.dtype())

@@ -25,8 +25,7 @@ _HOP = torch.ops.higher_order
 
 
 def _mutable_names(schema) -> list[str]:
-    return [a.name for a in schema.arguments if a.alias_info is not None and
-            a.alias_info.is_write]
+    return [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
 
 
 def _inner_converter(g: GraphBuilder, op, *, ctx: NodeContext):
@@ -45,10 +44,12 @@ def _inner_converter(g: GraphBuilder, op, *, ctx: NodeContext):
 def _call(g: GraphBuilder, op, values: dict, *, ctx: NodeContext) -> tuple[list, list]:
     """Calls the converter of ``op``; returns (its outputs, new mutated values)."""
     schema = op._schema
-    args = [values.get(a.name, a.default_value if a.has_default_value() else None)
-            for a in schema.arguments if not a.kwarg_only]
-    kwargs = {a.name: values[a.name] for a in schema.arguments
-              if a.kwarg_only and a.name in values}
+    args = [
+        values.get(a.name, a.default_value if a.has_default_value() else None)
+        for a in schema.arguments
+        if not a.kwarg_only
+    ]
+    kwargs = {a.name: values[a.name] for a in schema.arguments if a.kwarg_only and a.name in values}
     result = call_converter(_inner_converter(g, op, ctx=ctx), g, args, kwargs, ctx)
     result = list(result) if isinstance(result, (tuple, list)) else [result]
     n_out, n_mut = len(schema.returns), len(_mutable_names(schema))
@@ -65,16 +66,18 @@ def _pack(outs: list, mutated: list) -> tuple:
 
 
 @converter(_HOP.auto_functionalized)
-def auto_functionalized(g: GraphBuilder, op, _only_clone_these_tensors=None, *,
-                        ctx: NodeContext, **kwargs):
+def auto_functionalized(
+    g: GraphBuilder, op, _only_clone_these_tensors=None, *, ctx: NodeContext, **kwargs
+):
     """auto_functionalized(op, **kwargs) -> (*outputs, *new values of mutated args)"""
     outs, mutated = _call(g, op, kwargs, ctx=ctx)
     return _pack(outs, mutated)
 
 
 @converter(_HOP.auto_functionalized_v2)
-def auto_functionalized_v2(g: GraphBuilder, op, _only_clone_these_bases=None,
-                           _all_bases=(), *, ctx: NodeContext, **kwargs):
+def auto_functionalized_v2(
+    g: GraphBuilder, op, _only_clone_these_bases=None, _all_bases=(), *, ctx: NodeContext, **kwargs
+):
     """auto_functionalized_v2(op, **kwargs, _all_bases) -> (*outputs, *new bases)"""
     if not isinstance(op, torch._ops.OpOverload):
         raise UnsupportedOpError(f"auto_functionalized_v2 of {op} (a higher-order op)")
@@ -109,8 +112,9 @@ def _read_view(g, op, name, kwargs, bases):
     if f"_{name}_slice_dim" in kwargs:
         sl = tuple(kwargs.pop(f"_{name}_slice_{k}") for k in ("dim", "start", "end"))
         dim, start, end = sl
-        value = g.op.Slice(bases[index], as_1d(g, start), as_1d(g, I64_MAX if end is None
-                                                               else end), ints([dim]))
+        value = g.op.Slice(
+            bases[index], as_1d(g, start), as_1d(g, I64_MAX if end is None else end), ints([dim])
+        )
         return (index, sl), value
     return (index, None), bases[index]
 

@@ -79,8 +79,7 @@ def aten_gelu_backward(g: GraphBuilder, grad_output, x, *, approximate="none", c
     elif approximate == "none":
         # y = x cdf(x): dy = cdf(x) + x pdf(x)
         cdf = g.op.Mul(g.op.Add(g.op.Erf(g.op.Mul(xf, math.sqrt(0.5))), 1.0), 0.5)
-        pdf = g.op.Mul(g.op.Exp(g.op.Mul(g.op.Mul(xf, xf), -0.5)),
-                       1.0 / math.sqrt(2.0 * math.pi))
+        pdf = g.op.Mul(g.op.Exp(g.op.Mul(g.op.Mul(xf, xf), -0.5)), 1.0 / math.sqrt(2.0 * math.pi))
         dx = g.op.Add(cdf, g.op.Mul(xf, pdf))
     else:
         raise ValueError(f"gelu_backward: unknown approximate={approximate!r}")
@@ -92,14 +91,16 @@ def aten_hardtanh_backward(g: GraphBuilder, grad_output, x, min_val, max_val):
     """hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val,
     Scalar max_val) -> Tensor"""
     t = g.get_type(x)
-    outside = g.op.Or(g.op.LessOrEqual(x, cast_to(g, min_val, t)),
-                      g.op.GreaterOrEqual(x, cast_to(g, max_val, t)))
+    outside = g.op.Or(
+        g.op.LessOrEqual(x, cast_to(g, min_val, t)), g.op.GreaterOrEqual(x, cast_to(g, max_val, t))
+    )
     return g.op.Where(outside, 0, grad_output)
 
 
 @converter(aten.leaky_relu_backward.default)
-def aten_leaky_relu_backward(g: GraphBuilder, grad_output, x, negative_slope,
-                             self_is_result, *, ctx: NodeContext):
+def aten_leaky_relu_backward(
+    g: GraphBuilder, grad_output, x, negative_slope, self_is_result, *, ctx: NodeContext
+):
     """leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope,
     bool self_is_result) -> Tensor"""
     gf = upcast(g, grad_output)
@@ -108,8 +109,17 @@ def aten_leaky_relu_backward(g: GraphBuilder, grad_output, x, negative_slope,
 
 
 @converter(aten.elu_backward.default)
-def aten_elu_backward(g: GraphBuilder, grad_output, alpha, scale, input_scale, is_result,
-                      self_or_result, *, ctx: NodeContext):
+def aten_elu_backward(
+    g: GraphBuilder,
+    grad_output,
+    alpha,
+    scale,
+    input_scale,
+    is_result,
+    self_or_result,
+    *,
+    ctx: NodeContext,
+):
     """elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale,
     bool is_result, Tensor self_or_result) -> Tensor"""
     gf, v = upcast(g, grad_output), upcast(g, self_or_result)
@@ -161,8 +171,9 @@ def aten_mish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
 
 
 @converter(aten._softmax_backward_data.default)
-def aten__softmax_backward_data(g: GraphBuilder, grad_output, output, dim, input_dtype,
-                                *, ctx: NodeContext):
+def aten__softmax_backward_data(
+    g: GraphBuilder, grad_output, output, dim, input_dtype, *, ctx: NodeContext
+):
     """_softmax_backward_data(Tensor grad_output, Tensor output, int dim,
     ScalarType input_dtype) -> Tensor"""
     gf, y = upcast(g, grad_output), upcast(g, output)
@@ -171,8 +182,9 @@ def aten__softmax_backward_data(g: GraphBuilder, grad_output, output, dim, input
 
 
 @converter(aten._log_softmax_backward_data.default)
-def aten__log_softmax_backward_data(g: GraphBuilder, grad_output, output, dim,
-                                    input_dtype, *, ctx: NodeContext):
+def aten__log_softmax_backward_data(
+    g: GraphBuilder, grad_output, output, dim, input_dtype, *, ctx: NodeContext
+):
     """_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim,
     ScalarType input_dtype) -> Tensor"""
     gf, y = upcast(g, grad_output), upcast(g, output)
@@ -199,8 +211,18 @@ def aten_mse_loss_backward(g: GraphBuilder, grad_output, x, target, reduction, *
     return _back(g, d, ctx=ctx)
 
 
-def _nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reduction,
-                       ignore_index, total_weight, *, ctx: NodeContext):
+def _nll_loss_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    target,
+    weight,
+    reduction,
+    ignore_index,
+    total_weight,
+    *,
+    ctx: NodeContext,
+):
     _, w, safe, _ = nll_terms(g, x, target, weight, ignore_index)
     gf = upcast(g, grad_output)
     if reduction == 1:
@@ -217,26 +239,56 @@ def _nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reductio
 
 
 @converter(aten.nll_loss_backward.default)
-def aten_nll_loss_backward(g: GraphBuilder, grad_output, x, target, weight, reduction,
-                           ignore_index, total_weight, *, ctx: NodeContext):
+def aten_nll_loss_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    target,
+    weight,
+    reduction,
+    ignore_index,
+    total_weight,
+    *,
+    ctx: NodeContext,
+):
     """nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight,
     int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    return _nll_loss_backward(g, grad_output, x, target, weight, reduction, ignore_index,
-                              total_weight, ctx=ctx)
+    return _nll_loss_backward(
+        g, grad_output, x, target, weight, reduction, ignore_index, total_weight, ctx=ctx
+    )
 
 
 @converter(aten.nll_loss2d_backward.default)
-def aten_nll_loss2d_backward(g: GraphBuilder, grad_output, x, target, weight, reduction,
-                             ignore_index, total_weight, *, ctx: NodeContext):
+def aten_nll_loss2d_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    target,
+    weight,
+    reduction,
+    ignore_index,
+    total_weight,
+    *,
+    ctx: NodeContext,
+):
     """nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight,
     int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
-    return _nll_loss_backward(g, grad_output, x, target, weight, reduction, ignore_index,
-                              total_weight, ctx=ctx)
+    return _nll_loss_backward(
+        g, grad_output, x, target, weight, reduction, ignore_index, total_weight, ctx=ctx
+    )
 
 
 @converter(aten.embedding_dense_backward.default)
-def aten_embedding_dense_backward(g: GraphBuilder, grad_output, indices, num_weights,
-                                  padding_idx, scale_grad_by_freq, *, ctx: NodeContext):
+def aten_embedding_dense_backward(
+    g: GraphBuilder,
+    grad_output,
+    indices,
+    num_weights,
+    padding_idx,
+    scale_grad_by_freq,
+    *,
+    ctx: NodeContext,
+):
     """embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights,
     SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
     gf = upcast(g, grad_output)
@@ -292,8 +344,9 @@ def _place(g: GraphBuilder, grad, input_sizes, dim, start, step):
         if all(isinstance(v, int) for v in (start, size, n)):
             after = size - start - n
         else:
-            after = g.op.Sub(g.op.Sub(shape_tensor(g, [size]), shape_tensor(g, [start])),
-                             shape_tensor(g, [n]))
+            after = g.op.Sub(
+                g.op.Sub(shape_tensor(g, [size]), shape_tensor(g, [start])), shape_tensor(g, [n])
+            )
         return g.op.Pad(grad, _pads(g, rank, dim, start, after))
     # strided slice: scatter the rows of grad at start, start + step, ...
     first = shape_tensor(g, [start])
@@ -302,8 +355,7 @@ def _place(g: GraphBuilder, grad, input_sizes, dim, start, step):
     positions = g.op.Range(g.op.Squeeze(first), g.op.Squeeze(last), cast_to(g, step, INT64))
     shape = [1] * rank
     shape[dim] = -1
-    positions = g.op.Expand(g.op.Reshape(positions, i64(shape)),
-                            g.op.Shape(grad))
+    positions = g.op.Expand(g.op.Reshape(positions, i64(shape)), g.op.Shape(grad))
     zeros = _zeros(g, shape_tensor(g, list(input_sizes)), grad)
     return g.op.ScatterElements(zeros, positions, grad, axis=dim)
 
@@ -323,4 +375,3 @@ def aten_select_backward(g: GraphBuilder, grad_output, input_sizes, dim, index):
     dim = dim % len(input_sizes)
     grad = g.op.Unsqueeze(grad_output, i64([dim]))
     return _place(g, grad, input_sizes, dim, index, 1)
-

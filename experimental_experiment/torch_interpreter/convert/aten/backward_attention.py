@@ -25,8 +25,20 @@ def _t(g: GraphBuilder, x: str) -> str:
 
 @converter(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
 def aten__scaled_dot_product_flash_attention_for_cpu_backward(
-        g: GraphBuilder, grad_out, query, key, value, out, logsumexp, dropout_p, is_causal,
-        *, attn_mask=None, scale=None, ctx: NodeContext):
+    g: GraphBuilder,
+    grad_out,
+    query,
+    key,
+    value,
+    out,
+    logsumexp,
+    dropout_p,
+    is_causal,
+    *,
+    attn_mask=None,
+    scale=None,
+    ctx: NodeContext,
+):
     """_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query,
     Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal,
     *, Tensor? attn_mask=None, float? scale=None)
@@ -35,7 +47,9 @@ def aten__scaled_dot_product_flash_attention_for_cpu_backward(
         raise UnsupportedOpError(
             "the backward of attention with dropout_p > 0 needs the forward's random "
             "mask, which the kernel does not return; train with dropout_p=0 or "
-            "attn_implementation='eager'", argument="dropout_p")
+            "attn_implementation='eager'",
+            argument="dropout_p",
+        )
     _, probs, _, _ = _attention(g, query, key, value, attn_mask, is_causal, scale)
     q, k, v, do = (upcast(g, x) for x in (query, key, value, grad_out))
     dv = g.op.MatMul(_t(g, probs), do)

@@ -34,14 +34,26 @@ def _mean(g: GraphBuilder, x: str, axes: list[int]) -> str:
 
 def _normalized_grad(g, gy, x_hat, scale, axes):
     """``scale * (gy - mean(gy) - x_hat * mean(gy * x_hat))`` over ``axes``."""
-    centered = g.op.Sub(g.op.Sub(gy, _mean(g, gy, axes)),
-                        g.op.Mul(x_hat, _mean(g, g.op.Mul(gy, x_hat), axes)))
+    centered = g.op.Sub(
+        g.op.Sub(gy, _mean(g, gy, axes)), g.op.Mul(x_hat, _mean(g, g.op.Mul(gy, x_hat), axes))
+    )
     return g.op.Mul(centered, scale)
 
 
 @converter(aten.native_layer_norm_backward.default)
-def aten_native_layer_norm_backward(g: GraphBuilder, grad_out, x, normalized_shape, mean,
-                                    rstd, weight, bias, output_mask, *, ctx: NodeContext):
+def aten_native_layer_norm_backward(
+    g: GraphBuilder,
+    grad_out,
+    x,
+    normalized_shape,
+    mean,
+    rstd,
+    weight,
+    bias,
+    output_mask,
+    *,
+    ctx: NodeContext,
+):
     """native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape,
     Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask)
     -> (Tensor, Tensor, Tensor)"""
@@ -62,9 +74,21 @@ def aten_native_layer_norm_backward(g: GraphBuilder, grad_out, x, normalized_sha
 
 
 @converter(aten.native_batch_norm_backward.default)
-def aten_native_batch_norm_backward(g: GraphBuilder, grad_out, x, weight, running_mean,
-                                    running_var, save_mean, save_invstd, train, eps,
-                                    output_mask, *, ctx: NodeContext):
+def aten_native_batch_norm_backward(
+    g: GraphBuilder,
+    grad_out,
+    x,
+    weight,
+    running_mean,
+    running_var,
+    save_mean,
+    save_invstd,
+    train,
+    eps,
+    output_mask,
+    *,
+    ctx: NodeContext,
+):
     """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight,
     Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd,
     bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
@@ -80,8 +104,11 @@ def aten_native_batch_norm_backward(g: GraphBuilder, grad_out, x, weight, runnin
     x_hat = g.op.Mul(g.op.Sub(xf, mean), invstd)
     grads = [None, None, None]
     if output_mask[0]:
-        scale = invstd if weight is None else g.op.Mul(
-            invstd, channel_shaped(g, upcast(g, weight), rank))
+        scale = (
+            invstd
+            if weight is None
+            else g.op.Mul(invstd, channel_shaped(g, upcast(g, weight), rank))
+        )
         if train:
             grads[0] = _normalized_grad(g, gf, x_hat, scale, axes)
         else:
@@ -119,7 +146,8 @@ def _conv_input_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
         # exact output size: the rows the forward convolution did not reach
         attrs["output_padding"] = [
             (n + 2 * p - d * (k - 1) - 1) % s
-            for n, p, d, k, s in zip(dims, padding, dilation, kernel, stride)]
+            for n, p, d, k, s in zip(dims, padding, dilation, kernel, stride)
+        ]
         return g.op.ConvTranspose(gy, w, **attrs)
     if all(s == 1 for s in stride):
         return g.op.ConvTranspose(gy, w, **attrs)
@@ -138,8 +166,9 @@ def _conv_weight_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
     rank = spatial + 2
     kernel = _static_dims(g, w, 1)
     if kernel is None:
-        raise UnsupportedOpError("convolution_backward needs a weight of static shape",
-                                 argument="weight")
+        raise UnsupportedOpError(
+            "convolution_backward needs a weight of static shape", argument="weight"
+        )
     cin_g = kernel[0]
     if groups == 1:
         xt = _swap01(g, x, rank)  # [Cin, N, *spatial]
@@ -151,17 +180,32 @@ def _conv_weight_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
         x5 = g.op.Transpose(x5, perm=[2, 1, 0] + list(range(3, rank + 1)))
         xt = g.op.Reshape(x5, g.op.Concat(i64([cin_g, -1]), sp, axis=0))
     gt = _swap01(g, gy, rank)  # [Cout, N, *out_spatial]
-    r = g.op.Conv(xt, gt, strides=dilation, dilations=stride, pads=padding + padding,
-                  group=groups)  # [Cin/G, Cout, *k'] with k' >= k
-    r = g.op.Slice(r, np.zeros(spatial, dtype=np.int64), i64(kernel[1:]),
-                   np.arange(2, rank, dtype=np.int64))
+    r = g.op.Conv(
+        xt, gt, strides=dilation, dilations=stride, pads=padding + padding, group=groups
+    )  # [Cin/G, Cout, *k'] with k' >= k
+    r = g.op.Slice(
+        r, np.zeros(spatial, dtype=np.int64), i64(kernel[1:]), np.arange(2, rank, dtype=np.int64)
+    )
     return _swap01(g, r, rank)
 
 
 @converter(aten.convolution_backward.default)
-def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_sizes, stride,
-                              padding, dilation, transposed, output_padding, groups,
-                              output_mask, *, ctx: NodeContext):
+def aten_convolution_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    *,
+    ctx: NodeContext,
+):
     """convolution_backward(Tensor grad_output, Tensor input, Tensor weight,
     SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation,
     bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask)
@@ -180,8 +224,14 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
         # y = ConvTranspose(x, w) is the adjoint of Conv(., w): <y, gy> = <x, Conv(gy, w)>,
         # so dx = Conv(gy, w) and dw is the weight gradient of Conv(gy, w) for grad x
         if output_mask[0]:
-            grads[0] = _back(g, g.op.Conv(gy, wf, strides=stride, pads=padding + padding,
-                                          dilations=dilation, group=groups), 0, ctx=ctx)
+            grads[0] = _back(
+                g,
+                g.op.Conv(
+                    gy, wf, strides=stride, pads=padding + padding, dilations=dilation, group=groups
+                ),
+                0,
+                ctx=ctx,
+            )
         if output_mask[1]:
             grads[1] = _back(g, _conv_weight_grad(g, xf, gy, wf, *conv), 1, ctx=ctx)
     if output_mask[0] and not transposed:
@@ -193,22 +243,38 @@ def aten_convolution_backward(g: GraphBuilder, grad_output, x, weight, bias_size
     return tuple(grads)
 
 
-def _max_pool_backward(g: GraphBuilder, grad_output, x, indices, spatial: int,
-                       *, ctx: NodeContext) -> str:
+def _max_pool_backward(
+    g: GraphBuilder, grad_output, x, indices, spatial: int, *, ctx: NodeContext
+) -> str:
     """Adds every gradient at the position its indices (flat per plane) point to."""
     lead = g.get_rank(x) - spatial
     flat = i64([0] * lead + [-1])
     gf = upcast(g, grad_output)
     zeros = g.op.Expand(cast_to(g, 0, g.get_type(gf)), g.op.Shape(x))
-    scattered = g.op.ScatterElements(g.op.Reshape(zeros, flat), g.op.Reshape(indices, flat),
-                                     g.op.Reshape(gf, flat), axis=lead, reduction="add")
+    scattered = g.op.ScatterElements(
+        g.op.Reshape(zeros, flat),
+        g.op.Reshape(indices, flat),
+        g.op.Reshape(gf, flat),
+        axis=lead,
+        reduction="add",
+    )
     return _back(g, g.op.Reshape(scattered, g.op.Shape(x)), 0, ctx=ctx)
 
 
 @converter(aten.max_pool2d_with_indices_backward.default)
-def aten_max_pool2d_with_indices_backward(g: GraphBuilder, grad_output, x, kernel_size,
-                                          stride, padding, dilation, ceil_mode, indices,
-                                          *, ctx: NodeContext):
+def aten_max_pool2d_with_indices_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    indices,
+    *,
+    ctx: NodeContext,
+):
     """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self,
     int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode,
     Tensor indices) -> Tensor"""
@@ -216,9 +282,19 @@ def aten_max_pool2d_with_indices_backward(g: GraphBuilder, grad_output, x, kerne
 
 
 @converter(aten.max_pool3d_with_indices_backward.default)
-def aten_max_pool3d_with_indices_backward(g: GraphBuilder, grad_output, x, kernel_size,
-                                          stride, padding, dilation, ceil_mode, indices,
-                                          *, ctx: NodeContext):
+def aten_max_pool3d_with_indices_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    indices,
+    *,
+    ctx: NodeContext,
+):
     """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self,
     int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode,
     Tensor indices) -> Tensor"""
@@ -232,9 +308,20 @@ def _ones_like_spatial(g: GraphBuilder, x: str, spatial: int, elem_type: int):
     return g.op.Expand(cast_to(g, 1, elem_type), shape)
 
 
-def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
-                       ceil_mode, count_include_pad, divisor_override, spatial: int,
-                       *, ctx: NodeContext) -> str:
+def _avg_pool_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    spatial: int,
+    *,
+    ctx: NodeContext,
+) -> str:
     """Spreads gradients / divisor over their windows (ConvTranspose by ones)."""
     k = static_ints(expand_param(kernel_size, spatial, "kernel_size"), "kernel_size")
     s = static_ints(expand_param(stride, spatial, "stride"), "stride") if stride else k
@@ -254,16 +341,14 @@ def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, pad
         if count_include_pad:
             # the padding counts, not what ceil_mode adds beyond it
             if any(p):
-                ones = g.op.Pad(ones, i64([0, 0, *p, 0, 0, *p]),
-                                cast_to(g, 1, t))
+                ones = g.op.Pad(ones, i64([0, 0, *p, 0, 0, *p]), cast_to(g, 1, t))
             pads = [0] * spatial + [si - 1 for si in s]
         else:
             pads = p + [pi + si - 1 for pi, si in zip(p, s)]
         counts = g.op.Conv(ones, kernel, strides=s, pads=pads)
         counts = g.op.Slice(counts, zeros, out_dims, axes)
         scaled = g.op.Div(gf, counts)
-    planes = g.op.Reshape(scaled, g.op.Concat(i64([-1, 1]), out_dims,
-                                              axis=0))
+    planes = g.op.Reshape(scaled, g.op.Concat(i64([-1, 1]), out_dims, axis=0))
     full = g.op.ConvTranspose(planes, kernel, strides=s)  # [NC, 1, (o - 1) * s + k]
     extra = [max(0, si - 1 - pi) for si, pi in zip(s, p)]
     if any(extra):
@@ -275,22 +360,64 @@ def _avg_pool_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, pad
 
 
 @converter(aten.avg_pool2d_backward.default)
-def aten_avg_pool2d_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
-                             ceil_mode, count_include_pad, divisor_override=None,
-                             *, ctx: NodeContext):
+def aten_avg_pool2d_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override=None,
+    *,
+    ctx: NodeContext,
+):
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size,
     int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad,
     int? divisor_override) -> Tensor"""
-    return _avg_pool_backward(g, grad_output, x, kernel_size, stride, padding, ceil_mode,
-                              count_include_pad, divisor_override, 2, ctx=ctx)
+    return _avg_pool_backward(
+        g,
+        grad_output,
+        x,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+        2,
+        ctx=ctx,
+    )
 
 
 @converter(aten.avg_pool3d_backward.default)
-def aten_avg_pool3d_backward(g: GraphBuilder, grad_output, x, kernel_size, stride, padding,
-                             ceil_mode, count_include_pad, divisor_override=None,
-                             *, ctx: NodeContext):
+def aten_avg_pool3d_backward(
+    g: GraphBuilder,
+    grad_output,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override=None,
+    *,
+    ctx: NodeContext,
+):
     """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size,
     int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad,
     int? divisor_override) -> Tensor"""
-    return _avg_pool_backward(g, grad_output, x, kernel_size, stride, padding, ceil_mode,
-                              count_include_pad, divisor_override, 3, ctx=ctx)
+    return _avg_pool_backward(
+        g,
+        grad_output,
+        x,
+        kernel_size,
+        stride,
+        padding,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+        3,
+        ctx=ctx,
+    )

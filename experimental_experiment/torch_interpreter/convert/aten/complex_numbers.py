@@ -68,6 +68,7 @@ class _PairView(NodeContext):
 
 # layout operators: how their arguments change for the trailing axis
 
+
 def _norm(d, rank: int):
     if isinstance(d, (list, tuple)):
         return [x % rank for x in d]
@@ -78,31 +79,64 @@ def _with_pair_axis(values: list) -> list:
     return [*values, 2]
 
 
-_DIM_ARGS = ("dim", "dims", "start_dim", "end_dim", "dim0", "dim1", "source",
-             "destination", "shifts_dims")
+_DIM_ARGS = (
+    "dim",
+    "dims",
+    "start_dim",
+    "end_dim",
+    "dim0",
+    "dim1",
+    "source",
+    "destination",
+    "shifts_dims",
+)
 #: op -> how its arguments change: "dims" (negative dims made positive), "dims+1"
 #: (same on the output rank), "size" (target shape gets the axis 2), "perm", "repeat",
 #: "reduce" (dims, None meaning all of them), "same" (nothing to change)
-_LAYOUT = MappingProxyType({
-    aten.flatten.using_ints: "dims", aten.unflatten.int: "dims",
-    aten.transpose.int: "dims", aten.swapaxes.default: "dims",
-    aten.movedim.int: "dims", aten.movedim.intlist: "dims",
-    aten.squeeze.dim: "dims", aten.squeeze.dims: "dims", aten.squeeze.default: "same",
-    aten.slice.Tensor: "dims", aten.select.int: "dims", aten.narrow.default: "dims",
-    aten.cat.default: "dims", aten.split.Tensor: "dims",
-    aten.split_with_sizes.default: "dims", aten.chunk.default: "dims",
-    aten.unbind.int: "dims", aten.flip.default: "dims", aten.roll.default: "dims",
-    aten.index_select.default: "dims",
-    aten.unsqueeze.default: "dims+1", aten.stack.default: "dims+1",
-    aten.view.default: "size", aten.reshape.default: "size", aten.view_copy.default: "size",
-    aten._unsafe_view.default: "size", aten.expand.default: "size",
-    aten.expand_copy.default: "size", aten.permute.default: "perm",
-    aten.permute_copy.default: "perm", aten.repeat.default: "repeat",
-    aten.sum.dim_IntList: "reduce", aten.mean.dim: "reduce",
-    aten.zeros_like.default: "same", aten.clone.default: "same",
-    aten.alias.default: "same", aten.detach.default: "same", aten.contiguous.default: "same",
-    aten.lift_fresh_copy.default: "same", aten._assert_tensor_metadata.default: "same",
-})
+_LAYOUT = MappingProxyType(
+    {
+        aten.flatten.using_ints: "dims",
+        aten.unflatten.int: "dims",
+        aten.transpose.int: "dims",
+        aten.swapaxes.default: "dims",
+        aten.movedim.int: "dims",
+        aten.movedim.intlist: "dims",
+        aten.squeeze.dim: "dims",
+        aten.squeeze.dims: "dims",
+        aten.squeeze.default: "same",
+        aten.slice.Tensor: "dims",
+        aten.select.int: "dims",
+        aten.narrow.default: "dims",
+        aten.cat.default: "dims",
+        aten.split.Tensor: "dims",
+        aten.split_with_sizes.default: "dims",
+        aten.chunk.default: "dims",
+        aten.unbind.int: "dims",
+        aten.flip.default: "dims",
+        aten.roll.default: "dims",
+        aten.index_select.default: "dims",
+        aten.unsqueeze.default: "dims+1",
+        aten.stack.default: "dims+1",
+        aten.view.default: "size",
+        aten.reshape.default: "size",
+        aten.view_copy.default: "size",
+        aten._unsafe_view.default: "size",
+        aten.expand.default: "size",
+        aten.expand_copy.default: "size",
+        aten.permute.default: "perm",
+        aten.permute_copy.default: "perm",
+        aten.repeat.default: "repeat",
+        aten.sum.dim_IntList: "reduce",
+        aten.mean.dim: "reduce",
+        aten.zeros_like.default: "same",
+        aten.clone.default: "same",
+        aten.alias.default: "same",
+        aten.detach.default: "same",
+        aten.contiguous.default: "same",
+        aten.lift_fresh_copy.default: "same",
+        aten._assert_tensor_metadata.default: "same",
+    }
+)
 
 
 def _complex_rank(node: torch.fx.Node) -> int:
@@ -155,8 +189,10 @@ def _layout_converter(op, kind: str):
         registry = getattr(interpreter, "registry", DEFAULT_REGISTRY)
         fn = registry.find(op, g.main_opset)
         if fn is None:
-            raise UnsupportedOpError(f"no converter of {op} for complex tensors: the "
-                                     "operator has no converter at all", op=op)
+            raise UnsupportedOpError(
+                f"no converter of {op} for complex tensors: the operator has no converter at all",
+                op=op,
+            )
         if kind != "same":
             args, kwargs = _adapt(kind, ctx.node, args, kwargs)
         return call_converter(fn, g, args, kwargs, _PairView(ctx))
@@ -171,6 +207,7 @@ for _op, _kind in _LAYOUT.items():
 
 
 # arithmetic
+
 
 def _pair_type(g: GraphBuilder, *, ctx: NodeContext) -> int:
     """Element type of the pairs of the current node (its complex output or input)."""
@@ -224,8 +261,11 @@ def _join(g: GraphBuilder, re: str, im: str) -> str:
 
 def _operands(g: GraphBuilder, x, y, *, ctx: NodeContext):
     t = _pair_type(g, ctx=ctx)
-    return (as_pair(g, x, _arg_is_complex(g, 0, ctx=ctx), t),
-            as_pair(g, y, _arg_is_complex(g, 1, ctx=ctx), t), t)
+    return (
+        as_pair(g, x, _arg_is_complex(g, 0, ctx=ctx), t),
+        as_pair(g, y, _arg_is_complex(g, 1, ctx=ctx), t),
+        t,
+    )
 
 
 def _real_times_pair(g: GraphBuilder, real, pair: str, t: int) -> str:
@@ -245,8 +285,9 @@ def aten_complex_mul(g: GraphBuilder, x, y, *, ctx: NodeContext):
         return _real_times_pair(g, x, as_pair(g, y, True, t), t)
     a, b = parts(g, as_pair(g, x, True, t))
     c, d = parts(g, as_pair(g, y, True, t))
-    return _join(g, g.op.Sub(g.op.Mul(a, c), g.op.Mul(b, d)),
-                 g.op.Add(g.op.Mul(a, d), g.op.Mul(b, c)))
+    return _join(
+        g, g.op.Sub(g.op.Mul(a, c), g.op.Mul(b, d)), g.op.Add(g.op.Mul(a, d), g.op.Mul(b, c))
+    )
 
 
 def aten_complex_div(g: GraphBuilder, x, y, *, ctx: NodeContext):
@@ -321,8 +362,7 @@ def aten_complex_ones_like(g: GraphBuilder, x, *, ctx: NodeContext, **kwargs):
     shape = g.op.Shape(x)
     if _arg_is_complex(g, 0, ctx=ctx):
         shape = g.op.Slice(shape, np.array([0], _I64), np.array([-1], _I64))
-    one = g.op.Expand(_const(g, [1, 0], t), g.op.Concat(
-        shape, np.array([2], _I64), axis=0))
+    one = g.op.Expand(_const(g, [1, 0], t), g.op.Concat(shape, np.array([2], _I64), axis=0))
     return one
 
 
@@ -340,8 +380,11 @@ def aten_complex_matmul(g: GraphBuilder, x, y, *, ctx: NodeContext):
 
     a, b = real_imag(x, _arg_is_complex(g, 0, ctx=ctx))
     c, d = real_imag(y, _arg_is_complex(g, 1, ctx=ctx))
-    re = g.op.MatMul(a, c) if b is None or d is None else g.op.Sub(
-        g.op.MatMul(a, c), g.op.MatMul(b, d))
+    re = (
+        g.op.MatMul(a, c)
+        if b is None or d is None
+        else g.op.Sub(g.op.MatMul(a, c), g.op.MatMul(b, d))
+    )
     terms = [g.op.MatMul(a, d)] if d is not None else []
     terms += [g.op.MatMul(b, c)] if b is not None else []
     im = terms[0] if len(terms) == 1 else g.op.Add(*terms)
@@ -354,18 +397,29 @@ def aten_complex_t(g: GraphBuilder, x, *, ctx: NodeContext):
     return g.op.Transpose(x, perm=[*reversed(range(r)), r])
 
 
-_ARITHMETIC = MappingProxyType({
-    aten.numpy_T.default: aten_complex_t, aten.t.default: aten_complex_t,
-    aten.matmul.default: aten_complex_matmul, aten.mm.default: aten_complex_matmul,
-    aten.bmm.default: aten_complex_matmul,
-    aten.mul.Tensor: aten_complex_mul, aten.mul.Scalar: aten_complex_mul,
-    aten.div.Tensor: aten_complex_div, aten.div.Scalar: aten_complex_div,
-    aten.add.Tensor: aten_complex_add, aten.sub.Tensor: aten_complex_sub,
-    aten.add.Scalar: aten_complex_add, aten.sub.Scalar: aten_complex_sub,
-    aten.neg.default: aten_complex_neg, aten.polar.default: aten_polar,
-    aten.abs.default: aten_complex_abs, aten.angle.default: aten_complex_angle,
-    aten.exp.default: aten_complex_exp, aten.ones_like.default: aten_complex_ones_like,
-})
+_ARITHMETIC = MappingProxyType(
+    {
+        aten.numpy_T.default: aten_complex_t,
+        aten.t.default: aten_complex_t,
+        aten.matmul.default: aten_complex_matmul,
+        aten.mm.default: aten_complex_matmul,
+        aten.bmm.default: aten_complex_matmul,
+        aten.mul.Tensor: aten_complex_mul,
+        aten.mul.Scalar: aten_complex_mul,
+        aten.div.Tensor: aten_complex_div,
+        aten.div.Scalar: aten_complex_div,
+        aten.add.Tensor: aten_complex_add,
+        aten.sub.Tensor: aten_complex_sub,
+        aten.add.Scalar: aten_complex_add,
+        aten.sub.Scalar: aten_complex_sub,
+        aten.neg.default: aten_complex_neg,
+        aten.polar.default: aten_polar,
+        aten.abs.default: aten_complex_abs,
+        aten.angle.default: aten_complex_angle,
+        aten.exp.default: aten_complex_exp,
+        aten.ones_like.default: aten_complex_ones_like,
+    }
+)
 
 for _op, _fn in _ARITHMETIC.items():
     converter(_op, variant=COMPLEX)(_fn)

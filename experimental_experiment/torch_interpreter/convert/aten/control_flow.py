@@ -36,10 +36,10 @@ class _BodyInterpreter(Interpreter):
     """Converts a body: placeholders are bound to given names (subgraph inputs, outer
     results or python values), the output node returns the names of the results."""
 
-    def __init__(self, builder: GraphBuilder, gm: torch.fx.GraphModule, bound: list,
-                 parent: Interpreter):
-        super().__init__(builder, gm, InputPlan(), registry=parent.registry,
-                         namer=parent.namer)
+    def __init__(
+        self, builder: GraphBuilder, gm: torch.fx.GraphModule, bound: list, parent: Interpreter
+    ):
+        super().__init__(builder, gm, InputPlan(), registry=parent.registry, namer=parent.namer)
         self._bound = list(bound)
 
     def placeholder(self, node: torch.fx.Node):
@@ -65,8 +65,7 @@ class _Call:
         arg = self.node.args[i]
         return arg.target if isinstance(arg, torch.fx.Node) else f"{self.node.name}_body{i}"
 
-    def run(self, builder: GraphBuilder, gm: torch.fx.GraphModule, bound: list,
-            label: str) -> list:
+    def run(self, builder: GraphBuilder, gm: torch.fx.GraphModule, bound: list, label: str) -> list:
         """Converts ``gm`` into ``builder``; errors name the body and the user's line."""
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(bound):
@@ -147,8 +146,9 @@ def _tuple(result) -> tuple:
 
 
 @converter(higher_order.cond)
-def higher_order_cond(g: GraphBuilder, pred, true_graph, false_graph, operands,
-                      *, ctx: NodeContext):
+def higher_order_cond(
+    g: GraphBuilder, pred, true_graph, false_graph, operands, *, ctx: NodeContext
+):
     """cond(Tensor|SymBool pred, GraphModule true_fn, GraphModule false_fn,
     Tensor[] operands) -> Tensor[]"""
     call = _Call(ctx, "cond")
@@ -166,8 +166,9 @@ def higher_order_cond(g: GraphBuilder, pred, true_graph, false_graph, operands,
 
 
 @converter(higher_order.scan)
-def higher_order_scan(g: GraphBuilder, combine_graph, init, xs, additional_inputs,
-                      *, ctx: NodeContext):
+def higher_order_scan(
+    g: GraphBuilder, combine_graph, init, xs, additional_inputs, *, ctx: NodeContext
+):
     """scan(GraphModule combine_fn, Tensor[] init, Tensor[] xs,
     Tensor[] additional_inputs) -> Tensor[] (final carries, stacked outputs)
 
@@ -194,13 +195,13 @@ def _scan(g: GraphBuilder, call: _Call, gm, init: list, xs: list, extra: list) -
     results = call.run(child, gm, bound + extra, label)
     body = _subgraph(child, results, label)
     inputs = [_as_name(g, v) for v in init + xs]
-    return _tuple(g.op.Scan(*inputs, body=body, num_scan_inputs=len(xs),
-                            outputs=len(results)))
+    return _tuple(g.op.Scan(*inputs, body=body, num_scan_inputs=len(xs), outputs=len(results)))
 
 
 @converter(higher_order.while_loop)
-def higher_order_while_loop(g: GraphBuilder, cond_graph, body_graph, carried_inputs,
-                            additional_inputs, *, ctx: NodeContext):
+def higher_order_while_loop(
+    g: GraphBuilder, cond_graph, body_graph, carried_inputs, additional_inputs, *, ctx: NodeContext
+):
     """while_loop(GraphModule cond_fn, GraphModule body_fn, Tensor[] carried_inputs,
     Tensor[] additional_inputs) -> Tensor[]
 

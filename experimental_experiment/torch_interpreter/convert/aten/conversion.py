@@ -19,10 +19,17 @@ def cast_to_output(g: GraphBuilder, x, *, ctx: NodeContext) -> str:
     return g.op.Identity(y) if y == x else y
 
 
-@converter(aten.clone.default, aten.alias.default, aten.alias_copy.default,
-           aten.detach.default, aten.detach_.default, aten.detach_copy.default,
-           aten.lift_fresh_copy.default, aten.lift_fresh.default,
-           aten.contiguous.default)
+@converter(
+    aten.clone.default,
+    aten.alias.default,
+    aten.alias_copy.default,
+    aten.detach.default,
+    aten.detach_.default,
+    aten.detach_copy.default,
+    aten.lift_fresh_copy.default,
+    aten.lift_fresh.default,
+    aten.contiguous.default,
+)
 def aten_clone(g: GraphBuilder, x, *, memory_format=None):
     """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
     return g.op.Identity(x)
@@ -30,8 +37,18 @@ def aten_clone(g: GraphBuilder, x, *, memory_format=None):
 
 @converter(aten._to_copy.default, variant=COMPLEX)
 @converter(aten._to_copy.default)
-def aten__to_copy(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                  pin_memory=None, non_blocking=False, memory_format=None, ctx: NodeContext):
+def aten__to_copy(
+    g: GraphBuilder,
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, bool non_blocking=False,
     MemoryFormat? memory_format=None) -> Tensor"""
@@ -40,8 +57,16 @@ def aten__to_copy(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
 
 @converter(aten.to.dtype, variant=COMPLEX)
 @converter(aten.to.dtype)
-def aten_to_dtype(g: GraphBuilder, x, dtype, non_blocking=False, copy=False,
-                  memory_format=None, *, ctx: NodeContext):
+def aten_to_dtype(
+    g: GraphBuilder,
+    x,
+    dtype,
+    non_blocking=False,
+    copy=False,
+    memory_format=None,
+    *,
+    ctx: NodeContext,
+):
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False,
     bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""
     return cast_to_output(g, x, ctx=ctx)
@@ -49,9 +74,19 @@ def aten_to_dtype(g: GraphBuilder, x, dtype, non_blocking=False, copy=False,
 
 @converter(aten.to.dtype_layout, variant=COMPLEX)
 @converter(aten.to.dtype_layout)
-def aten_to_dtype_layout(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                         pin_memory=None, non_blocking=False, copy=False,
-                         memory_format=None, ctx: NodeContext):
+def aten_to_dtype_layout(
+    g: GraphBuilder,
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
+    copy=False,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False,
     MemoryFormat? memory_format=None) -> Tensor(a)"""
@@ -60,8 +95,17 @@ def aten_to_dtype_layout(g: GraphBuilder, x, *, dtype=None, layout=None, device=
 
 @converter(aten.to.device, variant=COMPLEX)
 @converter(aten.to.device)
-def aten_to_device(g: GraphBuilder, x, device, dtype, non_blocking=False, copy=False,
-                   memory_format=None, *, ctx: NodeContext):
+def aten_to_device(
+    g: GraphBuilder,
+    x,
+    device,
+    dtype,
+    non_blocking=False,
+    copy=False,
+    memory_format=None,
+    *,
+    ctx: NodeContext,
+):
     """to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False,
     bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""
     return cast_to_output(g, x, ctx=ctx)

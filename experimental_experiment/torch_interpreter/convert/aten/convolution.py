@@ -36,15 +36,19 @@ def _conv_pads(g: GraphBuilder, weight, padding, dilations, spatial: int) -> dic
     return dict(pads=[t // 2 for t in total] + [t - t // 2 for t in total])
 
 
-def _convolution(g: GraphBuilder, x, weight, bias, stride, padding, dilation, transposed,
-                 output_padding, groups):
+def _convolution(
+    g: GraphBuilder, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+):
     spatial = rank_of(g, weight) - 2
     x, added = unsqueeze_batch(g, x, spatial)
     strides = static_ints(expand_param(stride, spatial, "stride"), "stride")
     dilations = static_ints(expand_param(dilation, spatial, "dilation"), "dilation")
-    attrs = dict(strides=strides, dilations=dilations,
-                 group=static_ints([groups], "groups")[0],
-                 **_conv_pads(g, weight, padding, dilations, spatial))
+    attrs = dict(
+        strides=strides,
+        dilations=dilations,
+        group=static_ints([groups], "groups")[0],
+        **_conv_pads(g, weight, padding, dilations, spatial),
+    )
     kernel = (g.get_shape(weight) or ())[2:]
     if kernel and all(isinstance(k, int) for k in kernel):
         attrs["kernel_shape"] = list(kernel)
@@ -58,45 +62,71 @@ def _convolution(g: GraphBuilder, x, weight, bias, stride, padding, dilation, tr
     return squeeze_batch(g, y, added)
 
 
-@converter(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
-           aten.conv1d.padding, aten.conv2d.padding, aten.conv3d.padding)
-def aten_conv(g: GraphBuilder, x, weight, bias=None, stride=1, padding=0, dilation=1,
-              groups=1):
+@converter(
+    aten.conv1d.default,
+    aten.conv2d.default,
+    aten.conv3d.default,
+    aten.conv1d.padding,
+    aten.conv2d.padding,
+    aten.conv3d.padding,
+)
+def aten_conv(g: GraphBuilder, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1,
     SymInt[2] padding=0 | str padding="valid", SymInt[2] dilation=1, SymInt groups=1)"""
     return _convolution(g, x, weight, bias, stride, padding, dilation, False, None, groups)
 
 
-@converter(aten.conv_transpose1d.default, aten.conv_transpose2d.input,
-           aten.conv_transpose3d.input)
-def aten_conv_transpose(g: GraphBuilder, x, weight, bias=None, stride=1, padding=0,
-                        output_padding=0, groups=1, dilation=1):
+@converter(aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.conv_transpose3d.input)
+def aten_conv_transpose(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias=None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    groups=1,
+    dilation=1,
+):
     """conv_transpose2d.input(Tensor input, Tensor weight, Tensor? bias=None,
     SymInt[2] stride=1, SymInt[2] padding=0, SymInt[2] output_padding=0, SymInt groups=1,
     SymInt[2] dilation=1) -> Tensor"""
-    return _convolution(g, x, weight, bias, stride, padding, dilation, True, output_padding,
-                        groups)
+    return _convolution(g, x, weight, bias, stride, padding, dilation, True, output_padding, groups)
 
 
 @converter(aten.convolution.default)
-def aten_convolution(g: GraphBuilder, x, weight, bias, stride, padding, dilation, transposed,
-                     output_padding, groups):
+def aten_convolution(
+    g: GraphBuilder, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+):
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride,
     SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding,
     SymInt groups) -> Tensor"""
-    return _convolution(g, x, weight, bias, stride, padding, dilation, transposed,
-                        output_padding, groups)
+    return _convolution(
+        g, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+    )
 
 
 @converter(aten._convolution.default, aten._convolution.deprecated)
-def aten__convolution(g: GraphBuilder, x, weight, bias, stride, padding, dilation, transposed,
-                      output_padding, groups, *unused):
+def aten__convolution(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    *unused,
+):
     """_convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride,
     SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding,
     SymInt groups, bool benchmark, bool deterministic, bool cudnn_enabled,
     bool allow_tf32) -> Tensor"""
-    return _convolution(g, x, weight, bias, stride, padding, dilation, transposed,
-                        output_padding, groups)
+    return _convolution(
+        g, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+    )
 
 
 # pooling
@@ -135,8 +165,17 @@ def _ceil_mode(g: GraphBuilder, x, attrs: dict, ceil_mode: bool) -> None:
     attrs["pads"], attrs["ceil_mode"] = pads, 0
 
 
-def _max_pool(g: GraphBuilder, x, kernel_size, stride, padding, dilation, ceil_mode,
-              spatial: int, with_indices: bool):
+def _max_pool(
+    g: GraphBuilder,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    dilation,
+    ceil_mode,
+    spatial: int,
+    with_indices: bool,
+):
     x, added = unsqueeze_batch(g, x, spatial)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial)
     attrs["dilations"] = static_ints(expand_param(dilation, spatial, "dilation"), "dilation")
@@ -151,16 +190,18 @@ def _max_pool(g: GraphBuilder, x, kernel_size, stride, padding, dilation, ceil_m
 
 
 def _max_pool_converter(spatial: int, with_indices: bool):
-    def fn(g: GraphBuilder, x, kernel_size, stride=(), padding=0, dilation=1,
-           ceil_mode=False):
-        return _max_pool(g, x, kernel_size, stride, padding, dilation, ceil_mode, spatial,
-                         with_indices)
+    def fn(g: GraphBuilder, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        return _max_pool(
+            g, x, kernel_size, stride, padding, dilation, ceil_mode, spatial, with_indices
+        )
 
     suffix = "_with_indices" if with_indices else ""
     fn.__name__ = f"aten_max_pool{spatial}d{suffix}"
-    fn.__doc__ = (f"max_pool{spatial}d{suffix}(Tensor self, int[{spatial}] kernel_size, "
-                  f"int[{spatial}] stride=[], int[{spatial}] padding=0, "
-                  f"int[{spatial}] dilation=1, bool ceil_mode=False)")
+    fn.__doc__ = (
+        f"max_pool{spatial}d{suffix}(Tensor self, int[{spatial}] kernel_size, "
+        f"int[{spatial}] stride=[], int[{spatial}] padding=0, "
+        f"int[{spatial}] dilation=1, bool ceil_mode=False)"
+    )
     return fn
 
 
@@ -171,8 +212,17 @@ converter(aten.max_pool2d_with_indices.default)(_max_pool_converter(2, True))
 converter(aten.max_pool3d_with_indices.default)(_max_pool_converter(3, True))
 
 
-def _avg_pool(g: GraphBuilder, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-              divisor_override, spatial: int):
+def _avg_pool(
+    g: GraphBuilder,
+    x,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    spatial: int,
+):
     x, added = unsqueeze_batch(g, x, spatial)
     attrs = _pool_attrs(kernel_size, stride, padding, spatial)
     if divisor_override or ceil_mode:
@@ -208,23 +258,43 @@ def _explicit_pad_attrs(dims, attrs: dict, ceil_mode: bool) -> dict:
 
 
 @converter(aten.avg_pool1d.default)
-def aten_avg_pool1d(g: GraphBuilder, x, kernel_size, stride=(), padding=0, ceil_mode=False,
-                    count_include_pad=True):
+def aten_avg_pool1d(
+    g: GraphBuilder, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True
+):
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0,
     bool ceil_mode=False, bool count_include_pad=True) -> Tensor"""
     return _avg_pool(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
 
 
 def _avg_pool_converter(spatial: int):
-    def fn(g: GraphBuilder, x, kernel_size, stride=(), padding=0, ceil_mode=False,
-           count_include_pad=True, divisor_override=None):
-        return _avg_pool(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                         divisor_override, spatial)
+    def fn(
+        g: GraphBuilder,
+        x,
+        kernel_size,
+        stride=(),
+        padding=0,
+        ceil_mode=False,
+        count_include_pad=True,
+        divisor_override=None,
+    ):
+        return _avg_pool(
+            g,
+            x,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+            spatial,
+        )
 
     fn.__name__ = f"aten_avg_pool{spatial}d"
-    fn.__doc__ = (f"avg_pool{spatial}d(Tensor self, int[{spatial}] kernel_size, "
-                  f"int[{spatial}] stride=[], int[{spatial}] padding=0, bool ceil_mode=False, "
-                  "bool count_include_pad=True, int? divisor_override=None) -> Tensor")
+    fn.__doc__ = (
+        f"avg_pool{spatial}d(Tensor self, int[{spatial}] kernel_size, "
+        f"int[{spatial}] stride=[], int[{spatial}] padding=0, bool ceil_mode=False, "
+        "bool count_include_pad=True, int? divisor_override=None) -> Tensor"
+    )
     return fn
 
 
@@ -252,7 +322,8 @@ def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
     if not isinstance(n_in, int):
         raise UnsupportedOpError(
             f"adaptive_avg_pool: input dimension {axis} is dynamic ({n_in!r}) and the "
-            f"output size is {n_out}; only output size 1 is supported for dynamic dims")
+            f"output size is {n_out}; only output size 1 is supported for dynamic dims"
+        )
     from ....xbuilder.dtypes import onnx_to_np_dtype
 
     a_t = g.make_constant(_averaging_matrix(n_in, n_out, onnx_to_np_dtype(g.get_type(x))).T)
@@ -260,12 +331,10 @@ def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
     perm[axis], perm[-1] = perm[-1], perm[axis]
     xt = x if axis == rank - 1 else g.op.Transpose(x, perm=perm)
     # a 2-D product: onnxruntime's MatMul fails to broadcast an empty batch
-    lead = g.op.Slice(g.op.Shape(xt), i64([0]),
-                      i64([-1]))
+    lead = g.op.Slice(g.op.Shape(xt), i64([0]), i64([-1]))
     rows = g.op.ReduceProd(lead, keepdims=1)
     flat = g.op.Reshape(xt, g.op.Concat(rows, i64([n_in]), axis=0))
-    y = g.op.Reshape(g.op.MatMul(flat, a_t),
-                     g.op.Concat(lead, i64([n_out]), axis=0))
+    y = g.op.Reshape(g.op.MatMul(flat, a_t), g.op.Concat(lead, i64([n_out]), axis=0))
     return y if axis == rank - 1 else g.op.Transpose(y, perm=perm)
 
 

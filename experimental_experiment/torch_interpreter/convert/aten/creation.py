@@ -86,73 +86,160 @@ def _sizes(size) -> list:
     return list(size)
 
 
-@converter(aten.zeros.default, aten.empty.memory_format, aten.empty_permuted.default,
-           aten.empty_strided.default)
-def aten_zeros(g: GraphBuilder, size, *args, dtype=None, layout=None, device=None,
-               pin_memory=None, memory_format=None, ctx: NodeContext):
+@converter(
+    aten.zeros.default,
+    aten.empty.memory_format,
+    aten.empty_permuted.default,
+    aten.empty_strided.default,
+)
+def aten_zeros(
+    g: GraphBuilder,
+    size,
+    *args,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """zeros(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor (empty as zeros)"""
     return full_of_shape(g, shape_tensor(g, _sizes(size)), 0, ctx.dtype())
 
 
 @converter(aten.ones.default)
-def aten_ones(g: GraphBuilder, size, *, dtype=None, layout=None, device=None,
-              pin_memory=None, ctx: NodeContext):
+def aten_ones(
+    g: GraphBuilder,
+    size,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """ones(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, shape_tensor(g, _sizes(size)), 1, ctx.dtype())
 
 
 @converter(aten.full.default)
-def aten_full(g: GraphBuilder, size, fill_value, *, dtype=None, layout=None, device=None,
-              pin_memory=None, ctx: NodeContext):
+def aten_full(
+    g: GraphBuilder,
+    size,
+    fill_value,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, shape_tensor(g, _sizes(size)), fill_value, ctx.dtype())
 
 
 @converter(aten.zeros_like.default, aten.empty_like.default)
-def aten_zeros_like(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                    pin_memory=None, memory_format=None, ctx: NodeContext):
+def aten_zeros_like(
+    g: GraphBuilder,
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """zeros_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, _shape_of(g, x), 0, ctx.dtype())
 
 
 @converter(aten.ones_like.default)
-def aten_ones_like(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                   pin_memory=None, memory_format=None, ctx: NodeContext):
+def aten_ones_like(
+    g: GraphBuilder,
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """ones_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, _shape_of(g, x), 1, ctx.dtype())
 
 
 @converter(aten.full_like.default)
-def aten_full_like(g: GraphBuilder, x, fill_value, *, dtype=None, layout=None, device=None,
-                   pin_memory=None, memory_format=None, ctx: NodeContext):
+def aten_full_like(
+    g: GraphBuilder,
+    x,
+    fill_value,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, _shape_of(g, x), fill_value, ctx.dtype())
 
 
 @converter(aten.new_zeros.default, aten.new_empty.default, aten.new_empty_strided.default)
-def aten_new_zeros(g: GraphBuilder, x, size, *args, dtype=None, layout=None, device=None,
-                   pin_memory=None, ctx: NodeContext):
+def aten_new_zeros(
+    g: GraphBuilder,
+    x,
+    size,
+    *args,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """new_zeros(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, shape_tensor(g, _sizes(size)), 0, ctx.dtype())
 
 
 @converter(aten.new_ones.default)
-def aten_new_ones(g: GraphBuilder, x, size, *, dtype=None, layout=None, device=None,
-                  pin_memory=None, ctx: NodeContext):
+def aten_new_ones(
+    g: GraphBuilder,
+    x,
+    size,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """new_ones(Tensor self, SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor"""
     return full_of_shape(g, shape_tensor(g, _sizes(size)), 1, ctx.dtype())
 
 
 @converter(aten.new_full.default)
-def aten_new_full(g: GraphBuilder, x, size, fill_value, *, dtype=None, layout=None,
-                  device=None, pin_memory=None, ctx: NodeContext):
+def aten_new_full(
+    g: GraphBuilder,
+    x,
+    size,
+    fill_value,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """new_full(Tensor self, SymInt[] size, Scalar fill_value, *, ...) -> Tensor"""
     return full_of_shape(g, shape_tensor(g, _sizes(size)), fill_value, ctx.dtype())
 
 
 @converter(aten.scalar_tensor.default)
-def aten_scalar_tensor(g: GraphBuilder, s, *, dtype=None, layout=None, device=None,
-                       pin_memory=None, ctx: NodeContext):
+def aten_scalar_tensor(
+    g: GraphBuilder, s, *, dtype=None, layout=None, device=None, pin_memory=None, ctx: NodeContext
+):
     """scalar_tensor(Scalar s, *, ScalarType? dtype=None, ...) -> Tensor"""
     t = ctx.dtype()
     if isinstance(s, str):
@@ -186,8 +273,9 @@ def _range_arg(g: GraphBuilder, a, t: int) -> str:
 
 
 @converter(aten.arange.default, aten.arange.start, aten.arange.start_step)
-def aten_arange(g: GraphBuilder, *args, dtype=None, layout=None, device=None,
-                pin_memory=None, ctx: NodeContext):
+def aten_arange(
+    g: GraphBuilder, *args, dtype=None, layout=None, device=None, pin_memory=None, ctx: NodeContext
+):
     """arange(Scalar start=0, Scalar end, Scalar step=1, *, ScalarType? dtype=None, ...)"""
     if len(args) == 1:
         start, end, step = 0, args[0], 1
@@ -201,10 +289,24 @@ def aten_arange(g: GraphBuilder, *args, dtype=None, layout=None, device=None,
     return cast_to(g, r, ctx.dtype())
 
 
-@converter(aten.linspace.default, aten.linspace.Tensor_Tensor, aten.linspace.Tensor_Scalar,
-           aten.linspace.Scalar_Tensor)
-def aten_linspace(g: GraphBuilder, start, end, steps, *, dtype=None, layout=None,
-                  device=None, pin_memory=None, ctx: NodeContext):
+@converter(
+    aten.linspace.default,
+    aten.linspace.Tensor_Tensor,
+    aten.linspace.Tensor_Scalar,
+    aten.linspace.Scalar_Tensor,
+)
+def aten_linspace(
+    g: GraphBuilder,
+    start,
+    end,
+    steps,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, ...)"""
     t = ctx.dtype()
     s, e = _range_arg(g, start, DOUBLE), _range_arg(g, end, DOUBLE)
@@ -223,8 +325,17 @@ def aten_linspace(g: GraphBuilder, start, end, steps, *, dtype=None, layout=None
 
 
 @converter(aten.eye.default, aten.eye.m)
-def aten_eye(g: GraphBuilder, n, m=None, *, dtype=None, layout=None, device=None,
-             pin_memory=None, ctx: NodeContext):
+def aten_eye(
+    g: GraphBuilder,
+    n,
+    m=None,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """eye(SymInt n, SymInt m, *, ScalarType? dtype=None, ...) -> Tensor"""
     one = cast_to(g, 1, INT64)
     zero = cast_to(g, 0, INT64)

@@ -37,10 +37,8 @@ def _prefix(g: GraphBuilder, x: str, dim: int, kind: str):
     perm = [i for i in range(rank) if i != dim] + [dim]
     xt = g.op.Transpose(x, perm=perm) if dim != rank - 1 else x
     n = g.op.Shape(xt, start=-1)
-    j = g.op.Range(i64(0), g.op.Squeeze(n, i64([0])),
-                   i64(1))
-    mask = g.op.LessOrEqual(g.op.Unsqueeze(j, i64([0])),
-                            g.op.Unsqueeze(j, i64([1])))
+    j = g.op.Range(i64(0), g.op.Squeeze(n, i64([0])), i64(1))
+    mask = g.op.LessOrEqual(g.op.Unsqueeze(j, i64([0])), g.op.Unsqueeze(j, i64([1])))
     xj = g.op.Unsqueeze(xt, i64([-2]))
     fill = g.make_constant(_neutral(g.get_type(x), kind))
     return g.op.Where(mask, xj, fill), mask, j, perm, xj

@@ -32,8 +32,7 @@ def aten_masked_select(g: GraphBuilder, x, mask):
 
 
 @converter(aten._unique2.default)
-def aten__unique2(g: GraphBuilder, x, sorted=True, return_inverse=False,
-                  return_counts=False):
+def aten__unique2(g: GraphBuilder, x, sorted=True, return_inverse=False, return_counts=False):
     """_unique2(Tensor self, bool sorted=True, bool return_inverse=False,
     bool return_counts=False) -> (Tensor, Tensor, Tensor) (always sorted here)"""
     values, _, inverse, counts = g.op.Unique(_flat(g, x), sorted=1, outputs=4)
@@ -42,23 +41,29 @@ def aten__unique2(g: GraphBuilder, x, sorted=True, return_inverse=False,
 
 
 @converter(aten.unique_dim.default)
-def aten_unique_dim(g: GraphBuilder, x, dim: int, sorted=True, return_inverse=False,
-                    return_counts=False):
+def aten_unique_dim(
+    g: GraphBuilder, x, dim: int, sorted=True, return_inverse=False, return_counts=False
+):
     """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False,
     bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
     values, _, inverse, counts = g.op.Unique(x, axis=dim, sorted=1, outputs=4)
-    return (values, inverse if return_inverse else _empty_i64(g),
-            counts if return_counts else _empty_i64(g))
+    return (
+        values,
+        inverse if return_inverse else _empty_i64(g),
+        counts if return_counts else _empty_i64(g),
+    )
 
 
 @converter(aten.unique_consecutive.default)
-def aten_unique_consecutive(g: GraphBuilder, x, return_inverse=False, return_counts=False,
-                            dim=None):
+def aten_unique_consecutive(
+    g: GraphBuilder, x, return_inverse=False, return_counts=False, dim=None
+):
     """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False,
     int? dim=None) -> (Tensor, Tensor, Tensor) (dim=None only)"""
     if dim is not None and rank_of(g, x) > 1:
-        raise UnsupportedOpError("unique_consecutive with dim on a tensor of rank > 1",
-                                 argument="dim")
+        raise UnsupportedOpError(
+            "unique_consecutive with dim on a tensor of rank > 1", argument="dim"
+        )
     flat = _flat(g, x)
     n = g.op.Shape(flat)
     one, big = np.array([1], _I64), np.array([2**62], _I64)
@@ -69,13 +74,15 @@ def aten_unique_consecutive(g: GraphBuilder, x, return_inverse=False, return_cou
     values = g.op.Compress(flat, change, axis=0)
     inverse = _empty_i64(g)
     if return_inverse:
-        inverse = g.op.Sub(g.op.CumSum(g.op.Cast(change, to=INT64), np.array(0, _I64)),
-                           np.array(1, _I64))
+        inverse = g.op.Sub(
+            g.op.CumSum(g.op.Cast(change, to=INT64), np.array(0, _I64)), np.array(1, _I64)
+        )
         inverse = g.op.Reshape(inverse, g.op.Shape(x))
     counts = _empty_i64(g)
     if return_counts:
-        pos = g.op.Compress(g.op.Range(np.array(0, _I64), g.op.Squeeze(n),
-                                       np.array(1, _I64)), change, axis=0)
+        pos = g.op.Compress(
+            g.op.Range(np.array(0, _I64), g.op.Squeeze(n), np.array(1, _I64)), change, axis=0
+        )
         nxt = g.op.Concat(g.op.Slice(pos, one, big, np.array([0], _I64)), n, axis=0)
         counts = g.op.Sub(nxt, pos)
     return values, inverse, counts
@@ -85,14 +92,17 @@ def aten_unique_consecutive(g: GraphBuilder, x, return_inverse=False, return_cou
 def aten_nonzero_static(g: GraphBuilder, x, *, size, fill_value=-1):
     """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
     r = rank_of(g, x)
-    sz = np.array([size], _I64) if isinstance(size, int) else g.op.Reshape(
-        cast_to(g, size, INT64), np.array([1], _I64))
+    sz = (
+        np.array([size], _I64)
+        if isinstance(size, int)
+        else g.op.Reshape(cast_to(g, size, INT64), np.array([1], _I64))
+    )
     if r == 0:  # no coordinate to give
-        return g.op.Expand(np.zeros((1, 0), dtype=_I64), g.op.Concat(
-            sz, np.array([0], _I64), axis=0))
+        return g.op.Expand(
+            np.zeros((1, 0), dtype=_I64), g.op.Concat(sz, np.array([0], _I64), axis=0)
+        )
     nz = g.op.Transpose(g.op.NonZero(x), perm=[1, 0])  # [k, r]
-    fill = g.op.Expand(np.array(fill_value, _I64), g.op.Concat(sz, np.array([r], _I64),
-                                                                 axis=0))
+    fill = g.op.Expand(np.array(fill_value, _I64), g.op.Concat(sz, np.array([r], _I64), axis=0))
     both = g.op.Concat(nz, fill, axis=0)
     return g.op.Slice(both, np.array([0], _I64), sz, np.array([0], _I64))
 
@@ -115,8 +125,9 @@ def _count_before(g: GraphBuilder, seq: str, values: str, right: bool, out_int32
 
 
 @converter(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
-def aten_searchsorted(g: GraphBuilder, seq, values, *, out_int32=False, right=False,
-                      side=None, sorter=None):
+def aten_searchsorted(
+    g: GraphBuilder, seq, values, *, out_int32=False, right=False, side=None, sorter=None
+):
     """searchsorted.Tensor(Tensor sorted_sequence, Tensor self, *, bool out_int32=False,
     bool right=False, str? side=None, Tensor? sorter=None) -> Tensor"""
     if sorter is not None:
@@ -160,8 +171,8 @@ def aten_histc(g: GraphBuilder, x, bins=100, min=0, max=0, *, ctx: NodeContext):
     idx = g.op.Cast(g.op.Floor(pos), to=INT64)
     idx = g.op.Min(idx, np.array(bins - 1, _I64))
     idx = g.op.Where(inside, idx, np.array(-1, _I64))
-    onehot = g.op.Equal(g.op.Unsqueeze(idx, np.array([1], _I64)),
-                        np.arange(bins, dtype=_I64).reshape((1, bins)))
+    onehot = g.op.Equal(
+        g.op.Unsqueeze(idx, np.array([1], _I64)), np.arange(bins, dtype=_I64).reshape((1, bins))
+    )
     counts = g.op.ReduceSum(g.op.Cast(onehot, to=INT64), np.array([0], _I64), keepdims=0)
     return g.op.Cast(counts, to=t)
-

@@ -203,14 +203,29 @@ def _unary(op: str, *, float_only: bool = True):
 
 
 for _op, _aten in [
-    ("Abs", aten.abs.default), ("Neg", aten.neg.default), ("Exp", aten.exp.default),
-    ("Log", aten.log.default), ("Sqrt", aten.sqrt.default), ("Sin", aten.sin.default),
-    ("Cos", aten.cos.default), ("Tan", aten.tan.default), ("Asin", aten.asin.default),
-    ("Acos", aten.acos.default), ("Atan", aten.atan.default), ("Sinh", aten.sinh.default),
-    ("Cosh", aten.cosh.default), ("Tanh", aten.tanh.default), ("Asinh", aten.asinh.default),
-    ("Acosh", aten.acosh.default), ("Atanh", aten.atanh.default), ("Erf", aten.erf.default),
-    ("Floor", aten.floor.default), ("Ceil", aten.ceil.default), ("Sign", aten.sign.default),
-    ("Reciprocal", aten.reciprocal.default), ("Sigmoid", aten.sigmoid.default),
+    ("Abs", aten.abs.default),
+    ("Neg", aten.neg.default),
+    ("Exp", aten.exp.default),
+    ("Log", aten.log.default),
+    ("Sqrt", aten.sqrt.default),
+    ("Sin", aten.sin.default),
+    ("Cos", aten.cos.default),
+    ("Tan", aten.tan.default),
+    ("Asin", aten.asin.default),
+    ("Acos", aten.acos.default),
+    ("Atan", aten.atan.default),
+    ("Sinh", aten.sinh.default),
+    ("Cosh", aten.cosh.default),
+    ("Tanh", aten.tanh.default),
+    ("Asinh", aten.asinh.default),
+    ("Acosh", aten.acosh.default),
+    ("Atanh", aten.atanh.default),
+    ("Erf", aten.erf.default),
+    ("Floor", aten.floor.default),
+    ("Ceil", aten.ceil.default),
+    ("Sign", aten.sign.default),
+    ("Reciprocal", aten.reciprocal.default),
+    ("Sigmoid", aten.sigmoid.default),
 ]:
     converter(_aten)(_unary(_op))
 

@@ -38,9 +38,11 @@ def aten_atan2(g: GraphBuilder, y, x, *, ctx: NodeContext):
     res = g.op.Where(g.op.Less(x, zero), g.op.Add(base, shift), base)
     # x == 0: +-pi/2 (0 when y == 0, with the sign rules of atan2 for x = +-0)
     half = g.op.Where(_signbit(g, y), _c(g, x, -math.pi / 2), _c(g, x, math.pi / 2))
-    on_axis = g.op.Where(g.op.Equal(y, zero),
-                         g.op.Where(_signbit(g, x), g.op.Where(_signbit(g, y), g.op.Neg(pi),
-                                                                pi), y), half)
+    on_axis = g.op.Where(
+        g.op.Equal(y, zero),
+        g.op.Where(_signbit(g, x), g.op.Where(_signbit(g, y), g.op.Neg(pi), pi), y),
+        half,
+    )
     return g.op.Where(g.op.Equal(x, zero), on_axis, res)
 
 
@@ -159,8 +161,9 @@ def aten_frexp(g: GraphBuilder, x):
     am = g.op.Abs(m)
     too_big = g.op.GreaterOrEqual(am, _c(g, x, 1))
     too_small = g.op.Less(am, _c(g, x, 0.5))
-    e = g.op.Add(e, g.op.Sub(g.op.Cast(too_big, to=g.get_type(x)),
-                             g.op.Cast(too_small, to=g.get_type(x))))
+    e = g.op.Add(
+        e, g.op.Sub(g.op.Cast(too_big, to=g.get_type(x)), g.op.Cast(too_small, to=g.get_type(x)))
+    )
     m = g.op.Div(x, g.op.Pow(_c(g, x, 2), e))
     m = g.op.Where(special, x, m)
     e = g.op.Where(special, _c(g, x, 0), e)

@@ -19,13 +19,20 @@ from ._helpers import INT64, aten, cast_to
 _I64 = np.int64
 
 
-def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
-          include_last_offset, padding_idx):
+def _bags(
+    g: GraphBuilder,
+    weight,
+    indices,
+    offsets,
+    mode,
+    per_sample_weights,
+    include_last_offset,
+    padding_idx,
+):
     idx = g.op.Reshape(cast_to(g, indices, INT64), np.array([-1], _I64))
     if g.get_rank(indices) == 2:
         length = g.op.Shape(indices, start=1, end=2)
-        pos = g.op.Range(np.array(0, _I64), g.op.Squeeze(g.op.Size(indices)),
-                         np.array(1, _I64))
+        pos = g.op.Range(np.array(0, _I64), g.op.Squeeze(g.op.Size(indices)), np.array(1, _I64))
         bag = g.op.Div(pos, length)
         n_bags = g.op.Shape(indices, start=0, end=1)
     else:
@@ -33,10 +40,13 @@ def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
         if include_last_offset:
             offs = g.op.Slice(offs, np.array([0], _I64), np.array([-1], _I64))
         pos = g.op.Range(np.array(0, _I64), g.op.Squeeze(g.op.Shape(idx)), np.array(1, _I64))
-        le = g.op.LessOrEqual(g.op.Unsqueeze(offs, np.array([0], _I64)),
-                              g.op.Unsqueeze(pos, np.array([1], _I64)))
-        bag = g.op.Sub(g.op.ReduceSum(g.op.Cast(le, to=INT64), np.array([1], _I64),
-                                      keepdims=0), np.array(1, _I64))
+        le = g.op.LessOrEqual(
+            g.op.Unsqueeze(offs, np.array([0], _I64)), g.op.Unsqueeze(pos, np.array([1], _I64))
+        )
+        bag = g.op.Sub(
+            g.op.ReduceSum(g.op.Cast(le, to=INT64), np.array([1], _I64), keepdims=0),
+            np.array(1, _I64),
+        )
         n_bags = g.op.Shape(offs)
     rows = g.op.Gather(weight, idx, axis=0)  # [N, D]
     if per_sample_weights is not None:
@@ -45,8 +55,9 @@ def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
     if padding_idx is not None and padding_idx < 0:  # counted from the end (as torch)
         rows_count = (g.get_shape(weight) or (None,))[0]
         if not isinstance(rows_count, int):
-            raise UnsupportedOpError("embedding_bag: negative padding_idx, dynamic weight",
-                                     argument="padding_idx")
+            raise UnsupportedOpError(
+                "embedding_bag: negative padding_idx, dynamic weight", argument="padding_idx"
+            )
         padding_idx += rows_count
     if padding_idx is not None:
         keep = g.op.Not(g.op.Equal(idx, np.array(padding_idx, _I64)))
@@ -64,11 +75,9 @@ def _bags(g: GraphBuilder, weight, indices, offsets, mode, per_sample_weights,
     else:
         res = g.op.ScatterElements(zeros, target, rows, axis=0, reduction="add")
         if mode == 1:
-            ones = g.op.Expand(g.op.CastLike(np.array(1, np.float32), weight),
-                               g.op.Shape(rows))
+            ones = g.op.Expand(g.op.CastLike(np.array(1, np.float32), weight), g.op.Shape(rows))
             count = g.op.ScatterElements(zeros, target, ones, axis=0, reduction="add")
-            res = g.op.Div(res, g.op.Max(count, g.op.CastLike(np.array(1, np.float32),
-                                                             weight)))
+            res = g.op.Div(res, g.op.Max(count, g.op.CastLike(np.array(1, np.float32), weight)))
     return g.op.Slice(res, np.array([0], _I64), n_bags, np.array([0], _I64))
 
 
@@ -79,14 +88,30 @@ def _zeros_like_output(g: GraphBuilder, i: int, *, ctx: NodeContext) -> str:
     return g.make_constant(np.zeros(shape, dtype=np.int64))
 
 
-@converter(aten.embedding_bag.padding_idx, aten._embedding_bag_forward_only.default,
-           aten._embedding_bag.default, aten.embedding_bag.default)
-def aten_embedding_bag(g: GraphBuilder, weight, indices, offsets, scale_grad_by_freq=False,
-                       mode=0, sparse=False, per_sample_weights=None,
-                       include_last_offset=False, padding_idx=None, *, ctx: NodeContext):
+@converter(
+    aten.embedding_bag.padding_idx,
+    aten._embedding_bag_forward_only.default,
+    aten._embedding_bag.default,
+    aten.embedding_bag.default,
+)
+def aten_embedding_bag(
+    g: GraphBuilder,
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=None,
+    *,
+    ctx: NodeContext,
+):
     """embedding_bag.padding_idx(Tensor weight, Tensor indices, Tensor offsets,
     bool scale_grad_by_freq, int mode, bool sparse, Tensor? per_sample_weights,
     bool include_last_offset, int? padding_idx) -> (Tensor, Tensor, Tensor, Tensor)"""
-    out = _bags(g, weight, indices, offsets, mode, per_sample_weights,
-                include_last_offset, padding_idx)
+    out = _bags(
+        g, weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx
+    )
     return (out, *(_zeros_like_output(g, i, ctx=ctx) for i in (1, 2, 3)))

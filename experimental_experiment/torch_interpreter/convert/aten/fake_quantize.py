@@ -41,7 +41,10 @@ def _storage_dtype(quant_min: int, quant_max: int, op) -> torch.dtype:
     if quant_min > quant_max:
         raise UnsupportedOpError(
             f"quant_min={quant_min} > quant_max={quant_max}; fix the fake quantizer's "
-            "configuration", op=op, argument="quant_min")
+            "configuration",
+            op=op,
+            argument="quant_min",
+        )
     for dtype in _STORAGE:
         info = torch.iinfo(dtype)
         if info.min <= quant_min and quant_max <= info.max:
@@ -49,20 +52,28 @@ def _storage_dtype(quant_min: int, quant_max: int, op) -> torch.dtype:
     raise UnsupportedOpError(
         f"[quant_min, quant_max]=[{quant_min}, {quant_max}] does not fit in 16 bits, "
         "ONNX QuantizeLinear has no wider integer type; use a 16-bit or narrower range",
-        op=op, argument="quant_min")
+        op=op,
+        argument="quant_min",
+    )
 
 
-def _zero_point(g: GraphBuilder, zero_point, qtype: int, quant_min: int, quant_max: int,
-                per_tensor: bool) -> str:
+def _zero_point(
+    g: GraphBuilder, zero_point, qtype: int, quant_min: int, quant_max: int, per_tensor: bool
+) -> str:
     """The zero point as ``qtype``; a float one (learnable fake quantize) is rounded and
     clamped to ``[quant_min, quant_max]`` first, as torch does."""
     if not isinstance(zero_point, str):
         return _scalar(g, int(round(zero_point)), qtype)
-    if g.get_type(zero_point) in (TensorProto.FLOAT, TensorProto.DOUBLE,
-                                  TensorProto.FLOAT16, TensorProto.BFLOAT16):
+    if g.get_type(zero_point) in (
+        TensorProto.FLOAT,
+        TensorProto.DOUBLE,
+        TensorProto.FLOAT16,
+        TensorProto.BFLOAT16,
+    ):
         zp = cast_to(g, zero_point, FLOAT)
-        zero_point = g.op.Clip(g.op.Round(zp), _scalar(g, float(quant_min), FLOAT),
-                               _scalar(g, float(quant_max), FLOAT))
+        zero_point = g.op.Clip(
+            g.op.Round(zp), _scalar(g, float(quant_min), FLOAT), _scalar(g, float(quant_max), FLOAT)
+        )
     return _per_tensor(g, zero_point, qtype) if per_tensor else cast_to(g, zero_point, qtype)
 
 
@@ -73,8 +84,7 @@ def _value(g: GraphBuilder, v):
     return np.asarray(g.get_constant(v)) if g.is_constant(v) else None
 
 
-def _quantize_constant(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype,
-                       axis):
+def _quantize_constant(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype, axis):
     """``(levels, scale, zero point)`` as constants when ``x`` (a weight), ``scale`` and
     ``zero_point`` are known: the levels follow torch's rounding of ``x * (1 / scale)``,
     which QuantizeLinear's division misses on ties (the extreme element of a symmetric
@@ -94,14 +104,29 @@ def _quantize_constant(g: GraphBuilder, x, scale, zero_point, quant_min, quant_m
         bs, bz = s.reshape(shape), z.reshape(shape)
     inv = np.float32(1) / bs
     levels = np.clip(np.rint(w.astype(np.float32) * inv) + bz, quant_min, quant_max)
-    np_dtype = {torch.uint8: np.uint8, torch.int8: np.int8, torch.uint16: np.uint16,
-                torch.int16: np.int16}[dtype]
-    return (g.make_initializer("fake_quantized_weight", levels.astype(np_dtype)),
-            g.make_constant(s), g.make_constant(z.astype(np_dtype)))
+    np_dtype = {
+        torch.uint8: np.uint8,
+        torch.int8: np.int8,
+        torch.uint16: np.uint16,
+        torch.int16: np.int16,
+    }[dtype]
+    return (
+        g.make_initializer("fake_quantized_weight", levels.astype(np_dtype)),
+        g.make_constant(s),
+        g.make_constant(z.astype(np_dtype)),
+    )
 
 
-def fake_qdq(g: GraphBuilder, x, scale, zero_point, quant_min: int, quant_max: int, op,
-             axis: int | None = None) -> str:
+def fake_qdq(
+    g: GraphBuilder,
+    x,
+    scale,
+    zero_point,
+    quant_min: int,
+    quant_max: int,
+    op,
+    axis: int | None = None,
+) -> str:
     """QuantizeLinear + DequantizeLinear of ``x`` (cast back to its type)."""
     dtype = _storage_dtype(quant_min, quant_max, op)
     qtype = _qtype(g, dtype, op)
@@ -109,8 +134,11 @@ def fake_qdq(g: GraphBuilder, x, scale, zero_point, quant_min: int, quant_max: i
     folded = _quantize_constant(g, x, scale, zero_point, quant_min, quant_max, dtype, axis)
     if folded is not None:  # a weight: int8 levels computed as torch does, DQ kept
         q, scale, zp = folded
-        y = (g.op.DequantizeLinear(q, scale, zp) if axis is None
-             else g.op.DequantizeLinear(q, scale, zp, axis=axis % g.get_rank(x)))
+        y = (
+            g.op.DequantizeLinear(q, scale, zp)
+            if axis is None
+            else g.op.DequantizeLinear(q, scale, zp, axis=axis % g.get_rank(x))
+        )
         return cast_to(g, y, elem_type)
     xf = cast_to(g, x, FLOAT)
     zp = _zero_point(g, zero_point, qtype, quant_min, quant_max, axis is None)
@@ -131,34 +159,45 @@ def _mask(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, axis=None
     """True where ``round(x / scale + zero_point)`` lies in ``[quant_min, quant_max]``."""
     xf = cast_to(g, x, FLOAT)
     scale = cast_to(g, scale, FLOAT) if isinstance(scale, str) else _scalar(g, scale, FLOAT)
-    zp = (cast_to(g, zero_point, FLOAT) if isinstance(zero_point, str)
-          else _scalar(g, float(zero_point), FLOAT))
+    zp = (
+        cast_to(g, zero_point, FLOAT)
+        if isinstance(zero_point, str)
+        else _scalar(g, float(zero_point), FLOAT)
+    )
     if axis is not None:  # per channel: scale and zero point broadcast along ``axis``
         rank = g.get_rank(x)
         shape = [1] * rank
         shape[axis % rank] = -1
         scale, zp = g.op.Reshape(scale, i64(shape)), g.op.Reshape(zp, i64(shape))
     r = g.op.Round(g.op.Add(g.op.Div(xf, scale), zp))
-    return g.op.And(g.op.GreaterOrEqual(r, _scalar(g, float(quant_min), FLOAT)),
-                    g.op.LessOrEqual(r, _scalar(g, float(quant_max), FLOAT)))
+    return g.op.And(
+        g.op.GreaterOrEqual(r, _scalar(g, float(quant_min), FLOAT)),
+        g.op.LessOrEqual(r, _scalar(g, float(quant_max), FLOAT)),
+    )
 
 
-@converter(aten.fake_quantize_per_tensor_affine.default,
-           aten.fake_quantize_per_tensor_affine.tensor_qparams)
-def fake_quantize_per_tensor_affine(g: GraphBuilder, x, scale, zero_point, quant_min,
-                                    quant_max, *, ctx: NodeContext):
+@converter(
+    aten.fake_quantize_per_tensor_affine.default,
+    aten.fake_quantize_per_tensor_affine.tensor_qparams,
+)
+def fake_quantize_per_tensor_affine(
+    g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, *, ctx: NodeContext
+):
     """fake_quantize_per_tensor_affine(Tensor self, float scale, int zero_point,
     int quant_min, int quant_max) -> Tensor (scale and zero_point may be tensors)"""
     return fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target)
 
 
 @converter(aten.fake_quantize_per_tensor_affine_cachemask.default)
-def fake_quantize_per_tensor_affine_cachemask(g: GraphBuilder, x, scale, zero_point,
-                                              quant_min, quant_max, *, ctx: NodeContext):
+def fake_quantize_per_tensor_affine_cachemask(
+    g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, *, ctx: NodeContext
+):
     """fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point,
     int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
-    return (fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target),
-            _mask(g, x, scale, zero_point, quant_min, quant_max))
+    return (
+        fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target),
+        _mask(g, x, scale, zero_point, quant_min, quant_max),
+    )
 
 
 def _known(g: GraphBuilder, flag) -> bool | None:
@@ -176,15 +215,25 @@ def _enabled(g: GraphBuilder, flag, name: str, op) -> bool:
     if value is None:
         raise UnsupportedOpError(
             f"{name} is computed by the graph, its value must be a constant buffer known "
-            "when exporting", op=op, argument=name)
+            "when exporting",
+            op=op,
+            argument=name,
+        )
     return value
 
 
 @converter(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default)
-def fake_quantize_per_tensor_cachemask_tensor_qparams(g: GraphBuilder, x, scale,
-                                                      zero_point, fake_quant_enabled,
-                                                      quant_min, quant_max, *,
-                                                      ctx: NodeContext):
+def fake_quantize_per_tensor_cachemask_tensor_qparams(
+    g: GraphBuilder,
+    x,
+    scale,
+    zero_point,
+    fake_quant_enabled,
+    quant_min,
+    quant_max,
+    *,
+    ctx: NodeContext,
+):
     """_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self,
     Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min,
     int quant_max) -> (Tensor output, Tensor mask)"""
@@ -201,28 +250,38 @@ def fake_quantize_per_tensor_cachemask_tensor_qparams(g: GraphBuilder, x, scale,
 
 
 @converter(aten.fake_quantize_per_channel_affine.default)
-def fake_quantize_per_channel_affine(g: GraphBuilder, x, scale, zero_point, axis,
-                                     quant_min, quant_max, *, ctx: NodeContext):
+def fake_quantize_per_channel_affine(
+    g: GraphBuilder, x, scale, zero_point, axis, quant_min, quant_max, *, ctx: NodeContext
+):
     """fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point,
     int axis, int quant_min, int quant_max) -> Tensor"""
-    return fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target,
-                    axis=axis)
+    return fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target, axis=axis)
 
 
 @converter(aten.fake_quantize_per_channel_affine_cachemask.default)
-def fake_quantize_per_channel_affine_cachemask(g: GraphBuilder, x, scale, zero_point, axis,
-                                               quant_min, quant_max, *, ctx: NodeContext):
+def fake_quantize_per_channel_affine_cachemask(
+    g: GraphBuilder, x, scale, zero_point, axis, quant_min, quant_max, *, ctx: NodeContext
+):
     """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale,
     Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor, Tensor)"""
-    return (fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target,
-                     axis=axis),
-            _mask(g, x, scale, zero_point, quant_min, quant_max, axis=axis))
+    return (
+        fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target, axis=axis),
+        _mask(g, x, scale, zero_point, quant_min, quant_max, axis=axis),
+    )
 
 
 @converter(aten._fake_quantize_learnable_per_tensor_affine.default)
-def fake_quantize_learnable_per_tensor_affine(g: GraphBuilder, x, scale, zero_point,
-                                              quant_min, quant_max, grad_factor=1.0, *,
-                                              ctx: NodeContext):
+def fake_quantize_learnable_per_tensor_affine(
+    g: GraphBuilder,
+    x,
+    scale,
+    zero_point,
+    quant_min,
+    quant_max,
+    grad_factor=1.0,
+    *,
+    ctx: NodeContext,
+):
     """_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale,
     Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.0) -> Tensor
     (``grad_factor`` only scales gradients)"""
@@ -230,27 +289,48 @@ def fake_quantize_learnable_per_tensor_affine(g: GraphBuilder, x, scale, zero_po
 
 
 @converter(aten._fake_quantize_learnable_per_channel_affine.default)
-def fake_quantize_learnable_per_channel_affine(g: GraphBuilder, x, scale, zero_point, axis,
-                                               quant_min, quant_max, grad_factor=1.0, *,
-                                               ctx: NodeContext):
+def fake_quantize_learnable_per_channel_affine(
+    g: GraphBuilder,
+    x,
+    scale,
+    zero_point,
+    axis,
+    quant_min,
+    quant_max,
+    grad_factor=1.0,
+    *,
+    ctx: NodeContext,
+):
     """_fake_quantize_learnable_per_channel_affine(Tensor self, Tensor scale,
     Tensor zero_point, int axis, int quant_min, int quant_max, float grad_factor=1.0)"""
-    return fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target,
-                    axis=axis)
+    return fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target, axis=axis)
 
 
 # --- torchao's QAT observer + fake quantize, converted once the observer is off ---
 
 
-def _fused_fake_quant(g: GraphBuilder, x, observer_on, fake_quant_on, scale, zero_point,
-                      quant_min, quant_max, ch_axis, per_row_fake_quant, op):
+def _fused_fake_quant(
+    g: GraphBuilder,
+    x,
+    observer_on,
+    fake_quant_on,
+    scale,
+    zero_point,
+    quant_min,
+    quant_max,
+    ch_axis,
+    per_row_fake_quant,
+    op,
+):
     if _enabled(g, observer_on, "observer_on", op):
         raise UnsupportedOpError(
             "the observer is on: each call would update the quantization statistics, "
             "which an ONNX graph cannot do; disable the observers before exporting "
             "(model.apply(torchao.quantization.pt2e.disable_observer) or "
             "torch.ao.quantization.disable_observer), or export after convert_pt2e",
-            op=op, argument="observer_on")
+            op=op,
+            argument="observer_on",
+        )
     if not _enabled(g, fake_quant_on, "fake_quant_on", op):
         return g.op.Identity(x)
     axis = ch_axis if per_row_fake_quant else None
@@ -258,39 +338,91 @@ def _fused_fake_quant(g: GraphBuilder, x, observer_on, fake_quant_on, scale, zer
 
 
 @converter(aten.fused_moving_avg_obs_fake_quant.default)
-def fused_moving_avg_obs_fake_quant(g: GraphBuilder, x, observer_on, fake_quant_on,
-                                    running_min, running_max, scale, zero_point,
-                                    averaging_const, quant_min, quant_max, ch_axis,
-                                    per_row_fake_quant=False, symmetric_quant=False, *,
-                                    ctx: NodeContext):
+def fused_moving_avg_obs_fake_quant(
+    g: GraphBuilder,
+    x,
+    observer_on,
+    fake_quant_on,
+    running_min,
+    running_max,
+    scale,
+    zero_point,
+    averaging_const,
+    quant_min,
+    quant_max,
+    ch_axis,
+    per_row_fake_quant=False,
+    symmetric_quant=False,
+    *,
+    ctx: NodeContext,
+):
     """fused_moving_avg_obs_fake_quant(Tensor self, Tensor observer_on,
     Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max,
     Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min,
     int quant_max, int ch_axis, bool per_row_fake_quant=False,
     bool symmetric_quant=False) -> Tensor; the observer must be off"""
-    return _fused_fake_quant(g, x, observer_on, fake_quant_on, scale, zero_point,
-                             quant_min, quant_max, ch_axis, per_row_fake_quant,
-                             ctx.node.target)
+    return _fused_fake_quant(
+        g,
+        x,
+        observer_on,
+        fake_quant_on,
+        scale,
+        zero_point,
+        quant_min,
+        quant_max,
+        ch_axis,
+        per_row_fake_quant,
+        ctx.node.target,
+    )
 
 
 @converter(aten._fused_moving_avg_obs_fq_helper_functional.default)
-def fused_moving_avg_obs_fq_helper_functional(g: GraphBuilder, x, observer_on,
-                                              fake_quant_on, running_min, running_max,
-                                              scale, zero_point, averaging_const,
-                                              quant_min, quant_max, ch_axis,
-                                              per_row_fake_quant=False,
-                                              symmetric_quant=False, *, ctx: NodeContext):
+def fused_moving_avg_obs_fq_helper_functional(
+    g: GraphBuilder,
+    x,
+    observer_on,
+    fake_quant_on,
+    running_min,
+    running_max,
+    scale,
+    zero_point,
+    averaging_const,
+    quant_min,
+    quant_max,
+    ch_axis,
+    per_row_fake_quant=False,
+    symmetric_quant=False,
+    *,
+    ctx: NodeContext,
+):
     """_fused_moving_avg_obs_fq_helper_functional(...) -> (output, mask, running_min,
     running_max, scale, zero_point), the functional form of
     ``fused_moving_avg_obs_fake_quant``; with the observer off the statistics come out
     unchanged"""
     op = ctx.node.target
-    y = _fused_fake_quant(g, x, observer_on, fake_quant_on, scale, zero_point, quant_min,
-                          quant_max, ch_axis, per_row_fake_quant, op)
+    y = _fused_fake_quant(
+        g,
+        x,
+        observer_on,
+        fake_quant_on,
+        scale,
+        zero_point,
+        quant_min,
+        quant_max,
+        ch_axis,
+        per_row_fake_quant,
+        op,
+    )
     axis = ch_axis if per_row_fake_quant else None
     if _enabled(g, fake_quant_on, "fake_quant_on", op):
         mask = _mask(g, x, scale, zero_point, quant_min, quant_max, axis=axis)
     else:
         mask = g.op.Expand(_scalar(g, True, BOOL), g.op.Shape(x))
-    return (y, mask, g.op.Identity(running_min), g.op.Identity(running_max),
-            g.op.Identity(scale), g.op.Identity(zero_point))
+    return (
+        y,
+        mask,
+        g.op.Identity(running_min),
+        g.op.Identity(running_max),
+        g.op.Identity(scale),
+        g.op.Identity(zero_point),
+    )

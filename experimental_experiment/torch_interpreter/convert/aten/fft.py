@@ -108,12 +108,12 @@ def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: in
     head = g.op.Slice(y, np.array([0], _I64), np.array([n // 2 + 1], _I64), ax)
     parts = [head]
     if n - n // 2 - 1 > 0:
-        tail = g.op.Slice(y, np.array([n - n // 2 - 1], _I64), np.array([0], _I64), ax,
-                          np.array([-1], _I64))
+        tail = g.op.Slice(
+            y, np.array([n - n // 2 - 1], _I64), np.array([0], _I64), ax, np.array([-1], _I64)
+        )
         parts.append(_conj(g, tail))
     full = g.op.Concat(*parts, axis=axis) if len(parts) > 1 else head
-    y = g.op.Mul(_dft(g, full, axis, inverse=1),
-                 g.op.CastLike(np.array(n, dtype=np.float32), full))
+    y = g.op.Mul(_dft(g, full, axis, inverse=1), g.op.CastLike(np.array(n, dtype=np.float32), full))
     sizes.append(g.op.CastLike(np.array([n], dtype=np.float32), y))
     y = _normalize(g, y, sizes, normalization)
     real = g.op.Slice(y, np.array([0], _I64), np.array([1], _I64), np.array([-1], _I64))
@@ -152,7 +152,11 @@ def to_complex(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
 
 
 _NORM = {  # (forward, inverse) normalization codes of torch's norm argument
-    None: (0, 2), "backward": (0, 2), "ortho": (1, 1), "forward": (2, 0)}
+    None: (0, 2),
+    "backward": (0, 2),
+    "ortho": (1, 1),
+    "forward": (2, 0),
+}
 
 
 def _resize(g: GraphBuilder, y: str, axes: list[int], sizes: list[int]) -> str:
@@ -166,8 +170,12 @@ def _resize(g: GraphBuilder, y: str, axes: list[int], sizes: list[int]) -> str:
         if size < current:
             y = g.op.Slice(y, np.array([0], _I64), np.array([size], _I64), ax)
         elif size > current:
-            y = g.op.Pad(y, np.array([0, size - current], _I64),
-                         g.op.CastLike(np.array(0, np.float32), y), ax)
+            y = g.op.Pad(
+                y,
+                np.array([0, size - current], _I64),
+                g.op.CastLike(np.array(0, np.float32), y),
+                ax,
+            )
     return y
 
 
@@ -213,8 +221,7 @@ def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: Node
 def aten_complex(g: GraphBuilder, real, imag):
     """complex(Tensor real, Tensor imag) -> Tensor"""
     b = g.op.Add(real, g.op.Mul(imag, g.op.CastLike(np.array(0, np.float32), imag)))
-    r = g.op.Unsqueeze(g.op.Expand(real, g.op.Shape(b)),
-                       np.array([-1], _I64))
+    r = g.op.Unsqueeze(g.op.Expand(real, g.op.Shape(b)), np.array([-1], _I64))
     i = g.op.Unsqueeze(g.op.Expand(imag, g.op.Shape(b)), np.array([-1], _I64))
     return g.op.Concat(r, i, axis=-1)
 

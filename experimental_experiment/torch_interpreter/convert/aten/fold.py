@@ -60,6 +60,12 @@ def aten_col2im(g: GraphBuilder, x, output_size, kernel_size, dilation, padding,
     ph, pw = static_ints(expand_param(padding, 2, "padding"), "padding")
     stride = static_ints(expand_param(stride, 2, "stride"), "stride")
     x, added = unsqueeze_batch(g, x, 1)
-    y = g.op.Col2Im(x, shape_tensor(g, list(output_size)), i64(kernel),
-                    dilations=dilation, pads=[ph, pw, ph, pw], strides=stride)
+    y = g.op.Col2Im(
+        x,
+        shape_tensor(g, list(output_size)),
+        i64(kernel),
+        dilations=dilation,
+        pads=[ph, pw, ph, pw],
+        strides=stride,
+    )
     return squeeze_batch(g, y, added)

@@ -28,18 +28,24 @@ def _check(interpolation_mode: int, padding_mode: int, spatial: int):
         raise UnsupportedOpError(
             f"grid_sampler_{spatial}d: interpolation_mode={interpolation_mode} "
             f"({_MODES.get(interpolation_mode, '?')}), padding_mode={padding_mode} is not "
-            "supported; torch only allows bilinear (0) and nearest (1) on volumes")
+            "supported; torch only allows bilinear (0) and nearest (1) on volumes"
+        )
 
 
 @converter(aten.grid_sampler_3d.default, min_opset=20)
-def aten_grid_sampler_3d_opset20(g: GraphBuilder, x, grid, interpolation_mode: int,
-                                 padding_mode: int, align_corners: bool):
+def aten_grid_sampler_3d_opset20(
+    g: GraphBuilder, x, grid, interpolation_mode: int, padding_mode: int, align_corners: bool
+):
     """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode,
     int padding_mode, bool align_corners) -> Tensor (ONNX GridSample, opset 20)"""
     _check(interpolation_mode, padding_mode, 3)
-    return g.op.GridSample(x, grid, mode=_MODES[interpolation_mode],
-                           padding_mode=_PADDINGS[padding_mode],
-                           align_corners=int(bool(align_corners)))
+    return g.op.GridSample(
+        x,
+        grid,
+        mode=_MODES[interpolation_mode],
+        padding_mode=_PADDINGS[padding_mode],
+        align_corners=int(bool(align_corners)),
+    )
 
 
 def _reflect(g: GraphBuilder, c: str, low: str, high: str) -> str:
@@ -51,17 +57,25 @@ def _reflect(g: GraphBuilder, c: str, low: str, high: str) -> str:
     a = g.op.Abs(g.op.Sub(c, lo))
     extra = g.op.Mod(a, span, fmod=1)
     flips = g.op.Floor(g.op.Div(a, span))
-    even = g.op.Equal(g.op.Sub(flips, g.op.Mul(g.op.Floor(g.op.Mul(flips, half)),
-                                                np.array(2, dtype=np.float32))),
-                      np.array(0, dtype=np.float32))
+    even = g.op.Equal(
+        g.op.Sub(flips, g.op.Mul(g.op.Floor(g.op.Mul(flips, half)), np.array(2, dtype=np.float32))),
+        np.array(0, dtype=np.float32),
+    )
     folded = g.op.Where(even, g.op.Add(extra, lo), g.op.Add(g.op.Sub(span, extra), lo))
     # one element (span 0): torch returns 0
-    return g.op.Where(g.op.Equal(span, np.array(0, dtype=np.float32)),
-                      np.array(0, dtype=np.float32), folded)
+    return g.op.Where(
+        g.op.Equal(span, np.array(0, dtype=np.float32)), np.array(0, dtype=np.float32), folded
+    )
 
 
-def grid_sample_composed(g: GraphBuilder, x: str, grid: str, interpolation_mode: int,
-                         padding_mode: int, align_corners: bool) -> str:
+def grid_sample_composed(
+    g: GraphBuilder,
+    x: str,
+    grid: str,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+) -> str:
     """torch's grid sampling of ``x`` [N, C, *spatial] at ``grid`` [N, *out, spatial]
     (the last axis of the grid lists the coordinates from the last axis of ``x``)."""
     rank = rank_of(g, x)
@@ -75,19 +89,22 @@ def grid_sample_composed(g: GraphBuilder, x: str, grid: str, interpolation_mode:
     zero = np.array(0, dtype=np.float32)
     c = cast_to(g, grid, f32)
     if align_corners:
-        c = g.op.Mul(g.op.Mul(g.op.Add(c, one), np.array(0.5, dtype=np.float32)),
-                     g.op.Sub(sizes, one))
+        c = g.op.Mul(
+            g.op.Mul(g.op.Add(c, one), np.array(0.5, dtype=np.float32)), g.op.Sub(sizes, one)
+        )
     else:
-        c = g.op.Mul(g.op.Sub(g.op.Mul(g.op.Add(c, one), sizes), one),
-                     np.array(0.5, dtype=np.float32))
+        c = g.op.Mul(
+            g.op.Sub(g.op.Mul(g.op.Add(c, one), sizes), one), np.array(0.5, dtype=np.float32)
+        )
     top = g.op.Sub(sizes, one)
     if padding_mode == 2:
         two = np.array(2, dtype=np.float32)
         if align_corners:
             c = _reflect(g, c, g.op.Mul(sizes, zero), g.op.Mul(top, two))
         else:
-            c = _reflect(g, c, g.op.Sub(g.op.Mul(sizes, zero), one),
-                         g.op.Sub(g.op.Mul(sizes, two), one))
+            c = _reflect(
+                g, c, g.op.Sub(g.op.Mul(sizes, zero), one), g.op.Sub(g.op.Mul(sizes, two), one)
+            )
     if padding_mode in (1, 2):
         c = g.op.Min(g.op.Max(c, zero), top)
 
@@ -105,8 +122,7 @@ def grid_sample_composed(g: GraphBuilder, x: str, grid: str, interpolation_mode:
     def sample(idx_f: str) -> tuple[str, str]:
         """Values at integer coordinates ``idx_f`` and whether they are inside."""
         inside = g.op.And(g.op.GreaterOrEqual(idx_f, zero), g.op.LessOrEqual(idx_f, top))
-        inside = g.op.ReduceMin(g.op.Cast(inside, to=f32), np.array([-1], dtype=_I64),
-                                keepdims=0)
+        inside = g.op.ReduceMin(g.op.Cast(inside, to=f32), np.array([-1], dtype=_I64), keepdims=0)
         idx = g.op.Cast(g.op.Min(g.op.Max(idx_f, zero), top), to=INT64)
         flat = g.op.ReduceSum(g.op.Mul(idx, strides), np.array([-1], dtype=_I64), keepdims=0)
         flat = g.op.Reshape(flat, np.array([0, 1, -1], dtype=_I64))  # [N, 1, P]
@@ -132,14 +148,14 @@ def grid_sample_composed(g: GraphBuilder, x: str, grid: str, interpolation_mode:
             w = g.op.Mul(g.op.ReduceProd(w, np.array([-1], dtype=_I64), keepdims=0), inside)
             term = g.op.Mul(vals, cast_to(g, spread(w), compute_type(t)))
             y = term if y is None else g.op.Add(y, term)
-    final = g.op.Concat(g.op.Shape(x, start=0, end=2), g.op.Shape(grid, start=1, end=-1),
-                        axis=0)
+    final = g.op.Concat(g.op.Shape(x, start=0, end=2), g.op.Shape(grid, start=1, end=-1), axis=0)
     return cast_to(g, g.op.Reshape(y, final), t)
 
 
 @converter(aten.grid_sampler_3d.default)
-def aten_grid_sampler_3d(g: GraphBuilder, x, grid, interpolation_mode: int,
-                         padding_mode: int, align_corners: bool):
+def aten_grid_sampler_3d(
+    g: GraphBuilder, x, grid, interpolation_mode: int, padding_mode: int, align_corners: bool
+):
     """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode,
     int padding_mode, bool align_corners) -> Tensor (composed below opset 20)"""
     _check(interpolation_mode, padding_mode, 3)

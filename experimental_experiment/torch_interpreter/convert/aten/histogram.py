@@ -42,10 +42,8 @@ def _bin_of(g: GraphBuilder, col: str, edges: str, n_bins: int) -> tuple[str, st
     """Bin index ([N, 1] int64) of each value of ``col`` [N, 1] and whether it is
     inside the edges."""
     # number of edges <= x, minus one; x == last edge -> last bin
-    above = g.op.Cast(g.op.LessOrEqual(g.op.Unsqueeze(edges, np.array([0], _I64)), col),
-                      to=INT64)
-    idx = g.op.Sub(g.op.ReduceSum(above, np.array([1], _I64), keepdims=1),
-                   np.array(1, _I64))
+    above = g.op.Cast(g.op.LessOrEqual(g.op.Unsqueeze(edges, np.array([0], _I64)), col), to=INT64)
+    idx = g.op.Sub(g.op.ReduceSum(above, np.array([1], _I64), keepdims=1), np.array(1, _I64))
     idx = g.op.Min(idx, np.array(n_bins - 1, _I64))
     first = g.op.Slice(edges, np.array([0], _I64), np.array([1], _I64))
     last = g.op.Slice(edges, np.array([-1], _I64), np.array([n_bins + 1], _I64))
@@ -54,12 +52,21 @@ def _bin_of(g: GraphBuilder, col: str, edges: str, n_bins: int) -> tuple[str, st
 
 
 def _widths(g: GraphBuilder, edges: str, n_bins: int) -> str:
-    return g.op.Sub(g.op.Slice(edges, np.array([1], _I64), np.array([n_bins + 1], _I64)),
-                    g.op.Slice(edges, np.array([0], _I64), np.array([n_bins], _I64)))
+    return g.op.Sub(
+        g.op.Slice(edges, np.array([1], _I64), np.array([n_bins + 1], _I64)),
+        g.op.Slice(edges, np.array([0], _I64), np.array([n_bins], _I64)),
+    )
 
 
-def _histogramdd(g: GraphBuilder, cols: list[str], edges: list[str], n_bins: list[int],
-                 weight, density: bool, t: int) -> str:
+def _histogramdd(
+    g: GraphBuilder,
+    cols: list[str],
+    edges: list[str],
+    n_bins: list[int],
+    weight,
+    density: bool,
+    t: int,
+) -> str:
     """Histogram of the points whose coordinate ``d`` is ``cols[d]`` ([N, 1] each) over
     the 1-D ``edges[d]`` of ``n_bins[d] + 1`` values: a tensor of shape ``n_bins``."""
     flat, inside, stride = None, None, 1
@@ -78,8 +85,9 @@ def _histogramdd(g: GraphBuilder, cols: list[str], edges: list[str], n_bins: lis
     zeros = g.make_constant(np.zeros((stride,), dtype=onnx_to_np_dtype(t)))
     flat = g.op.Where(inside, flat, np.array(0, _I64))
     last = np.array([-1], _I64)
-    hist = g.op.ScatterElements(zeros, g.op.Reshape(flat, last), g.op.Reshape(mass, last),
-                                axis=0, reduction="add")
+    hist = g.op.ScatterElements(
+        zeros, g.op.Reshape(flat, last), g.op.Reshape(mass, last), axis=0, reduction="add"
+    )
     hist = g.op.Reshape(hist, np.array(n_bins, _I64))
     if density:
         # torch divides by the total, then by each bin's width along every axis
@@ -119,14 +127,14 @@ def _range_edges(g: GraphBuilder, values: str, bins: int, lo_hi, t: int) -> str:
 
 
 @converter(aten.histogram.bin_ct)
-def aten_histogram_bin_ct(g: GraphBuilder, x, bins=100, *, range=None, weight=None,
-                          density=False):
+def aten_histogram_bin_ct(g: GraphBuilder, x, bins=100, *, range=None, weight=None, density=False):
     """histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None,
     Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)"""
     if not isinstance(bins, int):
         raise UnsupportedOpError(
             f"histogram: the number of bins is dynamic ({bins!r}); the output size "
-            "would depend on the data, give a Python int as bins")
+            "would depend on the data, give a Python int as bins"
+        )
     edges = _range_edges(g, x, bins, range, g.get_type(x))
     return _histogram(g, x, edges, bins, weight, density)
 
@@ -139,48 +147,54 @@ def aten_histogram_bins_tensor(g: GraphBuilder, x, bins, *, weight=None, density
     if not shape or not isinstance(shape[0], int):
         raise UnsupportedOpError(
             f"histogram: the number of bin edges of {bins!r} is not static "
-            f"(shape {shape}); export with a fixed number of edges (a static dimension)")
+            f"(shape {shape}); export with a fixed number of edges (a static dimension)"
+        )
     return _histogram(g, x, cast_to(g, bins, g.get_type(x)), shape[0] - 1, weight, density)
 
 
 def _dd_points(g: GraphBuilder, x: str, dims: int) -> list[str]:
     """The coordinates of the points of ``x`` [..., dims]: ``dims`` columns [N, 1]."""
     pts = g.op.Reshape(x, np.array([-1, dims], _I64))
-    return [g.op.Slice(pts, np.array([d], _I64), np.array([d + 1], _I64),
-                       np.array([1], _I64)) for d in range(dims)]
+    return [
+        g.op.Slice(pts, np.array([d], _I64), np.array([d + 1], _I64), np.array([1], _I64))
+        for d in range(dims)
+    ]
 
 
 def _dd_edges(g: GraphBuilder, x: str, bins, range) -> tuple[list[str], list[str]]:
     dims = len(bins)
     cols = _dd_points(g, x, dims)
     t = g.get_type(x)
-    edges = [_range_edges(g, cols[d], int(b), None if range is None
-                          else (range[2 * d], range[2 * d + 1]), t)
-             for d, b in enumerate(bins)]
+    edges = [
+        _range_edges(
+            g, cols[d], int(b), None if range is None else (range[2 * d], range[2 * d + 1]), t
+        )
+        for d, b in enumerate(bins)
+    ]
     return cols, edges
 
 
 @converter(aten._histogramdd_bin_edges.default)
-def aten__histogramdd_bin_edges(g: GraphBuilder, x, bins, *, range=None, weight=None,
-                                density=False):
+def aten__histogramdd_bin_edges(
+    g: GraphBuilder, x, bins, *, range=None, weight=None, density=False
+):
     """_histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None,
     Tensor? weight=None, bool density=False) -> Tensor[]"""
     return tuple(g.op.Identity(e) for e in _dd_edges(g, x, bins, range)[1])
 
 
 @converter(aten._histogramdd_from_bin_cts.default)
-def aten__histogramdd_from_bin_cts(g: GraphBuilder, x, bins, *, range=None, weight=None,
-                                   density=False):
+def aten__histogramdd_from_bin_cts(
+    g: GraphBuilder, x, bins, *, range=None, weight=None, density=False
+):
     """_histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None,
     Tensor? weight=None, bool density=False) -> Tensor"""
     cols, edges = _dd_edges(g, x, bins, range)
-    return _histogramdd(g, cols, edges, [int(b) for b in bins], weight, density,
-                        g.get_type(x))
+    return _histogramdd(g, cols, edges, [int(b) for b in bins], weight, density, g.get_type(x))
 
 
 @converter(aten._histogramdd_from_bin_tensors.default)
-def aten__histogramdd_from_bin_tensors(g: GraphBuilder, x, bins, *, weight=None,
-                                       density=False):
+def aten__histogramdd_from_bin_tensors(g: GraphBuilder, x, bins, *, weight=None, density=False):
     """_histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None,
     bool density=False) -> Tensor"""
     t = g.get_type(x)
@@ -190,8 +204,8 @@ def aten__histogramdd_from_bin_tensors(g: GraphBuilder, x, bins, *, weight=None,
         if not shape or not isinstance(shape[0], int):
             raise UnsupportedOpError(
                 f"histogramdd: the number of bin edges of {e!r} is not static "
-                f"(shape {shape}); export with a fixed number of edges")
+                f"(shape {shape}); export with a fixed number of edges"
+            )
         n_bins.append(shape[0] - 1)
     cols = _dd_points(g, x, len(bins))
-    return _histogramdd(g, cols, [cast_to(g, e, t) for e in bins], n_bins, weight,
-                        density, t)
+    return _histogramdd(g, cols, [cast_to(g, e, t) for e in bins], n_bins, weight, density, t)

@@ -32,8 +32,9 @@ def _expand_masks(g: GraphBuilder, indices) -> list:
             continue
         k = rank_of(g, idx)
         if k == 0:
-            raise UnsupportedOpError("indexing with a 0-D bool mask is not supported",
-                                     argument="indices")
+            raise UnsupportedOpError(
+                "indexing with a 0-D bool mask is not supported", argument="indices"
+            )
         nz = g.op.NonZero(cast_to(g, idx, BOOL))
         out.extend(g.op.Gather(nz, i64(i), axis=0) for i in range(k))
     while out and out[-1] is None:
@@ -124,8 +125,9 @@ def _compute_type(g: GraphBuilder, t: int, reduction: str | None) -> int:
         return t
     need = 18 if reduction in ("max", "min") else 16
     if g.main_opset < need:
-        raise UnsupportedOpError(f"a scatter with reduction={reduction!r} needs opset {need}",
-                                 argument="reduction")
+        raise UnsupportedOpError(
+            f"a scatter with reduction={reduction!r} needs opset {need}", argument="reduction"
+        )
     return TensorProto.FLOAT if t in _LOW_FLOATS else t
 
 
@@ -157,8 +159,9 @@ def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False, *, ctx
     upd = adv.from_torch(g, values)
     reduction = "add" if accumulate else None
     ct = _compute_type(g, t, reduction)
-    res = g.op.ScatterND(cast_to(g, adv.xt, ct), adv.stacked, cast_to(g, upd, ct),
-                         reduction=reduction)
+    res = g.op.ScatterND(
+        cast_to(g, adv.xt, ct), adv.stacked, cast_to(g, upd, ct), reduction=reduction
+    )
     return adv.back(g, cast_to(g, res, t))
 
 
@@ -204,12 +207,18 @@ def aten_take_along_dim(g: GraphBuilder, x, indices, dim=None):
         return g.op.GatherElements(g.op.Reshape(x, flat), g.op.Reshape(indices, flat), axis=0)
     sx, si = g.get_shape(x), g.get_shape(indices)
     r = rank_of(g, x)
-    same = (sx is not None and si is not None and None not in sx + si
-            and all(a == b for i, (a, b) in enumerate(zip(sx, si)) if i != dim % r))
+    same = (
+        sx is not None
+        and si is not None
+        and None not in sx + si
+        and all(a == b for i, (a, b) in enumerate(zip(sx, si)) if i != dim % r)
+    )
     if not same:
         # broadcast every dim but ``dim``
-        x, indices = (g.op.Expand(x, _shape_with_one(g, indices, dim)),
-                      g.op.Expand(indices, _shape_with_one(g, x, dim)))
+        x, indices = (
+            g.op.Expand(x, _shape_with_one(g, indices, dim)),
+            g.op.Expand(indices, _shape_with_one(g, x, dim)),
+        )
     return g.op.GatherElements(x, indices, axis=dim)
 
 
@@ -230,8 +239,9 @@ def _scatter(g: GraphBuilder, x, dim, index, src, reduction=None, *, ctx: NodeCo
             src = g.op.Slice(src, i64([0] * r), g.op.Shape(index), i64(list(range(r))))
     else:  # a scalar
         src = g.op.Expand(cast_to(g, src, ct), g.op.Shape(index))
-    res = g.op.ScatterElements(cast_to(g, x, ct), index, cast_to(g, src, ct), axis=dim,
-                               reduction=reduction)
+    res = g.op.ScatterElements(
+        cast_to(g, x, ct), index, cast_to(g, src, ct), axis=dim, reduction=reduction
+    )
     return cast_to(g, res, t)
 
 
@@ -241,8 +251,14 @@ def aten_scatter(g: GraphBuilder, x, dim, index, src, *, ctx: NodeContext):
     return _scatter(g, x, dim, index, src, ctx=ctx)
 
 
-_REDUCE = {"add": "add", "sum": "add", "multiply": "mul", "prod": "mul", "amax": "max",
-           "amin": "min"}
+_REDUCE = {
+    "add": "add",
+    "sum": "add",
+    "multiply": "mul",
+    "prod": "mul",
+    "amax": "max",
+    "amin": "min",
+}
 
 
 @converter(aten.scatter.reduce, aten.scatter.value_reduce)
@@ -272,14 +288,16 @@ def _neutral(t: int, reduce: str):
 
 
 @converter(aten.scatter_reduce.two)
-def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_self=True,
-                        ctx: NodeContext):
+def aten_scatter_reduce(
+    g: GraphBuilder, x, dim, index, src, reduce, *, include_self=True, ctx: NodeContext
+):
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
     bool include_self=True) -> Tensor"""
     t = ctx.dtype()
     if reduce not in _REDUCE and reduce != "mean":
-        raise UnsupportedOpError(f"scatter_reduce with reduce={reduce!r} is not supported",
-                                 argument="reduce")
+        raise UnsupportedOpError(
+            f"scatter_reduce with reduce={reduce!r} is not supported", argument="reduce"
+        )
     if not include_self:
         # positions receiving values forget x: they start from the neutral element
         x = _scatter(g, x, dim, index, _neutral(t, reduce), ctx=ctx)
@@ -287,8 +305,9 @@ def aten_scatter_reduce(g: GraphBuilder, x, dim, index, src, reduce, *, include_
         return _scatter(g, x, dim, index, src, _REDUCE[reduce], ctx=ctx)
     total = _scatter(g, x, dim, index, src, "add", ctx=ctx)
     start = g.op.ConstantOfShape(g.op.Shape(x), value=value_attr(int(include_self), INT64))
-    count = g.op.ScatterElements(start, index, g.op.Expand(i64(1), g.op.Shape(index)),
-                                 axis=dim, reduction="add")
+    count = g.op.ScatterElements(
+        start, index, g.op.Expand(i64(1), g.op.Shape(index)), axis=dim, reduction="add"
+    )
     count = cast_to(g, g.op.Max(count, i64(1)), t)
     if t in FLOAT_TYPES:
         return g.op.Div(total, count)
@@ -347,8 +366,9 @@ def aten_index_fill(g: GraphBuilder, x, dim, index, value, *, ctx: NodeContext):
 def _rank0(g: GraphBuilder, fn, x, dim, index, *args, ctx: NodeContext):
     """Runs ``fn`` on 0-d tensors seen as 1-D ones (torch accepts dim 0 on them)."""
     one = i64([0])
-    args = [g.op.Unsqueeze(a, one) if isinstance(a, str) and rank_of(g, a) == 0 else a
-            for a in args]
+    args = [
+        g.op.Unsqueeze(a, one) if isinstance(a, str) and rank_of(g, a) == 0 else a for a in args
+    ]
     index = g.op.Reshape(index, i64([-1]))
     return g.op.Squeeze(fn(g, g.op.Unsqueeze(x, one), 0, index, *args, ctx=ctx), one)
 
@@ -356,8 +376,15 @@ def _rank0(g: GraphBuilder, fn, x, dim, index, *args, ctx: NodeContext):
 def _index_scatter(g: GraphBuilder, x, dim, index, source, reduction, *, ctx: NodeContext):
     r = rank_of(g, x)
     if r == 0:
-        return _rank0(g, lambda g_, *a, ctx: _index_scatter(g_, *a, reduction, ctx=ctx), x,
-                      dim, index, source, ctx=ctx)
+        return _rank0(
+            g,
+            lambda g_, *a, ctx: _index_scatter(g_, *a, reduction, ctx=ctx),
+            x,
+            dim,
+            index,
+            source,
+            ctx=ctx,
+        )
     dim %= r
     shape = [1] * r
     shape[dim] = -1

@@ -25,8 +25,7 @@ def aten_put(g: GraphBuilder, x, index, source, accumulate=False):
     n = g.op.Size(x)
     idx = g.op.Where(g.op.Less(idx, np.array(0, _I64)), g.op.Add(idx, n), idx)
     src = _flat(g, cast_to(g, source, g.get_type(x)))
-    res = g.op.ScatterElements(flat, idx, src, axis=0,
-                               reduction="add" if accumulate else "none")
+    res = g.op.ScatterElements(flat, idx, src, axis=0, reduction="add" if accumulate else "none")
     return g.op.Reshape(res, g.op.Shape(x))
 
 
@@ -46,8 +45,9 @@ def _neutral(elem_type: int, reduce: str) -> np.ndarray:
 
 
 @converter(aten.index_reduce.default)
-def aten_index_reduce(g: GraphBuilder, x, dim: int, index, source, reduce: str, *,
-                      include_self=True, ctx: NodeContext):
+def aten_index_reduce(
+    g: GraphBuilder, x, dim: int, index, source, reduce: str, *, include_self=True, ctx: NodeContext
+):
     """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
     bool include_self=True) -> Tensor"""
     r = rank_of(g, x)
@@ -55,14 +55,16 @@ def aten_index_reduce(g: GraphBuilder, x, dim: int, index, source, reduce: str, 
         one = np.array([0], _I64)
         x1 = g.op.Unsqueeze(x, one)
         src = source if rank_of(g, source) else g.op.Unsqueeze(source, one)
-        res = aten_index_reduce(g, x1, 0, _flat(g, index), src, reduce,
-                                include_self=include_self, ctx=ctx)
+        res = aten_index_reduce(
+            g, x1, 0, _flat(g, index), src, reduce, include_self=include_self, ctx=ctx
+        )
         return g.op.Squeeze(res, one)
     dim %= r
     shape = [1] * r
     shape[dim] = -1
-    idx = g.op.Expand(g.op.Reshape(cast_to(g, index, INT64), np.array(shape, _I64)),
-                      g.op.Shape(source))
+    idx = g.op.Expand(
+        g.op.Reshape(cast_to(g, index, INT64), np.array(shape, _I64)), g.op.Shape(source)
+    )
     t = ctx.dtype()
     x = cast_to(g, x, t)
     src = cast_to(g, source, t)
@@ -72,18 +74,18 @@ def aten_index_reduce(g: GraphBuilder, x, dim: int, index, source, reduce: str, 
         base = g.op.ScatterElements(x, idx, fill, axis=dim)
     res = g.op.ScatterElements(base, idx, src, axis=dim, reduction=_REDUCTIONS[reduce])
     if reduce == "mean":
-        ones = g.op.Expand(g.make_constant(np.array(1, onnx_to_np_dtype(t))),
-                           g.op.Shape(source))
-        start = g.op.Expand(g.make_constant(np.array(1 if include_self else 0,
-                                                     onnx_to_np_dtype(t))), g.op.Shape(x))
+        ones = g.op.Expand(g.make_constant(np.array(1, onnx_to_np_dtype(t))), g.op.Shape(source))
+        start = g.op.Expand(
+            g.make_constant(np.array(1 if include_self else 0, onnx_to_np_dtype(t))), g.op.Shape(x)
+        )
         count = g.op.ScatterElements(start, idx, ones, axis=dim, reduction="add")
         safe = g.op.Max(count, g.make_constant(np.array(1, onnx_to_np_dtype(t))))
         if np.dtype(onnx_to_np_dtype(t)).kind == "f":
             res = g.op.Div(res, safe)
         else:
-            res = g.op.Cast(g.op.Floor(g.op.Div(g.op.Cast(res, to=11), g.op.Cast(safe, to=11))),
-                            to=t)
+            res = g.op.Cast(
+                g.op.Floor(g.op.Div(g.op.Cast(res, to=11), g.op.Cast(safe, to=11))), to=t
+            )
         # untouched positions keep self
-        res = g.op.Where(g.op.Equal(count, g.op.CastLike(np.array(0, np.float32), count)),
-                         x, res)
+        res = g.op.Where(g.op.Equal(count, g.op.CastLike(np.array(0, np.float32), count)), x, res)
     return res

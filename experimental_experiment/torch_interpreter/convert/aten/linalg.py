@@ -58,22 +58,27 @@ def gauss_jordan(g: GraphBuilder, a: str, b: str | None, n: int):
     rows = np.arange(n, dtype=_I64)
     for k in range(n):
         # partial pivoting: the largest |a[i, k]| for i >= k
-        below = g.op.Slice(_col(g, a, k), np.array([k], _I64), np.array([n], _I64),
-                           np.array([-2], _I64))
+        below = g.op.Slice(
+            _col(g, a, k), np.array([k], _I64), np.array([n], _I64), np.array([-2], _I64)
+        )
         p = g.op.Add(g.op.ArgMax(g.op.Abs(below), axis=-2, keepdims=1), np.array(k, _I64))
         if k < n - 1:
             # permutation vector: swap rows k and p
-            perm = g.op.Where(g.op.Equal(rows.reshape((n, 1)), np.array(k, _I64)), p,
-                              g.op.Where(g.op.Equal(rows.reshape((n, 1)), p),
-                                         np.array(k, _I64), rows.reshape((n, 1))))
+            perm = g.op.Where(
+                g.op.Equal(rows.reshape((n, 1)), np.array(k, _I64)),
+                p,
+                g.op.Where(
+                    g.op.Equal(rows.reshape((n, 1)), p), np.array(k, _I64), rows.reshape((n, 1))
+                ),
+            )
             pmat = g.op.Cast(g.op.Equal(perm, rows.reshape((1, n))), to=g.get_type(a))
             a = g.op.MatMul(pmat, a)
             if b is not None:
                 b = g.op.MatMul(pmat, b)
-            sign = g.op.Where(g.op.Equal(p, np.array(k, _I64)), _const(g, a, 1),
-                              _const(g, a, -1))
-        pivot = g.op.Slice(_row(g, a, k), np.array([k], _I64), np.array([k + 1], _I64),
-                           np.array([-1], _I64))
+            sign = g.op.Where(g.op.Equal(p, np.array(k, _I64)), _const(g, a, 1), _const(g, a, -1))
+        pivot = g.op.Slice(
+            _row(g, a, k), np.array([k], _I64), np.array([k + 1], _I64), np.array([-1], _I64)
+        )
         term = g.op.Mul(pivot, sign) if k < n - 1 else pivot
         det = term if det is None else g.op.Mul(det, term)
         safe = g.op.Where(g.op.Equal(pivot, _const(g, a, 0)), _const(g, a, 1), pivot)
@@ -157,10 +162,12 @@ def solve(g: GraphBuilder, a: str, b: str, left: bool = True) -> str:
     if vector:
         b = g.op.Unsqueeze(b, np.array([-1], _I64))
     # broadcast batch dimensions
-    a2 = g.op.Expand(a, g.op.Concat(g.op.Shape(b, start=0, end=-2),
-                                    np.array([size, size], _I64), axis=0))
-    b2 = g.op.Expand(b, g.op.Concat(g.op.Shape(a2, start=0, end=-2),
-                                    g.op.Shape(b, start=-2), axis=0))
+    a2 = g.op.Expand(
+        a, g.op.Concat(g.op.Shape(b, start=0, end=-2), np.array([size, size], _I64), axis=0)
+    )
+    b2 = g.op.Expand(
+        b, g.op.Concat(g.op.Shape(a2, start=0, end=-2), g.op.Shape(b, start=-2), axis=0)
+    )
     x = g.op.Identity(b2) if n == 0 else gauss_jordan(g, a2, b2, n)[1]
     return g.op.Squeeze(x, np.array([-1], _I64)) if vector else x
 
@@ -188,16 +195,14 @@ def _triangle(g: GraphBuilder, a: str, upper: bool, unit: bool) -> str:
 
 
 @converter(aten.linalg_solve_triangular.default)
-def aten_linalg_solve_triangular(g: GraphBuilder, a, b, *, upper, left=True,
-                                 unitriangular=False):
+def aten_linalg_solve_triangular(g: GraphBuilder, a, b, *, upper, left=True, unitriangular=False):
     """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True,
     bool unitriangular=False) -> Tensor"""
     return solve(g, _triangle(g, a, upper, unitriangular), b, left)
 
 
 @converter(aten.triangular_solve.default)
-def aten_triangular_solve(g: GraphBuilder, b, a, upper=True, transpose=False,
-                          unitriangular=False):
+def aten_triangular_solve(g: GraphBuilder, b, a, upper=True, transpose=False, unitriangular=False):
     """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False,
     bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
     t = _triangle(g, a, upper, unitriangular)
@@ -215,11 +220,11 @@ def cholesky(g: GraphBuilder, a: str, upper: bool = False) -> str:
     for j in range(n):
         # v = a[:, j] - L @ L[j, :]^T
         v = g.op.Sub(_col(g, a, j), g.op.MatMul(low, _transpose(g, _row(g, low, j))))
-        d = g.op.Sqrt(g.op.Slice(v, np.array([j], _I64), np.array([j + 1], _I64),
-                                 np.array([-2], _I64)))
+        d = g.op.Sqrt(
+            g.op.Slice(v, np.array([j], _I64), np.array([j + 1], _I64), np.array([-2], _I64))
+        )
         below = g.make_constant((np.arange(n) > j).reshape((n, 1)))
-        col = g.op.Where(_unit(g, a, n, j), d,
-                         g.op.Where(below, g.op.Div(v, d), _const(g, a, 0)))
+        col = g.op.Where(_unit(g, a, n, j), d, g.op.Where(below, g.op.Div(v, d), _const(g, a, 0)))
         onehot = _const(g, a, (np.arange(n) == j).reshape((1, n)))
         low = g.op.Add(low, g.op.Mul(col, onehot))
     return _transpose(g, low) if upper else low
@@ -287,7 +292,7 @@ def aten_linalg_matrix_exp(g: GraphBuilder, a):
     if not isinstance(n, int):
         raise UnsupportedOpError("matrix_exp needs a static matrix size", argument="self")
     t = g.get_type(a)
-    x = g.op.Mul(cast_to(g, a, 11), np.array(2.0 ** -12))
+    x = g.op.Mul(cast_to(g, a, 11), np.array(2.0**-12))
     eye = g.op.Expand(np.eye(n, dtype=np.float64), g.op.Shape(x))
     result, term = eye, eye
     for k in range(1, 13):

@@ -34,8 +34,9 @@ def _transpose(g: GraphBuilder, m: str) -> str:
 
 
 def _entry(g: GraphBuilder, a: str, i: int, j: int) -> str:
-    return g.op.Slice(a, np.array([i, j], _I64), np.array([i + 1, j + 1], _I64),
-                      np.array([-2, -1], _I64))
+    return g.op.Slice(
+        a, np.array([i, j], _I64), np.array([i + 1, j + 1], _I64), np.array([-2, -1], _I64)
+    )
 
 
 def jacobi(g: GraphBuilder, a: str, n: int, vectors: bool):
@@ -50,8 +51,9 @@ def jacobi(g: GraphBuilder, a: str, n: int, vectors: bool):
                 safe = g.op.Where(zero, _c(1), apq)
                 tau = g.op.Div(g.op.Sub(aqq, app), g.op.Mul(safe, _c(2)))
                 sign = g.op.Where(g.op.Less(tau, _c(0)), _c(-1), _c(1))
-                t = g.op.Div(sign, g.op.Add(g.op.Abs(tau),
-                                            g.op.Sqrt(g.op.Add(_c(1), g.op.Mul(tau, tau)))))
+                t = g.op.Div(
+                    sign, g.op.Add(g.op.Abs(tau), g.op.Sqrt(g.op.Add(_c(1), g.op.Mul(tau, tau))))
+                )
                 t = g.op.Where(zero, _c(0), t)
                 c = g.op.Reciprocal(g.op.Sqrt(g.op.Add(_c(1), g.op.Mul(t, t))))
                 s = g.op.Mul(t, c)
@@ -59,9 +61,10 @@ def jacobi(g: GraphBuilder, a: str, n: int, vectors: bool):
                 e_diag[p, p] = e_diag[q, q] = 1
                 e_pq = np.zeros((n, n))
                 e_pq[p, q], e_pq[q, p] = 1, -1
-                rot = g.op.Add(g.op.Add(_c(np.eye(n)), g.op.Mul(g.op.Sub(c, _c(1)),
-                                                                _c(e_diag))),
-                               g.op.Mul(s, _c(e_pq)))
+                rot = g.op.Add(
+                    g.op.Add(_c(np.eye(n)), g.op.Mul(g.op.Sub(c, _c(1)), _c(e_diag))),
+                    g.op.Mul(s, _c(e_pq)),
+                )
                 a = g.op.MatMul(_transpose(g, rot), g.op.MatMul(a, rot))
                 if vectors:
                     v = g.op.MatMul(v, rot)
@@ -90,8 +93,7 @@ def _empty_batch(g: GraphBuilder, a: str) -> bool:
 def _batch_rows(g: GraphBuilder, a: str, k: int) -> str:
     """A [..., k] tensor of a's batch shape (the values of an empty batch)."""
     shape = g.op.Concat(g.op.Shape(a, start=0, end=-2), np.array([k], _I64), axis=0)
-    row = g.op.Slice(a, np.array([0, 0], _I64), np.array([1, k], _I64),
-                     np.array([-2, -1], _I64))
+    row = g.op.Slice(a, np.array([0, 0], _I64), np.array([1, k], _I64), np.array([-2, -1], _I64))
     return g.op.Reshape(row, shape)
 
 
@@ -99,13 +101,15 @@ def _empty_values(g: GraphBuilder, a: str) -> str:
     """An empty [..., 0] tensor for empty matrices (onnxruntime's ReduceSum gets the
     shape of empty inputs wrong)."""
     shape = g.op.Concat(g.op.Shape(a, start=0, end=-2), np.array([0], _I64), axis=0)
-    return g.op.Reshape(g.op.Slice(a, np.array([0], _I64), np.array([0], _I64),
-                                   np.array([-1], _I64)), shape)
+    return g.op.Reshape(
+        g.op.Slice(a, np.array([0], _I64), np.array([0], _I64), np.array([-1], _I64)), shape
+    )
 
 
 def _sorted(g: GraphBuilder, values: str, n: int, largest: bool) -> str:
-    return g.op.TopK(values, np.array([n], _I64), axis=-1, largest=int(largest),
-                     sorted=1, outputs=2)[0]
+    return g.op.TopK(
+        values, np.array([n], _I64), axis=-1, largest=int(largest), sorted=1, outputs=2
+    )[0]
 
 
 @converter(aten.linalg_eigvalsh.default)
@@ -143,6 +147,7 @@ def aten_linalg_svdvals(g: GraphBuilder, a, *, driver=None, ctx: NodeContext):
 
 def _cutoff(g: GraphBuilder, top: str, atol, rtol, default_rtol: float) -> str:
     """max(atol, rtol * sigma_max) with torch's defaults."""
+
     def as_tensor(v):
         if v is None:
             return None
@@ -160,8 +165,9 @@ def _cutoff(g: GraphBuilder, top: str, atol, rtol, default_rtol: float) -> str:
 
 
 @converter(aten.linalg_pinv.atol_rtol_tensor, aten.linalg_pinv.atol_rtol_float)
-def aten_linalg_pinv(g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=False,
-                     ctx: NodeContext):
+def aten_linalg_pinv(
+    g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=False, ctx: NodeContext
+):
     """linalg_pinv.atol_rtol_tensor(Tensor self, *, Tensor? atol=None, Tensor? rtol=None,
     bool hermitian=False) -> Tensor"""
     m, n = _static_n(g, a)
@@ -174,21 +180,29 @@ def aten_linalg_pinv(g: GraphBuilder, a, *, atol=None, rtol=None, hermitian=Fals
         absval = g.op.Abs(values)
         top = g.op.ReduceMax(absval, np.array([-1], _I64), keepdims=1)
         cut = _cutoff(g, top, atol, rtol, eps * n)
-        inv = g.op.Where(g.op.Greater(absval, cut), g.op.Reciprocal(
-            g.op.Where(g.op.Equal(values, _c(0)), _c(1), values)), _c(0))
-        res = g.op.MatMul(g.op.Mul(vecs, g.op.Unsqueeze(inv, np.array([-2], _I64))),
-                          _transpose(g, vecs))
+        inv = g.op.Where(
+            g.op.Greater(absval, cut),
+            g.op.Reciprocal(g.op.Where(g.op.Equal(values, _c(0)), _c(1), values)),
+            _c(0),
+        )
+        res = g.op.MatMul(
+            g.op.Mul(vecs, g.op.Unsqueeze(inv, np.array([-2], _I64))), _transpose(g, vecs)
+        )
         return cast_to(g, res, ctx.dtype())
     gram, k = _gram(g, ad, m, n)
     values, vecs = jacobi(g, gram, k, True)
     sigma = g.op.Sqrt(g.op.Max(values, _c(0)))
     top = g.op.ReduceMax(sigma, np.array([-1], _I64), keepdims=1)
     cut = _cutoff(g, top, atol, rtol, eps * max(m, n))
-    inv = g.op.Where(g.op.Greater(sigma, cut), g.op.Reciprocal(
-        g.op.Where(g.op.Equal(values, _c(0)), _c(1), values)), _c(0))
+    inv = g.op.Where(
+        g.op.Greater(sigma, cut),
+        g.op.Reciprocal(g.op.Where(g.op.Equal(values, _c(0)), _c(1), values)),
+        _c(0),
+    )
     # (A^T A)^+ A^T  or  A^T (A A^T)^+
-    gram_pinv = g.op.MatMul(g.op.Mul(vecs, g.op.Unsqueeze(inv, np.array([-2], _I64))),
-                            _transpose(g, vecs))
+    gram_pinv = g.op.MatMul(
+        g.op.Mul(vecs, g.op.Unsqueeze(inv, np.array([-2], _I64))), _transpose(g, vecs)
+    )
     at = _transpose(g, ad)
     res = g.op.MatMul(gram_pinv, at) if n <= m else g.op.MatMul(at, gram_pinv)
     return cast_to(g, res, ctx.dtype())

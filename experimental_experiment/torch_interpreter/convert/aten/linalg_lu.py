@@ -36,27 +36,34 @@ def lu_factor(g: GraphBuilder, a: str):
     rows = np.arange(m, dtype=_I64).reshape((m, 1))
     pacc, pivots = None, []
     for k in range(k_max):
-        col = g.op.Slice(a, np.array([k, k], _I64), np.array([m, k + 1], _I64),
-                         np.array([-2, -1], _I64))
+        col = g.op.Slice(
+            a, np.array([k, k], _I64), np.array([m, k + 1], _I64), np.array([-2, -1], _I64)
+        )
         p = g.op.Add(g.op.ArgMax(g.op.Abs(col), axis=-2, keepdims=1), np.array(k, _I64))
         pivots.append(p)
         if k < m - 1:
-            perm = g.op.Where(g.op.Equal(rows, np.array(k, _I64)), p,
-                              g.op.Where(g.op.Equal(rows, p), np.array(k, _I64), rows))
+            perm = g.op.Where(
+                g.op.Equal(rows, np.array(k, _I64)),
+                p,
+                g.op.Where(g.op.Equal(rows, p), np.array(k, _I64), rows),
+            )
             pmat = g.op.Cast(g.op.Equal(perm, rows.reshape((1, m))), to=g.get_type(a))
             a = g.op.MatMul(pmat, a)
             pacc = pmat if pacc is None else g.op.MatMul(pmat, pacc)
-        pivot = g.op.Slice(a, np.array([k, k], _I64), np.array([k + 1, k + 1], _I64),
-                           np.array([-2, -1], _I64))
+        pivot = g.op.Slice(
+            a, np.array([k, k], _I64), np.array([k + 1, k + 1], _I64), np.array([-2, -1], _I64)
+        )
         safe = g.op.Where(g.op.Equal(pivot, _const(g, a, 0)), _const(g, a, 1), pivot)
         below = g.make_constant((np.arange(m) > k).reshape((m, 1)))
         right = g.make_constant((np.arange(n) > k).reshape((1, n)))
         at_k = g.make_constant((np.arange(n) == k).reshape((1, n)))
-        colk = g.op.Slice(a, np.array([k], _I64), np.array([k + 1], _I64),
-                          np.array([-1], _I64))
+        colk = g.op.Slice(a, np.array([k], _I64), np.array([k + 1], _I64), np.array([-1], _I64))
         factors = g.op.Where(below, g.op.Div(colk, safe), _const(g, a, 0))  # [..., m, 1]
-        rowk = g.op.Where(right, g.op.Slice(a, np.array([k], _I64), np.array([k + 1], _I64),
-                                            np.array([-2], _I64)), _const(g, a, 0))
+        rowk = g.op.Where(
+            right,
+            g.op.Slice(a, np.array([k], _I64), np.array([k + 1], _I64), np.array([-2], _I64)),
+            _const(g, a, 0),
+        )
         a = g.op.Sub(a, g.op.Mul(factors, rowk))
         a = g.op.Where(g.op.And(below, at_k), factors, a)
     if pivots:
@@ -77,8 +84,7 @@ def aten_linalg_lu_factor_ex(g: GraphBuilder, a, *, pivot=True, check_errors=Fal
     batch = g.op.Shape(a, start=0, end=-2)
     info = g.op.Cast(g.op.Expand(np.array(0, _I64), batch), to=INT32)
     if piv is None:
-        piv = g.op.Expand(np.zeros((0,), _I64), g.op.Concat(batch, np.array([0], _I64),
-                                                            axis=0))
+        piv = g.op.Expand(np.zeros((0,), _I64), g.op.Concat(batch, np.array([0], _I64), axis=0))
     else:
         piv = g.op.Add(piv, np.array(1, _I64))
     return lu, g.op.Cast(piv, to=INT32), info
@@ -89,8 +95,7 @@ def _unpack(g: GraphBuilder, lu: str):
     m, n = _mn(g, lu)
     k = min(m, n)
     low = g.op.Slice(lu, np.array([0], _I64), np.array([k], _I64), np.array([-1], _I64))
-    low = g.op.Add(g.op.Trilu(low, np.array(-1, _I64), upper=0),
-                   _const(g, lu, np.eye(m, k)))
+    low = g.op.Add(g.op.Trilu(low, np.array(-1, _I64), upper=0), _const(g, lu, np.eye(m, k)))
     up = g.op.Slice(lu, np.array([0], _I64), np.array([k], _I64), np.array([-2], _I64))
     return low, g.op.Trilu(up, upper=1)
 
@@ -108,8 +113,11 @@ def _perm_from_pivots(g: GraphBuilder, pivots: str, m: int, like: str) -> str:
         p = g.op.Slice(piv, np.array([i], _I64), np.array([i + 1], _I64), np.array([-1], _I64))
         p = g.op.Unsqueeze(p, np.array([-1], _I64))  # [..., 1, 1]
         rows = np.arange(m, dtype=_I64).reshape((m, 1))
-        perm = g.op.Where(g.op.Equal(rows, np.array(i, _I64)), p,
-                          g.op.Where(g.op.Equal(rows, p), np.array(i, _I64), rows))
+        perm = g.op.Where(
+            g.op.Equal(rows, np.array(i, _I64)),
+            p,
+            g.op.Where(g.op.Equal(rows, p), np.array(i, _I64), rows),
+        )
         swap = g.op.Cast(g.op.Equal(perm, cols), to=g.get_type(like))
         pmat = swap if pmat is None else g.op.MatMul(pmat, swap)
     if pmat is None:

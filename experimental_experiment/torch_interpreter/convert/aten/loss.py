@@ -46,14 +46,18 @@ def nll_terms(g: GraphBuilder, x, target, weight, ignore_index):
     safe = g.op.Unsqueeze(g.op.Where(ignored, 0, t), _ONE)
     picked = g.op.Squeeze(g.op.GatherElements(xf, safe, axis=1), _ONE)
     ft = g.get_type(xf)
-    w = cast_to(g, 1, ft) if weight is None else g.op.Gather(
-        upcast(g, weight), g.op.Squeeze(safe, _ONE))
+    w = (
+        cast_to(g, 1, ft)
+        if weight is None
+        else g.op.Gather(upcast(g, weight), g.op.Squeeze(safe, _ONE))
+    )
     w = g.op.Where(ignored, cast_to(g, 0, ft), w)  # broadcast to [N, *d]
     return picked, w, safe, ignored
 
 
-def _nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index,
-                      *, ctx: NodeContext):
+def _nll_loss_forward(
+    g: GraphBuilder, x, target, weight, reduction, ignore_index, *, ctx: NodeContext
+):
     picked, w, _, _ = nll_terms(g, x, target, weight, ignore_index)
     loss = g.op.Neg(g.op.Mul(picked, w))
     total = g.op.ReduceSum(w, keepdims=0)
@@ -70,16 +74,18 @@ def _nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_inde
 
 
 @converter(aten.nll_loss_forward.default)
-def aten_nll_loss_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index,
-                          *, ctx: NodeContext):
+def aten_nll_loss_forward(
+    g: GraphBuilder, x, target, weight, reduction, ignore_index, *, ctx: NodeContext
+):
     """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
     SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     return _nll_loss_forward(g, x, target, weight, reduction, ignore_index, ctx=ctx)
 
 
 @converter(aten.nll_loss2d_forward.default)
-def aten_nll_loss2d_forward(g: GraphBuilder, x, target, weight, reduction, ignore_index,
-                            *, ctx: NodeContext):
+def aten_nll_loss2d_forward(
+    g: GraphBuilder, x, target, weight, reduction, ignore_index, *, ctx: NodeContext
+):
     """nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
     SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     return _nll_loss_forward(g, x, target, weight, reduction, ignore_index, ctx=ctx)
@@ -94,8 +100,17 @@ def _class_weights(g: GraphBuilder, weight, rank: int) -> str | None:
 
 
 @converter(aten.cross_entropy_loss.default)
-def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1,
-                            ignore_index=-100, label_smoothing=0.0, *, ctx: NodeContext):
+def aten_cross_entropy_loss(
+    g: GraphBuilder,
+    x,
+    target,
+    weight=None,
+    reduction=1,
+    ignore_index=-100,
+    label_smoothing=0.0,
+    *,
+    ctx: NodeContext,
+):
     """cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None,
     int reduction=Mean, SymInt ignore_index=-100, float label_smoothing=0.0) -> Tensor"""
     rank = g.get_rank(x)
@@ -109,8 +124,7 @@ def aten_cross_entropy_loss(g: GraphBuilder, x, target, weight=None, reduction=1
         # class probabilities
         t = upcast(g, target)
         if eps:
-            t = g.op.Add(g.op.Mul(t, 1 - eps), g.op.Div(cast_to(g, eps, g.get_type(t)),
-                                                        n_classes))
+            t = g.op.Add(g.op.Mul(t, 1 - eps), g.op.Div(cast_to(g, eps, g.get_type(t)), n_classes))
         axes = i64([axis])
         loss = g.op.Neg(g.op.ReduceSum(g.op.Mul(weighted, t), axes, keepdims=0))
         return cast_to(g, reduce_loss(g, loss, reduction), ctx.dtype())

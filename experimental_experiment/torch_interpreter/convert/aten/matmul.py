@@ -10,8 +10,9 @@ from ..registry import converter
 from ._helpers import aten, cast_to
 
 
-@converter(aten.mm.default, aten.bmm.default, aten.matmul.default, aten.dot.default,
-           aten.mv.default)
+@converter(
+    aten.mm.default, aten.bmm.default, aten.matmul.default, aten.dot.default, aten.mv.default
+)
 def aten_matmul(g: GraphBuilder, x, y):
     """matmul(Tensor self, Tensor other) -> Tensor"""
     return g.op.MatMul(x, y)
@@ -65,10 +66,16 @@ def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1, ctx: NodeCon
     return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha, ctx=ctx)
 
 
-
 # onnxruntime's CPU Einsum has no bfloat16 kernel (float, double, float16, int32, int64)
-_EINSUM_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
-                           TensorProto.INT32, TensorProto.INT64})
+_EINSUM_TYPES = frozenset(
+    {
+        TensorProto.FLOAT,
+        TensorProto.DOUBLE,
+        TensorProto.FLOAT16,
+        TensorProto.INT32,
+        TensorProto.INT64,
+    }
+)
 
 
 @converter(aten.einsum.default)

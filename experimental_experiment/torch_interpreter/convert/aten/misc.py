@@ -16,8 +16,7 @@ class _Inliner(Interpreter):
     """Converts a submodule's nodes into the same builder, its placeholders bound to
     the given names; returns the names of its outputs."""
 
-    def __init__(self, g: GraphBuilder, gm: torch.fx.GraphModule, inputs,
-                 parent: Interpreter):
+    def __init__(self, g: GraphBuilder, gm: torch.fx.GraphModule, inputs, parent: Interpreter):
         super().__init__(g, gm, InputPlan(), registry=parent.registry, namer=parent.namer)
         self._inputs = list(inputs)
 
@@ -30,8 +29,9 @@ class _Inliner(Interpreter):
         return [self.env[v.name] if isinstance(v, torch.fx.Node) else v for v in values]
 
 
-def inline_submodule(g: GraphBuilder, submod: torch.fx.GraphModule, args, *,
-                     ctx: NodeContext) -> tuple:
+def inline_submodule(
+    g: GraphBuilder, submod: torch.fx.GraphModule, args, *, ctx: NodeContext
+) -> tuple:
     """Converts ``submod(*args)`` in place; returns its outputs' names."""
     return tuple(_Inliner(g, submod, args, ctx.interpreter).run([]))
 
@@ -46,8 +46,16 @@ def wrap_with_set_grad_enabled(g: GraphBuilder, enabled: bool, submod, *args, ct
 
 
 @converter(torch.ops.higher_order.wrap_with_autocast)
-def wrap_with_autocast(g: GraphBuilder, device_type: str, dtype, enabled: bool,
-                       cache_enabled, submod, *args, ctx: NodeContext):
+def wrap_with_autocast(
+    g: GraphBuilder,
+    device_type: str,
+    dtype,
+    enabled: bool,
+    cache_enabled,
+    submod,
+    *args,
+    ctx: NodeContext,
+):
     """wrap_with_autocast(str device_type, dtype, bool enabled, bool cache_enabled,
     GraphModule body, *args) -> tuple
 

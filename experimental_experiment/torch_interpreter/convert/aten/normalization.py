@@ -16,8 +16,10 @@ from ..registry import converter
 from ._helpers import aten, cast_to, rank_of
 from ._nn_helpers import FLOAT, channel_shaped, compute_type, dim, dims_tensor, upcast
 
-_FINFO_EPS = {FLOAT: float(np.finfo(np.float32).eps),
-              TensorProto.DOUBLE: float(np.finfo(np.float64).eps)}
+_FINFO_EPS = {
+    FLOAT: float(np.finfo(np.float32).eps),
+    TensorProto.DOUBLE: float(np.finfo(np.float64).eps),
+}
 
 
 def _filled(g: GraphBuilder, dims, elem_type: int, value: float) -> str:
@@ -76,13 +78,15 @@ def _layer_norm(g: GraphBuilder, x, normalized_shape, weight, bias, eps):
     norm_dims = [dim(g, x, a) for a in range(rank - n, rank)]
     scale = cast_to(g, weight, t) if weight else _filled(g, norm_dims, t, 1.0)
     b = cast_to(g, bias, t) if bias else None
-    return g.op.LayerNormalization(x, scale, b, axis=-n, epsilon=float(eps),
-                                   stash_type=compute_type(g, x), outputs=3)
+    return g.op.LayerNormalization(
+        x, scale, b, axis=-n, epsilon=float(eps), stash_type=compute_type(g, x), outputs=3
+    )
 
 
 @converter(aten.layer_norm.default)
-def aten_layer_norm(g: GraphBuilder, x, normalized_shape, weight=None, bias=None, eps=1e-5,
-                    cudnn_enable=True):
+def aten_layer_norm(
+    g: GraphBuilder, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True
+):
     """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor"""
     y, _, _ = _layer_norm(g, x, normalized_shape, weight, bias, eps)
@@ -90,8 +94,9 @@ def aten_layer_norm(g: GraphBuilder, x, normalized_shape, weight=None, bias=None
 
 
 @converter(aten.native_layer_norm.default)
-def aten_native_layer_norm(g: GraphBuilder, x, normalized_shape, weight, bias, eps,
-                           *, ctx: NodeContext):
+def aten_native_layer_norm(
+    g: GraphBuilder, x, normalized_shape, weight, bias, eps, *, ctx: NodeContext
+):
     """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight,
     Tensor? bias, float eps) -> (Tensor, Tensor mean, Tensor rstd)"""
     y, mean, rstd = _layer_norm(g, x, normalized_shape, weight, bias, eps)
@@ -116,8 +121,9 @@ def aten_rms_norm(g: GraphBuilder, x, normalized_shape, weight=None, eps=None, *
 
 
 @converter(aten.rms_norm.default, min_opset=23)
-def aten_rms_norm_23(g: GraphBuilder, x, normalized_shape, weight=None, eps=None,
-                     *, ctx: NodeContext):
+def aten_rms_norm_23(
+    g: GraphBuilder, x, normalized_shape, weight=None, eps=None, *, ctx: NodeContext
+):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     float? eps=None) -> Tensor (ONNX RMSNormalization, opset 23)"""
     if compute_type(g, x) != FLOAT:  # computes in float32 at best
@@ -125,8 +131,11 @@ def aten_rms_norm_23(g: GraphBuilder, x, normalized_shape, weight=None, eps=None
     t = g.get_type(x)
     n = len(normalized_shape)
     rank = rank_of(g, x)
-    scale = (cast_to(g, weight, t) if weight
-             else _filled(g, [dim(g, x, a) for a in range(rank - n, rank)], t, 1.0))
+    scale = (
+        cast_to(g, weight, t)
+        if weight
+        else _filled(g, [dim(g, x, a) for a in range(rank - n, rank)], t, 1.0)
+    )
     eps = _FINFO_EPS[FLOAT] if eps is None else float(eps)
     y = g.op.RMSNormalization(x, scale, axis=-n, epsilon=eps, stash_type=FLOAT)
     return cast_to(g, y, ctx.dtype())
@@ -160,16 +169,26 @@ def _instance_normalized(g: GraphBuilder, x, groups, weight, bias, eps):
         return _grouped_norm(g, x, groups, weight, bias, eps)[0]
     n = [dim(g, x, 1)] if groups is None else [int(groups)]
     r = xf if groups is None else g.op.Reshape(xf, i64([0, int(groups), -1]))
-    y = g.op.InstanceNormalization(r, _filled(g, n, ct, 1.0), _filled(g, n, ct, 0.0),
-                                   epsilon=float(eps))
+    y = g.op.InstanceNormalization(
+        r, _filled(g, n, ct, 1.0), _filled(g, n, ct, 0.0), epsilon=float(eps)
+    )
     if groups is not None:
         y = g.op.Reshape(y, g.op.Shape(xf))
     return _affine(g, y, weight, bias, rank)
 
 
 @converter(aten.group_norm.default)
-def aten_group_norm(g: GraphBuilder, x, num_groups, weight=None, bias=None, eps=1e-5,
-                    cudnn_enabled=True, *, ctx: NodeContext):
+def aten_group_norm(
+    g: GraphBuilder,
+    x,
+    num_groups,
+    weight=None,
+    bias=None,
+    eps=1e-5,
+    cudnn_enabled=True,
+    *,
+    ctx: NodeContext,
+):
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None,
     float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
     y = _instance_normalized(g, x, num_groups, weight, bias, eps)
@@ -177,8 +196,9 @@ def aten_group_norm(g: GraphBuilder, x, num_groups, weight=None, bias=None, eps=
 
 
 @converter(aten.native_group_norm.default)
-def aten_native_group_norm(g: GraphBuilder, x, weight, bias, N, C, HxW, group, eps,
-                           *, ctx: NodeContext):
+def aten_native_group_norm(
+    g: GraphBuilder, x, weight, bias, N, C, HxW, group, eps, *, ctx: NodeContext
+):
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C,
     SymInt HxW, int group, float eps) -> (Tensor, Tensor mean, Tensor rstd)"""
     y, mean, rstd = _grouped_norm(g, x, group, weight, bias, eps)
@@ -186,8 +206,20 @@ def aten_native_group_norm(g: GraphBuilder, x, weight, bias, N, C, HxW, group, e
 
 
 @converter(aten.instance_norm.default)
-def aten_instance_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var,
-                       use_input_stats, momentum, eps, cudnn_enabled, *, ctx: NodeContext):
+def aten_instance_norm(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    use_input_stats,
+    momentum,
+    eps,
+    cudnn_enabled,
+    *,
+    ctx: NodeContext,
+):
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool use_input_stats, float momentum, float eps,
     bool cudnn_enabled) -> Tensor"""
@@ -212,12 +244,19 @@ def _bn_eval(g: GraphBuilder, x, weight, bias, running_mean, running_var, eps, *
     if running_mean is None or running_var is None:
         raise UnsupportedOpError(
             "batch_norm in eval mode without running statistics "
-            "(track_running_stats=False) should use training=True")
+            "(track_running_stats=False) should use training=True"
+        )
     xf = upcast(g, x)
     ct = g.get_type(xf)
     scale, shift = _channel_params(g, x, weight, bias, ct)
-    y = g.op.BatchNormalization(xf, scale, shift, cast_to(g, running_mean, ct),
-                                cast_to(g, running_var, ct), epsilon=float(eps))
+    y = g.op.BatchNormalization(
+        xf,
+        scale,
+        shift,
+        cast_to(g, running_mean, ct),
+        cast_to(g, running_var, ct),
+        epsilon=float(eps),
+    )
     return cast_to(g, y, ctx.dtype())
 
 
@@ -232,8 +271,7 @@ def _bn_train(g: GraphBuilder, x, weight, bias, eps):
     flat = i64([-1])
     channels = g.op.Cast(g.op.Shape(x, start=1, end=2), to=ct)
     count = g.op.Div(g.op.Cast(g.op.Size(x), to=ct), channels)
-    return (y, g.op.Reshape(mean, flat), g.op.Reshape(rstd, flat), g.op.Reshape(var, flat),
-            count)
+    return (y, g.op.Reshape(mean, flat), g.op.Reshape(rstd, flat), g.op.Reshape(var, flat), count)
 
 
 def _updated_stats(g: GraphBuilder, running, batch, momentum):
@@ -243,8 +281,20 @@ def _updated_stats(g: GraphBuilder, running, batch, momentum):
     return g.op.Add(g.op.Mul(running, 1.0 - m), g.op.Mul(batch, m))
 
 
-def _batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var, training,
-                momentum, eps, n_outputs, *, ctx: NodeContext):
+def _batch_norm(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    n_outputs,
+    *,
+    ctx: NodeContext,
+):
     if not training:
         y = _bn_eval(g, x, weight, bias, running_mean, running_var, eps, ctx=ctx)
         if n_outputs == 1:
@@ -259,57 +309,96 @@ def _batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var, tra
         outs += [cast_to(g, mean, ctx.dtype(1)), cast_to(g, rstd, ctx.dtype(2))]
     if n_outputs == 5:
         unbiased = g.op.Mul(var, g.op.Div(count, g.op.Sub(count, 1.0)))
-        outs += [_updated_stats(g, running_mean, mean, momentum),
-                 _updated_stats(g, running_var, unbiased, momentum)]
+        outs += [
+            _updated_stats(g, running_mean, mean, momentum),
+            _updated_stats(g, running_var, unbiased, momentum),
+        ]
     return outs[0] if n_outputs == 1 else tuple(outs)
 
 
 @converter(aten.batch_norm.default)
-def aten_batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var, training,
-                    momentum, eps, cudnn_enabled, *, ctx: NodeContext):
+def aten_batch_norm(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    cudnn_enabled,
+    *,
+    ctx: NodeContext,
+):
     """batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled)
     -> Tensor (training=True: batch statistics, running statistics not updated)"""
-    return _batch_norm(g, x, weight, bias, running_mean, running_var, training, momentum,
-                       eps, 1, ctx=ctx)
+    return _batch_norm(
+        g, x, weight, bias, running_mean, running_var, training, momentum, eps, 1, ctx=ctx
+    )
 
 
 @converter(aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
-def aten_native_batch_norm(g: GraphBuilder, x, weight, bias, running_mean, running_var,
-                           training, momentum, eps, *, ctx: NodeContext):
+def aten_native_batch_norm(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    *,
+    ctx: NodeContext,
+):
     """native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool training, float momentum, float eps)
     -> (Tensor, Tensor save_mean, Tensor save_invstd)"""
-    return _batch_norm(g, x, weight, bias, running_mean, running_var, training, momentum,
-                       eps, 3, ctx=ctx)
+    return _batch_norm(
+        g, x, weight, bias, running_mean, running_var, training, momentum, eps, 3, ctx=ctx
+    )
 
 
 @converter(aten._native_batch_norm_legit_no_training.default)
-def aten__native_batch_norm_legit_no_training(g: GraphBuilder, x, weight, bias,
-                                              running_mean, running_var, momentum, eps,
-                                              *, ctx: NodeContext):
+def aten__native_batch_norm_legit_no_training(
+    g: GraphBuilder, x, weight, bias, running_mean, running_var, momentum, eps, *, ctx: NodeContext
+):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias,
     Tensor running_mean, Tensor running_var, float momentum, float eps)
     -> (Tensor, Tensor, Tensor)"""
-    return _batch_norm(g, x, weight, bias, running_mean, running_var, False, momentum,
-                       eps, 3, ctx=ctx)
+    return _batch_norm(
+        g, x, weight, bias, running_mean, running_var, False, momentum, eps, 3, ctx=ctx
+    )
 
 
 @converter(aten._native_batch_norm_legit.no_stats)
-def aten__native_batch_norm_legit_no_stats(g: GraphBuilder, x, weight, bias, training,
-                                           momentum, eps, *, ctx: NodeContext):
+def aten__native_batch_norm_legit_no_stats(
+    g: GraphBuilder, x, weight, bias, training, momentum, eps, *, ctx: NodeContext
+):
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias,
     bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     return _batch_norm(g, x, weight, bias, None, None, True, momentum, eps, 3, ctx=ctx)
 
 
 @converter(aten._native_batch_norm_legit_functional.default)
-def aten__native_batch_norm_legit_functional(g: GraphBuilder, x, weight, bias, running_mean,
-                                             running_var, training, momentum, eps,
-                                             *, ctx: NodeContext):
+def aten__native_batch_norm_legit_functional(
+    g: GraphBuilder,
+    x,
+    weight,
+    bias,
+    running_mean,
+    running_var,
+    training,
+    momentum,
+    eps,
+    *,
+    ctx: NodeContext,
+):
     """_native_batch_norm_legit_functional(Tensor input, Tensor? weight, Tensor? bias,
     Tensor running_mean, Tensor running_var, bool training, float momentum, float eps)
     -> (Tensor, Tensor, Tensor, Tensor running_mean_out, Tensor running_var_out)"""
-    return _batch_norm(g, x, weight, bias, running_mean, running_var, training, momentum,
-                       eps, 5, ctx=ctx)
-
+    return _batch_norm(
+        g, x, weight, bias, running_mean, running_var, training, momentum, eps, 5, ctx=ctx
+    )

@@ -97,9 +97,7 @@ def aten_pad_circular(g: GraphBuilder, x, pad):
                 continue
             start = -left if _negative(left) else 0
             end = right if _negative(right) else np.iinfo(np.int64).max
-            x = g.op.Slice(x, i64([start]),
-                           i64([end]),
-                           i64([rank - 1 - i]))
+            x = g.op.Slice(x, i64([start]), i64([end]), i64([rank - 1 - i]))
             pad[2 * i], pad[2 * i + 1] = max(left, 0), max(right, 0)
     # Pad(mode="wrap") exists from opset 19 but onnxruntime 1.32's CPU kernel rejects it
     # ("Unexpected mode of 3"): the slices are concatenated instead
@@ -131,4 +129,3 @@ def aten_pad(g: GraphBuilder, x, pad, mode="constant", value=None):
     if mode != "reflect":
         raise UnsupportedOpError(f"pad mode={mode!r}", argument="mode")
     return g.op.Pad(x, _onnx_pads(g, x, pad), mode="reflect")
-

@@ -34,11 +34,16 @@ def _qtype(g: GraphBuilder, dtype: torch.dtype, op) -> int:
         raise UnsupportedOpError(
             f"quantized dtype {dtype} has no ONNX QuantizeLinear/DequantizeLinear form "
             f"(supported: {', '.join(map(str, _QDQ_DTYPES))}); quantize to int8 or uint8",
-            op=op, argument="dtype")
+            op=op,
+            argument="dtype",
+        )
     if g.main_opset < need:
         raise UnsupportedOpError(
             f"QuantizeLinear/DequantizeLinear on {dtype} needs opset >= {need}, the export "
-            f"targets opset {g.main_opset} (raise target_opset)", op=op, argument="dtype")
+            f"targets opset {g.main_opset} (raise target_opset)",
+            op=op,
+            argument="dtype",
+        )
     return onnx_dtype(dtype, 0)
 
 
@@ -68,7 +73,8 @@ def _narrow(g: GraphBuilder, q: str, quant_min: int, quant_max: int, dtype, qtyp
         raise UnsupportedOpError(
             f"[quant_min, quant_max]=[{quant_min}, {quant_max}] is not inside the range "
             f"of {dtype} [{info.min}, {info.max}]; fix the quantizer's configuration",
-            argument="quant_min")
+            argument="quant_min",
+        )
     return g.op.Clip(q, _scalar(g, quant_min, qtype), _scalar(g, quant_max, qtype))
 
 
@@ -101,74 +107,90 @@ def _dequantize_linear(g, x, scale, zero_point, dtype, out_dtype, op, axis=None)
 def quantize_per_tensor(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype):
     """quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min,
     int quant_max, ScalarType dtype) -> Tensor"""
-    return _quantize_linear(g, x, scale, zero_point, quant_min, quant_max, dtype,
-                            qd.quantize_per_tensor.default)
+    return _quantize_linear(
+        g, x, scale, zero_point, quant_min, quant_max, dtype, qd.quantize_per_tensor.default
+    )
 
 
 @converter(qd.quantize_per_tensor.tensor)
-def quantize_per_tensor_tensor(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max,
-                               dtype):
+def quantize_per_tensor_tensor(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype):
     """quantize_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point,
     int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
-    return _quantize_linear(g, x, scale, zero_point, quant_min, quant_max, dtype,
-                            qd.quantize_per_tensor.tensor)
+    return _quantize_linear(
+        g, x, scale, zero_point, quant_min, quant_max, dtype, qd.quantize_per_tensor.tensor
+    )
 
 
 @converter(qd.dequantize_per_tensor.default)
-def dequantize_per_tensor(g: GraphBuilder, x, scale, zero_point, quant_min, quant_max,
-                          dtype, *, out_dtype=None):
+def dequantize_per_tensor(
+    g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None
+):
     """dequantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min,
     int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None) -> Tensor"""
-    return _dequantize_linear(g, x, scale, zero_point, dtype, out_dtype,
-                              qd.dequantize_per_tensor.default)
+    return _dequantize_linear(
+        g, x, scale, zero_point, dtype, out_dtype, qd.dequantize_per_tensor.default
+    )
 
 
 @converter(qd.dequantize_per_tensor.tensor)
-def dequantize_per_tensor_tensor(g: GraphBuilder, x, scale, zero_point, quant_min,
-                                 quant_max, dtype, *, out_dtype=None):
+def dequantize_per_tensor_tensor(
+    g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None
+):
     """dequantize_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point,
     int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None)"""
-    return _dequantize_linear(g, x, scale, zero_point, dtype, out_dtype,
-                              qd.dequantize_per_tensor.tensor)
+    return _dequantize_linear(
+        g, x, scale, zero_point, dtype, out_dtype, qd.dequantize_per_tensor.tensor
+    )
 
 
 @converter(qd.quantize_per_channel.default)
-def quantize_per_channel(g: GraphBuilder, x, scales, zero_points, axis, quant_min,
-                         quant_max, dtype):
+def quantize_per_channel(
+    g: GraphBuilder, x, scales, zero_points, axis, quant_min, quant_max, dtype
+):
     """quantize_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis,
     int quant_min, int quant_max, ScalarType dtype) -> Tensor"""
-    return _quantize_linear(g, x, scales, zero_points, quant_min, quant_max, dtype,
-                            qd.quantize_per_channel.default, axis=axis)
+    return _quantize_linear(
+        g,
+        x,
+        scales,
+        zero_points,
+        quant_min,
+        quant_max,
+        dtype,
+        qd.quantize_per_channel.default,
+        axis=axis,
+    )
 
 
 @converter(qd.dequantize_per_channel.default)
-def dequantize_per_channel(g: GraphBuilder, x, scales, zero_points, axis, quant_min,
-                           quant_max, dtype, *, out_dtype=None):
+def dequantize_per_channel(
+    g: GraphBuilder, x, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype=None
+):
     """dequantize_per_channel(Tensor input, Tensor scales, Tensor? zero_points, int axis,
     int quant_min, int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None)"""
-    return _dequantize_linear(g, x, scales, zero_points, dtype, out_dtype,
-                              qd.dequantize_per_channel.default, axis=axis)
+    return _dequantize_linear(
+        g, x, scales, zero_points, dtype, out_dtype, qd.dequantize_per_channel.default, axis=axis
+    )
 
 
 # --- per token and dynamic quantization: arithmetic, as torch computes it ---
 
 
 @converter(qd.quantize_per_token.default)
-def quantize_per_token(g: GraphBuilder, x, scales, zero_points, quant_min, quant_max,
-                       dtype):
+def quantize_per_token(g: GraphBuilder, x, scales, zero_points, quant_min, quant_max, dtype):
     """quantize_per_token(Tensor input, Tensor scales, Tensor zero_points, int quant_min,
     int quant_max, ScalarType dtype) -> Tensor"""
     qtype = _qtype(g, dtype, qd.quantize_per_token.default)
     t = promote(g, x, scales)  # x * (1 / scales) runs in float64 with float64 scales
     y = g.op.Mul(cast_to(g, x, t), g.op.Reciprocal(cast_to(g, scales, t)))
     y = g.op.Round(g.op.Add(y, cast_to(g, zero_points, t)))
-    return g.op.Cast(g.op.Clip(y, _scalar(g, quant_min, t), _scalar(g, quant_max, t)),
-                     to=qtype)
+    return g.op.Cast(g.op.Clip(y, _scalar(g, quant_min, t), _scalar(g, quant_max, t)), to=qtype)
 
 
 @converter(qd.dequantize_per_token.default)
-def dequantize_per_token(g: GraphBuilder, x, scales, zero_points, quant_min, quant_max,
-                         dtype, output_dtype=torch.float32):
+def dequantize_per_token(
+    g: GraphBuilder, x, scales, zero_points, quant_min, quant_max, dtype, output_dtype=torch.float32
+):
     """dequantize_per_token(Tensor input, Tensor scales, Tensor zero_points,
     int quant_min, int quant_max, ScalarType dtype, ScalarType output_dtype) -> Tensor"""
     _qtype(g, dtype, qd.dequantize_per_token.default)
@@ -189,16 +211,14 @@ def choose_qparams_tensor(g: GraphBuilder, x, quant_min, quant_max, eps, dtype):
     _qtype(g, dtype, qd.choose_qparams.tensor)
     t = FLOAT if g.get_type(x) == TensorProto.BFLOAT16 else g.get_type(x)
     flat = g.op.Reshape(cast_to(g, x, t), i64([-1]))
-    low, high = _neg_pos(g, g.op.ReduceMin(flat, keepdims=1), g.op.ReduceMax(flat, keepdims=1),
-                         t)
+    low, high = _neg_pos(g, g.op.ReduceMin(flat, keepdims=1), g.op.ReduceMax(flat, keepdims=1), t)
     scale = g.op.Div(g.op.Sub(high, low), _scalar(g, float(quant_max - quant_min), t))
     scale = g.op.Max(cast_to(g, scale, FLOAT), _scalar(g, eps, FLOAT))
-    zero_point = g.op.Sub(_scalar(g, quant_min, FLOAT),
-                          g.op.Round(g.op.Div(cast_to(g, low, FLOAT), scale)))
-    zero_point = g.op.Clip(zero_point, _scalar(g, quant_min, FLOAT),
-                           _scalar(g, quant_max, FLOAT))
-    return (cast_to(g, scale, TensorProto.DOUBLE),
-            g.op.Cast(zero_point, to=TensorProto.INT64))
+    zero_point = g.op.Sub(
+        _scalar(g, quant_min, FLOAT), g.op.Round(g.op.Div(cast_to(g, low, FLOAT), scale))
+    )
+    zero_point = g.op.Clip(zero_point, _scalar(g, quant_min, FLOAT), _scalar(g, quant_max, FLOAT))
+    return (cast_to(g, scale, TensorProto.DOUBLE), g.op.Cast(zero_point, to=TensorProto.INT64))
 
 
 @converter(qd.choose_qparams_per_token_asymmetric.default)
@@ -208,14 +228,18 @@ def choose_qparams_per_token_asymmetric(g: GraphBuilder, x, dtype, *, ctx: NodeC
     t = g.get_type(x)
     qmin, qmax = -128.0, 127.0
     axis = i64([-1])
-    low, high = _neg_pos(g, g.op.ReduceMin(x, axis, keepdims=1),
-                         g.op.ReduceMax(x, axis, keepdims=1), t)
+    low, high = _neg_pos(
+        g, g.op.ReduceMin(x, axis, keepdims=1), g.op.ReduceMax(x, axis, keepdims=1), t
+    )
     scale = g.op.Div(g.op.Sub(high, low), _scalar(g, qmax - qmin, t))
     scale = g.op.Max(scale, _scalar(g, float(np.finfo(np.float32).eps), t))
     dmin, dmax = g.op.Div(low, scale), g.op.Div(high, scale)
-    use_min = g.op.Greater(g.op.Add(g.op.Add(dmin, _scalar(g, qmin, t)),
-                                    g.op.Add(dmax, _scalar(g, qmax, t))), _scalar(g, 0, t))
-    zero_point = g.op.Where(use_min, g.op.Sub(_scalar(g, qmin, t), dmin),
-                            g.op.Sub(_scalar(g, qmax, t), dmax))
+    use_min = g.op.Greater(
+        g.op.Add(g.op.Add(dmin, _scalar(g, qmin, t)), g.op.Add(dmax, _scalar(g, qmax, t))),
+        _scalar(g, 0, t),
+    )
+    zero_point = g.op.Where(
+        use_min, g.op.Sub(_scalar(g, qmin, t), dmin), g.op.Sub(_scalar(g, qmax, t), dmax)
+    )
     zero_point = g.op.Round(g.op.Clip(zero_point, _scalar(g, qmin, t), _scalar(g, qmax, t)))
     return cast_to(g, scale, ctx.dtype(0)), g.op.Cast(zero_point, to=ctx.dtype(1))

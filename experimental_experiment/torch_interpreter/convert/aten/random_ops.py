@@ -44,8 +44,7 @@ def _draw_type(elem_type: int) -> int:
     return DOUBLE if elem_type == DOUBLE else FLOAT
 
 
-def _uniform(g: GraphBuilder, shape: str, draw: int, low: float = 0.0,
-             high: float = 1.0) -> str:
+def _uniform(g: GraphBuilder, shape: str, draw: int, low: float = 0.0, high: float = 1.0) -> str:
     zeros = full_of_shape(g, shape, 0, draw)
     return g.op.RandomUniformLike(zeros, dtype=draw, low=float(low), high=float(high))
 
@@ -83,29 +82,63 @@ def _randn(g: GraphBuilder, shape: str, elem_type: int) -> str:
 
 
 @converter(aten.rand.default)
-def aten_rand(g: GraphBuilder, size, *, dtype=None, layout=None, device=None,
-              pin_memory=None, ctx: NodeContext):
+def aten_rand(
+    g: GraphBuilder,
+    size,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """rand(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor, uniform in [0, 1)"""
     return _rand(g, _shape(g, size), ctx.dtype())
 
 
 @converter(aten.rand_like.default)
-def aten_rand_like(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                   pin_memory=None, memory_format=None, ctx: NodeContext):
+def aten_rand_like(
+    g: GraphBuilder,
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """rand_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _rand(g, _shape(g, like=x), ctx.dtype())
 
 
 @converter(aten.randn.default)
-def aten_randn(g: GraphBuilder, size, *, dtype=None, layout=None, device=None,
-               pin_memory=None, ctx: NodeContext):
+def aten_randn(
+    g: GraphBuilder,
+    size,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """randn(SymInt[] size, *, ScalarType? dtype=None, ...) -> Tensor, standard normal"""
     return _randn(g, _shape(g, size), ctx.dtype())
 
 
 @converter(aten.randn_like.default)
-def aten_randn_like(g: GraphBuilder, x, *, dtype=None, layout=None, device=None,
-                    pin_memory=None, memory_format=None, ctx: NodeContext):
+def aten_randn_like(
+    g: GraphBuilder,
+    x,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """randn_like(Tensor self, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _randn(g, _shape(g, like=x), ctx.dtype())
 
@@ -124,30 +157,69 @@ def _randint(g: GraphBuilder, shape: str, low, high, elem_type: int) -> str:
 
 
 @converter(aten.randint.default)
-def aten_randint(g: GraphBuilder, high, size, *, dtype=None, layout=None, device=None,
-                 pin_memory=None, ctx: NodeContext):
+def aten_randint(
+    g: GraphBuilder,
+    high,
+    size,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """randint(SymInt high, SymInt[] size, *, ScalarType? dtype=long, ...) -> Tensor"""
     return _randint(g, _shape(g, size), 0, high, ctx.dtype())
 
 
 @converter(aten.randint.low)
-def aten_randint_low(g: GraphBuilder, low, high, size, *, dtype=None, layout=None,
-                     device=None, pin_memory=None, ctx: NodeContext):
+def aten_randint_low(
+    g: GraphBuilder,
+    low,
+    high,
+    size,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    ctx: NodeContext,
+):
     """randint.low(SymInt low, SymInt high, SymInt[] size, *, ...) -> Tensor"""
     return _randint(g, _shape(g, size), low, high, ctx.dtype())
 
 
 @converter(aten.randint_like.default)
-def aten_randint_like(g: GraphBuilder, x, high, *, dtype=None, layout=None, device=None,
-                      pin_memory=None, memory_format=None, ctx: NodeContext):
+def aten_randint_like(
+    g: GraphBuilder,
+    x,
+    high,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """randint_like(Tensor self, SymInt high, *, ScalarType? dtype=None, ...) -> Tensor"""
     return _randint(g, _shape(g, like=x), 0, high, ctx.dtype())
 
 
 @converter(aten.randint_like.low_dtype)
-def aten_randint_like_low(g: GraphBuilder, x, low, high, *, dtype=None, layout=None,
-                          device=None, pin_memory=None, memory_format=None,
-                          ctx: NodeContext):
+def aten_randint_like_low(
+    g: GraphBuilder,
+    x,
+    low,
+    high,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    memory_format=None,
+    ctx: NodeContext,
+):
     """randint_like.low_dtype(Tensor self, SymInt low, SymInt high, *, ...) -> Tensor"""
     return _randint(g, _shape(g, like=x), low, high, ctx.dtype())
 

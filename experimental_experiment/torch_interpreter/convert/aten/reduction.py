@@ -58,8 +58,9 @@ def _minmax_type(elem_type: int) -> int:
     return TensorProto.INT32 if elem_type == BOOL else INT64
 
 
-def _sum_like(g: GraphBuilder, op: str, x: str, dim, keepdim, dtype=None,
-              *, ctx: NodeContext) -> str:
+def _sum_like(
+    g: GraphBuilder, op: str, x: str, dim, keepdim, dtype=None, *, ctx: NodeContext
+) -> str:
     """Casts to the output type (or ``dtype``), reduces, casts back from float32."""
     t = onnx_dtype(dtype, ctx.dtype())
     xc = cast_to(g, x, _compute_type(t))
@@ -167,8 +168,10 @@ def aten_aminmax(g: GraphBuilder, x, *, dim=None, keepdim=False, ctx: NodeContex
     """aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
     xc = cast_to(g, x, _minmax_type(g.get_type(x)))
     axes = _axes(g, xc, dim)
-    return (cast_to(g, reduce(g, "ReduceMin", xc, axes, keepdim), ctx.dtype(0)),
-            cast_to(g, reduce(g, "ReduceMax", xc, axes, keepdim), ctx.dtype(1)))
+    return (
+        cast_to(g, reduce(g, "ReduceMin", xc, axes, keepdim), ctx.dtype(0)),
+        cast_to(g, reduce(g, "ReduceMax", xc, axes, keepdim), ctx.dtype(1)),
+    )
 
 
 def _arg(g: GraphBuilder, op: str, x: str, dim, keepdim) -> str:
@@ -198,8 +201,9 @@ def aten_argmin(g: GraphBuilder, x, dim=None, keepdim=False):
     return _arg(g, "ArgMin", x, dim, keepdim)
 
 
-def _minmax_dim(g: GraphBuilder, red: str, arg: str, x: str, dim: int, keepdim,
-                *, ctx: NodeContext):
+def _minmax_dim(
+    g: GraphBuilder, red: str, arg: str, x: str, dim: int, keepdim, *, ctx: NodeContext
+):
     return _minmax(g, red, x, dim, keepdim, ctx=ctx), _arg(g, arg, x, dim, keepdim)
 
 
@@ -235,8 +239,9 @@ def _count(g: GraphBuilder, x: str, axes: list[int] | None, elem_type: int) -> s
     return g.op.Cast(g.op.ReduceProd(dims, keepdims=0), to=elem_type)
 
 
-def _var_mean(g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=False,
-              ctx: NodeContext):
+def _var_mean(
+    g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=False, ctx: NodeContext
+):
     """(variance, mean or None) in the compute type of the output."""
     ct = _compute_type(ctx.dtype())
     xc = cast_to(g, x, ct)
@@ -250,19 +255,26 @@ def _var_mean(g: GraphBuilder, x: str, dim, correction, keepdim, *, want_mean=Fa
         var = reduce(g, "ReduceMean", sq, axes, keepdim)
     else:
         n = _count(g, xc, axes, ct)
-        n = (max(n - correction, 0.0) if isinstance(n, float)
-             else g.op.Max(g.op.Sub(n, float(correction)), 0.0))
+        n = (
+            max(n - correction, 0.0)
+            if isinstance(n, float)
+            else g.op.Max(g.op.Sub(n, float(correction)), 0.0)
+        )
         var = g.op.Div(reduce(g, "ReduceSum", sq, axes, keepdim), n)
     if not want_mean:
         return var, None
     if not keepdim:
-        mean = (g.op.Reshape(mean, i64([])) if axes is None
-                else g.op.Squeeze(mean, axes_tensor(g, axes)))
+        mean = (
+            g.op.Reshape(mean, i64([]))
+            if axes is None
+            else g.op.Squeeze(mean, axes_tensor(g, axes))
+        )
     return var, mean
 
 
-def _finish_var(g: GraphBuilder, x, dim, correction, keepdim, *, std: bool, with_mean: bool,
-                ctx: NodeContext):
+def _finish_var(
+    g: GraphBuilder, x, dim, correction, keepdim, *, std: bool, with_mean: bool, ctx: NodeContext
+):
     var, mean = _var_mean(g, x, dim, correction, keepdim, want_mean=with_mean, ctx=ctx)
     res = cast_to(g, g.op.Sqrt(var) if std else var, ctx.dtype(0))
     if not with_mean:
@@ -274,15 +286,18 @@ def _register_var(name: str, *, std: bool, with_mean: bool):
     packet = getattr(aten, name)
 
     def default(g: GraphBuilder, x, unbiased=True, *, ctx: NodeContext):
-        return _finish_var(g, x, None, int(bool(unbiased)), False, std=std, with_mean=with_mean,
-                           ctx=ctx)
+        return _finish_var(
+            g, x, None, int(bool(unbiased)), False, std=std, with_mean=with_mean, ctx=ctx
+        )
 
     def dim(g: GraphBuilder, x, dim, unbiased=True, keepdim=False, *, ctx: NodeContext):
-        return _finish_var(g, x, dim, int(bool(unbiased)), keepdim, std=std,
-                           with_mean=with_mean, ctx=ctx)
+        return _finish_var(
+            g, x, dim, int(bool(unbiased)), keepdim, std=std, with_mean=with_mean, ctx=ctx
+        )
 
-    def correction(g: GraphBuilder, x, dim=None, *, correction=None, keepdim=False,
-                   ctx: NodeContext):
+    def correction(
+        g: GraphBuilder, x, dim=None, *, correction=None, keepdim=False, ctx: NodeContext
+    ):
         return _finish_var(g, x, dim, correction, keepdim, std=std, with_mean=with_mean, ctx=ctx)
 
     for overload, fn in [("default", default), ("dim", dim), ("correction", correction)]:
@@ -375,8 +390,9 @@ def vector_norm(g: GraphBuilder, x: str, ord, dim, keepdim, dtype=None, *, ctx: 
 
 
 @converter(aten.linalg_vector_norm.default)
-def aten_linalg_vector_norm(g: GraphBuilder, x, ord=2, dim=None, keepdim=False, *,
-                            dtype=None, ctx: NodeContext):
+def aten_linalg_vector_norm(
+    g: GraphBuilder, x, ord=2, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext
+):
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor"""
     return vector_norm(g, x, ord, dim, keepdim, dtype, ctx=ctx)
@@ -401,8 +417,9 @@ def aten_frobenius_norm(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeCont
 
 
 @converter(aten.linalg_norm.default, aten.linalg_norm.ord_str)
-def aten_linalg_norm(g: GraphBuilder, x, ord=None, dim=None, keepdim=False, *, dtype=None,
-                     ctx: NodeContext):
+def aten_linalg_norm(
+    g: GraphBuilder, x, ord=None, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext
+):
     """linalg_norm(Tensor self, Scalar? ord=None, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor (vector norms, matrix norms fro, 1, -1, inf, -inf)"""
     dims = None if dim is None else ([dim] if isinstance(dim, int) else list(dim))

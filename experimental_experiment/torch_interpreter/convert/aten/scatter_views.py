@@ -85,14 +85,14 @@ def aten_select_scatter(g: GraphBuilder, x, src, dim, index, *, ctx: NodeContext
     if isinstance(index, int) and index < 0 and isinstance(size, int):
         index += size
     # ScatterElements accepts negative indices (counted from the end)
-    idx = g.op.Expand(g.op.Reshape(as_1d(g, index), ints([1] * rank_of(g, x))),
-                      g.op.Shape(upd))
+    idx = g.op.Expand(g.op.Reshape(as_1d(g, index), ints([1] * rank_of(g, x))), g.op.Shape(upd))
     return g.op.ScatterElements(cast_to(g, x, t), idx, upd, axis=dim)
 
 
 @converter(aten.slice_scatter.default)
-def aten_slice_scatter(g: GraphBuilder, x, src, dim=0, start=None, end=None, step=1,
-                       *, ctx: NodeContext):
+def aten_slice_scatter(
+    g: GraphBuilder, x, src, dim=0, start=None, end=None, step=1, *, ctx: NodeContext
+):
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None,
     SymInt? end=None, SymInt step=1) -> Tensor
 
@@ -189,8 +189,7 @@ def aten_diagonal_scatter(g: GraphBuilder, x, src, offset=0, dim1=0, dim2=1, *, 
     t = ctx.dtype()
     d = _Diagonal(g, cast_to(g, x, t), offset, dim1, dim2)
     src = cast_to(g, src, t)
-    idx = g.op.Expand(d.positions(g, input_dim(g, src, rank_of(g, src) - 1)),
-                      g.op.Shape(src))
+    idx = g.op.Expand(d.positions(g, input_dim(g, src, rank_of(g, src) - 1)), g.op.Shape(src))
     return d.back(g, g.op.ScatterElements(d.flat, idx, src, axis=-1))
 
 
@@ -208,8 +207,7 @@ def aten_unfold(g: GraphBuilder, x, dimension, size, step, *, ctx: NodeContext):
     else:
         n = g.op.Shape(x, start=dim, end=dim + 1)
         count = g.op.Add(g.op.Div(g.op.Sub(n, ints([size])), ints([step])), ints([1]))
-        starts = g.op.Mul(g.op.Range(_scalar(g, 0), _scalar(g, count), _scalar(g, 1)),
-                          i64(step))
+        starts = g.op.Mul(g.op.Range(_scalar(g, 0), _scalar(g, count), _scalar(g, 1)), i64(step))
         idx = g.op.Add(g.op.Unsqueeze(starts, ints([1])), ints(range(size)))
     y = g.op.Gather(x, idx, axis=dim)  # [..., k, size, ...]
     if dim == rank - 1:
@@ -277,8 +275,7 @@ def _numel(shape):
 
 def _sym_args(g: GraphBuilder, i: int, *, ctx: NodeContext) -> list:
     """The i-th argument of the current node, a list of ints and SymInts."""
-    return [a.meta["val"] if isinstance(a, torch.fx.Node) else a
-            for a in ctx.node.args[i]]
+    return [a.meta["val"] if isinstance(a, torch.fx.Node) else a for a in ctx.node.args[i]]
 
 
 def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int, *, ctx: NodeContext):
@@ -287,27 +284,35 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int, *, 
     None if ``as_strided(x, size, stride, storage_offset)`` views the whole input as a
     contiguous tensor, else the positions it reads in the flattened input (static shapes
     only); raises NotImplementedError when neither applies."""
-    call = f"as_strided(size={list(size)}, stride={list(stride)}, " \
-           f"storage_offset={storage_offset})"
+    call = f"as_strided(size={list(size)}, stride={list(stride)}, storage_offset={storage_offset})"
     inp = ctx.node.args[0].meta.get("val")
-    if not (isinstance(inp, torch.Tensor) and _same(inp.storage_offset(), 0)
-            and _is_contiguous(inp.shape, inp.stride())):
+    if not (
+        isinstance(inp, torch.Tensor)
+        and _same(inp.storage_offset(), 0)
+        and _is_contiguous(inp.shape, inp.stride())
+    ):
         raise UnsupportedOpError(
             f"{call} on a tensor which is not contiguous (or a view with a storage "
             "offset): ONNX tensors have no storage to stride over. What to try: call "
-            ".contiguous() before as_strided, or use view/unfold/narrow in the model.")
+            ".contiguous() before as_strided, or use view/unfold/narrow in the model."
+        )
     offset_zero = storage_offset is None or (
-        isinstance(storage_offset, int) and storage_offset == 0)
+        isinstance(storage_offset, int) and storage_offset == 0
+    )
     sym_size, sym_stride = _sym_args(g, first, ctx=ctx), _sym_args(g, first + 1, ctx=ctx)
-    if offset_zero and _is_contiguous(sym_size, sym_stride) and sympy.simplify(
-            _numel(sym_size) - _numel(inp.shape)) == 0:
+    if (
+        offset_zero
+        and _is_contiguous(sym_size, sym_stride)
+        and sympy.simplify(_numel(sym_size) - _numel(inp.shape)) == 0
+    ):
         return None
     values = [*inp.shape, *size, *stride, storage_offset or 0]
     if not all(isinstance(v, int) for v in values):
         raise UnsupportedOpError(
             f"{call} is not a contiguous view of the whole input and the shapes are "
             "dynamic: only static shapes can be gathered. What to try: use "
-            "view/unfold/narrow in the model.")
+            "view/unfold/narrow in the model."
+        )
     pos = i64(storage_offset or 0)
     for n, s in zip(size, stride):
         pos = np.add.outer(pos, np.arange(n, dtype=np.int64) * s)
@@ -332,8 +337,9 @@ def aten_as_strided(g: GraphBuilder, x, size, stride, storage_offset=None, *, ct
 
 
 @converter(aten.as_strided_scatter.default)
-def aten_as_strided_scatter(g: GraphBuilder, x, src, size, stride, storage_offset=None,
-                            *, ctx: NodeContext):
+def aten_as_strided_scatter(
+    g: GraphBuilder, x, src, size, stride, storage_offset=None, *, ctx: NodeContext
+):
     """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor (what ``x.fill_diagonal_(v)`` becomes)"""
     t = ctx.dtype()

@@ -67,13 +67,13 @@ def reshape_to_output(g: GraphBuilder, x: str, sizes: list, *, ctx: NodeContext)
     dynamic = [i for i, d in enumerate(dims) if not isinstance(d, int)]
     if len(dynamic) == 1 and -1 not in dims and not has_zero:
         dims[dynamic[0]] = -1
-    dims = [g.op.Shape(x, start=d[1], end=d[1] + 1) if isinstance(d, tuple) else d
-            for d in dims]
+    dims = [g.op.Shape(x, start=d[1], end=d[1] + 1) if isinstance(d, tuple) else d for d in dims]
     return g.op.Reshape(x, shape_tensor(g, dims), allowzero=1 if has_zero else None)
 
 
-@converter(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-           aten.view_copy.default)
+@converter(
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default
+)
 def aten_view(g: GraphBuilder, x, size, *, ctx: NodeContext):
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
     return reshape_to_output(g, x, list(size), ctx=ctx)
@@ -152,8 +152,10 @@ def aten_expand(g: GraphBuilder, x, size, *, implicit=False, ctx: NodeContext):
             dims.append(1)  # keeps the input dimension
         else:
             dims.append(s)
-    if offset == 0 and len(inp) == len(dims) and all(
-        isinstance(d, int) and d in (1, inp[i]) for i, d in enumerate(dims)
+    if (
+        offset == 0
+        and len(inp) == len(dims)
+        and all(isinstance(d, int) and d in (1, inp[i]) for i, d in enumerate(dims))
     ):
         return g.op.Identity(x)
     return g.op.Expand(x, shape_tensor(g, dims))
@@ -227,8 +229,9 @@ def aten_tile(g: GraphBuilder, x, dims):
 
 
 @converter(aten.repeat_interleave.self_int)
-def aten_repeat_interleave_int(g: GraphBuilder, x, repeats, dim=None, *, output_size=None,
-                               ctx: NodeContext):
+def aten_repeat_interleave_int(
+    g: GraphBuilder, x, repeats, dim=None, *, output_size=None, ctx: NodeContext
+):
     """repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *,
     SymInt? output_size=None) -> Tensor
 

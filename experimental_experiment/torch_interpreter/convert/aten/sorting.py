@@ -26,14 +26,14 @@ def _dim_size(g: GraphBuilder, x: str, dim: int) -> str:
 @converter(aten.topk.default)
 def aten_topk(g: GraphBuilder, x, k, dim=-1, largest=True, sorted=True):
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True)"""
-    return g.op.TopK(x, _k(g, k), axis=dim, largest=int(largest), sorted=int(sorted),
-                     outputs=2)
+    return g.op.TopK(x, _k(g, k), axis=dim, largest=int(largest), sorted=int(sorted), outputs=2)
 
 
 def _sort(g: GraphBuilder, x, dim, descending):
     # TopK keeps the lower index first among equal values: a stable sort
-    return g.op.TopK(x, _dim_size(g, x, dim), axis=dim, largest=int(descending), sorted=1,
-                     outputs=2)
+    return g.op.TopK(
+        x, _dim_size(g, x, dim), axis=dim, largest=int(descending), sorted=1, outputs=2
+    )
 
 
 @converter(aten.sort.default)
@@ -84,8 +84,7 @@ def aten_cumsum(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
 
 
 def _trilu(g: GraphBuilder, x, diagonal, upper: int):
-    k = i64(diagonal) if isinstance(diagonal, int) else cast_to(
-        g, diagonal, INT64)
+    k = i64(diagonal) if isinstance(diagonal, int) else cast_to(g, diagonal, INT64)
     return g.op.Trilu(x, k, upper=upper)
 
 
@@ -106,9 +105,10 @@ def aten_nonzero(g: GraphBuilder, x):
     """nonzero(Tensor self) -> Tensor (int64 [N, rank])"""
     if rank_of(g, x) == 0:  # [1 if x != 0 else 0, 0]
         k = g.op.Cast(g.op.Cast(x, to=BOOL), to=INT64)
-        return g.op.Expand(np.zeros((1, 0), dtype=np.int64),
-                           g.op.Concat(g.op.Reshape(k, i64([1])),
-                                       i64([0]), axis=0))
+        return g.op.Expand(
+            np.zeros((1, 0), dtype=np.int64),
+            g.op.Concat(g.op.Reshape(k, i64([1])), i64([0]), axis=0),
+        )
     return g.op.Transpose(g.op.NonZero(x), perm=[1, 0])
 
 
@@ -118,5 +118,4 @@ def aten_where_one(g: GraphBuilder, condition):
     if rank_of(g, condition) == 0:  # torch sees a 0-d tensor as a 1-D one
         condition = g.op.Unsqueeze(condition, i64([0]))
     nz = g.op.NonZero(condition)
-    return tuple(g.op.Gather(nz, i64(i), axis=0)
-                 for i in range(rank_of(g, condition)))
+    return tuple(g.op.Gather(nz, i64(i), axis=0) for i in range(rank_of(g, condition)))

@@ -44,10 +44,28 @@ def _poly(g: GraphBuilder, x: str, coefs: list[float]) -> str:
 
 # erfinv ----------------------------------------------------------------------
 
-_ERFINV_SMALL = [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                 0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]
-_ERFINV_LARGE = [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                 0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682]
+_ERFINV_SMALL = [
+    2.81022636e-08,
+    3.43273939e-07,
+    -3.5233877e-06,
+    -4.39150654e-06,
+    0.00021858087,
+    -0.00125372503,
+    -0.00417768164,
+    0.246640727,
+    1.50140941,
+]
+_ERFINV_LARGE = [
+    -0.000200214257,
+    0.000100950558,
+    0.00134934322,
+    -0.00367342844,
+    0.00573950773,
+    -0.0076224613,
+    0.00943887047,
+    1.00167406,
+    2.83297682,
+]
 
 
 def erfinv(g: GraphBuilder, x: str) -> str:
@@ -76,8 +94,18 @@ def aten_special_ndtri(g: GraphBuilder, x, *, ctx: NodeContext):
 
 # normal distribution ---------------------------------------------------------
 
-_ERFC = [0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806,
-         0.09678418, 0.37409196, 1.00002368, -1.26551223]
+_ERFC = [
+    0.17087277,
+    -0.82215223,
+    1.48851587,
+    -1.13520398,
+    0.27886807,
+    -0.18628806,
+    0.09678418,
+    0.37409196,
+    1.00002368,
+    -1.26551223,
+]
 
 
 def log_erfcx_pos(g: GraphBuilder, z: str) -> tuple[str, str]:
@@ -129,9 +157,17 @@ def aten_special_erfcx(g: GraphBuilder, x, *, ctx: NodeContext):
 
 # gamma family ----------------------------------------------------------------
 
-_LANCZOS = [0.99999999999980993, 676.5203681218851, -1259.1392167224028,
-            771.32342877765313, -176.61502916214059, 12.507343278686905,
-            -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7]
+_LANCZOS = [
+    0.99999999999980993,
+    676.5203681218851,
+    -1259.1392167224028,
+    771.32342877765313,
+    -176.61502916214059,
+    12.507343278686905,
+    -0.13857109526572012,
+    9.9843695780195716e-6,
+    1.5056327351493116e-7,
+]
 
 
 def _lgamma_pos(g: GraphBuilder, z: str) -> str:
@@ -141,8 +177,7 @@ def _lgamma_pos(g: GraphBuilder, z: str) -> str:
     for i, c in enumerate(_LANCZOS[1:], start=1):
         s = g.op.Add(s, g.op.Div(_c(c), g.op.Add(zm1, _c(i))))
     t = g.op.Add(zm1, _c(7.5))
-    res = g.op.Add(_c(0.5 * math.log(2 * math.pi)),
-                   g.op.Mul(g.op.Add(zm1, _c(0.5)), g.op.Log(t)))
+    res = g.op.Add(_c(0.5 * math.log(2 * math.pi)), g.op.Mul(g.op.Add(zm1, _c(0.5)), g.op.Log(t)))
     return g.op.Add(g.op.Sub(res, t), g.op.Log(s))
 
 
@@ -251,10 +286,28 @@ def aten_special_polygamma(g: GraphBuilder, n: int, x, *, ctx: NodeContext):
 
 # modified Bessel functions of the first kind -----------------------------------
 
-_I0_ASYM = [0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
-            0.00225319, 0.01328592, 0.39894228]
-_I1_ASYM = [-0.00420059, 0.01787654, -0.02895312, 0.02282967, -0.01031555, 0.00163801,
-            -0.00362018, -0.03988024, 0.39894228]
+_I0_ASYM = [
+    0.00392377,
+    -0.01647633,
+    0.02635537,
+    -0.02057706,
+    0.00916281,
+    -0.00157565,
+    0.00225319,
+    0.01328592,
+    0.39894228,
+]
+_I1_ASYM = [
+    -0.00420059,
+    0.01787654,
+    -0.02895312,
+    0.02282967,
+    -0.01031555,
+    0.00163801,
+    -0.00362018,
+    -0.03988024,
+    0.39894228,
+]
 
 
 def bessel_i(g: GraphBuilder, x: str, order: int, scaled: bool) -> str:
@@ -269,8 +322,9 @@ def bessel_i(g: GraphBuilder, x: str, order: int, scaled: bool) -> str:
         acc = g.op.Add(acc, term)
     big = g.op.Greater(ax, _c(15))
     t = g.op.Div(_c(3.75), g.op.Where(big, ax, _c(15)))
-    asym = g.op.Div(_poly(g, t, _I0_ASYM if order == 0 else _I1_ASYM),
-                    g.op.Sqrt(g.op.Where(big, ax, _c(15))))
+    asym = g.op.Div(
+        _poly(g, t, _I0_ASYM if order == 0 else _I1_ASYM), g.op.Sqrt(g.op.Where(big, ax, _c(15)))
+    )
     if order == 1:
         asym = g.op.Mul(asym, g.op.Sign(x))
     if scaled:
@@ -330,8 +384,11 @@ def _xlog(g: GraphBuilder, x, y, log1p: bool, *, ctx: NodeContext) -> str:
     return _out(g, g.op.Where(g.op.IsNaN(y), y, val), ctx=ctx)
 
 
-@converter(aten.special_xlog1py.default, aten.special_xlog1py.self_scalar,
-           aten.special_xlog1py.other_scalar)
+@converter(
+    aten.special_xlog1py.default,
+    aten.special_xlog1py.self_scalar,
+    aten.special_xlog1py.other_scalar,
+)
 def aten_special_xlog1py(g: GraphBuilder, x, y, *, ctx: NodeContext):
     """special_xlog1py(Tensor self, Tensor other) -> Tensor"""
     return _xlog(g, x, y, True, ctx=ctx)

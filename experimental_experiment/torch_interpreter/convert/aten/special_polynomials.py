@@ -77,31 +77,54 @@ _register_chebyshev()
 @converter(aten.special_hermite_polynomial_h)
 def aten_special_hermite_polynomial_h(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor (physicists')"""
-    return _evaluate(g, x, n, lambda t: g.op.Mul(t, _c(2)),
-                     lambda k, t, p, q: g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2)), p),
-                                                 g.op.Mul(q, _c(2 * k))), ctx=ctx)
+    return _evaluate(
+        g,
+        x,
+        n,
+        lambda t: g.op.Mul(t, _c(2)),
+        lambda k, t, p, q: g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2)), p), g.op.Mul(q, _c(2 * k))),
+        ctx=ctx,
+    )
 
 
 @converter(aten.special_hermite_polynomial_he)
 def aten_special_hermite_polynomial_he(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_hermite_polynomial_he(Tensor x, Tensor n) -> Tensor (probabilists')"""
-    return _evaluate(g, x, n, lambda t: g.op.Identity(t),
-                     lambda k, t, p, q: g.op.Sub(g.op.Mul(t, p), g.op.Mul(q, _c(k))), ctx=ctx)
+    return _evaluate(
+        g,
+        x,
+        n,
+        lambda t: g.op.Identity(t),
+        lambda k, t, p, q: g.op.Sub(g.op.Mul(t, p), g.op.Mul(q, _c(k))),
+        ctx=ctx,
+    )
 
 
 @converter(aten.special_laguerre_polynomial_l)
 def aten_special_laguerre_polynomial_l(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor"""
     return _evaluate(
-        g, x, n, lambda t: g.op.Sub(_c(1), t),
-        lambda k, t, p, q: g.op.Div(g.op.Sub(g.op.Mul(g.op.Sub(_c(2 * k + 1), t), p),
-                                             g.op.Mul(q, _c(k))), _c(k + 1)), ctx=ctx)
+        g,
+        x,
+        n,
+        lambda t: g.op.Sub(_c(1), t),
+        lambda k, t, p, q: g.op.Div(
+            g.op.Sub(g.op.Mul(g.op.Sub(_c(2 * k + 1), t), p), g.op.Mul(q, _c(k))), _c(k + 1)
+        ),
+        ctx=ctx,
+    )
 
 
 @converter(aten.special_legendre_polynomial_p)
 def aten_special_legendre_polynomial_p(g: GraphBuilder, x, n, *, ctx: NodeContext):
     """special_legendre_polynomial_p(Tensor x, Tensor n) -> Tensor"""
     return _evaluate(
-        g, x, n, lambda t: g.op.Identity(t),
-        lambda k, t, p, q: g.op.Div(g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2 * k + 1)), p),
-                                             g.op.Mul(q, _c(k))), _c(k + 1)), ctx=ctx)
+        g,
+        x,
+        n,
+        lambda t: g.op.Identity(t),
+        lambda k, t, p, q: g.op.Div(
+            g.op.Sub(g.op.Mul(g.op.Mul(t, _c(2 * k + 1)), p), g.op.Mul(q, _c(k))), _c(k + 1)
+        ),
+        ctx=ctx,
+    )

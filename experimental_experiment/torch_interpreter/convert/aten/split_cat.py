@@ -21,8 +21,12 @@ def aten_slice(g: GraphBuilder, x, dim=0, start=None, end=None, step=1):
     SymInt step=1) -> Tensor(a)"""
     start = 0 if start is None else start
     end = I64_MAX if end is None else end
-    if isinstance(start, int) and start == 0 and isinstance(end, int) and end >= I64_MAX and (
-        isinstance(step, int) and step == 1
+    if (
+        isinstance(start, int)
+        and start == 0
+        and isinstance(end, int)
+        and end >= I64_MAX
+        and (isinstance(step, int) and step == 1)
     ):
         return g.op.Identity(x)
     dim %= max(rank_of(g, x), 1)
@@ -33,9 +37,7 @@ def aten_slice(g: GraphBuilder, x, dim=0, start=None, end=None, step=1):
 def aten_select(g: GraphBuilder, x, dim, index):
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     dim %= rank_of(g, x)
-    index = i64(index) if isinstance(index, int) else cast_to(
-        g, index, INT64
-    )
+    index = i64(index) if isinstance(index, int) else cast_to(g, index, INT64)
     return g.op.Gather(x, index, axis=dim)
 
 
@@ -82,8 +84,9 @@ def _last_size(g: GraphBuilder, dim_size: str, size, n: int):
 def aten_split(g: GraphBuilder, x, split_size, dim=0, *, ctx: NodeContext):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     n = len(ctx.val)
-    return _split(g, x, dim, lambda d: [split_size] * (n - 1) + [
-        _last_size(g, d, split_size, n)], ctx=ctx)
+    return _split(
+        g, x, dim, lambda d: [split_size] * (n - 1) + [_last_size(g, d, split_size, n)], ctx=ctx
+    )
 
 
 @converter(aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
@@ -124,8 +127,9 @@ def _index_at(g: GraphBuilder, indices: str, i: int) -> str:
 
 
 @converter(aten.tensor_split.tensor_indices_or_sections)
-def aten_tensor_split_tensor(g: GraphBuilder, x, tensor_indices_or_sections, dim=0, *,
-                             ctx: NodeContext):
+def aten_tensor_split_tensor(
+    g: GraphBuilder, x, tensor_indices_or_sections, dim=0, *, ctx: NodeContext
+):
     """tensor_split.tensor_indices_or_sections(Tensor(a -> *) self,
     Tensor tensor_indices_or_sections, int dim=0) -> Tensor(a)[]
 
@@ -136,7 +140,8 @@ def aten_tensor_split_tensor(g: GraphBuilder, x, tensor_indices_or_sections, dim
         raise UnsupportedOpError(
             "tensor_split: the number of sections is a 0-D tensor, so the number of "
             "outputs would depend on its value; pass the number of sections as a Python "
-            "int, or the split indices as a 1-D tensor")
+            "int, or the split indices as a 1-D tensor"
+        )
     n = len(ctx.val)
     dim %= rank_of(g, x)
     pieces = []
@@ -158,8 +163,12 @@ def _split_piece_offset(g: GraphBuilder, piece: torch.fx.Node, ctx: NodeContext)
         return None
     base_node, indices_node = split.args[:2]
     base_val = base_node.meta.get("val")
-    if not (isinstance(base_val, torch.Tensor) and base_val.is_contiguous()
-            and isinstance(base_val.storage_offset(), int) and base_val.storage_offset() == 0):
+    if not (
+        isinstance(base_val, torch.Tensor)
+        and base_val.is_contiguous()
+        and isinstance(base_val.storage_offset(), int)
+        and base_val.storage_offset() == 0
+    ):
         return None
     if i == 0:
         return g.make_constant(i64(0))
@@ -171,8 +180,11 @@ def _split_piece_offset(g: GraphBuilder, piece: torch.fx.Node, ctx: NodeContext)
     start = _index_at(g, indices, i - 1)
     start = g.op.Where(g.op.Less(start, ints([0])), g.op.Add(start, size), start)
     start = g.op.Min(g.op.Max(start, ints([0])), size)
-    stride = (g.op.ReduceProd(g.op.Shape(base, start=dim + 1), keepdims=1)
-              if dim + 1 < rank else ints([1]))
+    stride = (
+        g.op.ReduceProd(g.op.Shape(base, start=dim + 1), keepdims=1)
+        if dim + 1 < rank
+        else ints([1])
+    )
     return g.op.Squeeze(g.op.Mul(start, stride), ints([0]))
 
 
@@ -192,7 +204,8 @@ def aten_sym_storage_offset(g: GraphBuilder, x, *, ctx: NodeContext):
             f"sym_storage_offset: the storage offset of {source.name!r} is symbolic "
             f"({offset}) and it is not a piece of tensor_split with tensor indices; ONNX "
             "tensors have no storage, remove the use of storage_offset() from the model "
-            "or make the view's start static")
+            "or make the view's start static"
+        )
     return found
 
 

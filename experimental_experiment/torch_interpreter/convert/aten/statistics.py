@@ -30,23 +30,28 @@ def _median(g: GraphBuilder, x: str, dim: int, keepdim: bool, ignore_nan: bool):
         xs = g.op.CastLike(xs, x)
     (values, indices), n = _sorted(g, xs, dim)
     if ignore_nan:
-        m = g.op.ReduceSum(g.op.Cast(g.op.Not(g.op.IsNaN(x)), to=INT64),
-                           np.array([dim], _I64), keepdims=1)
-        k = g.op.Div(g.op.Sub(g.op.Max(m, np.array(1, _I64)), np.array(1, _I64)),
-                     np.array(2, _I64))
+        m = g.op.ReduceSum(
+            g.op.Cast(g.op.Not(g.op.IsNaN(x)), to=INT64), np.array([dim], _I64), keepdims=1
+        )
+        k = g.op.Div(g.op.Sub(g.op.Max(m, np.array(1, _I64)), np.array(1, _I64)), np.array(2, _I64))
         med = g.op.GatherElements(values, k, axis=dim)
         idx = g.op.GatherElements(indices, k, axis=dim)
-        med = g.op.Where(g.op.Equal(m, np.array(0, _I64)), g.op.CastLike(
-            np.array(np.nan, dtype=np.float32), x), med)
+        med = g.op.Where(
+            g.op.Equal(m, np.array(0, _I64)),
+            g.op.CastLike(np.array(np.nan, dtype=np.float32), x),
+            med,
+        )
     else:
         k = g.op.Div(g.op.Sub(n, np.array(1, _I64)), np.array(2, _I64))
         med = g.op.Gather(values, k, axis=dim)
         idx = g.op.Gather(indices, k, axis=dim)
         # a NaN anywhere makes the median NaN (TopK sorts NaN last)
-        has_nan = g.op.ReduceMax(g.op.Cast(g.op.IsNaN(x), to=INT64),
-                                 np.array([dim], _I64), keepdims=1)
-        med = g.op.Where(g.op.Cast(has_nan, to=9), g.op.CastLike(
-            np.array(np.nan, dtype=np.float32), x), med)
+        has_nan = g.op.ReduceMax(
+            g.op.Cast(g.op.IsNaN(x), to=INT64), np.array([dim], _I64), keepdims=1
+        )
+        med = g.op.Where(
+            g.op.Cast(has_nan, to=9), g.op.CastLike(np.array(np.nan, dtype=np.float32), x), med
+        )
     if not keepdim:
         med = g.op.Squeeze(med, np.array([dim], _I64))
         idx = g.op.Squeeze(idx, np.array([dim], _I64))
@@ -97,8 +102,9 @@ def aten_cdist(g: GraphBuilder, x1, x2, p=2.0, compute_mode=None):
 
     Computed from the differences ``x1[..., :, None, :] - x2[..., None, :, :]``
     (exact, memory ``P * R * M``) rather than the matrix-product expansion."""
-    diff = g.op.Abs(g.op.Sub(g.op.Unsqueeze(x1, np.array([-2], _I64)),
-                             g.op.Unsqueeze(x2, np.array([-3], _I64))))
+    diff = g.op.Abs(
+        g.op.Sub(g.op.Unsqueeze(x1, np.array([-2], _I64)), g.op.Unsqueeze(x2, np.array([-3], _I64)))
+    )
     axes = np.array([-1], _I64)
 
     def reduce(op, t):
@@ -111,12 +117,14 @@ def aten_cdist(g: GraphBuilder, x1, x2, p=2.0, compute_mode=None):
     if p == float("inf"):
         return reduce("ReduceMax", diff)
     if p == 0:
-        nz = g.op.CastLike(g.op.Not(g.op.Equal(diff, g.op.CastLike(
-            np.array(0, dtype=np.float32), diff))), diff)
+        nz = g.op.CastLike(
+            g.op.Not(g.op.Equal(diff, g.op.CastLike(np.array(0, dtype=np.float32), diff))), diff
+        )
         return reduce("ReduceSum", nz)
     powered = g.op.Pow(diff, g.op.CastLike(np.array(p, dtype=np.float32), diff))
-    return g.op.Pow(reduce("ReduceSum", powered),
-                    g.op.CastLike(np.array(1 / p, dtype=np.float32), diff))
+    return g.op.Pow(
+        reduce("ReduceSum", powered), g.op.CastLike(np.array(1 / p, dtype=np.float32), diff)
+    )
 
 
 @converter(aten.pdist.default, aten._pdist_forward.default)
@@ -148,18 +156,21 @@ def aten_mode(g: GraphBuilder, x, dim=-1, keepdim=False):
     dim %= r
     a = g.op.Unsqueeze(x, np.array([dim + 1], _I64))  # [..., n, 1, ...]
     b = g.op.Unsqueeze(x, np.array([dim], _I64))  # [..., 1, n, ...]
-    counts = g.op.ReduceSum(g.op.Cast(g.op.Equal(a, b), to=INT64),
-                            np.array([dim + 1], _I64), keepdims=0)
+    counts = g.op.ReduceSum(
+        g.op.Cast(g.op.Equal(a, b), to=INT64), np.array([dim + 1], _I64), keepdims=0
+    )
     best = g.op.Equal(counts, g.op.ReduceMax(counts, np.array([dim], _I64), keepdims=1))
     big = g.op.ReduceMax(x, np.array([dim], _I64), keepdims=1)
     value = g.op.ReduceMin(g.op.Where(best, x, big), np.array([dim], _I64), keepdims=1)
     n = g.op.Shape(x, start=dim, end=dim + 1)
     shape = [1] * r
     shape[dim] = -1
-    pos = g.op.Reshape(g.op.Range(np.array(0, _I64), g.op.Squeeze(n), np.array(1, _I64)),
-                       np.array(shape, _I64))
-    idx = g.op.ReduceMax(g.op.Where(g.op.Equal(x, value), pos, np.array(-1, _I64)),
-                         np.array([dim], _I64), keepdims=1)
+    pos = g.op.Reshape(
+        g.op.Range(np.array(0, _I64), g.op.Squeeze(n), np.array(1, _I64)), np.array(shape, _I64)
+    )
+    idx = g.op.ReduceMax(
+        g.op.Where(g.op.Equal(x, value), pos, np.array(-1, _I64)), np.array([dim], _I64), keepdims=1
+    )
     if not keepdim:
         value = g.op.Squeeze(value, np.array([dim], _I64))
         idx = g.op.Squeeze(idx, np.array([dim], _I64))

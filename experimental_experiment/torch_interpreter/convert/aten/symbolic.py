@@ -35,9 +35,13 @@ def aten_sym_numel(g: GraphBuilder, x):
     return g.op.Size(x)
 
 
-@converter(aten._assert_scalar.default, aten.sym_constrain_range_for_size.default,
-           aten.sym_constrain_range.default, aten._assert_async.msg,
-           aten._assert_async.default)
+@converter(
+    aten._assert_scalar.default,
+    aten.sym_constrain_range_for_size.default,
+    aten.sym_constrain_range.default,
+    aten._assert_async.msg,
+    aten._assert_async.default,
+)
 def aten_assert_scalar(g: GraphBuilder, *args, **kwargs):
     """_assert_scalar(Scalar self, str assert_msg) -> () (runtime checks: dropped)"""
     return None

@@ -10,10 +10,10 @@ from ._helpers import aten, rank_of, shape_tensor
 from ._nn_helpers import expand_param
 
 # mode -> Resize attributes (torch's coordinate mappings)
-_NEAREST = dict(mode="nearest", coordinate_transformation_mode="asymmetric",
-                nearest_mode="floor")
-_NEAREST_EXACT = dict(mode="nearest", coordinate_transformation_mode="half_pixel",
-                      nearest_mode="round_prefer_ceil")
+_NEAREST = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+_NEAREST_EXACT = dict(
+    mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil"
+)
 
 
 def _interp(mode: str, align_corners: bool) -> dict:
@@ -29,8 +29,7 @@ def _resize(g: GraphBuilder, x, output_size, scales, spatial: int, attrs: dict):
     rank = rank_of(g, x)
     axes = list(range(rank - spatial, rank))
     if scales is not None and all(s is not None for s in scales):
-        values = np.array(expand_param(list(scales), spatial, "scale_factors"),
-                          dtype=np.float32)
+        values = np.array(expand_param(list(scales), spatial, "scale_factors"), dtype=np.float32)
         return g.op.Resize(x, None, values, axes=axes, **attrs)
     if output_size is None:
         raise ValueError("upsample: neither output_size nor scale_factors is given")
