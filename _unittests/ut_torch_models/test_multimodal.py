@@ -3,6 +3,8 @@ decoder with a cache) generate, chained in onnxruntime, the 8 greedy tokens eage
 ``generate`` gives: a Qwen2.5-VL-like model on two image sizes and two prompts, Whisper
 on two prompts and batch sizes."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -98,3 +100,32 @@ def test_whisper_generates_eager_tokens(whisper, prompt, batch):
     report = check_speech_generation(case, parts, steps=8)
     assert report["margin"] > 100 * report["max_abs_diff"], report["margin"]
     assert report["equal_tokens"] == 8, (report["eager_tokens"], report["onnx_tokens"])
+
+
+class _NewNames(torch.nn.Module):  # transformers >= 5.24
+    def forward(
+        self, inputs_embeds, attention_mask=None, position_ids=None, cache=None, use_cache=None
+    ):
+        return SimpleNamespace(logits=inputs_embeds + 1, cache=cache)
+
+
+class _OldNames(torch.nn.Module):  # transformers < 5.24
+    def forward(
+        self,
+        inputs_embeds,
+        attention_mask=None,
+        position_ids=None,
+        past_key_values=None,
+        use_cache=None,
+    ):
+        return SimpleNamespace(logits=inputs_embeds + 1, past_key_values=past_key_values)
+
+
+@pytest.mark.parametrize("cls", [_NewNames, _OldNames])
+def test_decoder_finds_the_cache_argument_by_role(cls):
+    from experimental_experiment.torch_models.multimodal.parts import Decoder
+
+    x = torch.zeros(1, 2, 3)
+    logits, cache = Decoder(cls())(x, None, None, "the cache")
+    assert cache == "the cache"
+    assert torch.equal(logits, x + 1)

@@ -183,14 +183,23 @@ class Decoder(torch.nn.Module):
 
     def __init__(self, model):
         super().__init__()
+        from ..llm_helper import cache_argument_name
+
         params = set(inspect.signature(model.forward).parameters)
-        missing = {"inputs_embeds", "past_key_values"} - params
-        if missing:
+        try:
+            cache_name = cache_argument_name(model)
+        except ValueError as e:
             raise MultimodalPartsError(
-                f"{type(model).__name__}.forward takes no {sorted(missing)}: the decoder "
+                f"{e}: the decoder cannot be called with embeddings and a cache"
+            ) from e
+        if "inputs_embeds" not in params:
+            raise MultimodalPartsError(
+                f"{type(model).__name__}.forward takes no 'inputs_embeds': the decoder "
                 f"cannot be called with embeddings and a cache"
             )
         self.model = model
+        # the cache argument is found by its role: 'cache' since transformers 5.24
+        self.cache_name = cache_name
 
     def forward(self, inputs_embeds, attention_mask, position_ids, past_key_values):
         from ..causal_lm import output_cache
@@ -199,8 +208,8 @@ class Decoder(torch.nn.Module):
             inputs_embeds=inputs_embeds,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=past_key_values,
             use_cache=True,
+            **{self.cache_name: past_key_values},
         )
         return out.logits, output_cache(out)
 

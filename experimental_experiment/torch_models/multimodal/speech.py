@@ -54,20 +54,26 @@ class SpeechDecoder(torch.nn.Module):
     self-attention cache out."""
 
     def __init__(self, model):
+        from ..llm_helper import cache_argument_name
+
         super().__init__()
         self.model = model
+        # 'cache' since transformers 5.24, 'past_key_values' before
+        self.cache_name = cache_argument_name(model)
 
     def forward(self, decoder_input_ids, encoder_hidden_states, past_key_values):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        from ..causal_lm import output_cache
 
         cache = EncoderDecoderCache(past_key_values, DynamicCache())
         out = self.model(
             encoder_outputs=(encoder_hidden_states,),
             decoder_input_ids=decoder_input_ids,
-            past_key_values=cache,
             use_cache=True,
+            **{self.cache_name: cache},
         )
-        return out.logits, out.past_key_values.self_attention_cache
+        return out.logits, output_cache(out).self_attention_cache
 
 
 def build_speech_model(model_type: str = "whisper", seed: int = 0):
