@@ -28,8 +28,7 @@ from .report_format import fmt, list_table
 
 
 def __getattr__(name: str):
-    """``sig3``, the first name of :func:`fmt
-    <experimental_experiment.bench.report_format.fmt>`, is deprecated."""
+    """``sig3``, the first name of ``report_format.fmt``, is deprecated."""
     if name == "sig3":
         deprecated(
             "experimental_experiment.bench.dashboard.sig3",
