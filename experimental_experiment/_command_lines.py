@@ -70,19 +70,18 @@ def _cmd_stats(ns: argparse.Namespace) -> int:
 
 def _cmd_optimize(ns: argparse.Namespace) -> int:
     try:
-        from .xoptim import optimize_model
+        from .xoptim import optimize
     except ImportError as e:
         print(
-            f"optimize: experimental_experiment.xoptim.optimize_model is not available "
+            f"optimize: experimental_experiment.xoptim.optimize is not available "
             f"in this version ({e})",
             file=sys.stderr,
         )
         return 1
     model = _load(ns.input)
     before = len(model.graph.node)
-    optimized, report = optimize_model(
-        model, patterns=ns.patterns, verbose=ns.verbose, return_report=True
-    )
+    res = optimize(model, patterns=ns.patterns, verbose=ns.verbose)
+    optimized, report = res.model, res.report
     save_model(optimized, ns.output)
     print(
         f"optimize: {before} -> {len(optimized.graph.node)} nodes, "
@@ -235,7 +234,7 @@ def _add_optimize(sub) -> None:
         "optimize",
         help="optimizes an ONNX model with the pattern optimizer",
         description="Optimizes an ONNX model with "
-        "experimental_experiment.xoptim.optimize_model and saves the result.",
+        "experimental_experiment.xoptim.optimize and saves the result.",
     )
     p.add_argument("input", help="ONNX file to optimize")
     p.add_argument("output", help="where to save the optimized model")

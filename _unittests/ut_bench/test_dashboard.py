@@ -3,7 +3,12 @@
 import matplotlib
 import pytest
 
-from experimental_experiment.bench import dashboard, dashboard_pages, dashboard_plots
+from experimental_experiment.bench import (
+    dashboard,
+    dashboard_pages,
+    dashboard_plots,
+    report_format,
+)
 
 matplotlib.use("Agg")
 
@@ -72,8 +77,16 @@ m2,torch.onnx,7,1.000,10.0,1.000,0.5,0,
         ("pass", "pass"),
     ],
 )
-def test_sig3(value, text):
-    assert dashboard.sig3(value) == text
+def test_fmt(value, text):
+    assert report_format.fmt(value) == text
+
+
+def test_sig3_is_deprecated():
+    with pytest.warns(DeprecationWarning, match=r"dashboard\.sig3 is deprecated.*0\.3; use .*fmt"):
+        sig3 = dashboard.sig3
+    assert sig3 is report_format.fmt and sig3(123456.0) == report_format.fmt(123456.0)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        dashboard.no_such_name  # noqa: B018
 
 
 def test_export_time_pivot_and_ratios(bench):
@@ -133,7 +146,10 @@ def test_pivot_table_puts_exporters_side_by_side():
         dict(model="n", exporter="to_onnx", seconds="", nodes="", error="boom"),
     ]
     text = dashboard.pivot_table(
-        rows, ["model"], "exporter", [("seconds", "(s)", dashboard.sig3), ("nodes", "nodes", str)]
+        rows,
+        ["model"],
+        "exporter",
+        [("seconds", "(s)", report_format.fmt), ("nodes", "nodes", str)],
     )
     header, m, n = text.split("    * - ")[1:]
     assert header.split("\n      - ") == [

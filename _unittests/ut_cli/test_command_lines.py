@@ -157,8 +157,8 @@ def test_save_model_leaves_no_temporary_file(tmp_path):
 
 def test_optimize(model_path, tmp_path):
     xoptim = pytest.importorskip("experimental_experiment.xoptim")
-    if not hasattr(xoptim, "optimize_model"):
-        pytest.skip("experimental_experiment.xoptim.optimize_model does not exist yet")
+    if not hasattr(xoptim, "optimize"):
+        pytest.skip("experimental_experiment.xoptim.optimize does not exist yet")
     out = str(tmp_path / "opt.onnx")
     res = run_cli("optimize", model_path, out, "--patterns", "default", "--verbose", "1")
     assert res.returncode == 0, res.stderr
@@ -178,7 +178,7 @@ def test_optimize(model_path, tmp_path):
 def test_optimize_without_xoptim_is_clear(model_path, tmp_path, monkeypatch):
     import experimental_experiment.xoptim as xoptim
 
-    monkeypatch.delattr(xoptim, "optimize_model", raising=False)
+    monkeypatch.delattr(xoptim, "optimize", raising=False)
     assert main(["optimize", model_path, str(tmp_path / "o.onnx")]) == 1
     assert not os.path.exists(tmp_path / "o.onnx")
 

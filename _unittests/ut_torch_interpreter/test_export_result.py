@@ -47,10 +47,28 @@ def test_to_onnx_flags_kept():
     assert isinstance(onx, onnx.ModelProto)
     onx2, builder = to_onnx(model, x, return_builder=True)
     assert isinstance(onx2, onnx.ModelProto) and builder.nodes
-    onx3, report = to_onnx(model, x, return_optimize_report=True)
-    assert isinstance(report, OptimizationReport)
     with pytest.raises(TypeError, match="return_builder"):  # not a parameter
         export_program(model, x, return_builder=True)
+
+
+def test_return_optimize_report_is_deprecated():
+    model, x = Model(), (torch.randn(2, 4),)
+    expected = export_program(model, x)
+    message = (
+        r"to_onnx\(\.\.\., return_optimize_report=True\) is deprecated and will be "
+        r"removed in 0\.3; use export_program\(\.\.\.\)\.optimization instead"
+    )
+    with pytest.warns(DeprecationWarning, match=message) as record:
+        onx, report = to_onnx(model, x, return_optimize_report=True)
+    assert record[0].filename == __file__  # points at the caller's line
+    assert isinstance(report, OptimizationReport)
+    assert onx.SerializeToString() == expected.model.SerializeToString()
+    assert [(e.name, e.kind, e.applied) for e in report] == [
+        (e.name, e.kind, e.applied) for e in expected.optimization
+    ]
+    with pytest.warns(DeprecationWarning, match=message):
+        onx, builder, report = to_onnx(model, x, return_builder=True, return_optimize_report=True)
+    assert builder.nodes and isinstance(report, OptimizationReport)
 
 
 def test_verbose_restores_the_logging_level():
@@ -62,13 +80,12 @@ def test_verbose_restores_the_logging_level():
 
 
 def test_to_onnx_is_export_program(tmp_path):
-    # to_onnx returns what export_program computed; both flags give a triple
+    # to_onnx returns what export_program computed
     model, x = Model(), (torch.randn(2, 4),)
-    onx, builder, optimization = to_onnx(model, x, return_builder=True, return_optimize_report=True)
+    onx, builder = to_onnx(model, x, return_builder=True)
     res = export_program(model, x)
     assert onx.SerializeToString() == res.model.SerializeToString()
     assert [n.op_type for n in builder.nodes] == [n.op_type for n in res.builder.nodes]
-    assert [e.name for e in optimization] == [e.name for e in res.optimization]
     # a report written to a path is also in the result
     path = tmp_path / "report.json"
     res = export_program(model, x, report=str(path))

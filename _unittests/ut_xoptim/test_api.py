@@ -16,6 +16,7 @@ from experimental_experiment.xoptim import (
     Pattern,
     bisect_patterns,
     get_pattern_list,
+    optimize,
     optimize_builder,
     optimize_model,
 )
@@ -220,7 +221,7 @@ def test_report_format_and_verbose_logs(caplog):
         [("y", F, ("n", 3))],
     )
     with caplog.at_level(logging.INFO, logger="experimental_experiment"):
-        _, report = optimize_model(model, verbose=2, return_report=True)
+        report = optimize(model, verbose=2).report
     assert "CastCastToCast refused" in caplog.text and "loses information" in caplog.text
     names = [e.name for e in report]
     assert {
@@ -350,3 +351,23 @@ def test_optimize_model_from_file(tmp_path):
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path)
     assert op_types(optimize_model(path)) == ["Neg"]
+
+
+def test_return_report_is_deprecated():
+    model = make_model(
+        [helper.make_node("Cast", ["x"], ["c"], to=F), helper.make_node("Neg", ["c"], ["y"])],
+        [("x", F, ("n", 3))],
+        [("y", F, ("n", 3))],
+    )
+    expected = optimize(model)
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"optimize_model\(\.\.\., return_report=True\) is deprecated and will be "
+        r"removed in 0\.3; use optimize\(\.\.\.\)\.report instead",
+    ) as record:
+        opt, report = optimize_model(model, return_report=True)
+    assert record[0].filename == __file__  # points at the caller's line
+    assert opt.SerializeToString() == expected.model.SerializeToString()
+    assert [(e.name, e.kind, e.applied) for e in report] == [
+        (e.name, e.kind, e.applied) for e in expected.report
+    ]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from experimental_experiment.ext_test_case import assert_close, run_onnx
-from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter import export_program, to_onnx
 from experimental_experiment.xbuilder import OptimizationOptions
 from experimental_experiment.xoptim import optimize_model
 from experimental_experiment.xoptim.testing import run_ort
@@ -47,14 +47,14 @@ def llama_exports():
     ids, mask = _inputs(2, 8)
     res = {}
     for patterns in [None, "default"]:
-        res[patterns] = to_onnx(
+        out = export_program(
             model,
             (ids,),
             dict(attention_mask=mask),
             dynamic_shapes=LLAMA_DS,
-            return_optimize_report=True,
             options=OptimizationOptions(patterns=patterns),
         )
+        res[patterns] = (out.model, out.optimization)
     return model, res
 
 
@@ -114,7 +114,7 @@ def test_optimize_model_on_dynamo_export(tmp_path):
         onx = program.model_proto
     except Exception as e:  # pragma: no cover - environment (onnxscript, torch) issue
         pytest.skip(f"torch.onnx.export(dynamo=True) failed: {type(e).__name__}: {e}")
-    opt, report = optimize_model(onx, return_report=True)
+    opt = optimize_model(onx)
     onnx.checker.check_model(opt, full_check=True)
     assert len(opt.graph.node) <= len(onx.graph.node)
     for batch in (5, 2):

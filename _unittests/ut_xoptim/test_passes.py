@@ -1,5 +1,7 @@
 """Graph passes (xoptim.passes): what they change, results kept, the pass manager."""
 
+import dataclasses
+
 import numpy as np
 import onnxruntime
 import pytest
@@ -183,6 +185,13 @@ def test_run_passes_report_entries_are_dataclasses():
         assert entry["applied"] == entry.applied
     with pytest.warns(DeprecationWarning, match=r"report\.applied\('remove_identity'\)"):
         assert report["remove_identity"] == entry.applied
+    with pytest.warns(DeprecationWarning, match=r"0\.3; use entry\.matched = \.\.\. instead"):
+        entry["matched"] = 7
+    assert entry.matched == 7
+    with pytest.warns(DeprecationWarning, match=r"0\.3; use entry\.applied instead"):
+        assert entry.get("applied") == entry.applied
+    with pytest.warns(DeprecationWarning, match=r"0\.3; use dataclasses\.fields\(entry\)"):
+        assert list(entry) == [f.name for f in dataclasses.fields(entry)]
     assert {e.kind for e in report} == {"pass"}
 
 

@@ -4,7 +4,7 @@ is stored on the pattern, so one instance can be used on several graphs at once.
 from onnx import TensorProto, helper
 
 from experimental_experiment.xbuilder import GraphBuilder
-from experimental_experiment.xoptim import Match, Pattern, optimize_model
+from experimental_experiment.xoptim import Match, Pattern, optimize
 from experimental_experiment.xoptim.pattern_graph import Refusal
 
 F = TensorProto.FLOAT
@@ -61,7 +61,8 @@ def test_refusal_reason_in_the_report():
         [helper.make_tensor_value_info("y", F, ["n"])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    opt, report = optimize_model(model, patterns=[NegNegToIdentity()], return_report=True)
+    res = optimize(model, patterns=[NegNegToIdentity()])
+    opt, report = res.model, res.report
     entry = report.entry("NegNegToIdentity", "pattern")
     assert entry.refused == 1 and "the input is called keep" in entry.refusals[0]
     assert [n.op_type for n in opt.graph.node] == ["Neg", "Neg"]
@@ -80,7 +81,8 @@ class RecordingNegNeg(NegNegToIdentity):
 
 
 def test_index_is_an_argument_not_a_builder_attribute():
-    from experimental_experiment.xoptim.matcher import GraphIndex, IndexedGraph
+    from experimental_experiment.xoptim.graph_index import GraphIndex
+    from experimental_experiment.xoptim.matcher import IndexedGraph
     from experimental_experiment.xoptim.optimizer import apply_patterns_once
     from experimental_experiment.xoptim.report import OptimizationReport
 

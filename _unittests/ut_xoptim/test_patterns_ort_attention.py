@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from experimental_experiment.torch_interpreter import to_onnx  # noqa: E402
-from experimental_experiment.xoptim import optimize_model  # noqa: E402
+from experimental_experiment.xoptim import optimize  # noqa: E402
 from experimental_experiment.xoptim.testing import applied, refused, run_ort  # noqa: E402
 
 NAME = "CausalAttentionToGroupQueryAttention"
@@ -82,7 +82,8 @@ SIZES = [
 def test_causal_attention_is_fused_and_exact():
     model = CachedAttention()
     raw = _export(model)
-    opt, report = optimize_model(raw, patterns="default+onnxruntime", return_report=True)
+    res = optimize(raw, patterns="default+onnxruntime")
+    opt, report = res.model, res.report
     assert applied(report, NAME) == 1
     ops = collections.Counter(n.op_type for n in opt.graph.node)
     assert ops["GroupQueryAttention"] == 1 and ops["Softmax"] == 0 and ops["Concat"] == 0
@@ -107,7 +108,8 @@ def test_causal_attention_is_fused_and_exact():
 )
 def test_mask_not_proven_is_refused(causal, offset, reason):
     raw = _export(CachedAttention(causal=causal, offset=offset))
-    opt, report = optimize_model(raw, patterns="default+onnxruntime", return_report=True)
+    res = optimize(raw, patterns="default+onnxruntime")
+    opt, report = res.model, res.report
     assert applied(report, NAME) == 0
     assert any(reason in r for r in refused(report, NAME)), refused(report, NAME)
     assert "GroupQueryAttention" not in {n.op_type for n in opt.graph.node}

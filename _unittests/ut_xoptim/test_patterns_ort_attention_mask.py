@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from experimental_experiment.torch_interpreter import to_onnx  # noqa: E402
-from experimental_experiment.xoptim import optimize_model  # noqa: E402
+from experimental_experiment.xoptim import optimize  # noqa: E402
 from experimental_experiment.xoptim.testing import applied, refused, run_ort  # noqa: E402
 
 NAME = "GridGatherNDToSlice"
@@ -64,7 +64,8 @@ def _check(model, raw, opt):
 def test_grid_gathernd_becomes_slice():
     model = PaddingMask()
     raw = _export(model)
-    opt, report = optimize_model(raw, patterns="default+onnxruntime", return_report=True)
+    res = optimize(raw, patterns="default+onnxruntime")
+    opt, report = res.model, res.report
     assert applied(report, NAME) == 1
     ops = collections.Counter(n.op_type for n in opt.graph.node)
     assert ops["GatherND"] == 0 and ops["Expand"] == 0 and ops["Slice"] == 1, ops
@@ -74,7 +75,8 @@ def test_grid_gathernd_becomes_slice():
 def test_grids_in_the_other_order_are_refused():
     model = PaddingMask(transposed=True)
     raw = _export(model)
-    opt, report = optimize_model(raw, patterns="default+onnxruntime", return_report=True)
+    res = optimize(raw, patterns="default+onnxruntime")
+    opt, report = res.model, res.report
     assert applied(report, NAME) == 0
     assert any("rows then columns" in r for r in refused(report, NAME)), report
     assert "GatherND" in {n.op_type for n in opt.graph.node}

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from experimental_experiment.xoptim import optimize_model
+from experimental_experiment.xoptim import optimize, optimize_model
 from experimental_experiment.xoptim.patterns_ort._testing import check_ort_pattern
 from experimental_experiment.xoptim.testing import applied, make_model, op_types, refused
 
@@ -202,8 +202,8 @@ def test_weight_not_constant_refused():
 
 
 def test_head_size_not_multiple_of_16_refused():
-    model = optimize_model(_model(d=8), patterns="default+onnxruntime", return_report=True)
-    opt, report = model
+    res = optimize(_model(d=8), patterns="default+onnxruntime")
+    opt, report = res.model, res.report
     assert applied(report, ROTARY) == 0
     assert any("multiple of 16" in r for r in refused(report, ROTARY))
     assert op_types(opt).count("RotaryEmbedding") == 2

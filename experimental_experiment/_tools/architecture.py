@@ -31,6 +31,7 @@ LAYERS: Mapping[str, int] = MappingProxyType(
         "progress": 0,  # progress bars (tqdm)
         "helpers": 0,
         "_tools": 0,
+        "_deprecation": 0,  # the deprecation warning of every shim
         "xbuilder": 0,
         "xoptim": 1,
         "runtime": 2,
@@ -48,7 +49,17 @@ LAYERS: Mapping[str, int] = MappingProxyType(
 TEST_ONLY = frozenset({"ext_test_case"})
 #: parts which never import torch
 TORCH_FREE = frozenset(
-    {"", "errors", "verbosity", "progress", "helpers", "_tools", "xbuilder", "xoptim"}
+    {
+        "",
+        "errors",
+        "verbosity",
+        "progress",
+        "helpers",
+        "_tools",
+        "_deprecation",
+        "xbuilder",
+        "xoptim",
+    }
 )
 
 

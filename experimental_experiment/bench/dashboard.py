@@ -22,11 +22,20 @@ import os
 import statistics
 from typing import Callable
 
+from .._deprecation import deprecated
 from . import report_format
 from .report_format import fmt, list_table
 
-#: kept for the callers of the first version: 3 significant digits
-sig3 = fmt
+
+def __getattr__(name: str):
+    """``sig3``, the first name of ``report_format.fmt``, is deprecated."""
+    if name == "sig3":
+        deprecated(
+            "experimental_experiment.bench.dashboard.sig3",
+            "experimental_experiment.bench.report_format.fmt",
+        )
+        return fmt
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def bench_dir() -> str:
@@ -429,7 +438,6 @@ __all__ = [
     "pivot_table",
     "read_rows",
     "run_line",
-    "sig3",
     "status_counts",
     "zoo_headline",
 ]

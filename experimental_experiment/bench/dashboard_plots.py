@@ -33,7 +33,9 @@ def _legend(ax, labels) -> None:
         ax.text(0.5, 0.5, "no benchmark result yet", ha="center", transform=ax.transAxes)
 
 
-def _grouped_bars(ax, table: dict, series: list[str], horizontal: bool = False) -> None:
+def _grouped_bars(
+    ax, table: dict, series: list[str], horizontal: bool = False, fontsize: int = 8
+) -> None:
     """One group of bars per row of the pivot ``table``, one bar per ``series`` (0 when
     missing), the row names under (or beside) the groups."""
     width = 0.8 / max(len(series), 1)
@@ -46,64 +48,61 @@ def _grouped_bars(ax, table: dict, series: list[str], horizontal: bool = False) 
         ax.set_yticks(ticks, list(table), fontsize=7)
         ax.invert_yaxis()
     else:
-        ax.set_xticks(ticks, list(table), fontsize=8)
+        ax.set_xticks(ticks, list(table), fontsize=fontsize)
+
+
+def _ratio_bars(ax, rows: list[dict], group: str, series: str, value: str, labels: dict):
+    """Grouped bars of a ratio to a reference (the black line at 1): one group per
+    distinct ``group`` of the rows, one bar per ``series``; ``labels`` gives the
+    ``ylabel``, the ``title``, the figure ``size`` and the tick ``fontsize``."""
+    table = _d.pivot(rows, group, series, value)
+    names = list(dict.fromkeys(r[series] for r in rows))
+    ax = _axes(ax, labels["size"])
+    _grouped_bars(ax, table, names, fontsize=labels.get("fontsize", 8))
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel(labels["ylabel"])
+    ax.set_title(labels["title"])
+    _legend(ax, names)
+    return ax
 
 
 def _cell_name(r: dict) -> str:
     return f"{r['size']} {r['phase']}, {r['threads']} thread(s)"
 
 
+def _llm_rows(name: str, keep) -> list[dict]:
+    """The rows of an LLM latency CSV with a ratio to the builder that ``keep`` accepts,
+    each with its ``cell`` (size, phase, threads on two lines)."""
+    rows = [r for r in _d.read_rows(name) if r.get("vs_builder") and keep(r)]
+    for r in rows:
+        r["cell"] = _cell_name(r).replace(", ", "\n")
+    return rows
+
+
 def plot_latency(ax=None):
     """Latency divided by the builder's, per cell and exporter (1 = the builder)."""
-    rows = [
-        r
-        for r in _d.read_rows("llm_latency.csv")
-        if r.get("vs_builder") and r["exporter"] not in ("builder", "eager")
-    ]
-    cells = list(dict.fromkeys(_cell_name(r) for r in rows))
-    exporters = list(dict.fromkeys(r["exporter"] for r in rows))
-    ax = _axes(ax, (9, 3.5))
-    width = 0.8 / max(len(exporters), 1)
-    for k, exporter in enumerate(exporters):
-        values = {_cell_name(r): float(r["vs_builder"]) for r in rows if r["exporter"] == exporter}
-        ax.bar(
-            [i + k * width for i in range(len(cells))],
-            [values.get(c, 0) for c in cells],
-            width,
-            label=exporter,
-        )
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(
-        [i + 0.4 - width / 2 for i in range(len(cells))],
-        [c.replace(", ", "\n") for c in cells],
+    rows = _llm_rows("llm_latency.csv", lambda r: r["exporter"] not in ("builder", "eager"))
+    labels = dict(
+        size=(9, 3.5),
         fontsize=7,
+        ylabel="latency / builder's (lower is better)",
+        title="LLM latency in onnxruntime, relative to onnxruntime-genai's builder",
     )
-    ax.set_ylabel("latency / builder's (lower is better)")
-    ax.set_title("LLM latency in onnxruntime, relative to onnxruntime-genai's builder")
-    _legend(ax, exporters)
-    return ax
+    return _ratio_bars(ax, rows, "cell", "exporter", "vs_builder", labels)
 
 
 def plot_precision_ratios(ax=None):
     """Our package's latency divided by the builder's, per cell (size, phase, threads),
     one bar per precision and runtime (``llm_precision.csv``; 1 = the builder)."""
-    rows = [
-        r
-        for r in _d.read_rows("llm_precision.csv")
-        if r.get("vs_builder") and r["exporter"] == "ours"
-    ]
+    rows = _llm_rows("llm_precision.csv", lambda r: r["exporter"] == "ours")
     for r in rows:
-        r["cell"] = _cell_name(r).replace(", ", "\n")
         r["series"] = f"{r['precision']}, {r['runtime']}"
-    table = _d.pivot(rows, "cell", "series", "vs_builder")
-    series = _d.ordered(r["series"] for r in rows)
-    ax = _axes(ax, (9, 3.8))
-    _grouped_bars(ax, table, series)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_ylabel("ours / builder's latency (lower is better)")
-    ax.set_title("fp32 and int4 packages, ours against onnxruntime-genai's builder")
-    _legend(ax, series)
-    return ax
+    labels = dict(
+        size=(9, 3.8),
+        ylabel="ours / builder's latency (lower is better)",
+        title="fp32 and int4 packages, ours against onnxruntime-genai's builder",
+    )
+    return _ratio_bars(ax, rows, "cell", "series", "vs_builder", labels)
 
 
 def plot_export_time(ax=None):
@@ -140,15 +139,12 @@ def plot_speed_ratios(name: str = "optim_speed_real.csv", ax=None):
         for r in _d.read_rows(name)
         if _d._float(r.get("speed_vs_torch_onnx")) and r["variant"] != "torch.onnx"
     ]
-    table = _d.pivot(rows, "model", "variant", "speed_vs_torch_onnx")
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    ax = _axes(ax, (8, 3.5))
-    _grouped_bars(ax, table, variants)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_ylabel("latency / torch.onnx's (lower is better)")
-    ax.set_title("onnxruntime latency (CPU, 1 thread), relative to torch.onnx.export")
-    _legend(ax, variants)
-    return ax
+    labels = dict(
+        size=(8, 3.5),
+        ylabel="latency / torch.onnx's (lower is better)",
+        title="onnxruntime latency (CPU, 1 thread), relative to torch.onnx.export",
+    )
+    return _ratio_bars(ax, rows, "model", "variant", "speed_vs_torch_onnx", labels)
 
 
 def plot_values(

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from .._deprecation import deprecated
 from ..xbuilder import OptimizationOptions
 from .convert.dispatcher import Dispatcher
 from .errors import InvalidArgumentError
@@ -40,7 +41,8 @@ class ToOnnxSettings:
     :param export_modules_as_functions: child modules exported as local functions
     :param report: an ``ExportReport`` filled in place, or a path
     :param return_builder: to_onnx returns ``(model, builder)``
-    :param return_optimize_report: to_onnx returns ``(model, optimization report)``
+    :param return_optimize_report: deprecated (removed in 0.3), to_onnx returns
+        ``(model, optimization report)``
 
     .. code-block:: python
 
@@ -116,9 +118,9 @@ def to_onnx(
     :param settings: the keywords above after ``dynamic_shapes``, and:
     :param return_builder: returns ``(model, builder)``, kept for the code the seeds
         show (``export_program(...).builder`` is the same builder)
-    :param return_optimize_report: returns ``(model, report)`` (or
-        ``(model, builder, report)`` with ``return_builder``), kept for the code
-        written before ``export_program`` (``result.optimization``)
+    :param return_optimize_report: deprecated (removed in 0.3), returns
+        ``(model, report)`` (or ``(model, builder, report)`` with ``return_builder``):
+        ``export_program(...).optimization`` is the same report
     :return: an ``onnx.ModelProto`` (a container with ``large_model=True``)
 
     .. code-block:: python
@@ -131,6 +133,8 @@ def to_onnx(
         print(onx.graph.input[0].type.tensor_type.shape.dim[0].dim_param)  # batch
     """
     chosen = ToOnnxSettings.from_keywords(settings)
+    if chosen.return_optimize_report:
+        deprecated("to_onnx(..., return_optimize_report=True)", "export_program(...).optimization")
     res = export_program(
         model, args, kwargs, dynamic_shapes=dynamic_shapes, **chosen.program_keywords()
     )

@@ -1,7 +1,6 @@
 """Deprecated (removed in 0.3): the dtype helpers live in :mod:`.dtypes`."""
 
-import warnings
-
+from .._deprecation import deprecated
 from .dtypes import (  # noqa: F401
     FLOAT_TYPES,
     INT_TYPES,
@@ -10,9 +9,8 @@ from .dtypes import (  # noqa: F401
     onnx_to_np_dtype,
 )
 
-warnings.warn(
-    "experimental_experiment.xbuilder._dtypes is deprecated and will be removed "
-    "in 0.3: use experimental_experiment.xbuilder.dtypes",
-    DeprecationWarning,
-    stacklevel=2,
+deprecated(
+    "experimental_experiment.xbuilder._dtypes",
+    "experimental_experiment.xbuilder.dtypes",
+    stacklevel=3,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import onnx
 
+from .._deprecation import deprecated
 from ..verbosity import verbose_logging
 from ..xbuilder import OptimizationOptions
 from .loader import model_to_builder
@@ -40,15 +41,8 @@ def optimize(
         print([e.name for e in res.report if e.applied], len(res.rewrites))
     """
     log = RewriteLog()
-    model, report = optimize_model(
-        model,
-        patterns=patterns,
-        verbose=verbose,
-        return_report=True,
-        options=options,
-        max_rewrites=max_rewrites,
-        log=log,
-    )
+    with verbose_logging(verbose):
+        model, report = _optimize_model(model, patterns, verbose, options, max_rewrites, log)
     return OptimizationResult(model, report, list(log))
 
 
@@ -69,8 +63,8 @@ def optimize_model(
     :param patterns: pattern sets, see :func:`get_pattern_list`, or a list of
         :class:`Pattern` instances
     :param verbose: verbosity (logging)
-    :param return_report: returns ``(model, report)`` (kept for existing code:
-        :func:`optimize` returns a result object instead)
+    :param return_report: deprecated (removed in 0.3), returns ``(model, report)``:
+        ``optimize(...)`` returns the model and the report as ``.model`` and ``.report``
     :param options: passes to run (``options.patterns`` is replaced by ``patterns``)
     :param max_rewrites: stops after that many rewrites (see :func:`bisect_patterns`)
     :param log: receives the applied rewrites
@@ -85,14 +79,17 @@ def optimize_model(
         import onnx
         from experimental_experiment.xoptim import optimize_model
 
-        opt, report = optimize_model(onnx.load("model.onnx"), return_report=True)
-        print([r.name for r in report if r.applied])
+        opt = optimize_model(onnx.load("model.onnx"))
+        print(len(opt.graph.node))
     """
+    if return_report:
+        deprecated("optimize_model(..., return_report=True)", "optimize(...).report")
     with verbose_logging(verbose):
-        return _optimize_model(model, patterns, verbose, return_report, options, max_rewrites, log)
+        out, report = _optimize_model(model, patterns, verbose, options, max_rewrites, log)
+    return (out, report) if return_report else out
 
 
-def _optimize_model(model, patterns, verbose, return_report, options, max_rewrites, log):
+def _optimize_model(model, patterns, verbose, options, max_rewrites, log):
     if isinstance(model, str):  # external data checked before it is read
         from ..xbuilder.model_container import load_model
 
@@ -109,4 +106,4 @@ def _optimize_model(model, patterns, verbose, return_report, options, max_rewrit
         out.ir_version = model.ir_version
     for prop in model.metadata_props:
         out.metadata_props.add().CopyFrom(prop)
-    return (out, report) if return_report else out
+    return out, report

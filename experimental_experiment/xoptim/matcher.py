@@ -11,7 +11,7 @@ from ..xbuilder.graph_utils import (  # noqa: F401  (attribute_value: pattern AP
     attribute_value,
     constant_value,
 )
-from .graph_index import GraphIndex  # noqa: F401  (re-exported)
+from .graph_index import GraphIndex
 from .match import Match
 from .pattern_graph import COMMUTATIVE, PatternNode, PatternValue, Var
 

@@ -3,20 +3,10 @@
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-#: the release removing the dict-like access of the report (deprecated in 0.1)
-_REMOVAL = "0.3"
-
-
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"{old} is deprecated and will be removed in {_REMOVAL}: use {new}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+from .._deprecation import deprecated as _deprecated
 
 
 @dataclass

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .api import optimize_model
+from .api import optimize
 
 
 def make_model(
@@ -91,7 +91,8 @@ def check_pattern(
         opt, report = check_pattern(model, [{"x": x}], patterns="default")
         print(applied(report, "TransposeTransposeToTranspose"))
     """
-    opt, report = optimize_model(model, patterns=patterns, return_report=True)
+    res = optimize(model, patterns=patterns)
+    opt, report = res.model, res.report
     if not any(n.op_type in ORT_DEFAULT_DOMAIN_OPS and n.domain == "" for n in opt.graph.node):
         onnx.checker.check_model(opt, full_check=full_check)
     assert [o.name for o in opt.graph.output] == [o.name for o in model.graph.output]

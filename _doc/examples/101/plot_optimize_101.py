@@ -20,7 +20,7 @@ import numpy as np
 import onnxruntime
 import torch
 
-from experimental_experiment.torch_interpreter import to_onnx
+from experimental_experiment.torch_interpreter import export_program, to_onnx
 from experimental_experiment.xbuilder import OptimizationOptions
 
 
@@ -61,11 +61,13 @@ show(raw)
 # With the default optimization
 # +++++++++++++++++++++++++++++
 #
-# ``return_optimize_report=True`` also returns what each pass and each pattern did:
+# :func:`export_program <experimental_experiment.torch_interpreter.export_program>`
+# also returns what each pass and each pattern did (``result.optimization``):
 # one entry per pass or pattern with the number of matches, of rewrites applied,
 # of refusals (and their reasons) and the time spent. Only what applied is shown here.
 
-opt, report = to_onnx(model, (x,), dynamic_shapes=dynamic_shapes, return_optimize_report=True)
+result = export_program(model, (x,), dynamic_shapes=dynamic_shapes)
+opt, report = result.model, result.optimization
 print(len(opt.graph.node), "nodes")
 for entry in report:
     if entry.applied:

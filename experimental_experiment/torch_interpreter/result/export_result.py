@@ -1,7 +1,8 @@
 """The exporter: :func:`export_program` captures, converts, optimizes and serializes a
 model and returns everything it produced as one :class:`ExportResult`.
 :func:`to_onnx <experimental_experiment.torch_interpreter.to_onnx>` returns only its
-model (or the tuples its ``return_*`` flags ask for, kept for the code the seeds show).
+model (or ``(model, builder)`` with ``return_builder=True``, kept for the code the seeds
+show).
 
 .. code-block:: python
 
