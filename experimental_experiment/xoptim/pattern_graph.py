@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Tuple, Union
 
 from .match import Match, MatchResult, Refusal  # noqa: F401  (re-exported)
 
@@ -42,6 +42,10 @@ class PatternValue:
 
     node: PatternNode
     index: int
+
+
+#: what ``Pattern.pattern`` returns: the output or outputs of the pattern graph
+PatternResult = Union[PatternValue, Tuple[PatternValue, ...]]
 
 
 class PatternOp:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.graph_utils import constant_ints
-from ..pattern import Pattern
+from ..pattern import Pattern, RewriteOp, RewriteResult
 
 FLOATS = frozenset(
     {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
@@ -44,10 +45,10 @@ class ShapePreservingToIdentity(Pattern):
     """Base of the patterns removing ``Op(x, shape)`` when its output shape is known
     equal to ``x``'s shape (symbolic dimensions included)."""
 
-    def check(self, g, x, s, outputs):
+    def check(self, g: GraphBuilder, x: str, s: str, outputs: list[str]) -> str | None:
         if not same_known_shape(g, x, outputs[0]):
             return "shapes not known to be equal"
         return None
 
-    def rewrite(self, op, x, s):
+    def rewrite(self, op: RewriteOp, x: str, s: str) -> RewriteResult:
         return x

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import math
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ..matcher import constant_equals, small_constant
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import FLOATS, const_ints, normalize_axes, same_known_shape
 
 
@@ -14,11 +26,11 @@ class ExpSumDivToSoftmax(Pattern):
 
     min_opset = 13
 
-    def pattern(self, op, x, axes, k):
+    def pattern(self, op: PatternOp, x: Var, axes: Var, k: Var) -> PatternResult:
         e = op.Exp(x)
         return op.Div(e, op.ReduceSum(e, axes, keepdims=k))
 
-    def check(self, g, x, axes, k):
+    def check(self, g: GraphBuilder, x: str, axes: str, k: int | None) -> str | None:
         if k not in (None, 1):
             return "keepdims=0"
         norm = normalize_axes(const_ints(g, axes), g.get_rank(x))
@@ -26,7 +38,7 @@ class ExpSumDivToSoftmax(Pattern):
             return "not one constant axis"
         return None
 
-    def rewrite(self, op, x, axes, k):
+    def rewrite(self, op: RewriteOp, x: str, axes: str, k: int | None) -> RewriteResult:
         return op.Softmax(x, axis=normalize_axes(const_ints(op.g, axes), op.g.get_rank(x))[0])
 
 
@@ -37,10 +49,12 @@ class SoftmaxSubMaxToSoftmax(Pattern):
 
     min_opset = 18
 
-    def pattern(self, op, x, axes, k, axis):
+    def pattern(self, op: PatternOp, x: Var, axes: Var, k: Var, axis: Var) -> PatternResult:
         return op.Softmax(op.Sub(x, op.ReduceMax(x, axes, keepdims=k)), axis=axis)
 
-    def check(self, g, x, axes, k, axis):
+    def check(
+        self, g: GraphBuilder, x: str, axes: str, k: int | None, axis: int | None
+    ) -> str | None:
         rank = g.get_rank(x)
         norm = normalize_axes(const_ints(g, axes), rank)
         if k not in (None, 1) or norm is None:
@@ -49,7 +63,9 @@ class SoftmaxSubMaxToSoftmax(Pattern):
             return "the maximum is not taken over the softmax axis"
         return None
 
-    def rewrite(self, op, x, axes, k, axis):
+    def rewrite(
+        self, op: RewriteOp, x: str, axes: str, k: int | None, axis: int | None
+    ) -> RewriteResult:
         return op.Softmax(x, axis=axis)
 
 
@@ -90,7 +106,7 @@ class _GeluBase(Pattern):
     anchor = "Mul"
     approximate = "none"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         nodes: list = []
         value, others = _split_constant(g, _factors(self, g, node.output[0], nodes))
         if len(others) != 2 or not _close(value, 0.5):
@@ -112,7 +128,7 @@ class _GeluBase(Pattern):
     def inner(self, g, x: str, f: str) -> list | None:  # pragma: no cover
         raise NotImplementedError
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         if self.approximate == "none":
             return op.Gelu(match.bound["x"])
         return op.Gelu(match.bound["x"], approximate=self.approximate)

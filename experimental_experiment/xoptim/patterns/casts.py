@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from onnx import NodeProto
 from onnx import TensorProto as T
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 
 _INTS_SMALL = {T.INT16, T.INT32, T.INT64}
 #: src -> types representing every value of src exactly
@@ -46,14 +57,14 @@ class CastToIdentity(Pattern):
 
     anchor = "Cast"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         # a cast changing the type is not a refusal, only not this structure
         to = attribute_value(node, "to")
         if len(node.attribute) != 1 or not to or g.get_type(node.input[0]) != to:
             return None
         return Match(self, [node], bound={"x": node.input[0]})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return match.bound["x"]
 
 
@@ -62,10 +73,10 @@ class CastCastToCast(Pattern):
     first cast is exact (widening, e.g. float16 -> float32 -> float16);
     Cast(float32 -> int64 -> float32) is not folded (it truncates)."""
 
-    def pattern(self, op, x, a, b):
+    def pattern(self, op: PatternOp, x: Var, a: Var, b: Var) -> PatternResult:
         return op.Cast(op.Cast(x, to=a), to=b)
 
-    def check(self, g, x, a, b):
+    def check(self, g: GraphBuilder, x: str, a: int | None, b: int | None) -> str | None:
         src = g.get_type(x)
         if not src:
             return "unknown input type"
@@ -73,7 +84,7 @@ class CastCastToCast(Pattern):
             return f"the first cast {src}->{a} loses information"
         return None
 
-    def rewrite(self, op, x, a, b):
+    def rewrite(self, op: RewriteOp, x: str, a: int | None, b: int | None) -> RewriteResult:
         if op.g.get_type(x) == b:
             return x
         return op.Cast(x, to=b)

@@ -8,9 +8,11 @@ following ``+ m`` (the ``+ 1`` of a convolution's output size) cancels.
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value, graph_index, small_constant
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 
 _SIZE_PRESERVING = {"Squeeze", "Unsqueeze", "Reshape", "Identity", "Concat"}
 _CLOSED = {"Add", "Mul", "Max", "Min"}  # non-negative inputs give a non-negative output
@@ -52,7 +54,7 @@ class FloorDivOfSizeToDiv(Pattern):
 
     anchor = "Div"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         c = _int_scalar(g, node.input[1])
         sub = self.producer(g, node.input[0])
         if c is None or c <= 0 or sub is None or sub.op_type != "Sub" or sub.domain != "":
@@ -115,7 +117,7 @@ class FloorDivOfSizeToDiv(Pattern):
         users = graph_index(g).consumers.get(name, [])
         return users[0] if len(users) == 1 else None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         c = int(b["like"].reshape(-1)[0])
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ..patterns.activation import GeluErfToGelu, GeluTanhToGelu
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector
 
@@ -14,7 +17,7 @@ class GeluErfToOrtGelu(GeluErfToGelu):
 
     min_opset = 1
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.Gelu(match.bound["x"], domain=MS)
 
 
@@ -24,7 +27,7 @@ class GeluTanhToFastGelu(GeluTanhToGelu):
 
     min_opset = 1
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.FastGelu(match.bound["x"], domain=MS)
 
 
@@ -50,12 +53,12 @@ class AddGeluToBiasGelu(_AddActivation):
     def anchors(self):
         return ((MS, "Gelu"), ("", "Gelu"))
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if node.domain == "" and attribute_value(node, "approximate") not in (None, "none"):
             return None
         return self._bias_add(g, node)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.BiasGelu(match.bound["x"], match.bound["bias"], domain=MS)
 
 
@@ -66,12 +69,12 @@ class AddFastGeluToFastGelu(_AddActivation):
     def anchors(self):
         return ((MS, "FastGelu"), ("", "Gelu"))
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if node.domain == "" and attribute_value(node, "approximate") != "tanh":
             return None
         if len(node.input) > 1 and node.input[1]:
             return None
         return self._bias_add(g, node)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.FastGelu(match.bound["x"], match.bound["bias"], domain=MS)

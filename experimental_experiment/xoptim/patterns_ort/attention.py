@@ -33,13 +33,14 @@ causal, a float mask, an unexpected layout).
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import NodeProto, TensorProto
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value, constant_equals
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, swaps_last_two, used_before
 from .attention_mask import dim_expression, prove_causal, same, same_dim, shape_pieces
 
@@ -72,7 +73,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
 
     anchor = "MatMul"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         nodes: list = []
         found = self._probabilities(g, node.input[0], nodes)
         if found is None:
@@ -243,7 +244,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         query = dim_expression(sq[2]) or dim_expression(sk[2])
         return prove_causal(g, mask, dim_expression(sp[2]), query)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         g = op.g
         dtype = g.get_type(b["q"])

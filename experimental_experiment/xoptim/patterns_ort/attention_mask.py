@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import re
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import is_op
 
 #: a linear expression: symbol -> coefficient, "" -> constant term
@@ -305,7 +308,7 @@ class GridGatherNDToSlice(Pattern):
 
     anchor = "GatherND"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if attribute_value(node, "batch_dims") or g.get_rank(node.input[0]) != 2:
             return None
         cat = self.producer(g, node.input[1])
@@ -338,7 +341,7 @@ class GridGatherNDToSlice(Pattern):
             ),
         )
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         g, b = op.g, match.bound
         x, shape = b["x"], g.get_shape(b["x"]) if g.has_shape(b["x"]) else None
         # a slice only along the axes whose length is not known to be the grid's

@@ -26,12 +26,13 @@ constant 2-D weights used by nothing else.
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import NodeProto, TensorProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op
 
 #: attributes of RotaryEmbedding the fused form does not express (default value)
@@ -106,7 +107,7 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
     anchor = "GroupQueryAttention"
     anchor_domain = MS
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if attribute_value(node, "do_rotary", 0) or any(_input(node, i) for i in (7, 8, 9)):
             return None
         if not _input(node, 1) or not _input(node, 2):
@@ -164,7 +165,7 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
             return "positions not proven consecutive along the sequence"
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         node = match.nodes[-1]
         # pads: total_sequence_length more rows (of zeros) at the end of the first axis
@@ -185,7 +186,7 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
     anchor = "GroupQueryAttention"
     anchor_domain = MS
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if not _input(node, 1) or not _input(node, 2):
             return None
         mms = [self.producer(g, node.input[i]) for i in range(3)]
@@ -222,7 +223,7 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
             return "the input is not a matrix or a batch of matrices"
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         g, b = op.g, match.bound
         node = match.nodes[-1]
         packed = np.concatenate([np.asarray(g.get_constant(w)) for w in b["weights"]], axis=1)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, scalar_value, swaps_last_two
 
 
@@ -115,7 +116,7 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
             nodes.append(node)
         return name
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if node.op_type == "MatMul" and node.domain != "":
             return None
         attrs = _fused_attributes(node)
@@ -132,7 +133,7 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
             return self.refuse(reason)
         return Match(self, [*nodes_a, *nodes_b, node], bound={"a": a, "b": b, **attrs})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         m = match.bound
         return _make_fused(op, m["a"], m["b"], m)
 
@@ -151,7 +152,7 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
 
     anchor = ("Mul", "Div")
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         for k in (0, 1) if node.op_type == "Mul" else (0,):
             mm = self.producer(g, node.input[k])
             if not (is_op(mm, "MatMul") or is_op(mm, "FusedMatMul", MS)):
@@ -179,6 +180,6 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
             return Match(self, [mm, node], bound={"a": mm.input[0], "b": mm.input[1], **attrs})
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         m = match.bound
         return _make_fused(op, m["a"], m["b"], m)

@@ -12,9 +12,10 @@ import numpy as np
 from onnx import NodeProto
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value, constant_equals
-from ..pattern import Match, Pattern, Refusal
+from ..pattern import Match, MatchResult, Pattern, Refusal, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector, scalar_value, used_before
 
 
@@ -43,7 +44,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
 
     anchor = ("Mul", "Div")
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         pairs = [node.input] if node.op_type == "Div" else [node.input, node.input[::-1]]
         refusal = None
         for x, r in pairs:
@@ -104,7 +105,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
             return [sq, mean, add, *chain[::-1]], mean, eps
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         dtype = tensor_dtype_to_np_dtype(op.g.get_type(b["x"]))
         ones = op.g.make_constant(np.ones(b["shape"], dtype=dtype))
@@ -127,7 +128,7 @@ class SimplifiedLayerNormMulToScale(Pattern):
 
     anchor = "Mul"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         for k in (0, 1):
             norm = self.producer(g, node.input[k])
             gi = _gamma_index(norm)
@@ -161,7 +162,7 @@ class SimplifiedLayerNormMulToScale(Pattern):
         )
         return Match(self, [norm, node], outputs=outputs, bound={"scale": new, "gi": gi})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         norm = match.nodes[0]
         scale = match.bound["scale"]
         if not isinstance(scale, str):
@@ -198,7 +199,7 @@ class _AddNormToSkipNorm(Pattern):
 
     skip_op = ""
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if any(o and self.n_consumers(g, o) for o in node.output[1:]):
             return self.refuse("the statistics outputs are used")
         if attribute_value(node, "stash_type") not in (None, 1):
@@ -233,7 +234,7 @@ class _AddNormToSkipNorm(Pattern):
             outputs.append(x)
         return Match(self, [add, node], outputs=outputs, bound={"a": a, "b": b, "eps": eps})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b, norm = match.bound, match.nodes[-1]
         return _skip_outputs(
             op,

@@ -20,10 +20,20 @@ from __future__ import annotations
 import numpy as np
 from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import MS, ORT_FLOATS, is_op
 from .attention_mask import dim_expression, same
 
@@ -94,7 +104,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
 
     anchor = "Add"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         muls = [self.producer(g, i) for i in node.input]
         if not all(is_op(m, "Mul") for m in muls):
             return None
@@ -136,7 +146,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
             return "the sequence lengths are not known to be equal"
         return {"x": x, "f": f, "per_token": per_token, "half": d // 2}
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         g, b = op.g, match.bound
         if not b["per_token"]:
             f2 = op.Squeeze(b["f"], i64([0]))
@@ -156,12 +166,32 @@ class TransposedRotaryToRotaryEmbedding(Pattern):
     attention reading (batch, seq, hidden) is fused, see
     :class:`CausalAttentionToGroupQueryAttention`)."""
 
-    def pattern(self, op, y, s1, pos, cos, sin, interleaved, s2):
+    def pattern(
+        self,
+        op: PatternOp,
+        y: Var,
+        s1: Var,
+        pos: Var,
+        cos: Var,
+        sin: Var,
+        interleaved: Var,
+        s2: Var,
+    ) -> PatternResult:
         t = op.Transpose(op.Reshape(y, s1), perm=[0, 2, 1, 3])
         r = op.RotaryEmbedding(t, pos, cos, sin, domain=MS, interleaved=interleaved)
         return op.Reshape(op.Transpose(r, perm=[0, 2, 1, 3]), s2)
 
-    def check(self, g, y, s1, pos, cos, sin, interleaved, s2):
+    def check(
+        self,
+        g: GraphBuilder,
+        y: str,
+        s1: str,
+        pos: str,
+        cos: str,
+        sin: str,
+        interleaved: int | None,
+        s2: str,
+    ) -> str | None:
         split, merge, sy = constant_ints(g, s1, 8), constant_ints(g, s2, 8), g.get_shape(y)
         if split is None or len(split) != 4 or split[:2] != [0, 0] or min(split[2:]) <= 0:
             return "the heads are not split by a constant shape [0, 0, N, D]"
@@ -171,5 +201,15 @@ class TransposedRotaryToRotaryEmbedding(Pattern):
             return "the input is not of shape (batch, seq, N * D)"
         return None
 
-    def rewrite(self, op, y, s1, pos, cos, sin, interleaved, s2):
+    def rewrite(
+        self,
+        op: RewriteOp,
+        y: str,
+        s1: str,
+        pos: str,
+        cos: str,
+        sin: str,
+        interleaved: int | None,
+        s2: str,
+    ) -> RewriteResult:
         return op.RotaryEmbedding(y, pos, cos, sin, domain=MS, interleaved=interleaved or 0)
