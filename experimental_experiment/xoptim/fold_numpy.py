@@ -7,6 +7,8 @@ reference evaluator then folds."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 from onnx import AttributeProto, NodeProto, numpy_helper
 
@@ -96,21 +98,23 @@ def _div(x, y):
 
 
 #: operator -> (function of the inputs and attributes, smallest opset it implements)
-_KERNELS = {
-    "Transpose": (_transpose, 1),
-    "Unsqueeze": (lambda x, axes: np.expand_dims(x, axis=tuple(axes)), 13),
-    "Squeeze": (_squeeze, 13),
-    "Reshape": (_reshape, 14),
-    "Range": (_range, 11),
-    "ConstantOfShape": (_constant_of_shape, 9),
-    "Concat": (_concat, 4),
-    "Identity": (lambda x: x, 1),
-    "Gather": (_gather, 13),
-    "Add": (_binary(np.add), 14),
-    "Sub": (_binary(np.subtract), 14),
-    "Mul": (_binary(np.multiply), 14),
-    "Div": (_binary(_div), 14),
-}
+_KERNELS = MappingProxyType(
+    {
+        "Transpose": (_transpose, 1),
+        "Unsqueeze": (lambda x, axes: np.expand_dims(x, axis=tuple(axes)), 13),
+        "Squeeze": (_squeeze, 13),
+        "Reshape": (_reshape, 14),
+        "Range": (_range, 11),
+        "ConstantOfShape": (_constant_of_shape, 9),
+        "Concat": (_concat, 4),
+        "Identity": (lambda x: x, 1),
+        "Gather": (_gather, 13),
+        "Add": (_binary(np.add), 14),
+        "Sub": (_binary(np.subtract), 14),
+        "Mul": (_binary(np.multiply), 14),
+        "Div": (_binary(_div), 14),
+    }
+)
 
 
 def evaluate_numpy(node: NodeProto, feeds: dict[str, np.ndarray], opset: int):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import onnx
-from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
+from onnx import AttributeProto, ModelProto, TensorProto, ValueInfoProto, numpy_helper
 
 from ..xbuilder import GraphBuilder
 
@@ -72,7 +72,7 @@ def _subgraph_infos(graph, g: GraphBuilder) -> None:
                 _subgraph_infos(sub, g)
 
 
-def record_value_info(g: GraphBuilder, vi) -> None:
+def record_value_info(g: GraphBuilder, vi: ValueInfoProto) -> None:
     """Adds what a value info declares to the builder's table (what is known wins)."""
     if not vi.type.HasField("tensor_type"):
         return

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Sequence, cast
 
 from onnx import NodeProto, helper
 
+from ..xbuilder import GraphBuilder
 from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
 from .functions import optimize_functions
@@ -55,7 +56,11 @@ def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
 
 
 def _find_matches(
-    g, patterns: Sequence[Pattern], index: GraphIndex, report: OptimizationReport, verbose: int
+    g: GraphBuilder,
+    patterns: Sequence[Pattern],
+    index: GraphIndex,
+    report: OptimizationReport,
+    verbose: int,
 ) -> list[Match]:
     """Non-overlapping matches, nodes in graph order, patterns in list order."""
     # (rank in the list, pattern): candidates sorted back into the list order
@@ -67,7 +72,8 @@ def _find_matches(
             generic.append((rank, p))
         for a in anchors or ():
             by_anchor.setdefault(a, []).append((rank, p))
-    view = IndexedGraph(g, index)  # what patterns see: the builder and the index
+    # what patterns see: the builder and the index (it delegates every attribute)
+    view = cast(GraphBuilder, IndexedGraph(g, index))
     claimed = NodeSet()
     matches = []
     for node in g.nodes:
@@ -100,7 +106,7 @@ def _find_matches(
     return matches
 
 
-def _apply(g, m: Match) -> list[NodeProto] | str:
+def _apply(g: GraphBuilder, m: Match) -> list[NodeProto] | str:
     """Builds the replacement of a match; returns the new nodes or a refusal reason."""
     n0 = len(g.nodes)
     try:
@@ -149,7 +155,7 @@ def _apply(g, m: Match) -> list[NodeProto] | str:
 
 
 def apply_patterns_once(
-    g,
+    g: GraphBuilder,
     patterns: Sequence[Pattern],
     report: OptimizationReport,
     *,
@@ -215,7 +221,7 @@ class _Run:
         self.report = OptimizationReport()
 
 
-def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> None:
+def _optimize_graph(g: GraphBuilder, run: _Run, ambiguous: frozenset[str] | None = None) -> None:
     """Passes and patterns on one graph, then on its subgraphs; ``ambiguous`` is None
     for a main graph or a function body, the names defined twice in the model for a
     subgraph (see :mod:`experimental_experiment.xoptim.subgraphs`)."""
@@ -270,7 +276,7 @@ def _count(report: OptimizationReport, name: str, removed: int) -> None:
 
 
 def optimize_builder(
-    g,
+    g: GraphBuilder,
     options: OptimizationOptions | None = None,
     *,
     patterns: Sequence[Pattern] | str | None = None,

@@ -13,7 +13,7 @@ FLOATS = frozenset(
 )
 
 
-def known_shape(g, name: str) -> tuple | None:
+def known_shape(g: GraphBuilder, name: str) -> tuple | None:
     """The shape if every dimension is known (int or symbolic name), else None."""
     shape = g.get_shape(name) if name else None
     if shape is None or any(d is None for d in shape):
@@ -21,13 +21,13 @@ def known_shape(g, name: str) -> tuple | None:
     return tuple(shape)
 
 
-def same_known_shape(g, a: str, b: str) -> bool:
+def same_known_shape(g: GraphBuilder, a: str, b: str) -> bool:
     """True when both shapes are fully known (ints or symbols) and equal."""
     sa, sb = known_shape(g, a), known_shape(g, b)
     return sa is not None and sa == sb
 
 
-def const_ints(g, name: str) -> list[int] | None:
+def const_ints(g: GraphBuilder, name: str) -> list[int] | None:
     """Values of an integer constant as a list, None if not a constant."""
     return constant_ints(g, name)
 

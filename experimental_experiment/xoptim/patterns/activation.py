@@ -69,7 +69,7 @@ class SoftmaxSubMaxToSoftmax(Pattern):
         return op.Softmax(x, axis=axis)
 
 
-def _factors(pattern, g, name: str, nodes: list, top: bool = True) -> list[str]:
+def _factors(pattern, g: GraphBuilder, name: str, nodes: list, top: bool = True) -> list[str]:
     """Leaves of a product of Mul nodes (the intermediate ones used once)."""
     node = pattern.producer(g, name)
     if (
@@ -83,7 +83,7 @@ def _factors(pattern, g, name: str, nodes: list, top: bool = True) -> list[str]:
     return [f for i in node.input for f in _factors(pattern, g, i, nodes, False)]
 
 
-def _split_constant(g, factors: list[str]) -> tuple[float, list[str]]:
+def _split_constant(g: GraphBuilder, factors: list[str]) -> tuple[float, list[str]]:
     """(product of the scalar constant factors, the other factors)."""
     value, others = 1.0, []
     for f in factors:
@@ -125,7 +125,7 @@ class _GeluBase(Pattern):
                     return Match(self, [*nodes, add, *inner], bound={"x": x})
         return None
 
-    def inner(self, g, x: str, f: str) -> list | None:  # pragma: no cover
+    def inner(self, g: GraphBuilder, x: str, f: str) -> list[NodeProto] | None:  # pragma: no cover
         raise NotImplementedError
 
     def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
@@ -138,7 +138,7 @@ class GeluErfToGelu(_GeluBase):
     """0.5 * x * (1 + Erf(x / sqrt(2))) (any order of the products, x * 1/sqrt(2) or
     x / sqrt(2)) -> Gelu(x), opset >= 20."""
 
-    def inner(self, g, x, f):
+    def inner(self, g: GraphBuilder, x: str, f: str) -> list[NodeProto] | None:
         erf = self.producer(g, f)
         if erf is None or erf.op_type != "Erf":
             return None
@@ -164,7 +164,7 @@ class GeluTanhToGelu(_GeluBase):
 
     approximate = "tanh"
 
-    def inner(self, g, x, f):
+    def inner(self, g: GraphBuilder, x: str, f: str) -> list[NodeProto] | None:
         tanh = self.producer(g, f)
         if tanh is None or tanh.op_type != "Tanh":
             return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from onnx import NodeProto
 from onnx import TensorProto as T
 
@@ -18,33 +20,37 @@ from ..pattern import (
     Var,
 )
 
-_INTS_SMALL = {T.INT16, T.INT32, T.INT64}
+_INTS_SMALL = frozenset({T.INT16, T.INT32, T.INT64})
 #: src -> types representing every value of src exactly
-_EXACT = {
-    T.BOOL: {
-        T.FLOAT16,
-        T.BFLOAT16,
-        T.FLOAT,
-        T.DOUBLE,
-        T.INT8,
-        T.UINT8,
-        T.INT16,
-        T.UINT16,
-        T.INT32,
-        T.UINT32,
-        T.INT64,
-        T.UINT64,
-    },
-    T.FLOAT16: {T.FLOAT, T.DOUBLE},
-    T.BFLOAT16: {T.FLOAT, T.DOUBLE},
-    T.FLOAT: {T.DOUBLE},
-    T.INT8: _INTS_SMALL | {T.FLOAT16, T.FLOAT, T.DOUBLE},
-    T.UINT8: _INTS_SMALL | {T.UINT16, T.UINT32, T.UINT64, T.FLOAT16, T.FLOAT, T.DOUBLE},
-    T.INT16: {T.INT32, T.INT64, T.FLOAT, T.DOUBLE},
-    T.UINT16: {T.INT32, T.UINT32, T.INT64, T.UINT64, T.FLOAT, T.DOUBLE},
-    T.INT32: {T.INT64, T.DOUBLE},
-    T.UINT32: {T.INT64, T.UINT64, T.DOUBLE},
-}
+_EXACT = MappingProxyType(
+    {
+        T.BOOL: frozenset(
+            {
+                T.FLOAT16,
+                T.BFLOAT16,
+                T.FLOAT,
+                T.DOUBLE,
+                T.INT8,
+                T.UINT8,
+                T.INT16,
+                T.UINT16,
+                T.INT32,
+                T.UINT32,
+                T.INT64,
+                T.UINT64,
+            }
+        ),
+        T.FLOAT16: frozenset({T.FLOAT, T.DOUBLE}),
+        T.BFLOAT16: frozenset({T.FLOAT, T.DOUBLE}),
+        T.FLOAT: frozenset({T.DOUBLE}),
+        T.INT8: _INTS_SMALL | {T.FLOAT16, T.FLOAT, T.DOUBLE},
+        T.UINT8: _INTS_SMALL | {T.UINT16, T.UINT32, T.UINT64, T.FLOAT16, T.FLOAT, T.DOUBLE},
+        T.INT16: frozenset({T.INT32, T.INT64, T.FLOAT, T.DOUBLE}),
+        T.UINT16: frozenset({T.INT32, T.UINT32, T.INT64, T.UINT64, T.FLOAT, T.DOUBLE}),
+        T.INT32: frozenset({T.INT64, T.DOUBLE}),
+        T.UINT32: frozenset({T.INT64, T.UINT64, T.DOUBLE}),
+    }
+)
 
 
 def is_exact_cast(src: int, dst: int) -> bool:

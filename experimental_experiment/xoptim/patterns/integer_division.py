@@ -14,18 +14,18 @@ from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value, graph_index, small_constant
 from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 
-_SIZE_PRESERVING = {"Squeeze", "Unsqueeze", "Reshape", "Identity", "Concat"}
-_CLOSED = {"Add", "Mul", "Max", "Min"}  # non-negative inputs give a non-negative output
+_SIZE_PRESERVING = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Identity", "Concat"})
+_CLOSED = frozenset({"Add", "Mul", "Max", "Min"})  # non-negative inputs give a non-negative output
 
 
-def _int_scalar(g, name: str) -> int | None:
+def _int_scalar(g: GraphBuilder, name: str) -> int | None:
     value = small_constant(g, name, 1)
     if value is None or value.dtype.kind not in "iu" or value.size != 1:
         return None
     return int(value.reshape(-1)[0])
 
 
-def is_nonnegative(g, name: str, depth: int = 6) -> bool:
+def is_nonnegative(g: GraphBuilder, name: str, depth: int = 6) -> bool:
     """Tells if ``name`` is an integer tensor made of sizes: Shape, Size, gathered or
     reshaped sizes, non-negative constants, sums and products of those."""
     value = small_constant(g, name, 64)
@@ -98,7 +98,7 @@ class FloorDivOfSizeToDiv(Pattern):
             self, nodes, outputs=outputs, bound=dict(s=s, k=k, t=t, m=m, c=node.input[1], like=like)
         )
 
-    def _size_plus_constant(self, g, t):
+    def _size_plus_constant(self, g: GraphBuilder, t):
         """(s, k, node computing t) with t = s + k, s a size; (None, 0, None) otherwise."""
         if is_nonnegative(g, t):
             return t, 0, None
@@ -111,7 +111,7 @@ class FloorDivOfSizeToDiv(Pattern):
                 return node.input[si], (k if node.op_type == "Add" else -k), node
         return None, 0, None
 
-    def _consumer(self, g, name):
+    def _consumer(self, g: GraphBuilder, name):
         if self.n_consumers(g, name) != 1:
             return None
         users = graph_index(g).consumers.get(name, [])

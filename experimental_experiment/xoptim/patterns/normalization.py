@@ -24,12 +24,12 @@ from ._utils import FLOATS, const_ints, known_shape, normalize_axes
 _FUSABLE = FLOATS - {TensorProto.DOUBLE}
 
 
-def _scalar(g, name: str) -> float | None:
+def _scalar(g: GraphBuilder, name: str) -> float | None:
     value = small_constant(g, name, 1)
     return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
 
 
-def _trailing_axes(g, x: str, axes_name: str) -> int | None:
+def _trailing_axes(g: GraphBuilder, x: str, axes_name: str) -> int | None:
     """The first normalized axis when ``axes_name`` holds the last axes of x."""
     rank = g.get_rank(x)
     axes = normalize_axes(const_ints(g, axes_name), rank)
@@ -38,7 +38,7 @@ def _trailing_axes(g, x: str, axes_name: str) -> int | None:
     return axes[0]
 
 
-def _fits_normalized_shape(g, x: str, w: str, first_axis: int) -> bool:
+def _fits_normalized_shape(g: GraphBuilder, x: str, w: str, first_axis: int) -> bool:
     """True when w has exactly the normalized dims of x."""
     sx, sw = known_shape(g, x), known_shape(g, w)
     return sx is not None and sw is not None and tuple(sw) == tuple(sx[first_axis:])
@@ -154,7 +154,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
             bound={"x": x, "scale": scale, "axis": first, "eps": _scalar(g, eps)},
         )
 
-    def _match_no_scale(self, g, node):
+    def _match_no_scale(self, g: GraphBuilder, node):
         """x * Reciprocal(Sqrt(mean(x^2) + eps)) alone: the scale is a constant of ones
         (static normalized dims only); left to the form with a scale when the next
         node multiplies by one."""
@@ -186,7 +186,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
             self, nodes, bound={"x": x, "scale": ones, "axis": first, "eps": _scalar(g, eps)}
         )
 
-    def _normalized(self, g, node):
+    def _normalized(self, g: GraphBuilder, node):
         """x * Reciprocal(Sqrt(mean(x^2) + eps)) or x / Sqrt(...)."""
         if node is None or node.domain != "" or node.op_type not in ("Mul", "Div"):
             return None
@@ -230,7 +230,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
         return op.RMSNormalization(b["x"], scale, axis=b["axis"], epsilon=b["eps"])
 
 
-def _index_consumers(g, name: str) -> list:
+def _index_consumers(g: GraphBuilder, name: str) -> list:
     from ..matcher import graph_index
 
     return list(graph_index(g).consumers.get(name, ()))

@@ -46,7 +46,7 @@ class ReshapeToIdentity(ShapePreservingToIdentity):
         return super().check(g, x, s, outputs)
 
 
-def keeps_every_dimension(g, x: str, target: list[int] | None) -> bool:
+def keeps_every_dimension(g: GraphBuilder, x: str, target: list[int] | None) -> bool:
     """True when Reshape(x, target) (allowzero=0) returns x's shape."""
     shape = g.get_shape(x)
     if target is None or shape is None or len(target) != len(shape) or target.count(-1) > 1:

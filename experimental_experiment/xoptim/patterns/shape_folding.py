@@ -10,7 +10,7 @@ from ..matcher import attribute_value, small_constant
 from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 
 
-def _known_dims(g, node):
+def _known_dims(g: GraphBuilder, node):
     """The int64 values of Shape(x, start, end) if they are all known."""
     shape = g.get_shape(node.input[0])
     if shape is None:

@@ -83,7 +83,7 @@ class UnsqueezeUnsqueezeToUnsqueeze(Pattern):
         return op.Unsqueeze(x, i64(axes))
 
 
-def _slice_args(g, node):
+def _slice_args(g: GraphBuilder, node):
     """(starts, ends, axes, steps) of a Slice with constant arguments, or None."""
     args = [const_ints(g, i) if i else None for i in node.input[1:]]
     args += [None] * (4 - len(args))

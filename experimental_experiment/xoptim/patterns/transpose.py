@@ -56,7 +56,7 @@ class TransposeToIdentity(Pattern):
         return match.bound["x"]
 
 
-def _is_2d_transpose(g, node) -> bool:
+def _is_2d_transpose(g: GraphBuilder, node) -> bool:
     if node is None or node.op_type != "Transpose" or node.domain != "":
         return False
     perm = [list(a.ints) for a in node.attribute if a.name == "perm"]

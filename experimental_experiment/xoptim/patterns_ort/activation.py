@@ -34,7 +34,7 @@ class GeluTanhToFastGelu(GeluTanhToGelu):
 class _AddActivation(Pattern):
     """Act(Add(x, bias)) -> Fused(x, bias) for a bias vector of the last dimension."""
 
-    def _bias_add(self, g, node):
+    def _bias_add(self, g: GraphBuilder, node):
         add = self.producer(g, node.input[0])
         if not is_op(add, "Add"):
             return None

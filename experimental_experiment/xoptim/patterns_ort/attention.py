@@ -45,11 +45,11 @@ from ._utils import MS, ORT_FLOATS, is_op, swaps_last_two, used_before
 from .attention_mask import dim_expression, prove_causal, same, same_dim, shape_pieces
 
 
-def _is_minus_inf(g, name: str) -> bool:
+def _is_minus_inf(g: GraphBuilder, name: str) -> bool:
     return constant_equals(g, name, -np.inf)
 
 
-def _reduce_last(g, node) -> bool:
+def _reduce_last(g: GraphBuilder, node) -> bool:
     """ReduceMax over the last axis with keepdims=1."""
     rank = g.get_rank(node.input[0])
     axes = (
@@ -116,7 +116,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             ),
         )
 
-    def _probabilities(self, g, name: str, nodes: list):
+    def _probabilities(self, g: GraphBuilder, name: str, nodes: list):
         """(mask, scores, guard) of Softmax(Where(mask, scores, -inf)), guarded or not."""
         node = self.producer(g, name)
         guard = is_op(node, "Where")
@@ -155,7 +155,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         nodes += [node, where]
         return where.input[0], where.input[1], guard
 
-    def _scores(self, g, name: str, nodes: list):
+    def _scores(self, g: GraphBuilder, name: str, nodes: list):
         """(q, k, scale) of FusedMatMul(q, k, transB=1, alpha) or MatMul(q, Transpose(k))."""
         node = self.producer(g, name)
         if is_op(node, "FusedMatMul", MS):
@@ -175,7 +175,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
                 return node.input[0], tr.input[0], 1.0
         return None
 
-    def _unrepeat(self, g, name: str, nodes: list):
+    def _unrepeat(self, g: GraphBuilder, name: str, nodes: list):
         """(x, repeat) for Reshape(Expand(Unsqueeze(x, [2]), (., ., r, ., .)), [0, N, -1, D])
         (repeat_kv), (name, 1) when it is something else."""
         resh = self.producer(g, name)
@@ -211,7 +211,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         nodes += [unsq, exp, resh]
         return x, r
 
-    def _cache(self, g, name: str):
+    def _cache(self, g: GraphBuilder, name: str):
         """(past, new, concat node) of Concat(past, new, axis=2)."""
         node = self.producer(g, name)
         if (
@@ -222,7 +222,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             return None
         return node.input[0], node.input[1], node
 
-    def _check(self, g, q: str, kc, vc, rep: int, mask: str) -> str | None:
+    def _check(self, g: GraphBuilder, q: str, kc, vc, rep: int, mask: str) -> str | None:
         sq, sk, sp = g.get_shape(q), g.get_shape(kc[1]), g.get_shape(kc[0])
         if g.get_type(q) not in ORT_FLOATS or any(
             g.get_type(n) != g.get_type(q) for n in (*kc[:2], *vc[:2])

@@ -25,6 +25,8 @@ constant 2-D weights used by nothing else.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import numpy as np
 from onnx import NodeProto, TensorProto
 
@@ -36,12 +38,14 @@ from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op
 
 #: attributes of RotaryEmbedding the fused form does not express (default value)
-_ROTARY_DEFAULTS = {
-    "num_heads": 0,
-    "rotary_embedding_dim": 0,
-    "is_packed_batching": 0,
-    "scale": 1.0,
-}
+_ROTARY_DEFAULTS = MappingProxyType(
+    {
+        "num_heads": 0,
+        "rotary_embedding_dim": 0,
+        "is_packed_batching": 0,
+        "scale": 1.0,
+    }
+)
 
 
 def _attributes(node) -> dict:
@@ -71,7 +75,7 @@ def _gqa_call(op, node, inputs: list[str], **changed):
     return outs
 
 
-def consecutive_positions(g, name: str) -> bool:
+def consecutive_positions(g: GraphBuilder, name: str) -> bool:
     """True when ``name`` is ``Reshape(Range(start, limit, 1), shape)`` of rank 2: every
     row holds consecutive positions."""
     resh = Pattern.producer(g, name)
@@ -81,7 +85,7 @@ def consecutive_positions(g, name: str) -> bool:
     return is_op(rng, "Range") and constant_ints(g, rng.input[2], 1) == [1]
 
 
-def _total64(g, total32: str) -> str | None:
+def _total64(g: GraphBuilder, total32: str) -> str | None:
     """The int64 tensor of shape (1,) total_sequence_length is cast from
     (``Cast(Squeeze(total))`` or ``Cast(total)``), None if it is something else."""
     node = Pattern.producer(g, total32)
@@ -134,7 +138,7 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
             ),
         )
 
-    def _check(self, g, node, rq, rk) -> str | None:
+    def _check(self, g: GraphBuilder, node, rq, rk) -> str | None:
         for r in (rq, rk):
             if any(attribute_value(r, k, v) != v for k, v in _ROTARY_DEFAULTS.items()):
                 return "a rotation with num_heads, rotary_embedding_dim, scale or packing"
@@ -203,7 +207,7 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
             self, [*mms, node], bound=dict(x=mms[0].input[0], weights=[m.input[1] for m in mms])
         )
 
-    def _check(self, g, mms) -> str | None:
+    def _check(self, g: GraphBuilder, mms) -> str | None:
         x = mms[0].input[0]
         dtype = g.get_type(x)
         shapes = []

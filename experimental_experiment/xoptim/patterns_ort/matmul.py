@@ -10,7 +10,7 @@ from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, scalar_value, swaps_last_two
 
 
-def _scale_of(g, node: NodeProto, other: str) -> float | None:
+def _scale_of(g: GraphBuilder, node: NodeProto, other: str) -> float | None:
     """The scalar constant ``node`` (a Mul) multiplies ``other`` by, if it keeps
     the shape of ``other`` (a scalar constant of rank <= rank(other))."""
     for x, c in (node.input, node.input[::-1]):
@@ -58,7 +58,7 @@ def _make_fused(op, a: str, b: str, attrs: dict):
 
 
 class _FusedMatMulBase(Pattern):
-    def _check_types(self, g, a: str, b: str) -> str | None:
+    def _check_types(self, g: GraphBuilder, a: str, b: str) -> str | None:
         if g.get_type(a) not in ORT_FLOATS or g.get_type(b) != g.get_type(a):
             return "not float32 or float16"
         if (g.get_rank(a) or 0) < 2 or (g.get_rank(b) or 0) < 2:
@@ -84,7 +84,7 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
     def anchors(self):
         return (("", "MatMul"), (MS, "FusedMatMul"))
 
-    def _peel(self, g, name: str, attrs: dict, key: str, nodes: list) -> str:
+    def _peel(self, g: GraphBuilder, name: str, attrs: dict, key: str, nodes: list) -> str:
         """Goes up through one Transpose and one scalar Mul (any order) used once."""
         seen: set[str] = set()
         for _ in range(2):

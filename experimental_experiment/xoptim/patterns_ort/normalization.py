@@ -19,7 +19,7 @@ from ..pattern import Match, MatchResult, Pattern, Refusal, RewriteOp, RewriteRe
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector, scalar_value, used_before
 
 
-def _reduce_axes(g, node: NodeProto) -> list[int] | None:
+def _reduce_axes(g: GraphBuilder, node: NodeProto) -> list[int] | None:
     """Axes of a ReduceMean (input or attribute), made non-negative."""
     rank = g.get_rank(node.input[0])
     if rank is None:
@@ -74,7 +74,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
             self, [*chain, node], bound={"x": x, "axis": axes[0], "eps": eps, "shape": tuple(norm)}
         )
 
-    def _denominator(self, g, node, x, r):
+    def _denominator(self, g: GraphBuilder, node, x, r):
         """(nodes, ReduceMean node, epsilon) if r is 1/sqrt(mean(x^2)+eps) or sqrt(...)."""
         rn = self.producer(g, r)
         chain = []

@@ -40,12 +40,12 @@ from .attention_mask import dim_expression, same
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def _consts(g, names) -> list[list[int]] | None:
+def _consts(g: GraphBuilder, names) -> list[list[int]] | None:
     out = [constant_ints(g, n, None) for n in names]
     return None if any(v is None for v in out) else out
 
 
-def _half_slice(g, node: NodeProto, x: str, half: int, first: bool) -> bool:
+def _half_slice(g: GraphBuilder, node: NodeProto, x: str, half: int, first: bool) -> bool:
     """True if node is Slice(x)[..., :half] (first) or Slice(x)[..., half:]."""
     if not is_op(node, "Slice") or node.input[0] != x or len(node.input) < 4:
         return False
@@ -62,7 +62,7 @@ def _half_slice(g, node: NodeProto, x: str, half: int, first: bool) -> bool:
     return starts == half and ends >= 2 * half
 
 
-def _rotate_half(g, node: NodeProto | None, x: str, half: int) -> list | None:
+def _rotate_half(g: GraphBuilder, node: NodeProto | None, x: str, half: int) -> list | None:
     """Nodes of Concat(Neg(x[..., half:]), x[..., :half], axis=-1), None otherwise."""
     if not is_op(node, "Concat") or len(node.input) != 2:
         return None
@@ -78,7 +78,7 @@ def _rotate_half(g, node: NodeProto | None, x: str, half: int) -> list | None:
     return None
 
 
-def _trig(g, name: str, op_type: str) -> tuple[str, str] | None:
+def _trig(g: GraphBuilder, name: str, op_type: str) -> tuple[str, str] | None:
     """(f, name) if name is Unsqueeze(op_type(Concat(f, f, axis=-1)), [1])."""
     unsq = Pattern.producer(g, name)
     if not is_op(unsq, "Unsqueeze") or _consts(g, unsq.input[1:2]) != [[1]]:
@@ -127,7 +127,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
                         return Match(self, [*rot, m_cos, m_sin, node], bound=res)
         return None
 
-    def _check(self, g, node, x, c, s, d):
+    def _check(self, g: GraphBuilder, node, x, c, s, d):
         tc, ts = _trig(g, c, "Cos"), _trig(g, s, "Sin")
         if tc is None or ts is None:
             return None
