@@ -63,12 +63,13 @@ def _functions(tree: ast.Module) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFu
             yield node, False
         elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
             for sub in node.body:
-                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(
-                    sub.name
-                ):
-                    yield sub, not any(
-                        isinstance(d, ast.Name) and d.id == "staticmethod"
-                        for d in sub.decorator_list
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(sub.name):
+                    yield (
+                        sub,
+                        not any(
+                            isinstance(d, ast.Name) and d.id == "staticmethod"
+                            for d in sub.decorator_list
+                        ),
                     )
 
 

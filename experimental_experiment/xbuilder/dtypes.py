@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 from onnx import TensorProto
@@ -32,10 +33,10 @@ _np_to_onnx = {
 }
 if _BF16 is not None:
     _np_to_onnx[_BF16] = TensorProto.BFLOAT16
-_NP_TO_ONNX = MappingProxyType(_np_to_onnx)
+_NP_TO_ONNX: Mapping[np.dtype, int] = MappingProxyType(_np_to_onnx)
 del _np_to_onnx
 
-_ONNX_TO_NP = MappingProxyType({v: k for k, v in _NP_TO_ONNX.items()})
+_ONNX_TO_NP: Mapping[int, np.dtype] = MappingProxyType({v: k for k, v in _NP_TO_ONNX.items()})
 
 FLOAT_TYPES = frozenset(
     {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}

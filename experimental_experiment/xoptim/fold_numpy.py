@@ -8,6 +8,7 @@ reference evaluator then folds."""
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from onnx import AttributeProto, NodeProto, numpy_helper
@@ -18,7 +19,7 @@ _RANGE_TYPES = frozenset(
 )
 
 
-def _attributes(node: NodeProto) -> dict:
+def _attributes(node: NodeProto) -> dict | None:
     atts = {}
     for a in node.attribute:
         if a.type == AttributeProto.INT:
@@ -98,7 +99,7 @@ def _div(x, y):
 
 
 #: operator -> (function of the inputs and attributes, smallest opset it implements)
-_KERNELS = MappingProxyType(
+_KERNELS: Mapping[str, tuple[Callable[..., Any], int]] = MappingProxyType(
     {
         "Transpose": (_transpose, 1),
         "Unsqueeze": (lambda x, axes: np.expand_dims(x, axis=tuple(axes)), 13),

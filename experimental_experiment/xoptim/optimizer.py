@@ -42,6 +42,7 @@ def _record_refusal(entry: ReportEntry, reason: str, node: NodeProto, verbose: i
 
 def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
     """Why the engine refuses a match: an intermediate result escapes it."""
+    assert m.outputs is not None, "_find_matches sets the outputs of every match"
     inside = NodeSet(m.nodes)
     keep = set(m.outputs)
     for n in m.nodes:
@@ -108,6 +109,8 @@ def _find_matches(
 
 def _apply(g: GraphBuilder, m: Match) -> list[NodeProto] | str:
     """Builds the replacement of a match; returns the new nodes or a refusal reason."""
+    outputs = m.outputs
+    assert outputs is not None, "_find_matches sets the outputs of every match"
     n0 = len(g.nodes)
     try:
         res = m.pattern.apply(RewriteOp(g), m)
@@ -117,30 +120,30 @@ def _apply(g: GraphBuilder, m: Match) -> list[NodeProto] | str:
         return f"rewrite failed: {type(e).__name__}: {e}"
     new = list(g.nodes[n0:])
     del g.nodes[n0:]
-    res = list(res) if isinstance(res, (tuple, list)) else [res]
-    if len(res) != len(m.outputs):
-        return f"rewrite returned {len(res)} results for {len(m.outputs)} outputs"
-    for name, target in zip(res, m.outputs):
+    res = list(res) if isinstance(res, (tuple, list)) else [cast(str, res)]
+    if len(res) != len(outputs):
+        return f"rewrite returned {len(res)} results for {len(outputs)} outputs"
+    for name, target in zip(res, outputs):
         t_new, t_old = g.get_type(name), g.get_type(target)
         if t_new and t_old and t_new != t_old:
             return f"rewrite changes the type of {target!r} ({t_old} -> {t_new})"
-    gone = {o for n in m.nodes for o in n.output if o} - set(m.outputs)
+    gone = {o for n in m.nodes for o in n.output if o} - set(outputs)
     for node in new:
         if any(i in gone for i in node.input):
             return "the rewrite uses a result of a removed node"
-    if any(name in gone or name in m.outputs for name in res):
+    if any(name in gone or name in outputs for name in res):
         return "the rewrite returns a result of a removed node"
     produced = {o: (node, i) for node in new for i, o in enumerate(node.output) if o}
     renamed: dict[str, str] = {}
-    for name, target in zip(res, m.outputs):
+    for name, target in zip(res, outputs):
         if name in produced and name not in renamed:
             node, i = produced[name]
             node.output[i] = target
             renamed[name] = target
-            if g.get_shape(target) is None and g.get_shape(name) is not None:
-                g.set_shape(target, g.get_shape(name))
-            elif g.get_rank(target) is None and g.get_rank(name) is not None:
-                g.set_rank(target, g.get_rank(name))
+            if g.get_shape(target) is None and (shape := g.get_shape(name)) is not None:
+                g.set_shape(target, shape)
+            elif g.get_rank(target) is None and (rank := g.get_rank(name)) is not None:
+                g.set_rank(target, rank)
             if not g.get_type(target) and g.get_type(name):
                 g.set_type(target, g.get_type(name))
         else:

@@ -91,13 +91,15 @@ def remove_identity(g: GraphBuilder) -> int:
 
 
 def _fold_shape(g: GraphBuilder, node: NodeProto) -> np.ndarray | None:
-    if node.op_type == "Shape" and g.is_static_shape(node.input[0]):
-        shape = g.get_shape(node.input[0])
+    shape = g.get_shape(node.input[0])
+    if shape is None or not g.is_static_shape(node.input[0]):
+        return None
+    if node.op_type == "Shape":
         start = _int_attr(node, "start", 0)
         end = _int_attr(node, "end", len(shape))
         return i64(shape[start:end])
-    if node.op_type == "Size" and g.is_static_shape(node.input[0]):
-        return i64(int(np.prod(g.get_shape(node.input[0]))))
+    if node.op_type == "Size":
+        return i64(int(np.prod(shape)))
     return None
 
 

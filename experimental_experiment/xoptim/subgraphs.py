@@ -41,10 +41,9 @@ def count_nodes(
 ) -> int:
     """Number of nodes in ``nodes`` (a list of NodeProto, a GraphProto or a
     FunctionProto), the nodes of their subgraphs included when ``recursive``."""
-    if hasattr(nodes, "node"):
-        nodes = nodes.node
+    seq = nodes.node if isinstance(nodes, (GraphProto, FunctionProto)) else nodes
     total = 0
-    for node in nodes:
+    for node in seq:
         total += 1
         if recursive:
             for sub in subgraphs(node):

@@ -39,7 +39,9 @@ class ExpSumDivToSoftmax(Pattern):
         return None
 
     def rewrite(self, op: RewriteOp, x: str, axes: str, k: int | None) -> RewriteResult:
-        return op.Softmax(x, axis=normalize_axes(const_ints(op.g, axes), op.g.get_rank(x))[0])
+        norm = normalize_axes(const_ints(op.g, axes), op.g.get_rank(x))
+        assert norm is not None  # check accepted one constant axis
+        return op.Softmax(x, axis=norm[0])
 
 
 class SoftmaxSubMaxToSoftmax(Pattern):
@@ -57,7 +59,7 @@ class SoftmaxSubMaxToSoftmax(Pattern):
     ) -> str | None:
         rank = g.get_rank(x)
         norm = normalize_axes(const_ints(g, axes), rank)
-        if k not in (None, 1) or norm is None:
+        if k not in (None, 1) or norm is None or rank is None:
             return "keepdims=0 or unknown axes"
         if (-1 if axis is None else axis) % rank not in norm:
             return "the maximum is not taken over the softmax axis"

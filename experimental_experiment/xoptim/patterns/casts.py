@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import MappingProxyType
+from typing import Mapping
 
 from onnx import NodeProto
 from onnx import TensorProto as T
@@ -22,7 +23,7 @@ from ..pattern import (
 
 _INTS_SMALL = frozenset({T.INT16, T.INT32, T.INT64})
 #: src -> types representing every value of src exactly
-_EXACT = MappingProxyType(
+_EXACT: Mapping[int, frozenset[int]] = MappingProxyType(
     {
         T.BOOL: frozenset(
             {
@@ -82,7 +83,7 @@ class CastCastToCast(Pattern):
     def pattern(self, op: PatternOp, x: Var, a: Var, b: Var) -> PatternResult:
         return op.Cast(op.Cast(x, to=a), to=b)
 
-    def check(self, g: GraphBuilder, x: str, a: int | None, b: int | None) -> str | None:
+    def check(self, g: GraphBuilder, x: str, a: int, b: int) -> str | None:
         src = g.get_type(x)
         if not src:
             return "unknown input type"
@@ -90,7 +91,7 @@ class CastCastToCast(Pattern):
             return f"the first cast {src}->{a} loses information"
         return None
 
-    def rewrite(self, op: RewriteOp, x: str, a: int | None, b: int | None) -> RewriteResult:
+    def rewrite(self, op: RewriteOp, x: str, a: int, b: int) -> RewriteResult:
         if op.g.get_type(x) == b:
             return x
         return op.Cast(x, to=b)

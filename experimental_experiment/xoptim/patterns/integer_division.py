@@ -73,9 +73,13 @@ class FloorDivOfSizeToDiv(Pattern):
         if s is None:
             return self.refuse("the numerator is not a size plus a constant")
         like = small_constant(g, node.input[1], 1)
-        if add_t is not None and small_constant(
-            g, add_t.input[0] if add_t.input[1] == s else add_t.input[1], 1
-        ).ndim > max(like.ndim, g.get_rank(s) or 0):
+        added = (
+            None
+            if add_t is None
+            else small_constant(g, add_t.input[0] if add_t.input[1] == s else add_t.input[1], 1)
+        )
+        assert like is not None  # _int_scalar accepted the divisor
+        if added is not None and added.ndim > max(like.ndim, g.get_rank(s) or 0):
             return self.refuse("the constant added to the size broadcasts it")
         if any(self.n_consumers(g, o) != 1 for o in (mod.output[0], sub.output[0])):
             return self.refuse("an intermediate result is used elsewhere")

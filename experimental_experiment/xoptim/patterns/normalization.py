@@ -33,7 +33,7 @@ def _trailing_axes(g: GraphBuilder, x: str, axes_name: str) -> int | None:
     """The first normalized axis when ``axes_name`` holds the last axes of x."""
     rank = g.get_rank(x)
     axes = normalize_axes(const_ints(g, axes_name), rank)
-    if not axes or axes != list(range(rank - len(axes), rank)):
+    if not axes or rank is None or axes != list(range(rank - len(axes), rank)):
         return None
     return axes[0]
 

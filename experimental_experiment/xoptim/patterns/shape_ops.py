@@ -51,8 +51,8 @@ class UnsqueezeSqueezeToIdentity(Pattern):
         return op.Squeeze(op.Unsqueeze(x, a1), a2)
 
     def check(self, g: GraphBuilder, x: str, a1: str, a2: str) -> str | None:
-        v1 = const_ints(g, a1)
-        r = None if v1 is None or g.get_rank(x) is None else g.get_rank(x) + len(v1)
+        v1, rx = const_ints(g, a1), g.get_rank(x)
+        r = None if v1 is None or rx is None else rx + len(v1)
         n1, n2 = normalize_axes(v1, r), normalize_axes(const_ints(g, a2), r)
         if n1 is None or n1 != n2:
             return "axes differ or are unknown"
@@ -76,6 +76,7 @@ class UnsqueezeUnsqueezeToUnsqueeze(Pattern):
     def rewrite(self, op: RewriteOp, x: str, a1: str, a2: str) -> RewriteResult:
         v1, v2 = const_ints(op.g, a1), const_ints(op.g, a2)
         r = op.g.get_rank(x)
+        assert v1 is not None and v2 is not None and r is not None  # ensured by check
         rank = r + len(v1) + len(v2)
         n2 = sorted(a % rank for a in v2)
         rest = [i for i in range(rank) if i not in n2]

@@ -32,9 +32,7 @@ class TransposeTransposeToTranspose(Pattern):
             return "a perm attribute is missing"
         return None
 
-    def rewrite(
-        self, op: RewriteOp, x: str, p1: list[int] | None, p2: list[int] | None
-    ) -> RewriteResult:
+    def rewrite(self, op: RewriteOp, x: str, p1: list[int], p2: list[int]) -> RewriteResult:
         perm = [p1[i] for i in p2]
         if perm == list(range(len(perm))):
             return x
@@ -56,7 +54,7 @@ class TransposeToIdentity(Pattern):
         return match.bound["x"]
 
 
-def _is_2d_transpose(g: GraphBuilder, node) -> bool:
+def _is_2d_transpose(g: GraphBuilder, node: NodeProto | None) -> bool:
     if node is None or node.op_type != "Transpose" or node.domain != "":
         return False
     perm = [list(a.ints) for a in node.attribute if a.name == "perm"]
@@ -107,7 +105,7 @@ class TransposeGemmToGemm(Pattern):
         nodes, bound = [], {}
         for i in (0, 1):
             t = self.producer(g, node.input[i])
-            if _is_2d_transpose(g, t):
+            if t is not None and _is_2d_transpose(g, t):
                 if all(t is not n for n in nodes):
                     nodes.append(t)
                 bound[i] = t.input[0]

@@ -97,6 +97,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         if any(used_before(g, c[2].output[0], node, nodes) for c in (kc, vc)):
             return self.refuse("the new cache is used before the attention")
         shape = g.get_shape(q)
+        assert shape is not None  # _check refused unknown shapes
         return Match(
             self,
             nodes,
@@ -181,7 +182,12 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         resh = self.producer(g, name)
         exp = self.producer(g, resh.input[0]) if is_op(resh, "Reshape") else None
         unsq = self.producer(g, exp.input[0]) if is_op(exp, "Expand") else None
-        if not is_op(unsq, "Unsqueeze") or constant_ints(g, unsq.input[1], 4) != [2]:
+        if (
+            not is_op(unsq, "Unsqueeze")
+            or exp is None  # not None when unsq is a node
+            or resh is None
+            or constant_ints(g, unsq.input[1], 4) != [2]
+        ):
             return name, 1
         x = unsq.input[0]
         sx, pieces = g.get_shape(x), shape_pieces(g, exp.input[1])
@@ -236,7 +242,8 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             or sk[3] != sq[3]
         ):
             return "heads or head sizes are unknown or do not match"
-        if g.get_shape(vc[1]) is None or g.get_shape(vc[1])[1:] != tuple(sk[1:]):
+        sv = g.get_shape(vc[1])
+        if sv is None or sv[1:] != tuple(sk[1:]):
             return "value and key have different shapes"
         shape_m = g.get_shape(mask)
         if g.get_rank(mask) != 4 or (shape_m is not None and shape_m[1] != 1):
@@ -259,6 +266,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         # sizes read on the mask when it is known to have the batch of the query: the
         # nodes are then the same for every layer (merged by CSE)
         sm, sq = g.get_shape(b["mask"]), g.get_shape(b["q"])
+        assert sq is not None  # match read the heads on the query's shape
         shared = sm is not None and same(dim_expression(sm[0]), dim_expression(sq[0]))
         total = op.Shape(b["mask"], start=3, end=4)
         batch = op.Shape(b["mask"] if shared else b["q"], start=0, end=1)

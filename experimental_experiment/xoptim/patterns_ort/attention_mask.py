@@ -190,13 +190,14 @@ def same_dim(g: GraphBuilder, name: str, axis: int, expr: Linear | None, depth: 
     if shape is not None and same(dim_expression(shape[axis]), expr):
         return True
     node = Pattern.producer(g, name)
-    if depth > 4 or not is_op(node, "Concat") or g.get_rank(name) is None:
-        return False
     rank = g.get_rank(name)
+    if depth > 4 or not is_op(node, "Concat") or rank is None:
+        return False
     if attribute_value(node, "axis") % rank != axis % rank:
         return False
-    parts = [g.get_shape(i) for i in node.input]
-    if any(p is None for p in parts):
+    found = [g.get_shape(i) for i in node.input]
+    parts = [p for p in found if p is not None]
+    if len(parts) != len(found):
         return False
     total: Linear = {"": 0}
     for p in parts:

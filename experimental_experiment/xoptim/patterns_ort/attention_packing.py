@@ -193,8 +193,9 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
     def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if not _input(node, 1) or not _input(node, 2):
             return None
-        mms = [self.producer(g, node.input[i]) for i in range(3)]
-        if not all(is_op(m, "MatMul") for m in mms):
+        found = [self.producer(g, node.input[i]) for i in range(3)]
+        mms = [m for m in found if is_op(m, "MatMul")]
+        if len(mms) != 3:
             return None
         if len({m.input[0] for m in mms}) != 1:
             return self.refuse("the projections do not read the same input")

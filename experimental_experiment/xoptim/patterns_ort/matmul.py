@@ -29,7 +29,7 @@ def _scale_of(g: GraphBuilder, node: NodeProto, other: str) -> float | None:
     return None
 
 
-def _fused_attributes(node: NodeProto) -> dict:
+def _fused_attributes(node: NodeProto) -> dict | None:
     """transA, transB, alpha of a MatMul or FusedMatMul (None when not fusable)."""
     if node.op_type == "MatMul":
         return {"transA": 0, "transB": 0, "alpha": 1.0}
@@ -159,12 +159,8 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
                 continue
             value = scalar_value(g, node.input[1 - k])
             c = node.input[1 - k]
-            if (
-                value is None
-                or g.get_rank(c) is None
-                or g.get_rank(mm.output[0]) is None
-                or g.get_rank(c) > g.get_rank(mm.output[0])
-            ):
+            rank_c, rank_mm = g.get_rank(c), g.get_rank(mm.output[0])
+            if value is None or rank_c is None or rank_mm is None or rank_c > rank_mm:
                 continue
             if g.get_type(c) != g.get_type(mm.output[0]):
                 continue

@@ -58,7 +58,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
         chain, mean, eps = res
         rank = g.get_rank(x)
         axes = _reduce_axes(g, mean)
-        if axes is None or axes != list(range(rank - len(axes), rank)):
+        if axes is None or rank is None or axes != list(range(rank - len(axes), rank)):
             return self.refuse("the mean is not taken over the last axes")
         if any(a.name == "keepdims" and a.i != 1 for a in mean.attribute):
             return self.refuse("keepdims=0")
@@ -178,7 +178,7 @@ class SimplifiedLayerNormMulToScale(Pattern):
             op,
             "SkipSimplifiedLayerNormalization",
             inputs,
-            len(match.outputs) > 1,
+            len(match.outputs or ()) > 1,
             epsilon=attrs["epsilon"],
         )
 
@@ -240,7 +240,7 @@ class _AddNormToSkipNorm(Pattern):
             op,
             self.skip_op,
             [b["a"], b["b"], *norm.input[1:]],
-            len(match.outputs) > 1,
+            len(match.outputs or ()) > 1,
             epsilon=float(b["eps"]),
         )
 

@@ -42,10 +42,11 @@ _INT64_MAX = np.iinfo(np.int64).max
 
 def _consts(g: GraphBuilder, names) -> list[list[int]] | None:
     out = [constant_ints(g, n, None) for n in names]
-    return None if any(v is None for v in out) else out
+    known = [v for v in out if v is not None]
+    return None if len(known) != len(out) else known
 
 
-def _half_slice(g: GraphBuilder, node: NodeProto, x: str, half: int, first: bool) -> bool:
+def _half_slice(g: GraphBuilder, node: NodeProto | None, x: str, half: int, first: bool) -> bool:
     """True if node is Slice(x)[..., :half] (first) or Slice(x)[..., half:]."""
     if not is_op(node, "Slice") or node.input[0] != x or len(node.input) < 4:
         return False
@@ -55,7 +56,7 @@ def _half_slice(g: GraphBuilder, node: NodeProto, x: str, half: int, first: bool
     starts, ends, axes = values[0][0], values[1][0], values[2][0]
     steps = values[3][0] if len(values) > 3 else 1
     rank = g.get_rank(x)
-    if axes % rank != rank - 1 or steps != 1:
+    if rank is None or axes % rank != rank - 1 or steps != 1:
         return False
     if first:
         return starts == 0 and ends == half
@@ -67,7 +68,7 @@ def _rotate_half(g: GraphBuilder, node: NodeProto | None, x: str, half: int) -> 
     if not is_op(node, "Concat") or len(node.input) != 2:
         return None
     rank = g.get_rank(x)
-    if attribute_value(node, "axis") % rank != rank - 1:
+    if rank is None or attribute_value(node, "axis") % rank != rank - 1:
         return None
     neg = Pattern.producer(g, node.input[0])
     if not is_op(neg, "Neg"):
@@ -105,8 +106,9 @@ class HalfRotaryToRotaryEmbedding(Pattern):
     anchor = "Add"
 
     def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
-        muls = [self.producer(g, i) for i in node.input]
-        if not all(is_op(m, "Mul") for m in muls):
+        found = [self.producer(g, i) for i in node.input]
+        muls = [m for m in found if is_op(m, "Mul")]
+        if len(muls) != len(found):
             return None
         for m_cos, m_sin in (muls, muls[::-1]):
             for x, c in (m_cos.input, m_cos.input[::-1]):
@@ -137,7 +139,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
         fs, xs = g.get_shape(f), g.get_shape(x)
         if g.get_type(x) not in ORT_FLOATS or g.get_type(f) != g.get_type(x):
             return "not float32 or float16 or the angles have another type"
-        if fs is None or fs[2] != d // 2:
+        if fs is None or xs is None or fs[2] != d // 2:
             return "the angles are not of shape (1 or batch, seq, head_size / 2)"
         per_token = fs[0] != 1
         if per_token and not same(dim_expression(fs[0]), dim_expression(xs[0])):
