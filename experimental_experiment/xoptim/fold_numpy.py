@@ -118,7 +118,9 @@ _KERNELS: Mapping[str, tuple[Callable[..., Any], int]] = MappingProxyType(
 )
 
 
-def evaluate_numpy(node: NodeProto, feeds: dict[str, np.ndarray], opset: int):
+def evaluate_numpy(
+    node: NodeProto, feeds: dict[str, np.ndarray], opset: int
+) -> list[np.ndarray] | None:
     """The outputs of ``node`` (a one-element list) or None when it is not one of the
     operators computed here (the caller falls back to the reference evaluator).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 from onnx import AttributeProto, ModelProto, TensorProto, ValueInfoProto, numpy_helper
 
@@ -17,9 +18,9 @@ class TensorProtoRef:
         self.proto = proto
         self.elem_type = proto.data_type
         self.shape = tuple(proto.dims)
-        self._array = None
+        self._array: np.ndarray | None = None
 
-    def to_numpy(self):
+    def to_numpy(self) -> np.ndarray:
         if self._array is None:
             self._array = numpy_helper.to_array(self.proto)
         return self._array

@@ -50,7 +50,7 @@ class AddGeluToBiasGelu(_AddActivation):
     """Gelu(Add(x, bias)) -> BiasGelu(x, bias) (com.microsoft) with ``bias`` 1-D of the
     size of the last dimension of ``x`` (Gelu from com.microsoft or ONNX, erf form)."""
 
-    def anchors(self):
+    def anchors(self) -> tuple[tuple[str, str], ...]:
         return ((MS, "Gelu"), ("", "Gelu"))
 
     def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
@@ -66,7 +66,7 @@ class AddFastGeluToFastGelu(_AddActivation):
     """FastGelu(Add(x, bias)) (or ONNX Gelu(approximate="tanh")) -> FastGelu(x, bias)
     (com.microsoft) with ``bias`` 1-D of the size of the last dimension of ``x``."""
 
-    def anchors(self):
+    def anchors(self) -> tuple[tuple[str, str], ...]:
         return ((MS, "FastGelu"), ("", "Gelu"))
 
     def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:

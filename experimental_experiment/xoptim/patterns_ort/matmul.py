@@ -81,7 +81,7 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
     #: True to fuse the Transpose of a constant too
     fuse_constant_transpose = False
 
-    def anchors(self):
+    def anchors(self) -> tuple[tuple[str, str], ...]:
         return (("", "MatMul"), (MS, "FusedMatMul"))
 
     def _peel(self, g: GraphBuilder, name: str, attrs: dict, key: str, nodes: list) -> str:
