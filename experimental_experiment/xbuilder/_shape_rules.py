@@ -7,7 +7,8 @@ symbolic dims, None for an unknown dim) or only the rank otherwise.
 
 from __future__ import annotations
 
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import numpy as np
 from onnx import NodeProto, TensorProto
@@ -459,7 +460,7 @@ def _rule_dequantize(g, node):
     _set(g, node.output[0], g.get_type(node.input[1]), g.get_shape(x), g.get_rank(x))
 
 
-RULES: dict[str, Callable] = {
+_RULES: dict[str, Callable] = {
     **{k: _rule_unary for k in _SAME_TYPE_UNARY},
     **{k: _rule_broadcast for k in _BROADCAST_SAME_TYPE},
     **{k: (lambda g, n: _rule_broadcast(g, n, TensorProto.BOOL)) for k in _COMPARE},
@@ -541,10 +542,13 @@ def _rule_dropout(g, node):
         _set(g, node.output[1], TensorProto.BOOL, g.get_shape(x), g.get_rank(x))
 
 
-RULES.update(
+_RULES.update(
     {
         "MaxPool": _rule_max_pool,
         "Dropout": _rule_dropout,
     }
 )
 # --- end of neural-network ops ---
+
+#: op type -> shape rule, read-only once every section above added its rules
+RULES: Mapping[str, Callable] = MappingProxyType(_RULES)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Mapping
+
 import numpy as np
 from onnx import TensorProto
 
@@ -12,7 +15,7 @@ try:  # onnx ships ml_dtypes for bfloat16/float8
 except ImportError:  # pragma: no cover
     _BF16 = None
 
-_NP_TO_ONNX = {
+_np_to_onnx = {
     np.dtype("float32"): TensorProto.FLOAT,
     np.dtype("float64"): TensorProto.DOUBLE,
     np.dtype("float16"): TensorProto.FLOAT16,
@@ -29,9 +32,11 @@ _NP_TO_ONNX = {
     np.dtype("complex128"): TensorProto.COMPLEX128,
 }
 if _BF16 is not None:
-    _NP_TO_ONNX[_BF16] = TensorProto.BFLOAT16
+    _np_to_onnx[_BF16] = TensorProto.BFLOAT16
+_NP_TO_ONNX: Mapping[np.dtype, int] = MappingProxyType(_np_to_onnx)
+del _np_to_onnx
 
-_ONNX_TO_NP = {v: k for k, v in _NP_TO_ONNX.items()}
+_ONNX_TO_NP: Mapping[int, np.dtype] = MappingProxyType({v: k for k, v in _NP_TO_ONNX.items()})
 
 FLOAT_TYPES = frozenset(
     {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}

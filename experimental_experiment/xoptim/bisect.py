@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import onnx
@@ -37,9 +37,9 @@ def _max_diff(expected: list, got: list) -> float:
 
 def bisect_patterns(
     model: onnx.ModelProto | str,
-    inputs,
+    inputs: dict[str, np.ndarray] | Sequence[np.ndarray],
     *,
-    patterns="default",
+    patterns: str | None = "default",
     atol: float = 1e-4,
     verbose: int = 0,
 ) -> dict[str, Any] | None:

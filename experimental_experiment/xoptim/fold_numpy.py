@@ -7,6 +7,9 @@ reference evaluator then folds."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
 import numpy as np
 from onnx import AttributeProto, NodeProto, numpy_helper
 
@@ -16,7 +19,7 @@ _RANGE_TYPES = frozenset(
 )
 
 
-def _attributes(node: NodeProto) -> dict:
+def _attributes(node: NodeProto) -> dict | None:
     atts = {}
     for a in node.attribute:
         if a.type == AttributeProto.INT:
@@ -96,24 +99,28 @@ def _div(x, y):
 
 
 #: operator -> (function of the inputs and attributes, smallest opset it implements)
-_KERNELS = {
-    "Transpose": (_transpose, 1),
-    "Unsqueeze": (lambda x, axes: np.expand_dims(x, axis=tuple(axes)), 13),
-    "Squeeze": (_squeeze, 13),
-    "Reshape": (_reshape, 14),
-    "Range": (_range, 11),
-    "ConstantOfShape": (_constant_of_shape, 9),
-    "Concat": (_concat, 4),
-    "Identity": (lambda x: x, 1),
-    "Gather": (_gather, 13),
-    "Add": (_binary(np.add), 14),
-    "Sub": (_binary(np.subtract), 14),
-    "Mul": (_binary(np.multiply), 14),
-    "Div": (_binary(_div), 14),
-}
+_KERNELS: Mapping[str, tuple[Callable[..., Any], int]] = MappingProxyType(
+    {
+        "Transpose": (_transpose, 1),
+        "Unsqueeze": (lambda x, axes: np.expand_dims(x, axis=tuple(axes)), 13),
+        "Squeeze": (_squeeze, 13),
+        "Reshape": (_reshape, 14),
+        "Range": (_range, 11),
+        "ConstantOfShape": (_constant_of_shape, 9),
+        "Concat": (_concat, 4),
+        "Identity": (lambda x: x, 1),
+        "Gather": (_gather, 13),
+        "Add": (_binary(np.add), 14),
+        "Sub": (_binary(np.subtract), 14),
+        "Mul": (_binary(np.multiply), 14),
+        "Div": (_binary(_div), 14),
+    }
+)
 
 
-def evaluate_numpy(node: NodeProto, feeds: dict[str, np.ndarray], opset: int):
+def evaluate_numpy(
+    node: NodeProto, feeds: dict[str, np.ndarray], opset: int
+) -> list[np.ndarray] | None:
     """The outputs of ``node`` (a one-element list) or None when it is not one of the
     operators computed here (the caller falls back to the reference evaluator).
 

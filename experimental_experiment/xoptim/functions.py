@@ -16,6 +16,7 @@ namespace and sees nothing of the main graph):
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 from typing import Callable
 
 import numpy as np
@@ -28,12 +29,14 @@ from .subgraphs import count_nodes
 
 logger = logging.getLogger(__name__)
 
-_SCALAR_ATTRIBUTES = {
-    "value_float": np.float32,
-    "value_int": np.int64,
-    "value_floats": np.float32,
-    "value_ints": np.int64,
-}
+_SCALAR_ATTRIBUTES = MappingProxyType(
+    {
+        "value_float": np.float32,
+        "value_int": np.int64,
+        "value_floats": np.float32,
+        "value_ints": np.int64,
+    }
+)
 
 
 def _reads_attributes(nodes) -> bool:
@@ -64,7 +67,7 @@ def _walk(nodes):
             yield from _walk(sub.node)
 
 
-def _call_types(g, f: FunctionProto) -> list[tuple[int, tuple | None]]:
+def _call_types(g: GraphBuilder, f: FunctionProto) -> list[tuple[int, tuple | None]]:
     """(element type, shape) of every input of ``f`` all its calls agree on."""
     unknown = [(0, None)] * len(f.input)
     for other in g.functions.values():
@@ -107,7 +110,7 @@ def _constant_value(node: NodeProto) -> np.ndarray | None:
     return None
 
 
-def function_builder(g, f: FunctionProto) -> GraphBuilder | None:
+def function_builder(g: GraphBuilder, f: FunctionProto) -> GraphBuilder | None:
     """A builder holding the body of ``f`` (see the module's docstring), None when the
     function is left as it is."""
     if len(f.attribute) or len(f.attribute_proto) or _reads_attributes(f.node):
@@ -163,7 +166,7 @@ def builder_to_function(fb: GraphBuilder, f: FunctionProto) -> FunctionProto:
     return new
 
 
-def optimize_functions(g, optimize_body: Callable) -> int | None:
+def optimize_functions(g: GraphBuilder, optimize_body: Callable) -> int | None:
     """Optimizes the body of every local function of builder ``g`` with
     ``optimize_body(function_builder)``; returns the number of nodes removed, None when
     no function was optimized."""

@@ -8,6 +8,7 @@ from typing import Iterable
 
 from onnx import NodeProto
 
+from ..xbuilder import GraphBuilder
 from ..xbuilder.graph_utils import used_names
 from .node_set import NodeMap
 
@@ -26,7 +27,7 @@ class GraphIndex:
         index.replace(removed_nodes, new_nodes)  # after a rewrite
     """
 
-    def __init__(self, g):
+    def __init__(self, g: GraphBuilder):
         self.g = g
         self.producer: dict[str, tuple[NodeProto, int]] = {}
         self.consumers: dict[str, list[NodeProto]] = {}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
-from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
+from onnx import AttributeProto, ModelProto, TensorProto, ValueInfoProto, numpy_helper
 
 from ..xbuilder import GraphBuilder
 
@@ -17,9 +18,9 @@ class TensorProtoRef:
         self.proto = proto
         self.elem_type = proto.data_type
         self.shape = tuple(proto.dims)
-        self._array = None
+        self._array: np.ndarray | None = None
 
-    def to_numpy(self):
+    def to_numpy(self) -> np.ndarray:
         if self._array is None:
             self._array = numpy_helper.to_array(self.proto)
         return self._array
@@ -72,7 +73,7 @@ def _subgraph_infos(graph, g: GraphBuilder) -> None:
                 _subgraph_infos(sub, g)
 
 
-def record_value_info(g: GraphBuilder, vi) -> None:
+def record_value_info(g: GraphBuilder, vi: ValueInfoProto) -> None:
     """Adds what a value info declares to the builder's table (what is known wins)."""
     if not vi.type.HasField("tensor_type"):
         return

@@ -6,7 +6,7 @@ module, which imports none of them (no import cycle, not even a type-only one)."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol, Sequence, Union
 
 from onnx import NodeProto
 
@@ -17,7 +17,7 @@ class PatternLike(Protocol):
     @property
     def name(self) -> str: ...
 
-    def apply(self, op: Any, match: Match) -> Any: ...
+    def apply(self, op: Any, match: Match) -> RewriteResult: ...
 
 
 @dataclass
@@ -76,3 +76,7 @@ class Refusal:
 
 #: what ``Pattern.match`` returns
 MatchResult = Union[Match, Refusal, None]
+
+#: what ``Pattern.apply`` and ``Pattern.rewrite`` return: the name or names replacing
+#: the matched outputs
+RewriteResult = Union[str, Sequence[str]]

@@ -7,13 +7,14 @@ import inspect
 import numpy as np
 from onnx import NodeProto
 
+from ..xbuilder import GraphBuilder
 from ..xbuilder.graph_utils import (  # noqa: F401  (attribute_value: pattern API)
     attribute_value,
     constant_value,
 )
 from .graph_index import GraphIndex
-from .match import Match
-from .pattern_graph import COMMUTATIVE, PatternNode, PatternValue, Var
+from .match import Match, MatchResult
+from .pattern_graph import COMMUTATIVE, DeclarativePatternLike, PatternNode, PatternValue, Var
 
 
 class IndexedGraph:
@@ -25,7 +26,7 @@ class IndexedGraph:
     :param index: its index (computed when not given)
     """
 
-    def __init__(self, builder, index: GraphIndex | None = None):
+    def __init__(self, builder: GraphBuilder, index: GraphIndex | None = None):
         self.builder = builder
         self.index = index if index is not None else GraphIndex(builder)
 
@@ -33,13 +34,13 @@ class IndexedGraph:
         return getattr(self.builder, name)
 
 
-def graph_index(g) -> GraphIndex:
+def graph_index(g: GraphBuilder) -> GraphIndex:
     """The optimizer's index when ``g`` is an :class:`IndexedGraph`, else a new one
     (a pattern called outside the optimizer)."""
     return g.index if isinstance(g, IndexedGraph) else GraphIndex(g)
 
 
-def small_constant(g, name: str, max_size: int = 1024) -> np.ndarray | None:
+def small_constant(g: GraphBuilder, name: str, max_size: int = 1024) -> np.ndarray | None:
     """The value of a constant with at most ``max_size`` elements (large weights are
     never converted), None otherwise.
 
@@ -61,7 +62,9 @@ def small_constant(g, name: str, max_size: int = 1024) -> np.ndarray | None:
     return constant_value(g, name, max_size)
 
 
-def constant_equals(g, name: str, expected, rtol: float = 1e-3) -> bool:
+def constant_equals(
+    g: GraphBuilder, name: str, expected: float | np.ndarray, rtol: float = 1e-3
+) -> bool:
     """Tells if ``name`` is a constant whose every element is close to ``expected``."""
     value = small_constant(g, name)
     if value is None or value.size == 0:
@@ -83,7 +86,7 @@ def _same_attr(expected, got) -> bool:
 
 
 class _Matcher:
-    def __init__(self, g, index: GraphIndex):
+    def __init__(self, g: GraphBuilder, index: GraphIndex):
         self.g = g
         self.index = index
 
@@ -143,7 +146,12 @@ class _Matcher:
         return b if constant_equals(self.g, name, p) else None
 
 
-def match_declarative(pattern, g, node: NodeProto, index: GraphIndex | None = None):
+def match_declarative(
+    pattern: DeclarativePatternLike,
+    g: GraphBuilder,
+    node: NodeProto,
+    index: GraphIndex | None = None,
+) -> MatchResult:
     """Matches the declarative ``pattern`` on the subgraph ending at ``node``."""
     index = index or graph_index(g)
     _, outs, variables = pattern.pattern_graph()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Sequence, cast
 
 from onnx import NodeProto, helper
 
+from ..xbuilder import GraphBuilder
 from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
 from .functions import optimize_functions
@@ -41,6 +42,7 @@ def _record_refusal(entry: ReportEntry, reason: str, node: NodeProto, verbose: i
 
 def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
     """Why the engine refuses a match: an intermediate result escapes it."""
+    assert m.outputs is not None, "_find_matches sets the outputs of every match"
     inside = NodeSet(m.nodes)
     keep = set(m.outputs)
     for n in m.nodes:
@@ -55,7 +57,11 @@ def _engine_refusal(m: Match, index: GraphIndex) -> str | None:
 
 
 def _find_matches(
-    g, patterns: Sequence[Pattern], index: GraphIndex, report: OptimizationReport, verbose: int
+    g: GraphBuilder,
+    patterns: Sequence[Pattern],
+    index: GraphIndex,
+    report: OptimizationReport,
+    verbose: int,
 ) -> list[Match]:
     """Non-overlapping matches, nodes in graph order, patterns in list order."""
     # (rank in the list, pattern): candidates sorted back into the list order
@@ -67,7 +73,8 @@ def _find_matches(
             generic.append((rank, p))
         for a in anchors or ():
             by_anchor.setdefault(a, []).append((rank, p))
-    view = IndexedGraph(g, index)  # what patterns see: the builder and the index
+    # what patterns see: the builder and the index (it delegates every attribute)
+    view = cast(GraphBuilder, IndexedGraph(g, index))
     claimed = NodeSet()
     matches = []
     for node in g.nodes:
@@ -100,8 +107,10 @@ def _find_matches(
     return matches
 
 
-def _apply(g, m: Match) -> list[NodeProto] | str:
+def _apply(g: GraphBuilder, m: Match) -> list[NodeProto] | str:
     """Builds the replacement of a match; returns the new nodes or a refusal reason."""
+    outputs = m.outputs
+    assert outputs is not None, "_find_matches sets the outputs of every match"
     n0 = len(g.nodes)
     try:
         res = m.pattern.apply(RewriteOp(g), m)
@@ -111,30 +120,30 @@ def _apply(g, m: Match) -> list[NodeProto] | str:
         return f"rewrite failed: {type(e).__name__}: {e}"
     new = list(g.nodes[n0:])
     del g.nodes[n0:]
-    res = list(res) if isinstance(res, (tuple, list)) else [res]
-    if len(res) != len(m.outputs):
-        return f"rewrite returned {len(res)} results for {len(m.outputs)} outputs"
-    for name, target in zip(res, m.outputs):
+    res = list(res) if isinstance(res, (tuple, list)) else [cast(str, res)]
+    if len(res) != len(outputs):
+        return f"rewrite returned {len(res)} results for {len(outputs)} outputs"
+    for name, target in zip(res, outputs):
         t_new, t_old = g.get_type(name), g.get_type(target)
         if t_new and t_old and t_new != t_old:
             return f"rewrite changes the type of {target!r} ({t_old} -> {t_new})"
-    gone = {o for n in m.nodes for o in n.output if o} - set(m.outputs)
+    gone = {o for n in m.nodes for o in n.output if o} - set(outputs)
     for node in new:
         if any(i in gone for i in node.input):
             return "the rewrite uses a result of a removed node"
-    if any(name in gone or name in m.outputs for name in res):
+    if any(name in gone or name in outputs for name in res):
         return "the rewrite returns a result of a removed node"
     produced = {o: (node, i) for node in new for i, o in enumerate(node.output) if o}
     renamed: dict[str, str] = {}
-    for name, target in zip(res, m.outputs):
+    for name, target in zip(res, outputs):
         if name in produced and name not in renamed:
             node, i = produced[name]
             node.output[i] = target
             renamed[name] = target
-            if g.get_shape(target) is None and g.get_shape(name) is not None:
-                g.set_shape(target, g.get_shape(name))
-            elif g.get_rank(target) is None and g.get_rank(name) is not None:
-                g.set_rank(target, g.get_rank(name))
+            if g.get_shape(target) is None and (shape := g.get_shape(name)) is not None:
+                g.set_shape(target, shape)
+            elif g.get_rank(target) is None and (rank := g.get_rank(name)) is not None:
+                g.set_rank(target, rank)
             if not g.get_type(target) and g.get_type(name):
                 g.set_type(target, g.get_type(name))
         else:
@@ -149,7 +158,7 @@ def _apply(g, m: Match) -> list[NodeProto] | str:
 
 
 def apply_patterns_once(
-    g,
+    g: GraphBuilder,
     patterns: Sequence[Pattern],
     report: OptimizationReport,
     *,
@@ -215,7 +224,7 @@ class _Run:
         self.report = OptimizationReport()
 
 
-def _optimize_graph(g, run: _Run, ambiguous: frozenset[str] | None = None) -> None:
+def _optimize_graph(g: GraphBuilder, run: _Run, ambiguous: frozenset[str] | None = None) -> None:
     """Passes and patterns on one graph, then on its subgraphs; ``ambiguous`` is None
     for a main graph or a function body, the names defined twice in the model for a
     subgraph (see :mod:`experimental_experiment.xoptim.subgraphs`)."""
@@ -270,7 +279,7 @@ def _count(report: OptimizationReport, name: str, removed: int) -> None:
 
 
 def optimize_builder(
-    g,
+    g: GraphBuilder,
     options: OptimizationOptions | None = None,
     *,
     patterns: Sequence[Pattern] | str | None = None,

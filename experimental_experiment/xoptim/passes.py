@@ -23,6 +23,7 @@ import numpy as np
 from onnx import NodeProto
 
 from ..errors import ExportError
+from ..xbuilder import GraphBuilder
 from ..xbuilder.dtypes import i64, onnx_to_np_dtype
 from ..xbuilder.graph_utils import (
     remove_unused,
@@ -46,7 +47,7 @@ _NOT_FOLDABLE = frozenset(
 )
 
 
-def remove_identity(g) -> int:
+def remove_identity(g: GraphBuilder) -> int:
     """Removes Identity nodes.
 
     ``y = Identity(x)``: uses of ``y`` become uses of ``x``; when ``y`` is a graph
@@ -89,14 +90,16 @@ def remove_identity(g) -> int:
     return removed
 
 
-def _fold_shape(g, node: NodeProto) -> np.ndarray | None:
-    if node.op_type == "Shape" and g.is_static_shape(node.input[0]):
-        shape = g.get_shape(node.input[0])
+def _fold_shape(g: GraphBuilder, node: NodeProto) -> np.ndarray | None:
+    shape = g.get_shape(node.input[0])
+    if shape is None or not g.is_static_shape(node.input[0]):
+        return None
+    if node.op_type == "Shape":
         start = _int_attr(node, "start", 0)
         end = _int_attr(node, "end", len(shape))
         return i64(shape[start:end])
-    if node.op_type == "Size" and g.is_static_shape(node.input[0]):
-        return i64(int(np.prod(g.get_shape(node.input[0]))))
+    if node.op_type == "Size":
+        return i64(int(np.prod(shape)))
     return None
 
 
@@ -121,7 +124,7 @@ def _evaluate(node: NodeProto, feeds: dict[str, np.ndarray], opset: int):
     return ReferenceEvaluator(model).run(None, feeds)
 
 
-def constant_folding(g, size_cap: int) -> int:
+def constant_folding(g: GraphBuilder, size_cap: int) -> int:
     """Replaces nodes whose inputs are all constant by initializers."""
     outputs = set(g.outputs)
     kept, folded = [], 0
@@ -165,7 +168,7 @@ def constant_folding(g, size_cap: int) -> int:
 _NOT_CSE = _NOT_FOLDABLE | frozenset({"Constant"})
 
 
-def common_subexpression_elimination(g) -> int:
+def common_subexpression_elimination(g: GraphBuilder) -> int:
     """Replaces a node by an earlier identical one (same op, inputs, attributes).
 
     Random operators and nodes with subgraphs are kept; a node whose output is a graph
@@ -205,7 +208,7 @@ def common_subexpression_elimination(g) -> int:
     return removed
 
 
-def merge_duplicated_initializers(g, size_cap: int = 1 << 16) -> int:
+def merge_duplicated_initializers(g: GraphBuilder, size_cap: int = 1 << 16) -> int:
     """Makes identical small initializers (dtype, shape, bytes) share one name."""
     protected = set(g.inputs) | set(g.outputs)
     seen: dict[tuple, str] = {}
@@ -273,10 +276,10 @@ class GraphPass:
 
     name = "pass"
 
-    def run(self, g) -> int:  # pragma: no cover - overridden
+    def run(self, g: GraphBuilder) -> int:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def __call__(self, g) -> PassResult:
+    def __call__(self, g: GraphBuilder) -> PassResult:
         begin = time.perf_counter()
         n = self.run(g)
         return PassResult(self.name, n, time.perf_counter() - begin)
@@ -287,7 +290,7 @@ class RemoveIdentity(GraphPass):
 
     name = "remove_identity"
 
-    def run(self, g) -> int:
+    def run(self, g: GraphBuilder) -> int:
         return remove_identity(g)
 
 
@@ -300,7 +303,7 @@ class RemoveUnused(GraphPass):
     def __init__(self, keep_initializers: bool = False):
         self.keep_initializers = keep_initializers
 
-    def run(self, g) -> int:
+    def run(self, g: GraphBuilder) -> int:
         return remove_unused(g, keep_initializers=self.keep_initializers)
 
 
@@ -312,7 +315,7 @@ class ConstantFolding(GraphPass):
     def __init__(self, size_cap: int = 1 << 20):
         self.size_cap = size_cap
 
-    def run(self, g) -> int:
+    def run(self, g: GraphBuilder) -> int:
         return constant_folding(g, self.size_cap)
 
 
@@ -321,7 +324,7 @@ class CommonSubexpressionElimination(GraphPass):
 
     name = "cse"
 
-    def run(self, g) -> int:
+    def run(self, g: GraphBuilder) -> int:
         return common_subexpression_elimination(g)
 
 
@@ -330,7 +333,7 @@ class MergeInitializers(GraphPass):
 
     name = "merge_initializers"
 
-    def run(self, g) -> int:
+    def run(self, g: GraphBuilder) -> int:
         return merge_duplicated_initializers(g)
 
 
@@ -356,7 +359,7 @@ class PassManager:
         self.passes = list(passes)
         self.max_rounds = max_rounds
 
-    def run_once(self, g) -> list[PassResult]:
+    def run_once(self, g: GraphBuilder) -> list[PassResult]:
         results = []
         for p in self.passes:
             try:
@@ -367,7 +370,7 @@ class PassManager:
                 raise PassError(f"pass {p.name!r} failed: {type(e).__name__}: {e}") from e
         return results
 
-    def __call__(self, g) -> list[PassResult]:
+    def __call__(self, g: GraphBuilder) -> list[PassResult]:
         results: list[PassResult] = []
         for _ in range(self.max_rounds):
             round_results = self.run_once(g)
@@ -399,7 +402,7 @@ def passes_of(options: OptimizationOptions, *, subgraph: bool = False) -> list[G
 
 
 def run_passes(
-    g,
+    g: GraphBuilder,
     options: OptimizationOptions,
     report: OptimizationReport | None = None,
     *,

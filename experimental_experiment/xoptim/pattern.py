@@ -82,15 +82,18 @@ compares onnxruntime's results before and after.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 from onnx import NodeProto
 
-from .match import Match, Refusal
+from ..xbuilder import GraphBuilder
+from .match import Match, MatchResult, Refusal, RewriteResult
 from .matcher import graph_index, match_declarative
 from .pattern_graph import (  # noqa: F401  (part of the pattern API)
     COMMUTATIVE,
     PatternNode,
     PatternOp,
+    PatternResult,
     PatternValue,
     Var,
 )
@@ -99,10 +102,10 @@ from .pattern_graph import (  # noqa: F401  (part of the pattern API)
 class RewriteOp:
     """``op.X(...)`` in ``rewrite``/``apply``: adds nodes to the builder ``op.g``."""
 
-    def __init__(self, g):
+    def __init__(self, g: GraphBuilder):
         self.g = g
 
-    def __getattr__(self, op_type: str):
+    def __getattr__(self, op_type: str) -> Any:
         if op_type.startswith("_"):
             raise AttributeError(op_type)
         return getattr(self.g.op, op_type)
@@ -153,17 +156,18 @@ class Pattern:
     def is_declarative(self) -> bool:
         return type(self).pattern is not Pattern.pattern
 
-    def pattern(self, op: PatternOp, *args):  # pragma: no cover - overridden
+    def pattern(self, op: PatternOp, *args: Var) -> PatternResult:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def check(self, g, **bound) -> str | None:
+    def check(self, g: GraphBuilder, **bound: Any) -> str | None:
         """Returns None to accept a structural match, a reason to refuse it."""
         return None
 
-    def rewrite(self, op: RewriteOp, **bound):  # pragma: no cover - overridden
+    # pragma: no cover - overridden
+    def rewrite(self, op: RewriteOp, **bound: Any) -> RewriteResult:
         raise NotImplementedError
 
-    def pattern_graph(self):
+    def pattern_graph(self) -> tuple[list[PatternNode], list[PatternValue], list[Var]]:
         """(nodes, outputs, variables) of the declarative pattern, built once."""
         if self._graph is None:
             params = list(inspect.signature(self.pattern).parameters)[1:]
@@ -186,23 +190,23 @@ class Pattern:
         return tuple((self.anchor_domain, t) for t in types)
 
     # imperative form
-    def match(self, g, node: NodeProto) -> Match | Refusal | None:
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         """Returns a Match ending at ``node``, a Refusal (``self.refuse(reason)``) or
         None."""
         return match_declarative(self, g, node)
 
-    def apply(self, op: RewriteOp, match: Match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         """Builds the replacement; returns the names replacing ``match.outputs``."""
         return self.rewrite(op, **match.bound)
 
     # helpers for the imperative form (valid during matching)
     @staticmethod
-    def producer(g, name: str) -> NodeProto | None:
+    def producer(g: GraphBuilder, name: str) -> NodeProto | None:
         """The node producing ``name`` (None for inputs, initializers)."""
         return graph_index(g).node_of(name)
 
     @staticmethod
-    def n_consumers(g, name: str) -> int:
+    def n_consumers(g: GraphBuilder, name: str) -> int:
         """Number of nodes using ``name`` (+1 if it is a graph output)."""
         index = graph_index(g)
         return index.n_consumers(name) + (name in index.outputs)

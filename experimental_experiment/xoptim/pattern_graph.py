@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, Tuple, Union
 
-from .match import Match, MatchResult, Refusal  # noqa: F401  (re-exported)
+from .match import Match, MatchResult, PatternLike, Refusal  # noqa: F401  (re-exported)
 
 #: operators matched in any input order by the declarative form
 COMMUTATIVE = frozenset("Add Mul Max Min And Or Xor Equal Sum".split())
@@ -44,6 +44,10 @@ class PatternValue:
     index: int
 
 
+#: what ``Pattern.pattern`` returns: the output or outputs of the pattern graph
+PatternResult = Union[PatternValue, Tuple[PatternValue, ...]]
+
+
 class PatternOp:
     """Records the pattern graph: ``op.Transpose(x, perm=p)`` adds a PatternNode."""
 
@@ -64,3 +68,13 @@ class PatternOp:
             return values[0] if outputs == 1 else values
 
         return make
+
+
+class DeclarativePatternLike(PatternLike, Protocol):
+    """What the declarative matcher needs from a pattern (``Pattern`` meets it)."""
+
+    def pattern_graph(self) -> tuple[list[PatternNode], list[PatternValue], list[Var]]: ...
+
+    def check(self, g: Any, **bound: Any) -> str | None: ...
+
+    def refuse(self, reason: str) -> Refusal: ...

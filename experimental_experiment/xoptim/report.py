@@ -56,7 +56,7 @@ class ReportEntry:
     def keys(self) -> list[str]:
         return [f.name for f in fields(self)]
 
-    def get(self, key: str, default=None):
+    def get(self, key: str, default: Any = None) -> Any:
         _deprecated(f"entry.get({key!r})", f"entry.{key}")
         return getattr(self, key, default)
 

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Callable
+from typing import Callable, Sequence
 
-from onnx import GraphProto, NodeProto
+from onnx import FunctionProto, GraphProto, NodeProto
 
+from ..xbuilder import GraphBuilder
 from ..xbuilder.graph_utils import subgraphs
 from ..xbuilder.shape_inference import infer_node
 from .loader import record_value_info
@@ -35,13 +36,14 @@ from .loader import record_value_info
 logger = logging.getLogger(__name__)
 
 
-def count_nodes(nodes, *, recursive: bool = True) -> int:
+def count_nodes(
+    nodes: Sequence[NodeProto] | GraphProto | FunctionProto, *, recursive: bool = True
+) -> int:
     """Number of nodes in ``nodes`` (a list of NodeProto, a GraphProto or a
     FunctionProto), the nodes of their subgraphs included when ``recursive``."""
-    if hasattr(nodes, "node"):
-        nodes = nodes.node
+    seq = nodes.node if isinstance(nodes, (GraphProto, FunctionProto)) else nodes
     total = 0
-    for node in nodes:
+    for node in seq:
         total += 1
         if recursive:
             for sub in subgraphs(node):
@@ -49,7 +51,7 @@ def count_nodes(nodes, *, recursive: bool = True) -> int:
     return total
 
 
-def subgraph_nodes(g) -> int:
+def subgraph_nodes(g: GraphBuilder) -> int:
     """Number of nodes inside the subgraphs of a builder's nodes (nested ones too)."""
     return sum(count_nodes(sub) for node in g.nodes for sub in subgraphs(node))
 
@@ -71,7 +73,7 @@ def _count_node_outputs(nodes, counter: Counter) -> None:
             _count_definitions(sub, counter)
 
 
-def ambiguous_names(g) -> frozenset[str]:
+def ambiguous_names(g: GraphBuilder) -> frozenset[str]:
     """Names defined more than once in a builder's graph and its subgraphs."""
     counter: Counter = Counter()
     for name in [*g.inputs, *g.initializers]:
@@ -97,7 +99,7 @@ def _copy(node: NodeProto) -> NodeProto:
 
 
 def optimize_subgraph(
-    g, sub: GraphProto, optimize_graph: Callable, ambiguous: frozenset[str]
+    g: GraphBuilder, sub: GraphProto, optimize_graph: Callable, ambiguous: frozenset[str]
 ) -> int | None:
     """Optimizes the subgraph ``sub`` of a node of builder ``g`` in place with
     ``optimize_graph(child_builder)``; returns the number of nodes removed (nested
@@ -127,7 +129,9 @@ def optimize_subgraph(
     return before - count_nodes(sub)
 
 
-def optimize_subgraphs(g, optimize_graph: Callable, ambiguous: frozenset[str]) -> int | None:
+def optimize_subgraphs(
+    g: GraphBuilder, optimize_graph: Callable, ambiguous: frozenset[str]
+) -> int | None:
     """Optimizes every subgraph of the nodes of builder ``g`` (see the module's
     docstring); ``optimize_graph(child)`` optimizes one child builder, recursively.
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from .api import optimize
+from .report import OptimizationReport
 
 
 def make_model(
@@ -62,9 +63,9 @@ def check_pattern(
     patterns: str = "default",
     atol: float = 1e-5,
     rtol: float = 1e-5,
-    run=run_ort,
+    run: Callable[[onnx.ModelProto, dict[str, np.ndarray]], list[np.ndarray]] = run_ort,
     full_check: bool = True,
-):
+) -> tuple[onnx.ModelProto, OptimizationReport]:
     """Optimizes ``model``, checks it, compares its results with the original model's
     on every set of ``feeds``; returns ``(optimized model, report)``.
     The checker is skipped when the optimized model uses a contrib operator onnxruntime
@@ -107,11 +108,11 @@ def check_pattern(
     return opt, report
 
 
-def applied(report, name: str) -> int:
+def applied(report: OptimizationReport, name: str) -> int:
     """Number of rewrites done by ``name``."""
     return report.applied(name)
 
 
-def refused(report, name: str) -> list[str]:
+def refused(report: OptimizationReport, name: str) -> list[str]:
     """Reasons ``name`` gave for its refusals."""
     return [r for e in report if e.name == name for r in e.refusals]

@@ -4,12 +4,14 @@ the IR ones and their xoptim counterparts (used by the tests and
 
 from __future__ import annotations
 
+import onnx
+
 from ..patterns.matmul import MatMulAddToGemm
 from ..patterns.transpose import TransposeTransposeToTranspose
 from ..patterns_ort.normalization import RMSNormToSimplifiedLayerNorm
 from .patterns import IR_PATTERNS  # noqa: F401  (both lists side by side)
 
-XOPTIM_PATTERNS = [TransposeTransposeToTranspose, MatMulAddToGemm, RMSNormToSimplifiedLayerNorm]
+XOPTIM_PATTERNS = (TransposeTransposeToTranspose, MatMulAddToGemm, RMSNormToSimplifiedLayerNorm)
 
 
 def patterns_only():
@@ -26,7 +28,7 @@ def patterns_only():
     )
 
 
-def run_xoptim(model):
+def run_xoptim(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """The three xoptim patterns on a ModelProto; returns ``(ModelProto, rewrites)``."""
     from ..api import optimize
 
@@ -38,7 +40,7 @@ def run_xoptim(model):
     return res.model, sum(e.applied for e in res.report)
 
 
-def run_ir(model):
+def run_ir(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
     """The three IR patterns on a ModelProto; returns ``(ModelProto, rewrites)``."""
     from .model import load, save
     from .passes import default_passes  # passes never imports this module

@@ -45,7 +45,7 @@ class MatMulAddToGemmIR(IRPattern):
             return IRMatch([mm, node], {"a": a, "b": b, "c": c})
         return None
 
-    def rewrite(self, graph, match):
+    def rewrite(self, graph: ir.Graph, match: IRMatch) -> tuple[list[ir.Node], list[ir.Value]]:
         b = match.bound
         node = ir.node("Gemm", [b["a"], b["b"], b["c"]], name=match.nodes[-1].name)
         return [node], [node.outputs[0]]

@@ -6,4 +6,4 @@ from .gemm import MatMulAddToGemmIR
 from .rmsnorm import RMSNormIR
 from .transpose import TransposeTransposeIR
 
-IR_PATTERNS = [TransposeTransposeIR, MatMulAddToGemmIR, RMSNormIR]
+IR_PATTERNS = (TransposeTransposeIR, MatMulAddToGemmIR, RMSNormIR)

@@ -87,7 +87,7 @@ class RMSNormIR(IRPattern):
             return None
         return IRMatch([*chain, node], {"x": x, "axis": axes[0], "eps": eps, "shape": tuple(norm)})
 
-    def rewrite(self, graph, match):
+    def rewrite(self, graph: ir.Graph, match: IRMatch) -> tuple[list[ir.Node], list[ir.Value]]:
         b = match.bound
         root = match.nodes[-1]
         dtype = b["x"].dtype.numpy()

@@ -28,7 +28,7 @@ class TransposeTransposeIR(IRPattern):
             return None
         return IRMatch([first, node], {"x": first.inputs[0], "perm": [p1[i] for i in p2]})
 
-    def rewrite(self, graph, match):
+    def rewrite(self, graph: ir.Graph, match: IRMatch) -> tuple[list[ir.Node], list[ir.Value]]:
         x, perm = match.bound["x"], match.bound["perm"]
         if perm == list(range(len(perm))):
             return [], [x]

@@ -42,7 +42,7 @@ from .transpose import (
 
 #: pattern classes of the ``"default"`` set; on one node, the first matching pattern
 #: wins: fusions come first so that a simplification does not break their structure
-DEFAULT_PATTERNS = [
+DEFAULT_PATTERNS = (
     DecomposedLayerNormToLayerNorm,
     LayerNormAddToLayerNorm,
     DecomposedRMSNormToRMSNorm,
@@ -75,6 +75,6 @@ DEFAULT_PATTERNS = [
     ConvBatchNormToConv,
     TransposeMatMulToGemm,
     TransposeGemmToGemm,
-]
+)
 
 __all__ = [c.__name__ for c in DEFAULT_PATTERNS] + ["DEFAULT_PATTERNS"]

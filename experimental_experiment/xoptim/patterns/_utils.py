@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.graph_utils import constant_ints
-from ..pattern import Pattern
+from ..pattern import Pattern, RewriteOp, RewriteResult
 
 FLOATS = frozenset(
     {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 )
 
 
-def known_shape(g, name: str) -> tuple | None:
+def known_shape(g: GraphBuilder, name: str) -> tuple | None:
     """The shape if every dimension is known (int or symbolic name), else None."""
     shape = g.get_shape(name) if name else None
     if shape is None or any(d is None for d in shape):
@@ -20,13 +21,13 @@ def known_shape(g, name: str) -> tuple | None:
     return tuple(shape)
 
 
-def same_known_shape(g, a: str, b: str) -> bool:
+def same_known_shape(g: GraphBuilder, a: str, b: str) -> bool:
     """True when both shapes are fully known (ints or symbols) and equal."""
     sa, sb = known_shape(g, a), known_shape(g, b)
     return sa is not None and sa == sb
 
 
-def const_ints(g, name: str) -> list[int] | None:
+def const_ints(g: GraphBuilder, name: str) -> list[int] | None:
     """Values of an integer constant as a list, None if not a constant."""
     return constant_ints(g, name)
 
@@ -44,10 +45,10 @@ class ShapePreservingToIdentity(Pattern):
     """Base of the patterns removing ``Op(x, shape)`` when its output shape is known
     equal to ``x``'s shape (symbolic dimensions included)."""
 
-    def check(self, g, x, s, outputs):
+    def check(self, g: GraphBuilder, x: str, s: str, outputs: list[str]) -> str | None:
         if not same_known_shape(g, x, outputs[0]):
             return "shapes not known to be equal"
         return None
 
-    def rewrite(self, op, x, s):
+    def rewrite(self, op: RewriteOp, x: str, s: str) -> RewriteResult:
         return x

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import math
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ..matcher import constant_equals, small_constant
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import FLOATS, const_ints, normalize_axes, same_known_shape
 
 
@@ -14,11 +26,11 @@ class ExpSumDivToSoftmax(Pattern):
 
     min_opset = 13
 
-    def pattern(self, op, x, axes, k):
+    def pattern(self, op: PatternOp, x: Var, axes: Var, k: Var) -> PatternResult:
         e = op.Exp(x)
         return op.Div(e, op.ReduceSum(e, axes, keepdims=k))
 
-    def check(self, g, x, axes, k):
+    def check(self, g: GraphBuilder, x: str, axes: str, k: int | None) -> str | None:
         if k not in (None, 1):
             return "keepdims=0"
         norm = normalize_axes(const_ints(g, axes), g.get_rank(x))
@@ -26,8 +38,10 @@ class ExpSumDivToSoftmax(Pattern):
             return "not one constant axis"
         return None
 
-    def rewrite(self, op, x, axes, k):
-        return op.Softmax(x, axis=normalize_axes(const_ints(op.g, axes), op.g.get_rank(x))[0])
+    def rewrite(self, op: RewriteOp, x: str, axes: str, k: int | None) -> RewriteResult:
+        norm = normalize_axes(const_ints(op.g, axes), op.g.get_rank(x))
+        assert norm is not None  # check accepted one constant axis
+        return op.Softmax(x, axis=norm[0])
 
 
 class SoftmaxSubMaxToSoftmax(Pattern):
@@ -37,23 +51,27 @@ class SoftmaxSubMaxToSoftmax(Pattern):
 
     min_opset = 18
 
-    def pattern(self, op, x, axes, k, axis):
+    def pattern(self, op: PatternOp, x: Var, axes: Var, k: Var, axis: Var) -> PatternResult:
         return op.Softmax(op.Sub(x, op.ReduceMax(x, axes, keepdims=k)), axis=axis)
 
-    def check(self, g, x, axes, k, axis):
+    def check(
+        self, g: GraphBuilder, x: str, axes: str, k: int | None, axis: int | None
+    ) -> str | None:
         rank = g.get_rank(x)
         norm = normalize_axes(const_ints(g, axes), rank)
-        if k not in (None, 1) or norm is None:
+        if k not in (None, 1) or norm is None or rank is None:
             return "keepdims=0 or unknown axes"
         if (-1 if axis is None else axis) % rank not in norm:
             return "the maximum is not taken over the softmax axis"
         return None
 
-    def rewrite(self, op, x, axes, k, axis):
+    def rewrite(
+        self, op: RewriteOp, x: str, axes: str, k: int | None, axis: int | None
+    ) -> RewriteResult:
         return op.Softmax(x, axis=axis)
 
 
-def _factors(pattern, g, name: str, nodes: list, top: bool = True) -> list[str]:
+def _factors(pattern, g: GraphBuilder, name: str, nodes: list, top: bool = True) -> list[str]:
     """Leaves of a product of Mul nodes (the intermediate ones used once)."""
     node = pattern.producer(g, name)
     if (
@@ -67,7 +85,7 @@ def _factors(pattern, g, name: str, nodes: list, top: bool = True) -> list[str]:
     return [f for i in node.input for f in _factors(pattern, g, i, nodes, False)]
 
 
-def _split_constant(g, factors: list[str]) -> tuple[float, list[str]]:
+def _split_constant(g: GraphBuilder, factors: list[str]) -> tuple[float, list[str]]:
     """(product of the scalar constant factors, the other factors)."""
     value, others = 1.0, []
     for f in factors:
@@ -90,7 +108,7 @@ class _GeluBase(Pattern):
     anchor = "Mul"
     approximate = "none"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         nodes: list = []
         value, others = _split_constant(g, _factors(self, g, node.output[0], nodes))
         if len(others) != 2 or not _close(value, 0.5):
@@ -109,10 +127,10 @@ class _GeluBase(Pattern):
                     return Match(self, [*nodes, add, *inner], bound={"x": x})
         return None
 
-    def inner(self, g, x: str, f: str) -> list | None:  # pragma: no cover
+    def inner(self, g: GraphBuilder, x: str, f: str) -> list[NodeProto] | None:  # pragma: no cover
         raise NotImplementedError
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         if self.approximate == "none":
             return op.Gelu(match.bound["x"])
         return op.Gelu(match.bound["x"], approximate=self.approximate)
@@ -122,7 +140,7 @@ class GeluErfToGelu(_GeluBase):
     """0.5 * x * (1 + Erf(x / sqrt(2))) (any order of the products, x * 1/sqrt(2) or
     x / sqrt(2)) -> Gelu(x), opset >= 20."""
 
-    def inner(self, g, x, f):
+    def inner(self, g: GraphBuilder, x: str, f: str) -> list[NodeProto] | None:
         erf = self.producer(g, f)
         if erf is None or erf.op_type != "Erf":
             return None
@@ -148,7 +166,7 @@ class GeluTanhToGelu(_GeluBase):
 
     approximate = "tanh"
 
-    def inner(self, g, x, f):
+    def inner(self, g: GraphBuilder, x: str, f: str) -> list[NodeProto] | None:
         tanh = self.producer(g, f)
         if tanh is None or tanh.op_type != "Tanh":
             return None

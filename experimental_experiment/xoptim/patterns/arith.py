@@ -3,8 +3,11 @@ broadcasting changes nothing)."""
 
 from __future__ import annotations
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ..matcher import constant_equals
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import same_known_shape
 
 
@@ -14,7 +17,7 @@ class _NeutralToIdentity(Pattern):
     neutral: float = 0.0
     commutative: bool = False
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if len(node.input) != 2:
             return None
         sides = [(0, 1), (1, 0)] if self.commutative else [(0, 1)]
@@ -29,7 +32,7 @@ class _NeutralToIdentity(Pattern):
             return Match(self, [node], bound={"x": x})
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return match.bound["x"]
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import FLOATS
 
 
@@ -17,7 +19,7 @@ class ConvBatchNormToConv(Pattern):
 
     anchor = "BatchNormalization"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         conv = self.producer(g, node.input[0])
         if conv is None or conv.op_type != "Conv" or conv.domain != "":
             return None
@@ -35,7 +37,7 @@ class ConvBatchNormToConv(Pattern):
             return self.refuse("statistics do not have one value per output channel")
         return Match(self, [conv, node])
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         conv, bn = match.nodes
         g = op.g
         w = np.asarray(g.get_constant(conv.input[1]))

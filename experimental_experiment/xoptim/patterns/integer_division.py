@@ -8,22 +8,24 @@ following ``+ m`` (the ``+ 1`` of a convolution's output size) cancels.
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value, graph_index, small_constant
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 
-_SIZE_PRESERVING = {"Squeeze", "Unsqueeze", "Reshape", "Identity", "Concat"}
-_CLOSED = {"Add", "Mul", "Max", "Min"}  # non-negative inputs give a non-negative output
+_SIZE_PRESERVING = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Identity", "Concat"})
+_CLOSED = frozenset({"Add", "Mul", "Max", "Min"})  # non-negative inputs give a non-negative output
 
 
-def _int_scalar(g, name: str) -> int | None:
+def _int_scalar(g: GraphBuilder, name: str) -> int | None:
     value = small_constant(g, name, 1)
     if value is None or value.dtype.kind not in "iu" or value.size != 1:
         return None
     return int(value.reshape(-1)[0])
 
 
-def is_nonnegative(g, name: str, depth: int = 6) -> bool:
+def is_nonnegative(g: GraphBuilder, name: str, depth: int = 6) -> bool:
     """Tells if ``name`` is an integer tensor made of sizes: Shape, Size, gathered or
     reshaped sizes, non-negative constants, sums and products of those."""
     value = small_constant(g, name, 64)
@@ -52,7 +54,7 @@ class FloorDivOfSizeToDiv(Pattern):
 
     anchor = "Div"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         c = _int_scalar(g, node.input[1])
         sub = self.producer(g, node.input[0])
         if c is None or c <= 0 or sub is None or sub.op_type != "Sub" or sub.domain != "":
@@ -71,9 +73,13 @@ class FloorDivOfSizeToDiv(Pattern):
         if s is None:
             return self.refuse("the numerator is not a size plus a constant")
         like = small_constant(g, node.input[1], 1)
-        if add_t is not None and small_constant(
-            g, add_t.input[0] if add_t.input[1] == s else add_t.input[1], 1
-        ).ndim > max(like.ndim, g.get_rank(s) or 0):
+        added = (
+            None
+            if add_t is None
+            else small_constant(g, add_t.input[0] if add_t.input[1] == s else add_t.input[1], 1)
+        )
+        assert like is not None  # _int_scalar accepted the divisor
+        if added is not None and added.ndim > max(like.ndim, g.get_rank(s) or 0):
             return self.refuse("the constant added to the size broadcasts it")
         if any(self.n_consumers(g, o) != 1 for o in (mod.output[0], sub.output[0])):
             return self.refuse("an intermediate result is used elsewhere")
@@ -96,7 +102,7 @@ class FloorDivOfSizeToDiv(Pattern):
             self, nodes, outputs=outputs, bound=dict(s=s, k=k, t=t, m=m, c=node.input[1], like=like)
         )
 
-    def _size_plus_constant(self, g, t):
+    def _size_plus_constant(self, g: GraphBuilder, t):
         """(s, k, node computing t) with t = s + k, s a size; (None, 0, None) otherwise."""
         if is_nonnegative(g, t):
             return t, 0, None
@@ -109,13 +115,13 @@ class FloorDivOfSizeToDiv(Pattern):
                 return node.input[si], (k if node.op_type == "Add" else -k), node
         return None, 0, None
 
-    def _consumer(self, g, name):
+    def _consumer(self, g: GraphBuilder, name):
         if self.n_consumers(g, name) != 1:
             return None
         users = graph_index(g).consumers.get(name, [])
         return users[0] if len(users) == 1 else None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         c = int(b["like"].reshape(-1)[0])
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from onnx import helper
+from onnx import NodeProto, helper
 
-from ..pattern import Match, Pattern
+from ...xbuilder import GraphBuilder
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import FLOATS, known_shape
 
 
@@ -14,7 +15,7 @@ class MatMulAddToGemm(Pattern):
 
     anchor = "Add"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         for k in (0, 1):
             mm = self.producer(g, node.input[k])
             if mm is None or mm.domain != "" or mm.op_type not in ("MatMul", "Gemm"):
@@ -37,7 +38,7 @@ class MatMulAddToGemm(Pattern):
             return Match(self, [mm, node], bound={"c": c})
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         mm = match.nodes[0]
         attrs = {a.name: helper.get_attribute_value(a) for a in mm.attribute}
         return op.Gemm(mm.input[0], mm.input[1], match.bound["c"], **attrs)

@@ -3,32 +3,42 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import NodeProto, TensorProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import onnx_to_np_dtype
 from ..matcher import constant_equals, small_constant
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import FLOATS, const_ints, known_shape, normalize_axes
 
 #: the fused operators compute in float32 at best (stash_type): double is left alone
 _FUSABLE = FLOATS - {TensorProto.DOUBLE}
 
 
-def _scalar(g, name: str) -> float | None:
+def _scalar(g: GraphBuilder, name: str) -> float | None:
     value = small_constant(g, name, 1)
     return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
 
 
-def _trailing_axes(g, x: str, axes_name: str) -> int | None:
+def _trailing_axes(g: GraphBuilder, x: str, axes_name: str) -> int | None:
     """The first normalized axis when ``axes_name`` holds the last axes of x."""
     rank = g.get_rank(x)
     axes = normalize_axes(const_ints(g, axes_name), rank)
-    if not axes or axes != list(range(rank - len(axes), rank)):
+    if not axes or rank is None or axes != list(range(rank - len(axes), rank)):
         return None
     return axes[0]
 
 
-def _fits_normalized_shape(g, x: str, w: str, first_axis: int) -> bool:
+def _fits_normalized_shape(g: GraphBuilder, x: str, w: str, first_axis: int) -> bool:
     """True when w has exactly the normalized dims of x."""
     sx, sw = known_shape(g, x), known_shape(g, w)
     return sx is not None and sw is not None and tuple(sw) == tuple(sx[first_axis:])
@@ -40,12 +50,24 @@ class DecomposedLayerNormToLayerNorm(Pattern):
 
     min_opset = 17
 
-    def pattern(self, op, x, axes, axes2, k1, k2, eps, scale):
+    def pattern(
+        self, op: PatternOp, x: Var, axes: Var, axes2: Var, k1: Var, k2: Var, eps: Var, scale: Var
+    ) -> PatternResult:
         d = op.Sub(x, op.ReduceMean(x, axes, keepdims=k1))
         var = op.ReduceMean(op.Pow(d, 2.0), axes2, keepdims=k2)
         return op.Mul(op.Div(d, op.Sqrt(op.Add(var, eps))), scale)
 
-    def check(self, g, x, axes, axes2, k1, k2, eps, scale):
+    def check(
+        self,
+        g: GraphBuilder,
+        x: str,
+        axes: str,
+        axes2: str,
+        k1: int | None,
+        k2: int | None,
+        eps: str,
+        scale: str,
+    ) -> str | None:
         if g.get_type(x) not in _FUSABLE or g.get_type(scale) != g.get_type(x):
             return "not float32, float16 or bfloat16"
         if k1 not in (None, 1) or k2 not in (None, 1):
@@ -59,7 +81,17 @@ class DecomposedLayerNormToLayerNorm(Pattern):
             return "the scale does not have the normalized shape"
         return None
 
-    def rewrite(self, op, x, axes, axes2, k1, k2, eps, scale):
+    def rewrite(
+        self,
+        op: RewriteOp,
+        x: str,
+        axes: str,
+        axes2: str,
+        k1: int | None,
+        k2: int | None,
+        eps: str,
+        scale: str,
+    ) -> RewriteResult:
         first = _trailing_axes(op.g, x, axes)
         return op.LayerNormalization(x, scale, axis=first, epsilon=_scalar(op.g, eps))
 
@@ -69,10 +101,14 @@ class LayerNormAddToLayerNorm(Pattern):
 
     min_opset = 17
 
-    def pattern(self, op, x, scale, bias, axis, eps):
+    def pattern(
+        self, op: PatternOp, x: Var, scale: Var, bias: Var, axis: Var, eps: Var
+    ) -> PatternResult:
         return op.Add(op.LayerNormalization(x, scale, axis=axis, epsilon=eps), bias)
 
-    def check(self, g, x, scale, bias, axis, eps):
+    def check(
+        self, g: GraphBuilder, x: str, scale: str, bias: str, axis: int | None, eps: float | None
+    ) -> str | None:
         rank = g.get_rank(x)
         if rank is None:
             return "unknown rank"
@@ -81,7 +117,9 @@ class LayerNormAddToLayerNorm(Pattern):
             return "the bias does not have the normalized shape"
         return None
 
-    def rewrite(self, op, x, scale, bias, axis, eps):
+    def rewrite(
+        self, op: RewriteOp, x: str, scale: str, bias: str, axis: int | None, eps: float | None
+    ) -> RewriteResult:
         return op.LayerNormalization(x, scale, bias, axis=axis, epsilon=eps)
 
 
@@ -92,7 +130,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
     min_opset = 23
     anchor = "Mul"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         for k in (0, 1):
             inner, scale = self.producer(g, node.input[k]), node.input[1 - k]
             res = self._normalized(g, inner)
@@ -116,7 +154,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
             bound={"x": x, "scale": scale, "axis": first, "eps": _scalar(g, eps)},
         )
 
-    def _match_no_scale(self, g, node):
+    def _match_no_scale(self, g: GraphBuilder, node):
         """x * Reciprocal(Sqrt(mean(x^2) + eps)) alone: the scale is a constant of ones
         (static normalized dims only); left to the form with a scale when the next
         node multiplies by one."""
@@ -148,7 +186,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
             self, nodes, bound={"x": x, "scale": ones, "axis": first, "eps": _scalar(g, eps)}
         )
 
-    def _normalized(self, g, node):
+    def _normalized(self, g: GraphBuilder, node):
         """x * Reciprocal(Sqrt(mean(x^2) + eps)) or x / Sqrt(...)."""
         if node is None or node.domain != "" or node.op_type not in ("Mul", "Div"):
             return None
@@ -184,7 +222,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
                 return x, [sq, mean, add, *chain[::-1], node], mean.input[1], eps
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         scale = b["scale"]
         if not isinstance(scale, str):
@@ -192,7 +230,7 @@ class DecomposedRMSNormToRMSNorm(Pattern):
         return op.RMSNormalization(b["x"], scale, axis=b["axis"], epsilon=b["eps"])
 
 
-def _index_consumers(g, name: str) -> list:
+def _index_consumers(g: GraphBuilder, name: str) -> list:
     from ..matcher import graph_index
 
     return list(graph_index(g).consumers.get(name, ()))

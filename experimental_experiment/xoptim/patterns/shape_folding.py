@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..matcher import attribute_value, small_constant
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 
 
-def _known_dims(g, node):
+def _known_dims(g: GraphBuilder, node):
     """The int64 values of Shape(x, start, end) if they are all known."""
     shape = g.get_shape(node.input[0])
     if shape is None:
@@ -26,13 +29,13 @@ class ShapeToConstant(Pattern):
 
     anchor = "Shape"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         value = _known_dims(g, node)
         if value is None:
             return None
         return Match(self, [node], bound={"value": value})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.g.make_constant(match.bound["value"])
 
 
@@ -41,7 +44,7 @@ class GatherShapeToConstant(Pattern):
 
     anchor = "Gather"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         shape_node = self.producer(g, node.input[0])
         if shape_node is None or shape_node.op_type != "Shape" or shape_node.domain != "":
             return None
@@ -63,5 +66,5 @@ class GatherShapeToConstant(Pattern):
             return None
         return Match(self, [node], bound={"value": i64(values).reshape(idx.shape)})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.g.make_constant(match.bound["value"])

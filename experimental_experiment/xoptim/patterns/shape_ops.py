@@ -2,68 +2,81 @@
 
 from __future__ import annotations
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import ShapePreservingToIdentity, const_ints, normalize_axes, same_known_shape
 
 
 class ExpandToIdentity(ShapePreservingToIdentity):
     """Expand(x, shape) -> x when the output shape is known equal to x's shape."""
 
-    def pattern(self, op, x, s):
+    def pattern(self, op: PatternOp, x: Var, s: Var) -> PatternResult:
         return op.Expand(x, s)
 
 
 class SqueezeUnsqueezeToIdentity(Pattern):
     """Unsqueeze(Squeeze(x, axes), axes) -> x (same axes)."""
 
-    def pattern(self, op, x, a1, a2):
+    def pattern(self, op: PatternOp, x: Var, a1: Var, a2: Var) -> PatternResult:
         return op.Unsqueeze(op.Squeeze(x, a1), a2)
 
-    def check(self, g, x, a1, a2):
+    def check(self, g: GraphBuilder, x: str, a1: str, a2: str) -> str | None:
         r = g.get_rank(x)
         n1, n2 = normalize_axes(const_ints(g, a1), r), normalize_axes(const_ints(g, a2), r)
         if n1 is None or n1 != n2:
             return "axes differ or are unknown"
         return None
 
-    def rewrite(self, op, x, a1, a2):
+    def rewrite(self, op: RewriteOp, x: str, a1: str, a2: str) -> RewriteResult:
         return x
 
 
 class UnsqueezeSqueezeToIdentity(Pattern):
     """Squeeze(Unsqueeze(x, axes), axes) -> x (same axes)."""
 
-    def pattern(self, op, x, a1, a2):
+    def pattern(self, op: PatternOp, x: Var, a1: Var, a2: Var) -> PatternResult:
         return op.Squeeze(op.Unsqueeze(x, a1), a2)
 
-    def check(self, g, x, a1, a2):
-        v1 = const_ints(g, a1)
-        r = None if v1 is None or g.get_rank(x) is None else g.get_rank(x) + len(v1)
+    def check(self, g: GraphBuilder, x: str, a1: str, a2: str) -> str | None:
+        v1, rx = const_ints(g, a1), g.get_rank(x)
+        r = None if v1 is None or rx is None else rx + len(v1)
         n1, n2 = normalize_axes(v1, r), normalize_axes(const_ints(g, a2), r)
         if n1 is None or n1 != n2:
             return "axes differ or are unknown"
         return None
 
-    def rewrite(self, op, x, a1, a2):
+    def rewrite(self, op: RewriteOp, x: str, a1: str, a2: str) -> RewriteResult:
         return x
 
 
 class UnsqueezeUnsqueezeToUnsqueeze(Pattern):
     """Unsqueeze(Unsqueeze(x, a1), a2) -> Unsqueeze(x, a) with the composed axes."""
 
-    def pattern(self, op, x, a1, a2):
+    def pattern(self, op: PatternOp, x: Var, a1: Var, a2: Var) -> PatternResult:
         return op.Unsqueeze(op.Unsqueeze(x, a1), a2)
 
-    def check(self, g, x, a1, a2):
+    def check(self, g: GraphBuilder, x: str, a1: str, a2: str) -> str | None:
         if const_ints(g, a1) is None or const_ints(g, a2) is None or g.get_rank(x) is None:
             return "axes or rank unknown"
         return None
 
-    def rewrite(self, op, x, a1, a2):
+    def rewrite(self, op: RewriteOp, x: str, a1: str, a2: str) -> RewriteResult:
         v1, v2 = const_ints(op.g, a1), const_ints(op.g, a2)
         r = op.g.get_rank(x)
+        assert v1 is not None and v2 is not None and r is not None  # ensured by check
         rank = r + len(v1) + len(v2)
         n2 = sorted(a % rank for a in v2)
         rest = [i for i in range(rank) if i not in n2]
@@ -71,7 +84,7 @@ class UnsqueezeUnsqueezeToUnsqueeze(Pattern):
         return op.Unsqueeze(x, i64(axes))
 
 
-def _slice_args(g, node):
+def _slice_args(g: GraphBuilder, node):
     """(starts, ends, axes, steps) of a Slice with constant arguments, or None."""
     args = [const_ints(g, i) if i else None for i in node.input[1:]]
     args += [None] * (4 - len(args))
@@ -108,7 +121,7 @@ class SliceToIdentity(Pattern):
 
     anchor = "Slice"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         args = _slice_args(g, node)
         if args is None or any(s != 1 for s in args[3]):
             return None
@@ -118,7 +131,7 @@ class SliceToIdentity(Pattern):
             return self.refuse("the slice may not keep everything")
         return Match(self, [node], bound={"x": node.input[0]})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return match.bound["x"]
 
 
@@ -128,7 +141,7 @@ class SliceSliceToSlice(Pattern):
 
     anchor = "Slice"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         inner = self.producer(g, node.input[0])
         if inner is None or inner.op_type != "Slice" or inner.domain != "":
             return None
@@ -142,7 +155,7 @@ class SliceSliceToSlice(Pattern):
         merged = [i64(u + v) for u, v in zip(a1, a2)]
         return Match(self, [inner, node], bound={"x": inner.input[0], "args": merged})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.Slice(match.bound["x"], *match.bound["args"])
 
 
@@ -151,7 +164,7 @@ class SplitConcatToIdentity(Pattern):
 
     anchor = "Concat"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         split = self.producer(g, node.input[0])
         if split is None or split.op_type != "Split" or split.domain != "":
             return None
@@ -166,5 +179,5 @@ class SplitConcatToIdentity(Pattern):
             return self.refuse("different axes")
         return Match(self, [split, node], bound={"x": split.input[0]})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return match.bound["x"]

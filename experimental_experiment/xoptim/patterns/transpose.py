@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from onnx import helper
+from onnx import NodeProto, helper
 
-from ..pattern import Match, Pattern
+from ...xbuilder import GraphBuilder
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import FLOATS
 
 
@@ -12,15 +22,17 @@ class TransposeTransposeToTranspose(Pattern):
     """Transpose(Transpose(x, perm=p1), perm=p2) -> Transpose(x, perm=p1∘p2)
     (or x when the composition is the identity)."""
 
-    def pattern(self, op, x, p1, p2):
+    def pattern(self, op: PatternOp, x: Var, p1: Var, p2: Var) -> PatternResult:
         return op.Transpose(op.Transpose(x, perm=p1), perm=p2)
 
-    def check(self, g, x, p1, p2):
+    def check(
+        self, g: GraphBuilder, x: str, p1: list[int] | None, p2: list[int] | None
+    ) -> str | None:
         if p1 is None or p2 is None:
             return "a perm attribute is missing"
         return None
 
-    def rewrite(self, op, x, p1, p2):
+    def rewrite(self, op: RewriteOp, x: str, p1: list[int], p2: list[int]) -> RewriteResult:
         perm = [p1[i] for i in p2]
         if perm == list(range(len(perm))):
             return x
@@ -32,17 +44,17 @@ class TransposeToIdentity(Pattern):
 
     anchor = "Transpose"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         perm = [list(a.ints) for a in node.attribute if a.name == "perm"]
         if not perm or perm[0] != list(range(len(perm[0]))):
             return None  # not the identity: not a refusal
         return Match(self, [node], bound={"x": node.input[0]})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return match.bound["x"]
 
 
-def _is_2d_transpose(g, node) -> bool:
+def _is_2d_transpose(g: GraphBuilder, node: NodeProto | None) -> bool:
     if node is None or node.op_type != "Transpose" or node.domain != "":
         return False
     perm = [list(a.ints) for a in node.attribute if a.name == "perm"]
@@ -55,7 +67,7 @@ class TransposeMatMulToGemm(Pattern):
 
     anchor = "MatMul"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         a, b = node.input
         if g.get_rank(a) != 2 or g.get_rank(b) != 2 or g.get_type(a) not in FLOATS:
             return None
@@ -79,7 +91,7 @@ class TransposeMatMulToGemm(Pattern):
             },
         )
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         m = match.bound
         return op.Gemm(m["a"], m["b"], transA=m["transA"] or None, transB=m["transB"] or None)
 
@@ -89,11 +101,11 @@ class TransposeGemmToGemm(Pattern):
 
     anchor = "Gemm"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         nodes, bound = [], {}
         for i in (0, 1):
             t = self.producer(g, node.input[i])
-            if _is_2d_transpose(g, t):
+            if t is not None and _is_2d_transpose(g, t):
                 if all(t is not n for n in nodes):
                     nodes.append(t)
                 bound[i] = t.input[0]
@@ -101,7 +113,7 @@ class TransposeGemmToGemm(Pattern):
             return None
         return Match(self, [*nodes, node], bound=bound)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         node = match.nodes[-1]
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         inputs = list(node.input)

@@ -42,7 +42,7 @@ from .normalization import (
 from .rotary import HalfRotaryToRotaryEmbedding, TransposedRotaryToRotaryEmbedding
 
 #: pattern classes of the ``"onnxruntime"`` set
-ORT_PATTERNS: list = [
+ORT_PATTERNS = (
     TransposeMatMulToFusedMatMul,
     MatMulScaleToFusedMatMul,
     RMSNormToSimplifiedLayerNorm,
@@ -58,14 +58,14 @@ ORT_PATTERNS: list = [
     TransposedRotaryToRotaryEmbedding,
     RotaryGroupQueryAttentionToGroupQueryAttention,
     MatMulGroupQueryAttentionToPackedGroupQueryAttention,
-]
+)
 
 #: pattern classes of the ``"onnxruntime_extra"`` set (slower on CPU, see above)
-ORT_EXTRA_PATTERNS: list = [
+ORT_EXTRA_PATTERNS = (
     TransposeWeightMatMulToFusedMatMul,
     AddSimplifiedLayerNormToSkipSimplifiedLayerNorm,
     AddLayerNormToSkipLayerNorm,
-]
+)
 
 __all__ = [c.__name__ for c in ORT_PATTERNS + ORT_EXTRA_PATTERNS] + [
     "ORT_EXTRA_PATTERNS",

@@ -6,6 +6,7 @@ from typing import TypeGuard
 
 from onnx import NodeProto, TensorProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.graph_utils import constant_value
 from ..matcher import attribute_value, graph_index
 
@@ -15,7 +16,7 @@ MS = "com.microsoft"
 ORT_FLOATS = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16})
 
 
-def scalar_value(g, name: str) -> float | None:
+def scalar_value(g: GraphBuilder, name: str) -> float | None:
     """The value of a constant holding one element, None otherwise."""
     value = constant_value(g, name, 1)
     return None if value is None or value.size != 1 else float(value.reshape(-1)[0])
@@ -39,7 +40,7 @@ def swaps_last_two(node: NodeProto, rank: int | None) -> bool:
     return list(perm) == [*range(rank - 2), rank - 1, rank - 2]
 
 
-def used_before(g, name: str, anchor: NodeProto, inside: list[NodeProto]) -> bool:
+def used_before(g: GraphBuilder, name: str, anchor: NodeProto, inside: list[NodeProto]) -> bool:
     """True if a node outside ``inside`` placed before ``anchor`` uses ``name``: the
     engine inserts the replacement where ``anchor`` is, such a consumer would come
     before the new producer of ``name``."""
@@ -51,7 +52,7 @@ def used_before(g, name: str, anchor: NodeProto, inside: list[NodeProto]) -> boo
     )
 
 
-def last_dim_vector(g, x: str, v: str) -> bool:
+def last_dim_vector(g: GraphBuilder, x: str, v: str) -> bool:
     """True when ``v`` is 1-D and its size is the last dimension of ``x``."""
     sx, sv = g.get_shape(x), g.get_shape(v)
     return (

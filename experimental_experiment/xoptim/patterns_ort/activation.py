@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ..patterns.activation import GeluErfToGelu, GeluTanhToGelu
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector
 
@@ -14,7 +17,7 @@ class GeluErfToOrtGelu(GeluErfToGelu):
 
     min_opset = 1
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.Gelu(match.bound["x"], domain=MS)
 
 
@@ -24,14 +27,14 @@ class GeluTanhToFastGelu(GeluTanhToGelu):
 
     min_opset = 1
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.FastGelu(match.bound["x"], domain=MS)
 
 
 class _AddActivation(Pattern):
     """Act(Add(x, bias)) -> Fused(x, bias) for a bias vector of the last dimension."""
 
-    def _bias_add(self, g, node):
+    def _bias_add(self, g: GraphBuilder, node):
         add = self.producer(g, node.input[0])
         if not is_op(add, "Add"):
             return None
@@ -47,15 +50,15 @@ class AddGeluToBiasGelu(_AddActivation):
     """Gelu(Add(x, bias)) -> BiasGelu(x, bias) (com.microsoft) with ``bias`` 1-D of the
     size of the last dimension of ``x`` (Gelu from com.microsoft or ONNX, erf form)."""
 
-    def anchors(self):
+    def anchors(self) -> tuple[tuple[str, str], ...]:
         return ((MS, "Gelu"), ("", "Gelu"))
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if node.domain == "" and attribute_value(node, "approximate") not in (None, "none"):
             return None
         return self._bias_add(g, node)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.BiasGelu(match.bound["x"], match.bound["bias"], domain=MS)
 
 
@@ -63,15 +66,15 @@ class AddFastGeluToFastGelu(_AddActivation):
     """FastGelu(Add(x, bias)) (or ONNX Gelu(approximate="tanh")) -> FastGelu(x, bias)
     (com.microsoft) with ``bias`` 1-D of the size of the last dimension of ``x``."""
 
-    def anchors(self):
+    def anchors(self) -> tuple[tuple[str, str], ...]:
         return ((MS, "FastGelu"), ("", "Gelu"))
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if node.domain == "" and attribute_value(node, "approximate") != "tanh":
             return None
         if len(node.input) > 1 and node.input[1]:
             return None
         return self._bias_add(g, node)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         return op.FastGelu(match.bound["x"], match.bound["bias"], domain=MS)

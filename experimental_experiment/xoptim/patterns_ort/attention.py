@@ -33,22 +33,23 @@ causal, a float mask, an unexpected layout).
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import NodeProto, TensorProto
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value, constant_equals
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, swaps_last_two, used_before
 from .attention_mask import dim_expression, prove_causal, same, same_dim, shape_pieces
 
 
-def _is_minus_inf(g, name: str) -> bool:
+def _is_minus_inf(g: GraphBuilder, name: str) -> bool:
     return constant_equals(g, name, -np.inf)
 
 
-def _reduce_last(g, node) -> bool:
+def _reduce_last(g: GraphBuilder, node) -> bool:
     """ReduceMax over the last axis with keepdims=1."""
     rank = g.get_rank(node.input[0])
     axes = (
@@ -72,7 +73,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
 
     anchor = "MatMul"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         nodes: list = []
         found = self._probabilities(g, node.input[0], nodes)
         if found is None:
@@ -96,6 +97,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         if any(used_before(g, c[2].output[0], node, nodes) for c in (kc, vc)):
             return self.refuse("the new cache is used before the attention")
         shape = g.get_shape(q)
+        assert shape is not None  # _check refused unknown shapes
         return Match(
             self,
             nodes,
@@ -115,7 +117,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             ),
         )
 
-    def _probabilities(self, g, name: str, nodes: list):
+    def _probabilities(self, g: GraphBuilder, name: str, nodes: list):
         """(mask, scores, guard) of Softmax(Where(mask, scores, -inf)), guarded or not."""
         node = self.producer(g, name)
         guard = is_op(node, "Where")
@@ -154,7 +156,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         nodes += [node, where]
         return where.input[0], where.input[1], guard
 
-    def _scores(self, g, name: str, nodes: list):
+    def _scores(self, g: GraphBuilder, name: str, nodes: list):
         """(q, k, scale) of FusedMatMul(q, k, transB=1, alpha) or MatMul(q, Transpose(k))."""
         node = self.producer(g, name)
         if is_op(node, "FusedMatMul", MS):
@@ -174,13 +176,18 @@ class CausalAttentionToGroupQueryAttention(Pattern):
                 return node.input[0], tr.input[0], 1.0
         return None
 
-    def _unrepeat(self, g, name: str, nodes: list):
+    def _unrepeat(self, g: GraphBuilder, name: str, nodes: list):
         """(x, repeat) for Reshape(Expand(Unsqueeze(x, [2]), (., ., r, ., .)), [0, N, -1, D])
         (repeat_kv), (name, 1) when it is something else."""
         resh = self.producer(g, name)
         exp = self.producer(g, resh.input[0]) if is_op(resh, "Reshape") else None
         unsq = self.producer(g, exp.input[0]) if is_op(exp, "Expand") else None
-        if not is_op(unsq, "Unsqueeze") or constant_ints(g, unsq.input[1], 4) != [2]:
+        if (
+            not is_op(unsq, "Unsqueeze")
+            or exp is None  # not None when unsq is a node
+            or resh is None
+            or constant_ints(g, unsq.input[1], 4) != [2]
+        ):
             return name, 1
         x = unsq.input[0]
         sx, pieces = g.get_shape(x), shape_pieces(g, exp.input[1])
@@ -210,7 +217,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         nodes += [unsq, exp, resh]
         return x, r
 
-    def _cache(self, g, name: str):
+    def _cache(self, g: GraphBuilder, name: str):
         """(past, new, concat node) of Concat(past, new, axis=2)."""
         node = self.producer(g, name)
         if (
@@ -221,7 +228,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             return None
         return node.input[0], node.input[1], node
 
-    def _check(self, g, q: str, kc, vc, rep: int, mask: str) -> str | None:
+    def _check(self, g: GraphBuilder, q: str, kc, vc, rep: int, mask: str) -> str | None:
         sq, sk, sp = g.get_shape(q), g.get_shape(kc[1]), g.get_shape(kc[0])
         if g.get_type(q) not in ORT_FLOATS or any(
             g.get_type(n) != g.get_type(q) for n in (*kc[:2], *vc[:2])
@@ -235,7 +242,8 @@ class CausalAttentionToGroupQueryAttention(Pattern):
             or sk[3] != sq[3]
         ):
             return "heads or head sizes are unknown or do not match"
-        if g.get_shape(vc[1]) is None or g.get_shape(vc[1])[1:] != tuple(sk[1:]):
+        sv = g.get_shape(vc[1])
+        if sv is None or sv[1:] != tuple(sk[1:]):
             return "value and key have different shapes"
         shape_m = g.get_shape(mask)
         if g.get_rank(mask) != 4 or (shape_m is not None and shape_m[1] != 1):
@@ -243,7 +251,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         query = dim_expression(sq[2]) or dim_expression(sk[2])
         return prove_causal(g, mask, dim_expression(sp[2]), query)
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         g = op.g
         dtype = g.get_type(b["q"])
@@ -258,6 +266,7 @@ class CausalAttentionToGroupQueryAttention(Pattern):
         # sizes read on the mask when it is known to have the batch of the query: the
         # nodes are then the same for every layer (merged by CSE)
         sm, sq = g.get_shape(b["mask"]), g.get_shape(b["q"])
+        assert sq is not None  # match read the heads on the query's shape
         shared = sm is not None and same(dim_expression(sm[0]), dim_expression(sq[0]))
         total = op.Shape(b["mask"], start=3, end=4)
         batch = op.Shape(b["mask"] if shared else b["q"], start=0, end=1)

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import re
 
+from onnx import NodeProto
+
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import is_op
 
 #: a linear expression: symbol -> coefficient, "" -> constant term
@@ -30,7 +33,7 @@ Linear = dict
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 
 
-def dim_expression(dim) -> Linear | None:
+def dim_expression(dim: int | str | None) -> Linear | None:
     """A dimension (int, symbol, or a sum such as ``"past+seq"``) as a linear expression."""
     if isinstance(dim, int):
         return {"": dim}
@@ -61,7 +64,7 @@ def same(a: Linear | None, b: Linear | None) -> bool:
     return _combine(a, b, -1) in ({}, {"": 0})
 
 
-def _shape_dim(g, node, index: int) -> Linear | None:
+def _shape_dim(g: GraphBuilder, node, index: int) -> Linear | None:
     """Dimension ``index`` of the selection ``Shape(x, start, end)`` makes."""
     shape = g.get_shape(node.input[0])
     if shape is None:
@@ -73,7 +76,7 @@ def _shape_dim(g, node, index: int) -> Linear | None:
     return dim_expression(dims[index])
 
 
-def scalar_expression(g, name: str, depth: int = 0) -> Linear | None:
+def scalar_expression(g: GraphBuilder, name: str, depth: int = 0) -> Linear | None:
     """The integer scalar (or one-element tensor) ``name`` as a linear expression of the
     symbolic dimensions: constants, ``Gather(Shape(x), i)``, Add, Sub, and the nodes
     keeping one element (Squeeze, Unsqueeze, Reshape, Identity, Cast to an integer)."""
@@ -104,7 +107,7 @@ def scalar_expression(g, name: str, depth: int = 0) -> Linear | None:
     return None
 
 
-def _range_from_zero(g, name: str) -> Linear | None:
+def _range_from_zero(g: GraphBuilder, name: str) -> Linear | None:
     """The limit of ``Range(0, limit, 1)`` producing ``name``, None otherwise."""
     node = Pattern.producer(g, name)
     if (
@@ -116,7 +119,7 @@ def _range_from_zero(g, name: str) -> Linear | None:
     return scalar_expression(g, node.input[1])
 
 
-def _positions(g, name: str, axes: list[int]) -> tuple[Linear, Linear] | None:
+def _positions(g: GraphBuilder, name: str, axes: list[int]) -> tuple[Linear, Linear] | None:
     """``(offset, length)`` if ``name`` is Unsqueeze(Range(0, length, 1) + offset, axes)
     (offset 0 without the Add)."""
     unsq = Pattern.producer(g, name)
@@ -136,7 +139,7 @@ def _positions(g, name: str, axes: list[int]) -> tuple[Linear, Linear] | None:
     return None
 
 
-def causal_operand(g, name: str) -> tuple[Linear, Linear, Linear] | None:
+def causal_operand(g: GraphBuilder, name: str) -> tuple[Linear, Linear, Linear] | None:
     """``(past, query length, total length)`` if ``name`` is
     LessOrEqual(kv positions (1, 1, 1, total), past + query positions (1, 1, S, 1))."""
     node = Pattern.producer(g, name)
@@ -152,7 +155,7 @@ def causal_operand(g, name: str) -> tuple[Linear, Linear, Linear] | None:
     return q[0], q[1], kv[1]
 
 
-def conjunction_operands(g, name: str, limit: int = 8) -> list[str]:
+def conjunction_operands(g: GraphBuilder, name: str, limit: int = 8) -> list[str]:
     """The operands of a tree of And nodes (``[name]`` when it is not an And)."""
     node = Pattern.producer(g, name)
     if not is_op(node, "And") or limit <= 0:
@@ -160,7 +163,9 @@ def conjunction_operands(g, name: str, limit: int = 8) -> list[str]:
     return [leaf for i in node.input for leaf in conjunction_operands(g, i, limit - 1)]
 
 
-def prove_causal(g, mask: str, past: Linear | None, query: Linear | None) -> str | None:
+def prove_causal(
+    g: GraphBuilder, mask: str, past: Linear | None, query: Linear | None
+) -> str | None:
     """None if ``mask`` is inside the causal mask of a query of ``query`` positions
     after a cache of ``past`` positions, the reason otherwise."""
     if past is None or query is None:
@@ -178,20 +183,21 @@ def prove_causal(g, mask: str, past: Linear | None, query: Linear | None) -> str
     )
 
 
-def same_dim(g, name: str, axis: int, expr: Linear | None, depth: int = 0) -> bool:
+def same_dim(g: GraphBuilder, name: str, axis: int, expr: Linear | None, depth: int = 0) -> bool:
     """True if dimension ``axis`` of ``name`` is ``expr``: from the known shape, or the
     sum of the inputs' dimensions when ``name`` is a Concat along ``axis``."""
     shape = g.get_shape(name)
     if shape is not None and same(dim_expression(shape[axis]), expr):
         return True
     node = Pattern.producer(g, name)
-    if depth > 4 or not is_op(node, "Concat") or g.get_rank(name) is None:
-        return False
     rank = g.get_rank(name)
+    if depth > 4 or not is_op(node, "Concat") or rank is None:
+        return False
     if attribute_value(node, "axis") % rank != axis % rank:
         return False
-    parts = [g.get_shape(i) for i in node.input]
-    if any(p is None for p in parts):
+    found = [g.get_shape(i) for i in node.input]
+    parts = [p for p in found if p is not None]
+    if len(parts) != len(found):
         return False
     total: Linear = {"": 0}
     for p in parts:
@@ -202,7 +208,7 @@ def same_dim(g, name: str, axis: int, expr: Linear | None, depth: int = 0) -> bo
     return same(total, expr)
 
 
-def shape_pieces(g, name: str, depth: int = 0) -> list[Linear | None] | None:
+def shape_pieces(g: GraphBuilder, name: str, depth: int = 0) -> list[Linear | None] | None:
     """The values of a 1-D integer shape tensor as linear expressions: a constant, or
     a Concat of one-element pieces (:func:`scalar_expression` for each)."""
     value = constant_ints(g, name, 16)
@@ -233,7 +239,7 @@ def _broadcast(a: Linear | None, b: Linear | None) -> Linear | None:
     return None
 
 
-def shape_expressions(g, name: str, depth: int = 0) -> list[Linear | None] | None:
+def shape_expressions(g: GraphBuilder, name: str, depth: int = 0) -> list[Linear | None] | None:
     """The dimensions of ``name``: those of an index grid (:func:`index_grid`), or the
     known shape (None for an unknown dimension)."""
     grid = index_grid(g, name, depth)
@@ -243,7 +249,7 @@ def shape_expressions(g, name: str, depth: int = 0) -> list[Linear | None] | Non
     return None if shape is None else [dim_expression(d) for d in shape]
 
 
-def _shape_value(g, name: str, depth: int) -> list[Linear | None] | None:
+def _shape_value(g: GraphBuilder, name: str, depth: int) -> list[Linear | None] | None:
     """The values of a 1-D shape tensor: ``Shape(x)`` (every dimension) or a constant or
     a Concat of pieces (:func:`shape_pieces`)."""
     node = Pattern.producer(g, name)
@@ -252,7 +258,7 @@ def _shape_value(g, name: str, depth: int) -> list[Linear | None] | None:
     return shape_pieces(g, name)
 
 
-def index_grid(g, name: str, depth: int = 0) -> tuple[int, list, str] | None:
+def index_grid(g: GraphBuilder, name: str, depth: int = 0) -> tuple[int, list, str] | None:
     """``(axis, dims, limit)`` when ``name`` holds ``i[axis]`` at every index ``i`` of its
     shape ``dims``: ``Unsqueeze(Range(0, limit, 1), axes)`` (one axis left), or Expand of a
     grid which keeps the length of the grid's axis (broadcast on the others)."""
@@ -287,7 +293,7 @@ def index_grid(g, name: str, depth: int = 0) -> tuple[int, list, str] | None:
     return None
 
 
-def _last_unsqueeze(g, name: str) -> str | None:
+def _last_unsqueeze(g: GraphBuilder, name: str) -> str | None:
     """x if ``name`` is Unsqueeze(x, [-1]) (a new last axis)."""
     node = Pattern.producer(g, name)
     axes = constant_ints(g, node.input[1], 2) if is_op(node, "Unsqueeze") else None
@@ -305,7 +311,7 @@ class GridGatherNDToSlice(Pattern):
 
     anchor = "GatherND"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if attribute_value(node, "batch_dims") or g.get_rank(node.input[0]) != 2:
             return None
         cat = self.producer(g, node.input[1])
@@ -338,7 +344,7 @@ class GridGatherNDToSlice(Pattern):
             ),
         )
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         g, b = op.g, match.bound
         x, shape = b["x"], g.get_shape(b["x"]) if g.has_shape(b["x"]) else None
         # a slice only along the axes whose length is not known to be the grid's

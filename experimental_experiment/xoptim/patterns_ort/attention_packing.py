@@ -25,22 +25,27 @@ constant 2-D weights used by nothing else.
 
 from __future__ import annotations
 
-import numpy as np
-from onnx import TensorProto
+from types import MappingProxyType
 
+import numpy as np
+from onnx import NodeProto, TensorProto
+
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op
 
 #: attributes of RotaryEmbedding the fused form does not express (default value)
-_ROTARY_DEFAULTS = {
-    "num_heads": 0,
-    "rotary_embedding_dim": 0,
-    "is_packed_batching": 0,
-    "scale": 1.0,
-}
+_ROTARY_DEFAULTS = MappingProxyType(
+    {
+        "num_heads": 0,
+        "rotary_embedding_dim": 0,
+        "is_packed_batching": 0,
+        "scale": 1.0,
+    }
+)
 
 
 def _attributes(node) -> dict:
@@ -70,7 +75,7 @@ def _gqa_call(op, node, inputs: list[str], **changed):
     return outs
 
 
-def consecutive_positions(g, name: str) -> bool:
+def consecutive_positions(g: GraphBuilder, name: str) -> bool:
     """True when ``name`` is ``Reshape(Range(start, limit, 1), shape)`` of rank 2: every
     row holds consecutive positions."""
     resh = Pattern.producer(g, name)
@@ -80,7 +85,7 @@ def consecutive_positions(g, name: str) -> bool:
     return is_op(rng, "Range") and constant_ints(g, rng.input[2], 1) == [1]
 
 
-def _total64(g, total32: str) -> str | None:
+def _total64(g: GraphBuilder, total32: str) -> str | None:
     """The int64 tensor of shape (1,) total_sequence_length is cast from
     (``Cast(Squeeze(total))`` or ``Cast(total)``), None if it is something else."""
     node = Pattern.producer(g, total32)
@@ -106,7 +111,7 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
     anchor = "GroupQueryAttention"
     anchor_domain = MS
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if attribute_value(node, "do_rotary", 0) or any(_input(node, i) for i in (7, 8, 9)):
             return None
         if not _input(node, 1) or not _input(node, 2):
@@ -133,7 +138,7 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
             ),
         )
 
-    def _check(self, g, node, rq, rk) -> str | None:
+    def _check(self, g: GraphBuilder, node, rq, rk) -> str | None:
         for r in (rq, rk):
             if any(attribute_value(r, k, v) != v for k, v in _ROTARY_DEFAULTS.items()):
                 return "a rotation with num_heads, rotary_embedding_dim, scale or packing"
@@ -164,7 +169,7 @@ class RotaryGroupQueryAttentionToGroupQueryAttention(Pattern):
             return "positions not proven consecutive along the sequence"
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         node = match.nodes[-1]
         # pads: total_sequence_length more rows (of zeros) at the end of the first axis
@@ -185,11 +190,12 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
     anchor = "GroupQueryAttention"
     anchor_domain = MS
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if not _input(node, 1) or not _input(node, 2):
             return None
-        mms = [self.producer(g, node.input[i]) for i in range(3)]
-        if not all(is_op(m, "MatMul") for m in mms):
+        found = [self.producer(g, node.input[i]) for i in range(3)]
+        mms = [m for m in found if is_op(m, "MatMul")]
+        if len(mms) != 3:
             return None
         if len({m.input[0] for m in mms}) != 1:
             return self.refuse("the projections do not read the same input")
@@ -202,7 +208,7 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
             self, [*mms, node], bound=dict(x=mms[0].input[0], weights=[m.input[1] for m in mms])
         )
 
-    def _check(self, g, mms) -> str | None:
+    def _check(self, g: GraphBuilder, mms) -> str | None:
         x = mms[0].input[0]
         dtype = g.get_type(x)
         shapes = []
@@ -222,7 +228,7 @@ class MatMulGroupQueryAttentionToPackedGroupQueryAttention(Pattern):
             return "the input is not a matrix or a batch of matrices"
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         g, b = op.g, match.bound
         node = match.nodes[-1]
         packed = np.concatenate([np.asarray(g.get_constant(w)) for w in b["weights"]], axis=1)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from onnx import TensorProto
+from onnx import NodeProto, TensorProto
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, is_op
 
 #: activations FusedConv takes without parameters
@@ -18,7 +19,7 @@ class ConvActivationToFusedConv(Pattern):
 
     anchor = _ACTIVATIONS
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         conv = self.producer(g, node.input[0])
         if not is_op(conv, "Conv"):
             return None
@@ -26,7 +27,7 @@ class ConvActivationToFusedConv(Pattern):
             return self.refuse("not float32")
         return Match(self, [conv, node])
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         conv, act = match.nodes
         attrs = {a.name: attribute_value(conv, a.name) for a in conv.attribute}
         return op.FusedConv(*conv.input, domain=MS, activation=act.op_type, **attrs)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import Match, MatchResult, Pattern, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, scalar_value, swaps_last_two
 
 
-def _scale_of(g, node: NodeProto, other: str) -> float | None:
+def _scale_of(g: GraphBuilder, node: NodeProto, other: str) -> float | None:
     """The scalar constant ``node`` (a Mul) multiplies ``other`` by, if it keeps
     the shape of ``other`` (a scalar constant of rank <= rank(other))."""
     for x, c in (node.input, node.input[::-1]):
@@ -28,7 +29,7 @@ def _scale_of(g, node: NodeProto, other: str) -> float | None:
     return None
 
 
-def _fused_attributes(node: NodeProto) -> dict:
+def _fused_attributes(node: NodeProto) -> dict | None:
     """transA, transB, alpha of a MatMul or FusedMatMul (None when not fusable)."""
     if node.op_type == "MatMul":
         return {"transA": 0, "transB": 0, "alpha": 1.0}
@@ -57,7 +58,7 @@ def _make_fused(op, a: str, b: str, attrs: dict):
 
 
 class _FusedMatMulBase(Pattern):
-    def _check_types(self, g, a: str, b: str) -> str | None:
+    def _check_types(self, g: GraphBuilder, a: str, b: str) -> str | None:
         if g.get_type(a) not in ORT_FLOATS or g.get_type(b) != g.get_type(a):
             return "not float32 or float16"
         if (g.get_rank(a) or 0) < 2 or (g.get_rank(b) or 0) < 2:
@@ -80,10 +81,10 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
     #: True to fuse the Transpose of a constant too
     fuse_constant_transpose = False
 
-    def anchors(self):
+    def anchors(self) -> tuple[tuple[str, str], ...]:
         return (("", "MatMul"), (MS, "FusedMatMul"))
 
-    def _peel(self, g, name: str, attrs: dict, key: str, nodes: list) -> str:
+    def _peel(self, g: GraphBuilder, name: str, attrs: dict, key: str, nodes: list) -> str:
         """Goes up through one Transpose and one scalar Mul (any order) used once."""
         seen: set[str] = set()
         for _ in range(2):
@@ -115,7 +116,7 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
             nodes.append(node)
         return name
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if node.op_type == "MatMul" and node.domain != "":
             return None
         attrs = _fused_attributes(node)
@@ -132,7 +133,7 @@ class TransposeMatMulToFusedMatMul(_FusedMatMulBase):
             return self.refuse(reason)
         return Match(self, [*nodes_a, *nodes_b, node], bound={"a": a, "b": b, **attrs})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         m = match.bound
         return _make_fused(op, m["a"], m["b"], m)
 
@@ -151,19 +152,15 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
 
     anchor = ("Mul", "Div")
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         for k in (0, 1) if node.op_type == "Mul" else (0,):
             mm = self.producer(g, node.input[k])
             if not (is_op(mm, "MatMul") or is_op(mm, "FusedMatMul", MS)):
                 continue
             value = scalar_value(g, node.input[1 - k])
             c = node.input[1 - k]
-            if (
-                value is None
-                or g.get_rank(c) is None
-                or g.get_rank(mm.output[0]) is None
-                or g.get_rank(c) > g.get_rank(mm.output[0])
-            ):
+            rank_c, rank_mm = g.get_rank(c), g.get_rank(mm.output[0])
+            if value is None or rank_c is None or rank_mm is None or rank_c > rank_mm:
                 continue
             if g.get_type(c) != g.get_type(mm.output[0]):
                 continue
@@ -179,6 +176,6 @@ class MatMulScaleToFusedMatMul(_FusedMatMulBase):
             return Match(self, [mm, node], bound={"a": mm.input[0], "b": mm.input[1], **attrs})
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         m = match.bound
         return _make_fused(op, m["a"], m["b"], m)

@@ -12,13 +12,14 @@ import numpy as np
 from onnx import NodeProto
 from onnx.helper import tensor_dtype_to_np_dtype
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value, constant_equals
-from ..pattern import Match, Pattern, Refusal
+from ..pattern import Match, MatchResult, Pattern, Refusal, RewriteOp, RewriteResult
 from ._utils import MS, ORT_FLOATS, is_op, last_dim_vector, scalar_value, used_before
 
 
-def _reduce_axes(g, node: NodeProto) -> list[int] | None:
+def _reduce_axes(g: GraphBuilder, node: NodeProto) -> list[int] | None:
     """Axes of a ReduceMean (input or attribute), made non-negative."""
     rank = g.get_rank(node.input[0])
     if rank is None:
@@ -43,7 +44,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
 
     anchor = ("Mul", "Div")
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         pairs = [node.input] if node.op_type == "Div" else [node.input, node.input[::-1]]
         refusal = None
         for x, r in pairs:
@@ -57,7 +58,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
         chain, mean, eps = res
         rank = g.get_rank(x)
         axes = _reduce_axes(g, mean)
-        if axes is None or axes != list(range(rank - len(axes), rank)):
+        if axes is None or rank is None or axes != list(range(rank - len(axes), rank)):
             return self.refuse("the mean is not taken over the last axes")
         if any(a.name == "keepdims" and a.i != 1 for a in mean.attribute):
             return self.refuse("keepdims=0")
@@ -73,7 +74,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
             self, [*chain, node], bound={"x": x, "axis": axes[0], "eps": eps, "shape": tuple(norm)}
         )
 
-    def _denominator(self, g, node, x, r):
+    def _denominator(self, g: GraphBuilder, node, x, r):
         """(nodes, ReduceMean node, epsilon) if r is 1/sqrt(mean(x^2)+eps) or sqrt(...)."""
         rn = self.producer(g, r)
         chain = []
@@ -104,7 +105,7 @@ class RMSNormToSimplifiedLayerNorm(Pattern):
             return [sq, mean, add, *chain[::-1]], mean, eps
         return None
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b = match.bound
         dtype = tensor_dtype_to_np_dtype(op.g.get_type(b["x"]))
         ones = op.g.make_constant(np.ones(b["shape"], dtype=dtype))
@@ -127,7 +128,7 @@ class SimplifiedLayerNormMulToScale(Pattern):
 
     anchor = "Mul"
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         for k in (0, 1):
             norm = self.producer(g, node.input[k])
             gi = _gamma_index(norm)
@@ -161,7 +162,7 @@ class SimplifiedLayerNormMulToScale(Pattern):
         )
         return Match(self, [norm, node], outputs=outputs, bound={"scale": new, "gi": gi})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         norm = match.nodes[0]
         scale = match.bound["scale"]
         if not isinstance(scale, str):
@@ -177,7 +178,7 @@ class SimplifiedLayerNormMulToScale(Pattern):
             op,
             "SkipSimplifiedLayerNormalization",
             inputs,
-            len(match.outputs) > 1,
+            len(match.outputs or ()) > 1,
             epsilon=attrs["epsilon"],
         )
 
@@ -198,7 +199,7 @@ class _AddNormToSkipNorm(Pattern):
 
     skip_op = ""
 
-    def match(self, g, node):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
         if any(o and self.n_consumers(g, o) for o in node.output[1:]):
             return self.refuse("the statistics outputs are used")
         if attribute_value(node, "stash_type") not in (None, 1):
@@ -233,13 +234,13 @@ class _AddNormToSkipNorm(Pattern):
             outputs.append(x)
         return Match(self, [add, node], outputs=outputs, bound={"a": a, "b": b, "eps": eps})
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         b, norm = match.bound, match.nodes[-1]
         return _skip_outputs(
             op,
             self.skip_op,
             [b["a"], b["b"], *norm.input[1:]],
-            len(match.outputs) > 1,
+            len(match.outputs or ()) > 1,
             epsilon=float(b["eps"]),
         )
 

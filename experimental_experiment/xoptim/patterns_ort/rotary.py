@@ -20,22 +20,33 @@ from __future__ import annotations
 import numpy as np
 from onnx import NodeProto
 
+from ...xbuilder import GraphBuilder
 from ...xbuilder.dtypes import i64
 from ...xbuilder.graph_utils import constant_ints
 from ..matcher import attribute_value
-from ..pattern import Match, Pattern
+from ..pattern import (
+    Match,
+    MatchResult,
+    Pattern,
+    PatternOp,
+    PatternResult,
+    RewriteOp,
+    RewriteResult,
+    Var,
+)
 from ._utils import MS, ORT_FLOATS, is_op
 from .attention_mask import dim_expression, same
 
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def _consts(g, names) -> list[list[int]] | None:
+def _consts(g: GraphBuilder, names) -> list[list[int]] | None:
     out = [constant_ints(g, n, None) for n in names]
-    return None if any(v is None for v in out) else out
+    known = [v for v in out if v is not None]
+    return None if len(known) != len(out) else known
 
 
-def _half_slice(g, node: NodeProto, x: str, half: int, first: bool) -> bool:
+def _half_slice(g: GraphBuilder, node: NodeProto | None, x: str, half: int, first: bool) -> bool:
     """True if node is Slice(x)[..., :half] (first) or Slice(x)[..., half:]."""
     if not is_op(node, "Slice") or node.input[0] != x or len(node.input) < 4:
         return False
@@ -45,19 +56,19 @@ def _half_slice(g, node: NodeProto, x: str, half: int, first: bool) -> bool:
     starts, ends, axes = values[0][0], values[1][0], values[2][0]
     steps = values[3][0] if len(values) > 3 else 1
     rank = g.get_rank(x)
-    if axes % rank != rank - 1 or steps != 1:
+    if rank is None or axes % rank != rank - 1 or steps != 1:
         return False
     if first:
         return starts == 0 and ends == half
     return starts == half and ends >= 2 * half
 
 
-def _rotate_half(g, node: NodeProto | None, x: str, half: int) -> list | None:
+def _rotate_half(g: GraphBuilder, node: NodeProto | None, x: str, half: int) -> list | None:
     """Nodes of Concat(Neg(x[..., half:]), x[..., :half], axis=-1), None otherwise."""
     if not is_op(node, "Concat") or len(node.input) != 2:
         return None
     rank = g.get_rank(x)
-    if attribute_value(node, "axis") % rank != rank - 1:
+    if rank is None or attribute_value(node, "axis") % rank != rank - 1:
         return None
     neg = Pattern.producer(g, node.input[0])
     if not is_op(neg, "Neg"):
@@ -68,7 +79,7 @@ def _rotate_half(g, node: NodeProto | None, x: str, half: int) -> list | None:
     return None
 
 
-def _trig(g, name: str, op_type: str) -> tuple[str, str] | None:
+def _trig(g: GraphBuilder, name: str, op_type: str) -> tuple[str, str] | None:
     """(f, name) if name is Unsqueeze(op_type(Concat(f, f, axis=-1)), [1])."""
     unsq = Pattern.producer(g, name)
     if not is_op(unsq, "Unsqueeze") or _consts(g, unsq.input[1:2]) != [[1]]:
@@ -94,9 +105,10 @@ class HalfRotaryToRotaryEmbedding(Pattern):
 
     anchor = "Add"
 
-    def match(self, g, node):
-        muls = [self.producer(g, i) for i in node.input]
-        if not all(is_op(m, "Mul") for m in muls):
+    def match(self, g: GraphBuilder, node: NodeProto) -> MatchResult:
+        found = [self.producer(g, i) for i in node.input]
+        muls = [m for m in found if is_op(m, "Mul")]
+        if len(muls) != len(found):
             return None
         for m_cos, m_sin in (muls, muls[::-1]):
             for x, c in (m_cos.input, m_cos.input[::-1]):
@@ -117,7 +129,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
                         return Match(self, [*rot, m_cos, m_sin, node], bound=res)
         return None
 
-    def _check(self, g, node, x, c, s, d):
+    def _check(self, g: GraphBuilder, node, x, c, s, d):
         tc, ts = _trig(g, c, "Cos"), _trig(g, s, "Sin")
         if tc is None or ts is None:
             return None
@@ -127,7 +139,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
         fs, xs = g.get_shape(f), g.get_shape(x)
         if g.get_type(x) not in ORT_FLOATS or g.get_type(f) != g.get_type(x):
             return "not float32 or float16 or the angles have another type"
-        if fs is None or fs[2] != d // 2:
+        if fs is None or xs is None or fs[2] != d // 2:
             return "the angles are not of shape (1 or batch, seq, head_size / 2)"
         per_token = fs[0] != 1
         if per_token and not same(dim_expression(fs[0]), dim_expression(xs[0])):
@@ -136,7 +148,7 @@ class HalfRotaryToRotaryEmbedding(Pattern):
             return "the sequence lengths are not known to be equal"
         return {"x": x, "f": f, "per_token": per_token, "half": d // 2}
 
-    def apply(self, op, match):
+    def apply(self, op: RewriteOp, match: Match) -> RewriteResult:
         g, b = op.g, match.bound
         if not b["per_token"]:
             f2 = op.Squeeze(b["f"], i64([0]))
@@ -156,12 +168,32 @@ class TransposedRotaryToRotaryEmbedding(Pattern):
     attention reading (batch, seq, hidden) is fused, see
     :class:`CausalAttentionToGroupQueryAttention`)."""
 
-    def pattern(self, op, y, s1, pos, cos, sin, interleaved, s2):
+    def pattern(
+        self,
+        op: PatternOp,
+        y: Var,
+        s1: Var,
+        pos: Var,
+        cos: Var,
+        sin: Var,
+        interleaved: Var,
+        s2: Var,
+    ) -> PatternResult:
         t = op.Transpose(op.Reshape(y, s1), perm=[0, 2, 1, 3])
         r = op.RotaryEmbedding(t, pos, cos, sin, domain=MS, interleaved=interleaved)
         return op.Reshape(op.Transpose(r, perm=[0, 2, 1, 3]), s2)
 
-    def check(self, g, y, s1, pos, cos, sin, interleaved, s2):
+    def check(
+        self,
+        g: GraphBuilder,
+        y: str,
+        s1: str,
+        pos: str,
+        cos: str,
+        sin: str,
+        interleaved: int | None,
+        s2: str,
+    ) -> str | None:
         split, merge, sy = constant_ints(g, s1, 8), constant_ints(g, s2, 8), g.get_shape(y)
         if split is None or len(split) != 4 or split[:2] != [0, 0] or min(split[2:]) <= 0:
             return "the heads are not split by a constant shape [0, 0, N, D]"
@@ -171,5 +203,15 @@ class TransposedRotaryToRotaryEmbedding(Pattern):
             return "the input is not of shape (batch, seq, N * D)"
         return None
 
-    def rewrite(self, op, y, s1, pos, cos, sin, interleaved, s2):
+    def rewrite(
+        self,
+        op: RewriteOp,
+        y: str,
+        s1: str,
+        pos: str,
+        cos: str,
+        sin: str,
+        interleaved: int | None,
+        s2: str,
+    ) -> RewriteResult:
         return op.RotaryEmbedding(y, pos, cos, sin, domain=MS, interleaved=interleaved or 0)
