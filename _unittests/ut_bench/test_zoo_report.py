@@ -189,3 +189,23 @@ def test_transformers_rows_skip_and_runs(tmp_path):
     table = render_table(rows)
     _check_rst(table)
     assert "transformers (s)" in table and "      - 6.00\n      - 189\n" in table
+
+
+def test_genai_column_only_where_a_type_was_packaged(tmp_path):
+    from experimental_experiment.bench.zoo_report import genai_column
+
+    assert genai_column(str(tmp_path / "none.csv")) == {}
+    path = tmp_path / "genai_zoo.csv"
+    path.write_text(
+        "model_type,status,stage,reason,genai_type,tokens_equal,new_tokens,seconds\n"
+        "llama,failed,generate,RuntimeError: x,llama,0,,1.0\n"
+    )
+    genai = genai_column(str(path))
+    assert genai == {"llama": "failed (generate)"}
+    rows, _ = _render(tmp_path)
+    table = render_table(rows, genai=genai)
+    _check_rst(table)
+    causal, masked = table.split(".. rubric:: masked-lm")
+    # the causal-lm section has the column and llama's cell, the masked-lm one has neither
+    assert "- genai package" in causal and "- failed (generate)" in causal
+    assert "genai package" not in masked

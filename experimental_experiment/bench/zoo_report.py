@@ -13,6 +13,7 @@ exporter grouped by head. Nothing is rerun.
 from __future__ import annotations
 
 import collections
+import csv
 import json
 import os
 import statistics
@@ -244,16 +245,40 @@ def render_failures(rows: list[dict]) -> str:
     )
 
 
-def render_table(rows: list[dict]) -> str:
+def genai_column(csv_path: str) -> dict[str, str]:
+    """Model type -> what its onnxruntime-genai package did (a ``genai_zoo.csv``):
+    ``ok``, ``mismatch``, or ``failed`` with the step that failed; empty when the file
+    does not exist.
+
+    :param csv_path: the CSV written by ``python -m experimental_experiment.bench.genai_zoo``
+    :return: one short text per model type packaged
+    """
+    if not os.path.exists(csv_path):
+        return {}
+    with open(csv_path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return {
+        r["model_type"]: (
+            f"failed ({r['stage']})" if r["status"] == "failed" and r["stage"] else r["status"]
+        )
+        for r in rows
+    }
+
+
+def render_table(rows: list[dict], genai: dict[str, str] | None = None) -> str:
     """One section per head, one line per model type, for every exporter its status,
-    export time (s) and node count, and the largest difference with eager."""
+    export time (s) and node count, and the largest difference with eager; with
+    ``genai`` (:func:`genai_column`), a last column in the sections holding a packaged
+    type: what its onnxruntime-genai package did."""
     exporters = _exporters(rows)
+    genai = genai or {}
     by_head: dict[str, dict[str, dict]] = collections.defaultdict(dict)
     for r in rows:
         by_head[r["head"]].setdefault(r["model_type"], {})[r["exporter"]] = r
     lines = []
     for head in sorted(by_head):
         lines += [f".. rubric:: {head} ({len(by_head[head])} model types)", ""]
+        with_genai = any(t in genai for t in by_head[head])
         body = []
         for model_type in sorted(by_head[head]):
             rs = by_head[head][model_type]
@@ -266,11 +291,14 @@ def render_table(rows: list[dict]) -> str:
             diffs = [
                 fmt(rs[e]["max_diff"]) for e in exporters if e in rs and rs[e]["status"] == "pass"
             ]
-            body.append([*line, " / ".join(diffs)])
+            body.append(
+                [*line, " / ".join(diffs)] + ([genai.get(model_type, "")] if with_genai else [])
+            )
         header = ["model type", "class"]
         for e in exporters:
             header += [f"{e} (s)", f"{e} nodes"]
-        lines += _list_table([*header, "max diff"], body)
+        header.append("max diff")
+        lines += _list_table([*header, "genai package"] if with_genai else header, body)
         lines.append("")
     return "\n".join(lines)
 
