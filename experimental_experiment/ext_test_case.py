@@ -125,5 +125,7 @@ def fake_terminal(monkeypatch) -> FakeTerminal:
     tty = FakeTerminal()
     monkeypatch.setattr(progress.sys, "stderr", tty)
     make = progress._tqdm
-    monkeypatch.setattr(progress, "_tqdm", lambda **kwargs: make(mininterval=0, **kwargs))
+    monkeypatch.setattr(
+        progress, "_tqdm", lambda **kwargs: make(mininterval=0, miniters=1, **kwargs)
+    )
     return tty
