@@ -140,7 +140,7 @@ class Progress:
         """Times the step ``name``, shown on the bar while it runs, one tick at its end."""
         if self.outer is not None:
             self.outer.set_description(f"{self.desc}: {name}")
-        logger.info("[%s] step %s", self.desc, name)
+        logger.debug("[%s] step %s", self.desc, name)
         begin = time.perf_counter()
         yield
         self.durations[name] = time.perf_counter() - begin

@@ -87,6 +87,11 @@ def _shape_or_rank(g, name: str):
     return shape
 
 
+def _size(value) -> int:
+    "Bytes of an initializer for the progress bar (0 when the value does not say)."
+    return int(getattr(value, "nbytes", 0))
+
+
 def builder_to_model(g, make_initializer=tensor_proto, progress=None) -> ModelProto:
     """Builds the ModelProto from the builder's state (no copy of numpy buffers);
     ``make_initializer(name, value)`` makes every initializer's TensorProto;
@@ -101,7 +106,7 @@ def builder_to_model(g, make_initializer=tensor_proto, progress=None) -> ModelPr
     model.graph.node.extend(g.nodes)
     model.graph.input.extend(inputs)
     model.graph.output.extend(outputs)
-    total = sum(int(v.nbytes) for v in g.initializers.values()) if progress else None
+    total = sum(_size(v) for v in g.initializers.values()) if progress else None
     with sub_bar(progress, total, "serialize", unit="B") as bar:
         for name, value in g.initializers.items():
             # written where it stays: appending a proto would copy its bytes once more
@@ -113,7 +118,7 @@ def builder_to_model(g, make_initializer=tensor_proto, progress=None) -> ModelPr
                 _fill_array(model.graph.initializer.add(), name, value, elem_type)
             else:
                 model.graph.initializer.append(make_initializer(name, value))
-            bar.update(int(value.nbytes))
+            bar.update(_size(value))
     model.functions.extend(g.functions.values())
     for key, value in sorted(getattr(g, "metadata_props", {}).items()):
         model.metadata_props.add(key=key, value=value)
