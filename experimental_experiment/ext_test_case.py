@@ -116,7 +116,7 @@ class FakeTerminal(io.StringIO):
 
 
 def fake_terminal(monkeypatch) -> FakeTerminal:
-    """Replaces stderr by a :class:`FakeTerminal` for the rest of the test and makes
+    """Replaces stderr by a ``FakeTerminal`` for the rest of the test and makes
     the package's progress bars draw every update (tqdm redraws at most ten times a
     second otherwise). Call it in the test itself: pytest sets its own stderr again
     between a fixture and the test."""

@@ -2,8 +2,8 @@
 on a terminal only, quiet when stderr is redirected or when the caller asks for
 ``progress=False``.
 
-A long function opens a :class:`Progress` over its steps and passes it, as an argument,
-to the functions doing each step; these open an inner bar with :func:`sub_bar` (the
+A long function opens a ``Progress`` over its steps and passes it, as an argument,
+to the functions doing each step; these open an inner bar with ``sub_bar`` (the
 count of nodes, rounds or bytes), which is a silent object when they were given None.
 """
 
@@ -102,7 +102,7 @@ def _tqdm(**kwargs) -> Any:
 class Progress:
     """The progress of one long work: one tick per step on an outer bar whose
     description is the step in progress; the functions doing a step open an inner bar
-    (:meth:`bar`, :func:`sub_bar`) for the count within the step. The outer bar stays
+    (``bar``, ``sub_bar``) for the count within the step. The outer bar stays
     on the terminal only when no other bar was open (a nested work's bars vanish).
 
     :param steps: the names of the steps, in order
@@ -176,7 +176,7 @@ class Progress:
 def sub_bar(
     progress: Progress | None, total: int | None, desc: str, *, unit: str = "it"
 ) -> contextlib.AbstractContextManager:
-    """The inner bar of ``progress`` (:meth:`Progress.bar`), the silent object when
+    """The inner bar of ``progress`` (``Progress.bar``), the silent object when
     ``progress`` is None: a function given a progress as an argument counts its work.
 
     :param progress: the caller's progress, or None

@@ -8,7 +8,7 @@ from ..progress import Progress, progress_enabled
 
 class StepBar(Progress):
     """One tick per step; the step in progress is the bar's description
-    (a :class:`Progress <experimental_experiment.progress.Progress>` named
+    (a ``experimental_experiment.progress.Progress`` named
     ``genai package``).
 
     .. code-block:: python

@@ -362,7 +362,7 @@ class GraphBuilder:
         self, *, optimize: bool | OptimizationOptions = False, progress: Progress | None = None
     ) -> ModelProto:
         """Returns the ModelProto of the graph as it is; ``progress`` (a
-        :class:`Progress <experimental_experiment.progress.Progress>`) counts the bytes
+        ``experimental_experiment.progress.Progress``) counts the bytes
         of the initializers copied into it.
 
         The builder does not optimize (the optimizer sits above it): call

@@ -142,7 +142,7 @@ class ModelContainer:
         (:class:`PairedSave <experimental_experiment.xbuilder.paired_save.PairedSave>`).
 
         Returns the saved ModelProto (initializers pointing to the data file);
-        ``progress`` (a :class:`Progress <experimental_experiment.progress.Progress>`)
+        ``progress`` (a ``experimental_experiment.progress.Progress``)
         counts the bytes written (or left as holes for the unfilled tensors).
         """
         folder = os.path.dirname(os.path.abspath(path))

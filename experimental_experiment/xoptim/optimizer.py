@@ -294,7 +294,7 @@ def optimize_builder(
     :param max_rewrites: stops after this number of rewrites (used to bisect),
         rewrites inside subgraphs and functions included
     :param log: receives the applied rewrites in order
-    :param progress: a :class:`Progress <experimental_experiment.progress.Progress>`
+    :param progress: a ``experimental_experiment.progress.Progress``
         counting the rounds of patterns (the rewrites of the last one, the number of
         nodes), None for none
     :return: the report, one entry per pass and pattern (``optimize_subgraphs`` and

@@ -124,7 +124,7 @@ def make_container(
 ) -> ModelContainer:
     """The container of the builder, saved to ``filename`` if given; the sources of
     tied weights list every name they have in ``model``; ``progress`` (a
-    :class:`Progress <experimental_experiment.progress.Progress>` or None) counts the
+    ``experimental_experiment.progress.Progress`` or None) counts the
     bytes saved."""
     container = builder_to_container(builder, threshold)
     aliases = _aliases(model)
