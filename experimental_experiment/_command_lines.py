@@ -15,7 +15,13 @@ import io
 import os
 import sys
 
-from ._command_lines_common import CommandLineError, check_output, save_model  # noqa: F401
+from ._command_lines_common import (  # noqa: F401
+    CommandLineError,
+    add_progress,
+    check_output,
+    save_model,
+    wants_progress,
+)
 from ._command_lines_common import load_model as _load
 
 PROG = "python -m experimental_experiment"
@@ -99,7 +105,9 @@ def _cmd_fill_weights(ns: argparse.Namespace) -> int:
 
     _load(ns.model, load_external_data=False)  # a folder, empty, truncated: one line
     try:
-        report = fill_weights(ns.model, ns.checkpoints, output=ns.output, progress=not ns.quiet)
+        report = fill_weights(
+            ns.model, ns.checkpoints, output=ns.output, progress=wants_progress(ns)
+        )
     except (ExportError, ExternalDataError) as e:
         raise CommandLineError(str(e)) from e
     print(report)
@@ -120,6 +128,7 @@ def _cmd_quantize(ns: argparse.Namespace) -> int:
             quantize_embeddings=ns.embeddings,
             symmetric=not ns.asymmetric,
             keep_io_types=ns.keep_io_types,
+            progress=wants_progress(ns),
         )
     except QuantizeError as e:
         raise CommandLineError(str(e)) from e
@@ -152,7 +161,7 @@ def _cmd_package(ns: argparse.Namespace) -> int:
             model_type=ns.model_type,
             require_tokenizer=ns.require_tokenizer,
             overwrite=ns.overwrite,
-            progress=not ns.quiet,
+            progress=wants_progress(ns),
             block_size=ns.block_size,
         )
     except ExportError as e:  # typed errors, quantizer's and exporter's included
@@ -269,11 +278,7 @@ def _add_fill_weights(sub) -> None:
         help=".safetensors, .pt, .bin files, an index file (*.safetensors.index.json) or a folder",
     )
     p.add_argument("-o", "--output", default=None, help="filled model (default: in place)")
-    p.add_argument(
-        "--quiet",
-        action="store_true",
-        help="no progress bar (there is none when stderr is not a terminal)",
-    )
+    add_progress(p, quiet=True)
     p.set_defaults(func=_cmd_fill_weights)
 
 
@@ -320,6 +325,7 @@ def _add_quantize(sub) -> None:
     p.add_argument(
         "--keep-io-types", action="store_true", help="fp16: inputs and outputs stay float32"
     )
+    add_progress(p)
     p.set_defaults(func=_cmd_quantize)
 
 
@@ -354,7 +360,7 @@ def _add_package(sub) -> None:
     )
     p.add_argument("--block-size", type=int, default=32, help="int4 block size")
     p.add_argument("--overwrite", action="store_true", help="replaces a non-empty OUTPUT")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress(p, quiet=True)
     p.set_defaults(func=_cmd_package)
 
 

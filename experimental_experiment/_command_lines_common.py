@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 
 
@@ -14,6 +15,26 @@ class CommandLineError(Exception):
 
     Fix: check the path and the argument the message names
     (``python -m experimental_experiment <command> --help``, :ref:`l-command-lines`)."""
+
+
+def add_progress(parser: argparse.ArgumentParser, quiet: bool = False) -> None:
+    """Adds ``--progress/--no-progress`` (default on: a bar on stderr when it is a
+    terminal, none when it is redirected); ``quiet`` adds ``--quiet`` too, the older
+    spelling of ``--no-progress``."""
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a progress bar on stderr, the step in progress and its count (default: "
+        "on, none when stderr is not a terminal)",
+    )
+    if quiet:
+        parser.add_argument("--quiet", action="store_true", help="same as --no-progress")
+
+
+def wants_progress(ns: argparse.Namespace) -> bool:
+    """What ``--progress``, ``--no-progress`` and ``--quiet`` asked."""
+    return bool(ns.progress) and not getattr(ns, "quiet", False)
 
 
 def check_model_file(path: str) -> None:

@@ -286,15 +286,11 @@ def _export_inputs(ns):
 def _cmd_export(ns: argparse.Namespace) -> int:
     import contextlib
 
-    from tqdm import tqdm
-
     from .torch_interpreter import to_onnx
     from .torch_interpreter.errors import ExportError
     from .torch_interpreter.onnx_export_errors import bypass_export_some_errors
 
-    steps = tqdm(total=2, desc="export", file=sys.stderr, disable=not ns.progress)
     model, args, kwargs, ds, patched = _export_inputs(ns)
-    steps.update(1)
     ctx = (
         bypass_export_some_errors(patch_transformers=True)
         if patched
@@ -310,12 +306,11 @@ def _cmd_export(ns: argparse.Namespace) -> int:
                 filename=ns.output,
                 report=ns.report,
                 optimize=not ns.no_optimize,
+                progress=ns.progress,
             )
     except ExportError as e:
         where = f" (report: {ns.report})" if ns.report else ""
         raise _error(f"{type(e).__name__}: {str(e).splitlines()[0]}{where}") from e
-    steps.update(1)
-    steps.close()
     print(f"export: saved {ns.output!r}" + (f", report {ns.report!r}" if ns.report else ""))
     return 0
 
@@ -395,6 +390,8 @@ def _add_find_report(sub) -> None:
 
 
 def _add_export(sub) -> None:
+    from ._command_lines_common import add_progress
+
     p = sub.add_parser(
         "export",
         help="exports a tiny transformers model or module:Class",
@@ -418,7 +415,7 @@ def _add_export(sub) -> None:
     )
     p.add_argument("--with-cache", action="store_true", help="gives a KV cache to a decoder")
     p.add_argument("--no-optimize", action="store_true", help="skips the optimizer")
-    p.add_argument("--progress", action="store_true", help="shows a progress bar")
+    add_progress(p)
     p.set_defaults(func=_cmd_export)
 
 

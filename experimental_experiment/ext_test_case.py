@@ -6,6 +6,7 @@ The tests and the documentation use this module; the library never imports it
 
 from __future__ import annotations
 
+import io
 from typing import Any, Sequence
 
 import numpy as np
@@ -105,3 +106,26 @@ class OpModule(torch.nn.Module):
 
     def forward(self, *args):
         return self.fn(*args)
+
+
+class FakeTerminal(io.StringIO):
+    """A text stream which says it is a terminal: progress bars draw on it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def fake_terminal(monkeypatch) -> FakeTerminal:
+    """Replaces stderr by a ``FakeTerminal`` for the rest of the test and makes
+    the package's progress bars draw every update (tqdm redraws at most ten times a
+    second otherwise). Call it in the test itself: pytest sets its own stderr again
+    between a fixture and the test."""
+    from . import progress
+
+    tty = FakeTerminal()
+    monkeypatch.setattr(progress.sys, "stderr", tty)
+    make = progress._tqdm
+    monkeypatch.setattr(
+        progress, "_tqdm", lambda **kwargs: make(mininterval=0, miniters=1, **kwargs)
+    )
+    return tty

@@ -414,3 +414,21 @@ def test_falcon_multi_query(tmp_path, quiet_transformers):
         assert json.load(f)["model"]["decoder"]["num_key_value_heads"] == 1
     ids = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(5))
     assert genai_tokens(out, ids) == eager_tokens(model, ids)
+
+
+def test_package_shows_the_export_and_quantization_bars(llama, tmp_path, monkeypatch):
+    """progress=True on a terminal: the package's steps, and below them the bars of the
+    export (FX nodes) and of the int4 quantization (MatMulNBits nodes)."""
+    from experimental_experiment.ext_test_case import fake_terminal
+
+    tty = fake_terminal(monkeypatch)
+    package_model(llama, str(tmp_path / "pkg"), precision="int4", progress=True)
+    text = tty.getvalue()
+    for expected in [
+        "genai package: export and optimize",
+        "genai package: quantize",
+        "to_onnx: convert",
+        "quantize int4: quantize",
+        "MatMulNBits",
+    ]:
+        assert expected in text, (expected, text[-2000:])

@@ -130,12 +130,19 @@ def _export_inputs(model, shapes: list[tuple[int, int]]):
     return inputs, ds
 
 
-def export_decoder(model, shapes: list[tuple[int, int]], *, patterns: str = "default+onnxruntime"):
+def export_decoder(
+    model,
+    shapes: list[tuple[int, int]],
+    *,
+    patterns: str = "default+onnxruntime",
+    progress: bool = False,
+):
     """Exports ``model`` with :func:`to_onnx` under ``bypass_export_some_errors``,
     example batch 2, 3 new tokens, a cache of 5 positions (geometry ``shapes`` from
     :func:`probe_cache`), every one of those dynamic.
     Returns the ModelProto (inputs ``input_ids``, ``attention_mask``, ``position_ids``
-    when the model takes them, ``*_key_<i>``, ``*_value_<i>``)."""
+    when the model takes them, ``*_key_<i>``, ``*_value_<i>``); ``progress``: the
+    export's progress bar (``to_onnx(progress=True)``)."""
     import torch
 
     from ..torch_interpreter import to_onnx
@@ -150,6 +157,7 @@ def export_decoder(model, shapes: list[tuple[int, int]], *, patterns: str = "def
             modificator(inputs),
             dynamic_shapes=ds,
             options=OptimizationOptions(patterns=patterns),
+            progress=progress,
         )
 
 

@@ -111,7 +111,14 @@ def _check_precision(precision: str, block_size: int, accuracy_level) -> None:
         _check_options(precision, block_size, accuracy_level, False)
 
 
-def _quantize(onx, precision: str, block_size: int, accuracy_level, quantize_lm_head: bool):
+def _quantize(
+    onx,
+    precision: str,
+    block_size: int,
+    accuracy_level,
+    quantize_lm_head: bool,
+    progress: bool = False,
+):
     """int4 weights through :mod:`experimental_experiment.quantize` (MatMulNBits), the
     head included unless ``quantize_lm_head`` is False: left in float32, the head
     (vocabulary x hidden) is the largest weight a decoding step reads, which made the
@@ -125,6 +132,7 @@ def _quantize(onx, precision: str, block_size: int, accuracy_level, quantize_lm_
         block_size=block_size,
         accuracy_level=accuracy_level,
         quantize_lm_head=quantize_lm_head,
+        progress=progress,
     )
 
 
@@ -160,7 +168,8 @@ def package_model(
     :param require_tokenizer: raises :class:`MissingTokenizerError` when no tokenizer
         is found
     :param overwrite: replaces a non-empty ``out_dir``
-    :param progress: a progress bar over the steps, on a terminal only
+    :param progress: a progress bar over the steps, on a terminal only, with the bars
+        of the export and of the quantization below it while they run
     :param patterns: the optimization patterns (the onnxruntime set fuses the attention
         into GroupQueryAttention where it can)
     :param block_size: int4 block size
@@ -205,12 +214,14 @@ def package_model(
     report = PackageReport(full, model_type, precision)
     with StepBar(steps, progress_enabled(progress)) as bar, staged_folder(full) as tmp:
         with bar.step("export and optimize"):
-            onx = export_decoder(decoder, shapes, patterns=patterns)
+            onx = export_decoder(decoder, shapes, patterns=patterns, progress=bar.enabled)
         with bar.step("rename"):
             rename_to_genai(onx, len(shapes))
         if precision != "fp32":
             with bar.step("quantize"):
-                onx = _quantize(onx, precision, block_size, accuracy_level, quantize_lm_head)
+                onx = _quantize(
+                    onx, precision, block_size, accuracy_level, quantize_lm_head, bar.enabled
+                )
         with bar.step("save"):
             from ..xbuilder.model_container import save_model
 

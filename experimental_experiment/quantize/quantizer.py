@@ -25,6 +25,7 @@ import tempfile
 
 import onnx
 
+from ..progress import Progress, progress_enabled, sub_bar
 from .errors import (
     AlreadyQuantizedError,
     MissingWeightsError,
@@ -145,6 +146,7 @@ def quantize_model(
     quantize_embeddings: bool = False,
     symmetric: bool = True,
     keep_io_types: bool = False,
+    progress: bool = False,
 ) -> onnx.ModelProto:
     """Quantizes the weights of a float model with onnxruntime's quantization tools,
     returns a new model (``model`` is left unchanged).
@@ -168,6 +170,9 @@ def quantize_model(
         (``position_nodes``)
         (on CPU, onnxruntime runs the operators without a float16 kernel in float32,
         see ``cpu_float16_fallbacks``)
+    :param progress: a progress bar on stderr when it is a terminal: the stage in
+        progress (check, prepare, quantize) and, for int4, the nodes quantized (the
+        one being quantized); the command line ``quantize`` shows it by default
     :return: the quantized model
     :raises UnsupportedPrecisionError: precision not supported
     :raises QuantizeOptionError: a block size or accuracy level without kernel
@@ -185,21 +190,28 @@ def quantize_model(
                                             providers=["CPUExecutionProvider"])
     """
     _check_options(precision, block_size, accuracy_level, quantize_embeddings)
-    head_indices = _check_model(model, precision, quantize_lm_head)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    name_nodes(copy)  # onnxruntime's quantizers exclude nodes by name
-    heads = [copy.graph.node[i].name for i in head_indices]
-    if precision != "fp16":
-        fold_weight_transposes(copy)  # Transpose(weight) left for large weights
-        gemm_to_matmul(copy)
-    with _quiet_onnxruntime():
-        if precision == "int4":
-            result = _int4(copy, heads, block_size, accuracy_level, symmetric, quantize_embeddings)
-        elif precision == "int8":
-            result = _int8(copy, heads, symmetric)
-        else:
-            result = _fp16(copy, keep_io_types)
+    steps = ["check", "prepare", "quantize"]
+    with Progress(steps, f"quantize {precision}", progress_enabled(progress)) as bar:
+        shown = bar if bar.enabled else None  # the inner bar of int4, None: nothing drawn
+        with bar.step("check"):
+            head_indices = _check_model(model, precision, quantize_lm_head)
+        with bar.step("prepare"):
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            name_nodes(copy)  # onnxruntime's quantizers exclude nodes by name
+            heads = [copy.graph.node[i].name for i in head_indices]
+            if precision != "fp16":
+                fold_weight_transposes(copy)  # Transpose(weight) left for large weights
+                gemm_to_matmul(copy)
+        with bar.step("quantize"), _quiet_onnxruntime():
+            if precision == "int4":
+                result = _int4(
+                    copy, heads, block_size, accuracy_level, symmetric, quantize_embeddings, shown
+                )
+            elif precision == "int8":
+                result = _int8(copy, heads, symmetric)
+            else:
+                result = _fp16(copy, keep_io_types)
     logger.info(
         "[quantize_model] %s: %d -> %d nodes, heads kept in float %s",
         precision,
@@ -236,6 +248,7 @@ def _int4(
     accuracy_level: int | None,
     symmetric: bool,
     embeddings: bool,
+    progress: Progress | None = None,
 ) -> onnx.ModelProto:
     from onnxruntime.quantization import QuantFormat
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
@@ -258,8 +271,32 @@ def _int4(
         quant_format=QuantFormat.QOperator,
         op_types_to_quantize=tuple(op_types),
     )
-    quantizer.process()
+    skipped = set(exclude)
+    total = sum(n.op_type in op_types and n.name not in skipped for n in model.graph.node)
+    with sub_bar(progress, total, "MatMulNBits", unit="node") as bar:
+        if progress is not None:
+            _count_nodes(quantizer, bar)
+        quantizer.process()
     return quantizer.model.model
+
+
+def _count_nodes(quantizer, bar) -> None:
+    """Ticks ``bar`` for every node onnxruntime's quantizer quantizes (its
+    ``node_quantizer.quantize``, called once per candidate node); nothing when this
+    version of onnxruntime has no such method (the stage is still shown)."""
+    node_quantizer = getattr(quantizer, "node_quantizer", None)
+    quantize = getattr(node_quantizer, "quantize", None)
+    if quantize is None:
+        return
+
+    def counted(node, *args, **kwargs):
+        bar.set_postfix_str(node.name, refresh=False)
+        try:
+            return quantize(node, *args, **kwargs)
+        finally:
+            bar.update(1)
+
+    node_quantizer.quantize = counted
 
 
 def _int8(model: onnx.ModelProto, heads: list[str], symmetric: bool) -> onnx.ModelProto:

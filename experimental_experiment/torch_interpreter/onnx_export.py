@@ -40,6 +40,7 @@ class ToOnnxSettings:
     :param verbose: verbosity
     :param export_modules_as_functions: child modules exported as local functions
     :param report: an ``ExportReport`` filled in place, or a path
+    :param progress: a progress bar on stderr when it is a terminal
     :param return_builder: to_onnx returns ``(model, builder)``
     :param return_optimize_report: deprecated (removed in 0.3), to_onnx returns
         ``(model, optimization report)``
@@ -65,6 +66,7 @@ class ToOnnxSettings:
     verbose: int = 0
     export_modules_as_functions: bool | set | None = None
     report: Any = None
+    progress: bool = False
     return_builder: bool = False
     return_optimize_report: bool = False
 

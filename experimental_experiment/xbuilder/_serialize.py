@@ -6,6 +6,7 @@ import numpy as np
 from onnx import ModelProto, TensorProto, TypeProto, ValueInfoProto, helper, numpy_helper
 
 from .. import __version__
+from ..progress import sub_bar
 
 MAX_IR_VERSION = 13
 
@@ -86,9 +87,15 @@ def _shape_or_rank(g, name: str):
     return shape
 
 
-def builder_to_model(g, make_initializer=tensor_proto) -> ModelProto:
+def _size(value) -> int:
+    "Bytes of an initializer for the progress bar (0 when the value does not say)."
+    return int(getattr(value, "nbytes", 0))
+
+
+def builder_to_model(g, make_initializer=tensor_proto, progress=None) -> ModelProto:
     """Builds the ModelProto from the builder's state (no copy of numpy buffers);
-    ``make_initializer(name, value)`` makes every initializer's TensorProto."""
+    ``make_initializer(name, value)`` makes every initializer's TensorProto;
+    ``progress`` (a ``Progress`` or None) counts the bytes of the initializers."""
     inputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.inputs]
     outputs = [make_value_info(n, g.get_type(n), _shape_or_rank(g, n)) for n in g.outputs]
     # filled in place: make_graph then make_model would copy every initializer twice
@@ -99,16 +106,19 @@ def builder_to_model(g, make_initializer=tensor_proto) -> ModelProto:
     model.graph.node.extend(g.nodes)
     model.graph.input.extend(inputs)
     model.graph.output.extend(outputs)
-    for name, value in g.initializers.items():
-        # written where it stays: appending a proto would copy its bytes once more
-        # (append costs 3 to 4 times the copy of the bytes)
-        default = make_initializer is tensor_proto
-        if default and hasattr(value, "fill_tensor_proto"):
-            value.fill_tensor_proto(model.graph.initializer.add(), name)
-        elif default and (elem_type := _raw_type(value)) is not None:
-            _fill_array(model.graph.initializer.add(), name, value, elem_type)
-        else:
-            model.graph.initializer.append(make_initializer(name, value))
+    total = sum(_size(v) for v in g.initializers.values()) if progress else None
+    with sub_bar(progress, total, "serialize", unit="B") as bar:
+        for name, value in g.initializers.items():
+            # written where it stays: appending a proto would copy its bytes once more
+            # (append costs 3 to 4 times the copy of the bytes)
+            default = make_initializer is tensor_proto
+            if default and hasattr(value, "fill_tensor_proto"):
+                value.fill_tensor_proto(model.graph.initializer.add(), name)
+            elif default and (elem_type := _raw_type(value)) is not None:
+                _fill_array(model.graph.initializer.add(), name, value, elem_type)
+            else:
+                model.graph.initializer.append(make_initializer(name, value))
+            bar.update(_size(value))
     model.functions.extend(g.functions.values())
     for key, value in sorted(getattr(g, "metadata_props", {}).items()):
         model.metadata_props.add(key=key, value=value)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from onnx import FunctionProto, GraphProto, ModelProto, NodeProto, TensorProto, helper
@@ -15,6 +15,9 @@ from .dtypes import np_dtype_to_onnx
 from .errors import GraphBuilderError
 from .function_opsets import align_function_opset
 from .optimization_options import OptimizationOptions
+
+if TYPE_CHECKING:
+    from ..progress import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -355,8 +358,12 @@ class GraphBuilder:
         return helper.make_graph(self.nodes, name, inputs, outputs)
 
     # output
-    def to_onnx(self, *, optimize: bool | OptimizationOptions = False) -> ModelProto:
-        """Returns the ModelProto of the graph as it is.
+    def to_onnx(
+        self, *, optimize: bool | OptimizationOptions = False, progress: Progress | None = None
+    ) -> ModelProto:
+        """Returns the ModelProto of the graph as it is; ``progress`` (a
+        ``experimental_experiment.progress.Progress``) counts the bytes
+        of the initializers copied into it.
 
         The builder does not optimize (the optimizer sits above it): call
         :func:`experimental_experiment.xoptim.optimize_builder` first,
@@ -370,7 +377,7 @@ class GraphBuilder:
                 "experimental_experiment.xoptim.optimize_builder(g, options) before "
                 "g.to_onnx() (torch_interpreter.to_onnx does both)"
             )
-        return builder_to_model(self)
+        return builder_to_model(self, progress=progress)
 
 
 def _const_suffix(value: np.ndarray) -> str:

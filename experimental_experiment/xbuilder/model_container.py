@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import numpy as np
 from onnx import ModelProto, TensorProto, numpy_helper
 
+from ..progress import Progress, sub_bar
 from .paired_save import PairedSave, check_recorded_data, set_json_metadata
 from .safe_paths import ExternalDataError, UnsafeLocationError, external_entries, resolve_inside
 
@@ -128,14 +129,21 @@ class ModelContainer:
         return rows
 
     def save(
-        self, path: str, *, all_tensors_to_one_file: bool = True, location: str | None = None
+        self,
+        path: str,
+        *,
+        all_tensors_to_one_file: bool = True,
+        location: str | None = None,
+        progress: Progress | None = None,
     ) -> ModelProto:
         """Saves the model to ``path`` and the tensors to one data file next to it
         named after its content (``<model file name>.<hash>.data``) or ``location``
         (relative to the model's folder), model and data replaced as one
         (:class:`PairedSave <experimental_experiment.xbuilder.paired_save.PairedSave>`).
 
-        Returns the saved ModelProto (initializers pointing to the data file).
+        Returns the saved ModelProto (initializers pointing to the data file);
+        ``progress`` (a ``experimental_experiment.progress.Progress``)
+        counts the bytes written (or left as holes for the unfilled tensors).
         """
         folder = os.path.dirname(os.path.abspath(path))
         if location is not None:
@@ -145,7 +153,8 @@ class ModelContainer:
         rows = self.layout("", all_tensors_to_one_file)
         index = {loc: i for i, loc in enumerate(dict.fromkeys(r[1] for r in rows))}
         self._set_metadata()
-        with PairedSave(path, location) as save:
+        total = sum(r[3] for r in rows)
+        with PairedSave(path, location) as save, sub_bar(progress, total, "save", unit="B") as bar:
             for loc, i in index.items():
                 f = save.data_file(i)
                 for proto, _, offset, length in (r for r in rows if r[1] == loc):
@@ -158,6 +167,7 @@ class ModelContainer:
                                 f"{proto.name!r}: wrote {f.tell() - offset} bytes, "
                                 f"expected {length}"
                             )
+                    bar.update(length)
                 # holes for unfilled tensors: the file has its final size
                 f.truncate(max((o + n for p, lc, o, n in rows if lc == loc), default=0))
             save.commit(

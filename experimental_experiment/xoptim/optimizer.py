@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence, cast
+from typing import Any, Sequence, cast
 
 from onnx import NodeProto, helper
 
+from ..progress import Progress, sub_bar
 from ..xbuilder import GraphBuilder
 from ..xbuilder.graph_utils import rename_inputs, subgraph_users
 from ..xbuilder.optimization_options import OptimizationOptions
@@ -222,6 +223,7 @@ class _Run:
         self.options, self.patterns, self.verbose = options, patterns, verbose
         self.log, self.left = log, max_rewrites
         self.report = OptimizationReport()
+        self.bar: Any = None  # counts the rounds (a progress bar or the silent one)
 
 
 def _optimize_graph(g: GraphBuilder, run: _Run, ambiguous: frozenset[str] | None = None) -> None:
@@ -247,6 +249,8 @@ def _optimize_graph(g: GraphBuilder, run: _Run, ambiguous: frozenset[str] | None
         )
         if run.verbose:
             logger.info("[xoptim] iteration %d: %d rewrites", it, n)
+        run.bar.set_postfix_str(f"{n} rewrites, {len(g.nodes)} nodes", refresh=False)
+        run.bar.update(1)
         if n == 0:
             break
         if run.left is not None:
@@ -285,6 +289,7 @@ def optimize_builder(
     patterns: Sequence[Pattern] | str | None = None,
     max_rewrites: int | None = None,
     log: RewriteLog | None = None,
+    progress: Progress | None = None,
 ) -> OptimizationReport:
     """Runs the passes and the patterns on a GraphBuilder (modified in place), inside
     its subgraphs (If, Loop, Scan bodies, nested ones too) and its local functions
@@ -298,6 +303,9 @@ def optimize_builder(
     :param max_rewrites: stops after this number of rewrites (used to bisect),
         rewrites inside subgraphs and functions included
     :param log: receives the applied rewrites in order
+    :param progress: a ``experimental_experiment.progress.Progress``
+        counting the rounds of patterns (the rewrites of the last one, the number of
+        nodes), None for none
     :return: the report, one entry per pass and pattern (``optimize_subgraphs`` and
         ``optimize_functions``: nodes removed inside them)
 
@@ -322,9 +330,10 @@ def optimize_builder(
         run.report.entry(p.name, "pass")
     for p in patterns:
         run.report.entry(p.name, "pattern")
-    _optimize_graph(g, run)
-    if options.functions and g.functions:
-        removed = optimize_functions(g, lambda fb: _optimize_graph(fb, run))
-        if removed is not None:
-            _count(run.report, "optimize_functions", removed)
+    with sub_bar(progress, None, "optimize", unit="round") as run.bar:
+        _optimize_graph(g, run)
+        if options.functions and g.functions:
+            removed = optimize_functions(g, lambda fb: _optimize_graph(fb, run))
+            if removed is not None:
+                _count(run.report, "optimize_functions", removed)
     return run.report

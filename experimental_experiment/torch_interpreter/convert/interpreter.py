@@ -9,6 +9,7 @@ from typing import Any, cast
 import torch
 import torch.fx.node
 
+from ...progress import Progress, sub_bar
 from ...xbuilder import GraphBuilder
 from .._dims import DimNamer
 from .._torch_helper import TorchTensorRef, torch_dtype_to_onnx
@@ -51,12 +52,17 @@ class Interpreter:
         #: (op, converter) -> number of nodes it converted (the export report)
         self.converters_used: dict[tuple[str, str], int] = {}
 
-    def run(self, output_names: list[str | None]) -> list[str]:
-        """Converts every node; ``output_names[i]`` is None for an output to drop."""
-        for node in self.gm.graph.nodes:
-            if node.op == "output":
-                return self.output(node, output_names)
-            self.env[node.name] = getattr(self, node.op)(node)
+    def run(self, output_names: list[str | None], progress: Progress | None = None) -> list[str]:
+        """Converts every node; ``output_names[i]`` is None for an output to drop;
+        ``progress`` counts the nodes converted and shows the one being converted."""
+        nodes = self.gm.graph.nodes
+        with sub_bar(progress, len(nodes) - 1, "convert", unit="node") as bar:  # not output
+            for node in nodes:
+                if node.op == "output":
+                    return self.output(node, output_names)
+                bar.set_postfix_str(node.name, refresh=False)
+                self.env[node.name] = getattr(self, node.op)(node)
+                bar.update(1)
         raise ExportError("the FX graph has no output node")
 
     # one method per node kind

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import torch
 
+from ...progress import Progress, progress_enabled
 from ...report import ExportReport
 from ...verbosity import with_verbose_logging
 from ...xbuilder import GraphBuilder, OptimizationOptions
@@ -118,6 +119,10 @@ EXPORT_PARAMETERS = """\
     filled in place, or a path (``.json``, ``.md``, ``.sarif``) where the report is
     written (atomically), after a success or a failure; an error raised by the
     export carries the same record as ``err.report``
+:param progress: shows a progress bar on stderr when it is a terminal: the step in
+    progress (capture, convert, optimize, serialize), the FX nodes converted (the
+    node being converted), the optimization rounds, the bytes of the weights saved
+    (the command line ``export`` shows it by default, ``--no-progress`` hides it)
 """
 
 
@@ -154,6 +159,7 @@ def export_program(
     verbose: int = 0,
     export_modules_as_functions: bool | set | None = None,
     report=None,
+    progress: bool = False,
 ) -> ExportResult:
     """Exports a torch model to ONNX through torch.export.export.
 
@@ -193,36 +199,46 @@ def export_program(
     inputs = weight_free_inputs(model, inputs, serialization)
     builder = GraphBuilder(target_opset, verbose=verbose)
     clock = PhaseClock(report)
-    prepared = prepare(
-        model,
-        inputs,
-        dynamic_shapes,
-        export_options or ExportOptions(),
-        input_names,
-        output_names,
-        dispatcher,
-        builder.main_opset,
-        report=report,
-    )
-    clock("capture")
-    warn_constrained(report.dimensions)
-    builder.metadata_props.update(ranges_metadata(report.dimensions))
-    interp = _interpreter(builder, prepared, dispatcher, export_modules_as_functions)
-    mutations_last(builder, interp.run(prepared.outputs.names), prepared.outputs)
-    # weights going to external data are pinned: the optimizer does not fold them
-    pin_weights(builder, serialization)
-    if export_modules_as_functions:
-        from ..convert.module_functions import make_local_functions
+    steps = ["capture", "convert"] + (["optimize"] if optimize else []) + ["serialize"]
+    with Progress(steps, "to_onnx", progress_enabled(progress)) as bar:
+        shown = bar if bar.enabled else None  # the inner bars, None: nothing drawn
+        with bar.step("capture"):
+            prepared = prepare(
+                model,
+                inputs,
+                dynamic_shapes,
+                export_options or ExportOptions(),
+                input_names,
+                output_names,
+                dispatcher,
+                builder.main_opset,
+                report=report,
+            )
+        clock("capture")
+        warn_constrained(report.dimensions)
+        builder.metadata_props.update(ranges_metadata(report.dimensions))
+        with bar.step("convert"):
+            interp = _interpreter(builder, prepared, dispatcher, export_modules_as_functions)
+            outputs = interp.run(prepared.outputs.names, progress=shown)
+            mutations_last(builder, outputs, prepared.outputs)
+            # weights going to external data are pinned: the optimizer does not fold them
+            pin_weights(builder, serialization)
+            if export_modules_as_functions:
+                from ..convert.module_functions import make_local_functions
 
-        make_local_functions(builder, interp.owner)
-    clock("interpret")
-    record_conversion(report, interp.converters_used)
-    n_nodes = len(builder.nodes)
-    # one entry per pass and pattern (name, matched, applied, refused, time_s)
-    optimization = optimize_builder(builder, options) if optimize else OptimizationReport()
-    clock("optimize")
-    record_optimization(report, n_nodes, len(builder.nodes), optimization)
-    onx = _serialize(builder, model, serialization, clock)
+                make_local_functions(builder, interp.owner)
+        clock("interpret")
+        record_conversion(report, interp.converters_used)
+        n_nodes = len(builder.nodes)
+        # one entry per pass and pattern (name, matched, applied, refused, time_s)
+        optimization = OptimizationReport()
+        if optimize:
+            with bar.step("optimize"):
+                optimization = optimize_builder(builder, options, progress=shown)
+        clock("optimize")
+        record_optimization(report, n_nodes, len(builder.nodes), optimization)
+        with bar.step("serialize"):
+            onx = _serialize(builder, model, serialization, clock, shown)
     return ExportResult(onx, builder, optimization, report)
 
 
@@ -241,13 +257,14 @@ def _interpreter(builder, prepared: PreparedProgram, dispatcher, modules) -> Int
     return Interpreter(builder, gm, plan, registry=registry, namer=namer)
 
 
-def _serialize(builder, model, plan: SerializationPlan, clock: PhaseClock):
-    """The ModelProto (or the container of ``large_model=True``), saved if asked."""
+def _serialize(builder, model, plan: SerializationPlan, clock: PhaseClock, progress=None):
+    """The ModelProto (or the container of ``large_model=True``), saved if asked;
+    ``progress`` counts the bytes of the weights copied or saved."""
     if plan.external:  # saved if filename, the ModelProto refers to its data file
-        container = make_container(builder, plan.threshold, plan.filename, model)
+        container = make_container(builder, plan.threshold, plan.filename, model, progress)
         onx = container if plan.container else container.model_proto
     else:
-        onx = builder.to_onnx(optimize=False)
+        onx = builder.to_onnx(optimize=False, progress=progress)
     clock("serialize")
     if plan.filename and not plan.external:
         save_model(onx, plan.filename)

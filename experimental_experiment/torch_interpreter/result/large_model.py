@@ -120,17 +120,19 @@ def _aliases(model) -> dict[str, list[str]]:
 
 
 def make_container(
-    builder: GraphBuilder, threshold: int, filename: str | None, model=None
+    builder: GraphBuilder, threshold: int, filename: str | None, model=None, progress=None
 ) -> ModelContainer:
     """The container of the builder, saved to ``filename`` if given; the sources of
-    tied weights list every name they have in ``model``."""
+    tied weights list every name they have in ``model``; ``progress`` (a
+    ``experimental_experiment.progress.Progress`` or None) counts the
+    bytes saved."""
     container = builder_to_container(builder, threshold)
     aliases = _aliases(model)
     for init, source in container.sources.items():
         if source in aliases:
             container.sources[init] = aliases[source]
     if filename:
-        container.save(filename)
+        container.save(filename, progress=progress)
     return container
 
 
