@@ -107,10 +107,16 @@ def _refusal(graph: onnx.GraphProto, n_layers: int) -> tuple[str | None, list, l
                 continue
             for use in consumers.get(node.output[0], []):
                 index = _constant_ints(graph, use.input[1]) if len(use.input) > 1 else None
-                axis = [a.i for a in use.attribute if a.name == "axis"] or [0]
-                if use.op_type != "Gather" or index is None or len(index) != 1 or axis != [0]:
+                gather_axis = [a.i for a in use.attribute if a.name == "axis"] or [0]
+                if (
+                    use.op_type != "Gather"
+                    or index is None
+                    or len(index) != 1
+                    or gather_axis != [0]
+                ):
                     return f"the shape of {name} is read by {use.op_type}", [], []
-                if index[0] + start == _CACHE_AXIS:
+                axis = index[0] + (end - start if index[0] < 0 else 0)
+                if axis + start == _CACHE_AXIS:
                     # a scalar index returns a scalar, a 1-D index a 1-D tensor
                     scalar = _index_dims(graph, use.input[1]) == ()
                     (gathers if scalar else shapes).append(use)
@@ -133,11 +139,10 @@ def _index_dims(graph: onnx.GraphProto, name: str) -> tuple[int, ...]:
 
 
 def share_past_buffer(model: onnx.ModelProto, n_layers: int) -> bool:
-    """Rewrites (in place) the graph of a renamed decoder (:func:`rename_to_genai
-    <experimental_experiment.genai.io_names.rename_to_genai>`) so that it reads the
-    cache length from ``attention_mask`` and not from the past inputs; returns True
-    when genai may then share the past and present buffers, False (graph untouched)
-    when the graph does not allow it (the reason is logged).
+    """Rewrites (in place) the graph of a renamed decoder (``rename_to_genai``) so
+    that it reads the cache length from ``attention_mask`` and not from the past
+    inputs; returns True when genai may then share the past and present buffers,
+    False (graph untouched) when the graph does not allow it (the reason is logged).
 
     :param model: the decoder, inputs and outputs named as genai_config.json maps them
     :param n_layers: the number of layers of its cache
