@@ -186,3 +186,72 @@ def test_present_length_is_renamed(tmp_path, quiet_transformers):
     onx = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
     present = [o for o in onx.graph.output if o.name.startswith("present.")]
     assert {o.type.tensor_type.shape.dim[2].dim_param for o in present} == {PRESENT_LENGTH}
+
+
+def _gqa_graph() -> onnx.ModelProto:
+    """One GroupQueryAttention layer; the cache length read twice on the past inputs:
+    ``Shape(start=2, end=3)`` (1-D) and ``Gather(Shape, -2)`` (a scalar)."""
+    f, i64 = TensorProto.FLOAT, TensorProto.INT64
+    inputs = [
+        helper.make_tensor_value_info("input_ids", i64, [1, "s"]),
+        helper.make_tensor_value_info("attention_mask", i64, [1, "t"]),
+        helper.make_tensor_value_info("q", f, [1, "s", 2]),
+        helper.make_tensor_value_info("past_key_values.0.key", f, [1, 1, "p", 2]),
+        helper.make_tensor_value_info("past_key_values.0.value", f, [1, 1, "p", 2]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info(n, f, [1, 1, "p+s", 2])
+        for n in ("present.0.key", "present.0.value")
+    ] + [helper.make_tensor_value_info(n, i64, None) for n in ("length_1d", "length", "batch")]
+    nodes = [
+        helper.make_node(
+            "GroupQueryAttention",
+            ["q", "q", "q", "past_key_values.0.key", "past_key_values.0.value", "sk", "tot"],
+            ["y", "present.0.key", "present.0.value"],
+            domain="com.microsoft",
+            num_heads=1,
+            kv_num_heads=1,
+        ),
+        helper.make_node("Shape", ["past_key_values.0.key"], ["length_1d"], start=2, end=3),
+        helper.make_node("Shape", ["past_key_values.0.value"], ["shape"]),
+        helper.make_node("Gather", ["shape", "minus2"], ["length"], axis=0),
+        helper.make_node("Shape", ["past_key_values.0.value"], ["batch"], start=0, end=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        outputs,
+        [onnx.numpy_helper.from_array(np.array(-2, dtype=np.int64), "minus2")],
+    )
+    return helper.make_model(graph)
+
+
+def test_cache_length_read_on_the_mask():
+    from onnx.reference import ReferenceEvaluator
+
+    onx = _gqa_graph()
+    assert share_past_buffer(onx, 1) is True
+    readers = [
+        n.op_type
+        for n in onx.graph.node
+        if {"past_key_values.0.key", "past_key_values.0.value"} & set(n.input)
+    ]
+    # the batch dimension is still read on the past (the same with a shared buffer)
+    assert sorted(readers) == ["GroupQueryAttention", "Shape"]
+    # the contrib operator is not in the reference evaluator: the lengths only
+    kept = [n for n in onx.graph.node if n.op_type != "GroupQueryAttention"]
+    del onx.graph.node[:]
+    onx.graph.node.extend(kept)
+    del onx.graph.output[:2]
+    feeds = {
+        "input_ids": np.zeros((1, 1), dtype=np.int64),
+        "attention_mask": np.ones((1, 7), dtype=np.int64),
+        "q": np.zeros((1, 1, 2), dtype=np.float32),
+        # a shared buffer of max_length 32 holding 6 valid positions
+        "past_key_values.0.key": np.zeros((1, 1, 32, 2), dtype=np.float32),
+        "past_key_values.0.value": np.zeros((1, 1, 32, 2), dtype=np.float32),
+    }
+    length_1d, length, batch = ReferenceEvaluator(onx).run(None, feeds)
+    assert length_1d.tolist() == [6] and length.shape == () and int(length) == 6
+    assert batch.tolist() == [1]
