@@ -95,7 +95,7 @@ def test_genai_config_content(llama, tmp_path, quiet_transformers):
         dec["num_hidden_layers"],
     ) == (4, 2, 8, 32, 2)
     assert cfg["search"]["max_length"] == 64
-    assert cfg["search"]["past_present_share_buffer"] is False
+    assert cfg["search"]["past_present_share_buffer"] is True
     onx = onnx.load(os.path.join(out, "model.onnx"), load_external_data=False)
     names = [i.name for i in onx.graph.input] + [o.name for o in onx.graph.output]
     assert names == [

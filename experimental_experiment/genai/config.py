@@ -78,6 +78,7 @@ def genai_config(
     context_length: int | None = None,
     search: dict | None = None,
     geometry: dict | None = None,
+    share_buffer: bool = False,
 ) -> dict:
     """The content of genai_config.json.
 
@@ -87,9 +88,14 @@ def genai_config(
     :param model_type: ``model.type`` (a type of :data:`GENAI_DECODER_TYPES`)
     :param filename: the model file, relative to the package folder
     :param context_length: the longest sequence (default ``max_position_embeddings``)
-    :param search: search options replacing the defaults (greedy, no shared buffer)
+    :param search: search options replacing the defaults (greedy, the buffer shared
+        as ``share_buffer`` says)
     :param geometry: values replacing those of :func:`decoder_geometry` (the cache
         the model returns says how many layers, key/value heads and head size it has)
+    :param share_buffer: ``past_present_share_buffer``: genai gives the model past
+        inputs of ``max_length`` positions, the model writes the new positions in them;
+        true only for a graph which reads the cache length from ``attention_mask``
+        (see ``experimental_experiment.genai.share_buffer``)
     :return: a dictionary ready for :func:`json.dump`
     """
     geo = {**decoder_geometry(config), **(geometry or {})}
@@ -113,7 +119,7 @@ def genai_config(
         no_repeat_ngram_size=0,
         num_beams=1,
         num_return_sequences=1,
-        past_present_share_buffer=False,
+        past_present_share_buffer=bool(share_buffer),
         repetition_penalty=1.0,
         temperature=1.0,
         top_k=1,

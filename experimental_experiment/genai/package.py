@@ -30,6 +30,7 @@ from .export import check_decoder, export_decoder, load_decoder, probe_cache
 from .io_names import rename_to_genai
 from .output import check_out_dir, staged_folder
 from .progress import StepBar, progress_enabled
+from .share_buffer import share_past_buffer
 from .tokenizer import resolve_tokenizer, write_tokenizer
 
 logger = logging.getLogger("experimental_experiment.genai")
@@ -175,6 +176,8 @@ def package_model(
     :param block_size: int4 block size
     :param accuracy_level: int4 accuracy level of MatMulNBits (None: the default)
     :param search: search options replacing genai_config.json's defaults
+        (``past_present_share_buffer`` is true when every attention is a
+        GroupQueryAttention node, the cache length then read from ``attention_mask``)
     :param quantize_lm_head: int4: quantizes the head producing the logits too (as
         onnxruntime-genai's builder does); False keeps it in float32 (more accurate
         logits, a slower decoding step)
@@ -217,6 +220,7 @@ def package_model(
             onx = export_decoder(decoder, shapes, patterns=patterns, progress=bar.enabled)
         with bar.step("rename"):
             rename_to_genai(onx, len(shapes))
+            shared = share_past_buffer(onx, len(shapes))
         if precision != "fp32":
             with bar.step("quantize"):
                 onx = _quantize(
@@ -234,6 +238,7 @@ def package_model(
                 filename=MODEL_FILE,
                 search=search,
                 geometry=geometry,
+                share_buffer=shared,
             )
             write_genai_config(content, tmp)
         with bar.step("tokenizer"):
