@@ -125,6 +125,7 @@ _CAUSES = [
     (r"ONNX inputs .* for \d+ tensors", "number of inputs differs"),
     (r"forward takes no cache argument", "no cache argument"),
     (r"has no head in|Unrecognized model identifier", "unknown model type"),
+    (r"is valid only for sizes in", "dynamic dimension bounded by the capture"),
 ]
 
 
@@ -236,17 +237,15 @@ def run_case_inline(
         row["nodes"] = len(onx.graph.node)
         by_name = EXPORTERS[exporter] == "transformers"
         stage = "runtime"
+        bounded = [
+            str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)
+        ]
         try:
             row["max_diff"] = f"{_check(data, onx, atol, by_name=by_name):.3g}"
-        except AssertionError as e:
-            stage = "mismatch"
-            bounded = [
-                str(w.message)
-                for w in caught
-                if issubclass(w.category, ConstrainedDimensionWarning)
-            ]
-            if bounded:  # the model's code bounded a dynamic dimension: not a wrong kernel
-                raise AssertionError(f"{e}; {bounded[0]}") from e
+        except (AssertionError, RuntimeError) as e:
+            stage = "mismatch" if isinstance(e, AssertionError) else "runtime"
+            if bounded:  # the capture bounded a dynamic dimension: not a wrong kernel
+                raise type(e)(f"{e}; {bounded[0]}") from e
             raise
         row.update(status="pass", stage="", cause="", error="")
     except TransformersExportRefusedError as e:  # refused before tracing: not a failure
