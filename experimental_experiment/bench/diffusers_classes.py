@@ -135,14 +135,16 @@ def class_kind(name: str) -> str:
 def list_diffusers_cases(names: list[str] | None = None):
     """One ``ZooCase`` per class
     (two for a VAE: ``Class.encode`` and ``Class.decode``), ``names`` restricting the
-    classes; the model type of a case is the class name (``.encode``/``.decode``)."""
+    classes or the cases (``AutoencoderKLWan.decode``); the model type of a case is the
+    class name (``.encode``/``.decode``)."""
     from .zoo_heads import ZooCase
 
     cases = []
     classes = diffusers_model_classes()
     order = [n for n in PRIORITY if n in classes] + [n for n in classes if n not in PRIORITY]
+    wanted = {n.partition(".")[0] for n in names or []}
     for name in order:
-        if names and name not in names:
+        if names and name not in wanted:
             continue
         kind = class_kind(name)
         if kind == "vae":
@@ -150,4 +152,6 @@ def list_diffusers_cases(names: list[str] | None = None):
             cases.append(ZooCase(f"{name}.decode", "vae-decoder"))
         else:
             cases.append(ZooCase(name, kind))
+    if names:  # a case named with its method keeps only that method
+        cases = [c for c in cases if c.model_type in names or c.model_type.split(".")[0] in names]
     return cases

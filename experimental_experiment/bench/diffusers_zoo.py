@@ -161,7 +161,9 @@ def _parse(argv):
         prog="diffusers_zoo", description="exports every diffusers model class"
     )
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "zoo_diffusers.csv"))
-    parser.add_argument("--classes", default="", help="comma separated class names")
+    parser.add_argument(
+        "--classes", default="", help="comma separated class names or cases (Class.decode)"
+    )
     parser.add_argument("--timeout", type=float, default=180, help="CPU seconds per case")
     parser.add_argument("--atol", type=float, default=1e-3)
     parser.add_argument("--max-memory", type=float, default=3)
