@@ -52,11 +52,11 @@ PROMPT_HEADS = ("image-text-to-text", "multimodal-lm", "visual-question-answerin
 IMAGE_TEXT_HEADS = ("zero-shot-image-classification", "zero-shot-object-detection")
 #: extra pixels of the check images of a dense head (a multiple of every usual stride)
 GROW = 32
-#: smallest export image side of a dense head: a backbone of stride 32 (ResNet, Swin in
-#: DETR-like detectors) then makes feature maps of two rows; at 32 pixels they have one,
-#: torch.export specializes that dimension to 1 and the exported model only holds for
-#: images of at most 32 pixels (a Concat or Reshape fails on the check images)
-MIN_DENSE_SIDE = 2 * GROW
+#: smallest export image side of a dense head: the deepest level of a detector (stride
+#: 32 for DETR's ResNet, 64 for Deformable DETR's extra level) then has two rows; with
+#: one, torch.export specializes that dimension to 1 and the exported model only holds
+#: for images of at most that many pixels (a Concat or Reshape fails on the check images)
+MIN_DENSE_SIDE = 4 * GROW
 #: answers of a multiple choice case
 CHOICES = 2
 #: x-vector heads stack convolutions over frames (TDNN, kernel 5 and more): the audio
