@@ -190,14 +190,14 @@ def _text_to_audio_inputs(config, sizes, generator, params):
 
 
 def _transducer_inputs(config, sizes, generator, params):
-    """Audio features and the tokens of the prediction network (RNN-T, TDT)."""
+    """Audio features and the token of the prediction network (RNN-T, TDT): a forward
+    is one decoding step, one token per utterance (``decoder_input_ids`` of shape
+    ``(batch, 1)``); given several, the capture specializes their count."""
     inputs, ds = _audio_inputs(config, sizes, generator, params)
     text = config.get_text_config(decoder=True)
     vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", 32)
-    inputs["decoder_input_ids"] = torch.randint(
-        0, vocab, (sizes["batch"], sizes["seq"]), generator=generator
-    )
-    ds["decoder_input_ids"] = {0: "batch", 1: "seq"}
+    inputs["decoder_input_ids"] = torch.randint(0, vocab, (sizes["batch"], 1), generator=generator)
+    ds["decoder_input_ids"] = {0: "batch"}
     return inputs, ds
 
 
