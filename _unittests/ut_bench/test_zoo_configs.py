@@ -158,3 +158,23 @@ def test_tiny_configs_keep_derived_sizes_consistent():
 def test_qwen4_exp_has_an_indexer(model_type):
     text = tiny_config(model_type).get_text_config()
     assert text.indexer_kv_heads == 1 and text.indexer_budget % text.indexer_compress_ratio == 0
+
+
+@pytest.mark.parametrize("model_type", ["depth_anything", "zoedepth", "prompt_depth_anything"])
+def test_backbone_read_at_several_layers_keeps_them(model_type):
+    # the neck wants one feature map per stage: the default reads 4 of 12 layers
+    from experimental_experiment.bench.zoo_cases import build_case
+    from experimental_experiment.bench.zoo_heads import ZooCase
+
+    backbone = tiny_config(model_type).backbone_config
+    n = backbone.num_hidden_layers
+    assert backbone.out_indices == list(range(n - 3, n + 1)) and n == 4
+    data = build_case(ZooCase(model_type, "depth-estimation"))  # eager runs on both sizes
+    assert data["dynamic_shapes"]["pixel_values"] == {0: "batch", 2: "height", 3: "width"}
+
+
+def test_shrink_keeps_as_many_out_indices():
+    d = shrink_config_dict(dict(num_hidden_layers=12, out_indices=[3, 6, 9, 12], hidden_size=64))
+    assert d["num_hidden_layers"] == 4 and d["out_indices"] == [1, 2, 3, 4]
+    d = shrink_config_dict(dict(num_hidden_layers=12, out_indices=[12], hidden_size=64))
+    assert d["num_hidden_layers"] == 2 and "out_indices" not in d

@@ -21,7 +21,13 @@ from typing import Any
 
 import torch
 
-from .diffusers_classes import SKIPPED, DiffusersCaseError, diffusers_model_classes
+from .diffusers_classes import (
+    MORE_FRAMES,
+    SKIPPED,
+    STATIC_FRAMES,
+    DiffusersCaseError,
+    diffusers_model_classes,
+)
 from .diffusers_configs import tiny_kwargs
 from .diffusers_inputs import (
     CHECK_SIZES,
@@ -117,16 +123,27 @@ def build_class_case(
     model = tiny_model(name, seed)
     method = method or "forward"
     kind = case.head
+    export_sizes = export_sizes or EXPORT_SIZES
+    check_sizes = check_sizes or CHECK_SIZES
+    if case.model_type in MORE_FRAMES:
+        export_frames, check_frames = MORE_FRAMES[case.model_type]
+        export_sizes = dict(export_sizes, frames=export_frames)
+        check_sizes = dict(check_sizes, frames=check_frames)
+    static_frames = case.model_type in STATIC_FRAMES
+    if static_frames:  # checked on the export's frame count
+        check_sizes = dict(check_sizes, frames=export_sizes["frames"])
     first: Exception | None = None
     for layout in KIND_LAYOUTS.get(kind, ("3d", "4d", "packed", "5d")):
         for channels in channel_candidates(model.config, kind):
             try:
                 inputs, ds, fixed = make_inputs(
-                    model, method, layout, channels, export_sizes or EXPORT_SIZES, kind, seed
+                    model, method, layout, channels, export_sizes, kind, seed
                 )
                 check, _, _ = make_inputs(
-                    model, method, layout, channels, check_sizes or CHECK_SIZES, kind, seed + 1
+                    model, method, layout, channels, check_sizes, kind, seed + 1
                 )
+                if static_frames:
+                    ds = {k: {a: d for a, d in v.items() if d != "frames"} for k, v in ds.items()}
                 module = wrap(model, method, list(inputs), fixed).eval()
                 outputs = _eager(module, inputs)
                 if not outputs:

@@ -25,6 +25,25 @@ SKIPPED: dict[str, str] = {
     "MotionAdapter": "no forward of its own, runs inside UNetMotionModel",
 }
 
+_FRAME_LOOP = (
+    "frames static: the method loops in Python over the frames (a chunk at a time, "
+    "carrying a cache of convolution features from one chunk to the next); the capture "
+    "unrolls that loop for the example's frame count, so the ONNX model takes that count"
+)
+#: cases exported with a static frame count (checked on the export's frame count and
+#: other batch, height and width), with the reason written in the CSV's cause column
+STATIC_FRAMES: dict[str, str] = {
+    "AutoencoderKLWan.encode": _FRAME_LOOP,
+    "AutoencoderKLWan.decode": _FRAME_LOOP,
+    "AutoencoderKLCogVideoX.decode": _FRAME_LOOP,
+}
+#: cases exported and checked with more frames than ``EXPORT_SIZES`` and
+#: ``CHECK_SIZES`` give: ``(export frames, check frames)``. Cosmos' encoder patches
+#: 4 frames into 1 then halves the frames: 5 frames become one latent frame, a
+#: dimension torch.export specializes to 1 (the ONNX model then fails to broadcast
+#: on 9 frames); 9 frames keep 2 latent frames
+MORE_FRAMES: dict[str, tuple[int, int]] = {"AutoencoderKLCosmos.encode": (9, 17)}
+
 
 #: classes run first (the pipelines most used), the others follow in alphabetical order
 PRIORITY = (
@@ -116,14 +135,16 @@ def class_kind(name: str) -> str:
 def list_diffusers_cases(names: list[str] | None = None):
     """One ``ZooCase`` per class
     (two for a VAE: ``Class.encode`` and ``Class.decode``), ``names`` restricting the
-    classes; the model type of a case is the class name (``.encode``/``.decode``)."""
+    classes or the cases (``AutoencoderKLWan.decode``); the model type of a case is the
+    class name (``.encode``/``.decode``)."""
     from .zoo_heads import ZooCase
 
     cases = []
     classes = diffusers_model_classes()
     order = [n for n in PRIORITY if n in classes] + [n for n in classes if n not in PRIORITY]
+    wanted = {n.partition(".")[0] for n in names or []}
     for name in order:
-        if names and name not in names:
+        if names and name not in wanted:
             continue
         kind = class_kind(name)
         if kind == "vae":
@@ -131,4 +152,6 @@ def list_diffusers_cases(names: list[str] | None = None):
             cases.append(ZooCase(f"{name}.decode", "vae-decoder"))
         else:
             cases.append(ZooCase(name, kind))
+    if names:  # a case named with its method keeps only that method
+        cases = [c for c in cases if c.model_type in names or c.model_type.split(".")[0] in names]
     return cases

@@ -16,6 +16,7 @@ eager model runs on both sizes.
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 import torch
@@ -43,6 +44,11 @@ KIND_LAYOUTS = {
 
 MAIN = ("hidden_states", "sample", "x", "latents", "z", "mel", "inputs_embeds")
 TIMESTEPS = ("timestep", "t", "timestep_r", "r_timestep", "timestep_ratio", "decoder_noise_time")
+#: a forward that multiplies its timestep by 1000 (Flux and its followers) takes a
+#: fraction of the schedule: given 900, its sinusoidal embedding would take float32
+#: arguments near 1e6, where one rounding of the argument moves the sine by 1e-2 and
+#: any two correct implementations differ
+_SCALED_TIMESTEP = re.compile(r"\btimestep\w*\s*=\s*timestep\w*\b[^\n]*\*\s*1000\b")
 TEXTS = ("encoder_hidden_states", "cap_feats", "text_bth")
 MASKS = ("encoder_attention_mask", "encoder_mask")
 POOLED = ("pooled_projections", "pooled_text_emb", "global_hidden_states")
@@ -216,6 +222,16 @@ def method_parameters(fn) -> dict[str, inspect.Parameter]:
     }
 
 
+def scaled_timestep(model, method: str = "forward") -> bool:
+    """Whether ``model.<method>`` multiplies its timestep by 1000 (it takes fractions
+    of the schedule, ``_SCALED_TIMESTEP``)."""
+    try:
+        source = inspect.getsource(getattr(type(model), method))
+    except (OSError, TypeError, AttributeError):
+        return False
+    return bool(_SCALED_TIMESTEP.search(source))
+
+
 def make_inputs(
     model, method: str, layout: str, channels: int, sizes: dict, kind: str, seed: int = 0
 ) -> tuple[dict, dict, dict]:
@@ -241,10 +257,8 @@ def make_inputs(
         elif name == main:
             inputs[name], ds[name] = main_tensor(layout, channels, kind, sizes, gen)
         elif name in TIMESTEPS:
-            inputs[name] = (
-                torch.rand(b, generator=gen) * (0.9 if name in ("t", "timestep_ratio") else 900)
-                + 0.05
-            )
+            fraction = name in ("t", "timestep_ratio") or scaled_timestep(model, method)
+            inputs[name] = torch.rand(b, generator=gen) * (0.9 if fraction else 900) + 0.05
             ds[name] = {0: "batch"}
         elif name in TEXTS:
             inputs[name] = torch.randn(b, s, text_dim, generator=gen)

@@ -22,7 +22,7 @@ import csv
 import os
 
 from .diffusers_cases import build_class_case
-from .diffusers_classes import list_diffusers_cases
+from .diffusers_classes import STATIC_FRAMES, list_diffusers_cases
 
 FIELDS = [
     "class",
@@ -44,6 +44,8 @@ def to_row(zoo_row: dict) -> dict:
     row = {"class": zoo_row["model_type"], "kind": zoo_row["head"]}
     for key in FIELDS[2:]:
         row[key] = zoo_row.get(key, "")
+    if row["status"] == "pass" and row["class"] in STATIC_FRAMES:
+        row["cause"] = STATIC_FRAMES[row["class"]]
     if row["status"] == "fail" and row["stage"] == "config":
         row["status"] = "skip"
         error = row["error"].split(" <- ")[0]
@@ -159,7 +161,9 @@ def _parse(argv):
         prog="diffusers_zoo", description="exports every diffusers model class"
     )
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "zoo_diffusers.csv"))
-    parser.add_argument("--classes", default="", help="comma separated class names")
+    parser.add_argument(
+        "--classes", default="", help="comma separated class names or cases (Class.decode)"
+    )
     parser.add_argument("--timeout", type=float, default=180, help="CPU seconds per case")
     parser.add_argument("--atol", type=float, default=1e-3)
     parser.add_argument("--max-memory", type=float, default=3)

@@ -92,6 +92,17 @@ def _text(e: BaseException) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", str(e))
 
 
+#: the folder holding the package (a checkout): removed from the messages of a row
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def strip_paths(text: str) -> str:
+    """``text`` without machine paths: the checkout's folder is dropped and an
+    installed package's path starts at ``site-packages/``."""
+    text = text.replace(_ROOT + os.sep, "")
+    return re.sub(r"(?:/[^\s'\"():,]+)*/site-packages/", "site-packages/", text)
+
+
 def first_line(e: BaseException) -> str:
     """``Type: first non empty line of the message``, whole (up to 2,000 characters),
     with the next line when the first one announces it (:func:`head_line`)."""
@@ -125,6 +136,7 @@ _CAUSES = [
     (r"ONNX inputs .* for \d+ tensors", "number of inputs differs"),
     (r"forward takes no cache argument", "no cache argument"),
     (r"has no head in|Unrecognized model identifier", "unknown model type"),
+    (r"is valid only for sizes in", "dynamic dimension bounded by the capture"),
 ]
 
 
@@ -236,17 +248,15 @@ def run_case_inline(
         row["nodes"] = len(onx.graph.node)
         by_name = EXPORTERS[exporter] == "transformers"
         stage = "runtime"
+        bounded = [
+            str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)
+        ]
         try:
             row["max_diff"] = f"{_check(data, onx, atol, by_name=by_name):.3g}"
-        except AssertionError as e:
-            stage = "mismatch"
-            bounded = [
-                str(w.message)
-                for w in caught
-                if issubclass(w.category, ConstrainedDimensionWarning)
-            ]
-            if bounded:  # the model's code bounded a dynamic dimension: not a wrong kernel
-                raise AssertionError(f"{e}; {bounded[0]}") from e
+        except (AssertionError, RuntimeError) as e:
+            stage = "mismatch" if isinstance(e, AssertionError) else "runtime"
+            if bounded:  # the capture bounded a dynamic dimension: not a wrong kernel
+                raise type(e)(f"{e}; {bounded[0]}") from e
             raise
         row.update(status="pass", stage="", cause="", error="")
     except TransformersExportRefusedError as e:  # refused before tracing: not a failure
@@ -261,7 +271,12 @@ def run_case_inline(
         if root is not e and not (stage == "runtime" and isinstance(e, RuntimeError)):
             msg = f"{msg} <- {first_line(root)}"
         detail = f"{_text(e)[:5000]}\n{_text(root)[:5000]}"
-        row.update(status="fail", stage=stage, error=msg, cause=cause_bucket(stage, msg, detail))
+        row.update(
+            status="fail",
+            stage=stage,
+            error=strip_paths(msg),
+            cause=strip_paths(cause_bucket(stage, msg, detail)),
+        )
     return row
 
 

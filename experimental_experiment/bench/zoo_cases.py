@@ -231,7 +231,7 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
             )
             _eager(model, inputs)
             _eager(model, check)
-            check = adapt_image_size(case, model, check, ds, _eager)
+            inputs, check = adapt_image_size(case, model, inputs, check, ds, _eager)
             if with_cache:
                 _check_reproducible(model, check)
         except Exception as e:  # retried without a cache, raised after the last try

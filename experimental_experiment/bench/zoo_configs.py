@@ -448,13 +448,21 @@ def shrink_config_dict(d: dict) -> dict:
         d.pop(k, None)
     _fix_heads(d, before)
     n_after = next((d[k] for k in _LAYERS if _is_int(d.get(k))), None)
+    # a backbone read at several layers (a depth or segmentation neck expects as many
+    # feature maps as it has stages): as many kept layers, the last ones read
+    n_out = len(before.get("out_indices") or [])
+    flat = not isinstance(d.get("depths"), list)
+    if n_out > 1 and n_before and n_after and flat:
+        n_after = min(n_before, max(n_after, n_out))
     # hierarchical vision models: num_layers is a number of stages, lists are per stage
-    if n_before and n_after and n_before > n_after and not isinstance(d.get("depths"), list):
+    if n_before and n_after and n_before > n_after and flat:
         n_new = _cut_layers(d, n_before, n_after)
         for k in _LAYERS:
             if _is_int(d.get(k)) and before.get(k) == n_before:
                 d[k] = n_new
         _fix_periods(d, n_new)
+        if n_out > 1:
+            d["out_indices"] = list(range(n_new - n_out + 1, n_new + 1))
     _fix_state_space(d)
     _fix_image_tokens(d)
     if _is_int(d.get("vocab_size")) and d["vocab_size"] > VOCAB:

@@ -52,6 +52,11 @@ PROMPT_HEADS = ("image-text-to-text", "multimodal-lm", "visual-question-answerin
 IMAGE_TEXT_HEADS = ("zero-shot-image-classification", "zero-shot-object-detection")
 #: extra pixels of the check images of a dense head (a multiple of every usual stride)
 GROW = 32
+#: smallest export image side of a dense head: the deepest level of a detector (stride
+#: 32 for DETR's ResNet, 64 for Deformable DETR's extra level) then has two rows; with
+#: one, torch.export specializes that dimension to 1 and the exported model only holds
+#: for images of at most that many pixels (a Concat or Reshape fails on the check images)
+MIN_DENSE_SIDE = 4 * GROW
 #: answers of a multiple choice case
 CHOICES = 2
 #: x-vector heads stack convolutions over frames (TDNN, kernel 5 and more): the audio
@@ -185,14 +190,14 @@ def _text_to_audio_inputs(config, sizes, generator, params):
 
 
 def _transducer_inputs(config, sizes, generator, params):
-    """Audio features and the tokens of the prediction network (RNN-T, TDT)."""
+    """Audio features and the token of the prediction network (RNN-T, TDT): a forward
+    is one decoding step, one token per utterance (``decoder_input_ids`` of shape
+    ``(batch, 1)``); given several, the capture specializes their count."""
     inputs, ds = _audio_inputs(config, sizes, generator, params)
     text = config.get_text_config(decoder=True)
     vocab = getattr(text, "vocab_size", None) or getattr(config, "vocab_size", 32)
-    inputs["decoder_input_ids"] = torch.randint(
-        0, vocab, (sizes["batch"], sizes["seq"]), generator=generator
-    )
-    ds["decoder_input_ids"] = {0: "batch", 1: "seq"}
+    inputs["decoder_input_ids"] = torch.randint(0, vocab, (sizes["batch"], 1), generator=generator)
+    ds["decoder_input_ids"] = {0: "batch"}
     return inputs, ds
 
 
@@ -237,25 +242,45 @@ def make_inputs(
     return _signature_order(model, inputs, ds)
 
 
-def adapt_image_size(case: ZooCase, model, check: dict, ds: dict, run) -> dict:
-    """For a dense head (:data:`DENSE_HEADS`), check inputs with images :data:`GROW`
-    pixels taller and wider when ``run(model, inputs)`` accepts them: height and width
-    become dynamic in ``ds`` (modified in place). Returns the check inputs to use."""
+def _resized(inputs: dict, height: int, width: int, seed: int) -> dict:
+    """``inputs`` with random images (and a full pixel mask) of another size."""
+    generator = torch.Generator().manual_seed(seed)
+    b, c = inputs["pixel_values"].shape[:2]
+    resized = dict(inputs, pixel_values=torch.randn(b, c, height, width, generator=generator))
+    if "pixel_mask" in resized:
+        resized["pixel_mask"] = torch.ones((b, height, width), dtype=torch.int64)
+    return resized
+
+
+def adapt_image_size(
+    case: ZooCase, model, inputs: dict, check: dict, ds: dict, run
+) -> tuple[dict, dict]:
+    """For a dense head (:data:`DENSE_HEADS`), export images of at least
+    :data:`MIN_DENSE_SIDE` pixels and check images :data:`GROW` pixels taller and
+    wider than the export ones, when ``run(model, inputs)`` accepts them: height and
+    width become dynamic in ``ds`` (modified in place). Returns the export and check
+    inputs to use (unchanged when the model takes one image size)."""
     pixels = check.get("pixel_values")
     if case.head not in DENSE_HEADS or not isinstance(pixels, torch.Tensor):
-        return check
-    if pixels.dim() != 4:
-        return check
-    generator = torch.Generator().manual_seed(len(case.model_type))
-    b, c, h, w = pixels.shape
-    bigger = dict(check, pixel_values=torch.randn(b, c, h + GROW, w + GROW, generator=generator))
-    if "pixel_mask" in bigger:
-        bigger["pixel_mask"] = torch.ones((b, h + GROW, w + GROW), dtype=torch.int64)
+        return inputs, check
+    if pixels.dim() != 4 or inputs["pixel_values"].dim() != 4:
+        return inputs, check
+    export = inputs
+    h, w = export["pixel_values"].shape[2:]
+    seed = len(case.model_type)
+    if min(h, w) < MIN_DENSE_SIDE:
+        larger = _resized(export, max(h, MIN_DENSE_SIDE), max(w, MIN_DENSE_SIDE), seed)
+        try:
+            run(model, larger)
+            export, (h, w) = larger, larger["pixel_values"].shape[2:]
+        except Exception:  # the model takes small images only: kept as they are
+            pass
+    bigger = _resized(check, h + GROW, w + GROW, seed + 1)
     try:
         run(model, bigger)
     except Exception:  # the model takes one image size: it stays static
-        return check
+        return inputs, check
     ds["pixel_values"] = {0: "batch", 2: "height", 3: "width"}
     if "pixel_mask" in ds:
         ds["pixel_mask"] = {0: "batch", 1: "height", 2: "width"}
-    return bigger
+    return export, bigger
