@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.export import Dim
 
 from ..errors import InvalidArgumentError
+from ..stages import DynamicShapes
 from .signature import ArgumentLayout, PathKey
 
 _DIM_TYPES = (type(Dim.DYNAMIC),)
@@ -51,7 +52,7 @@ def torch_dynamic_shapes(grouped: dict, kind: type) -> tuple[Any, dict[tuple, st
     return kind(converted.values()), names
 
 
-def check_spec_type(dynamic_shapes) -> None:
+def check_spec_type(dynamic_shapes: object) -> None:
     """Raises :class:`InvalidArgumentError` unless ``dynamic_shapes`` is a dict, a tuple
     or a list (None is checked by the caller)."""
     if not isinstance(dynamic_shapes, (dict, tuple, list)):
@@ -117,7 +118,12 @@ def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, An
 
 
 def grouped_dynamic_shapes(
-    dynamic_shapes, model, args: tuple, kwargs: dict, *, layout: ArgumentLayout | None = None
+    dynamic_shapes: DynamicShapes,
+    model: Callable[..., Any],
+    args: tuple,
+    kwargs: dict,
+    *,
+    layout: ArgumentLayout | None = None,
 ) -> dict:
     """The user's dynamic_shapes as ``{top-level argument name: spec}`` for the capture:
     the values of ``*xs`` grouped in one tuple, the keywords of ``**kw`` top-level (see
@@ -214,7 +220,7 @@ def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
 
 
 def leaf_paths(
-    model,
+    model: Callable[..., Any],
     args: tuple,
     kwargs: dict,
     *,
