@@ -107,7 +107,7 @@ class _Collect(logging.Handler):
 
 
 @contextlib.contextmanager
-def reporting(report: ExportReport, path: str | None) -> Iterator[None]:
+def reporting(report: ExportReport, path: str | None) -> Iterator[ExportReport]:
     """Records warnings (python and logging) in the report; on an exception, records it
     and attaches the report to it (``err.report``); writes ``path`` in both cases."""
     handler = _Collect(report)

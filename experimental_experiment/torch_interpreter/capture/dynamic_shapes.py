@@ -8,7 +8,6 @@ import torch
 from torch.export import Dim
 
 from ..errors import InvalidArgumentError
-from ..stages import DynamicShapes
 from .signature import ArgumentLayout, PathKey
 
 _DIM_TYPES = (type(Dim.DYNAMIC),)
@@ -118,7 +117,7 @@ def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, An
 
 
 def grouped_dynamic_shapes(
-    dynamic_shapes: DynamicShapes,
+    dynamic_shapes: dict[str, Any] | tuple[Any, ...] | list[Any],
     model: Callable[..., Any],
     args: tuple,
     kwargs: dict,

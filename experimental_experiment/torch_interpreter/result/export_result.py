@@ -126,7 +126,7 @@ EXPORT_PARAMETERS = """\
 
 def document_parameters(func: _F) -> _F:
     "Replaces the line ``{export_parameters}`` of *func*'s docstring by EXPORT_PARAMETERS."
-    lines = func.__doc__.split("\n")
+    lines = cast(str, func.__doc__).split("\n")
     for i, line in enumerate(lines):
         if line.strip() == "{export_parameters}":
             indent = line[: len(line) - len(line.lstrip())]
@@ -215,9 +215,9 @@ def export_program(
     # weights going to external data are pinned: the optimizer does not fold them
     pin_weights(builder, serialization)
     if export_modules_as_functions:
-        from ..convert.module_functions import make_local_functions
+        from ..convert.module_functions import ModuleTaggingInterpreter, make_local_functions
 
-        make_local_functions(builder, interp.owner)
+        make_local_functions(builder, cast(ModuleTaggingInterpreter, interp).owner)
     clock("interpret")
     record_conversion(report, interp.converters_used)
     n_nodes = len(builder.nodes)
