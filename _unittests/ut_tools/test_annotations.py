@@ -62,3 +62,37 @@ def test_main_prints_every_part(capsys):
     annotations.main(["xoptim"])
     out = capsys.readouterr().out
     assert out.startswith("xoptim") and "parameters" in out
+
+
+def test_sub_folder_part_and_core(tmp_path):
+    pkg = tmp_path / "pkg"
+    for sub in ("capture", "convert/aten", "patches"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "mod.py").write_text("def f(a, b: int) -> None: pass\n")
+    (pkg / "top.py").write_text("def g(a: int) -> int: pass\n")
+    every = annotations.share("pkg", root=str(tmp_path))
+    assert (every.params, every.annotated_params) == (7, 4), every
+    sub = annotations.share("pkg/convert", root=str(tmp_path))
+    assert (sub.params, sub.annotated_params) == (2, 1), sub
+    core = annotations.share("pkg", root=str(tmp_path), exclude=("convert/aten", "patches"))
+    # top.g and capture/mod.f only
+    assert (core.params, core.annotated_params) == (3, 2), core
+    assert (core.returns, core.annotated_returns) == (2, 2), core
+
+
+def test_torch_interpreter_core_is_annotated():
+    core = annotations.core_share("torch_interpreter")
+    assert core.part == "torch_interpreter (core)"
+    whole = annotations.share("torch_interpreter")
+    assert 100 < core.params < whole.params, (core, whole)
+    assert core.ratio >= 0.85, core
+    assert core.return_ratio >= 0.70, core
+
+
+def test_main_prints_the_core_line(capsys):
+    annotations.main(["torch_interpreter"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" parameters")[0].strip() for line in lines] == [
+        "torch_interpreter",
+        "torch_interpreter (core)",
+    ]

@@ -8,7 +8,11 @@ class of a public module (no part of the dotted name starts with ``_``).
 
 ::
 
-    python -m experimental_experiment._tools.annotations xoptim xbuilder
+    python -m experimental_experiment._tools.annotations xoptim torch_interpreter/capture
+
+A part is a subpackage or a sub-folder path (``torch_interpreter/capture``).
+A part listed in :data:`CORES` gets a second line, its core, which leaves out the
+sub-folders that hold generated-like code (one converter per aten op, patches).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from typing import Iterator, Sequence
 from .architecture import package_root
 
 _PUBLIC_DUNDERS = frozenset({"__init__", "__call__"})
+
+#: Sub-folders (relative to the part) left out of a part's core.
+CORES: dict[str, tuple[str, ...]] = {"torch_interpreter": ("convert/aten", "patches")}
 
 
 @dataclass(frozen=True)
@@ -83,17 +90,27 @@ def _count(fct: ast.FunctionDef | ast.AsyncFunctionDef, method: bool) -> tuple[i
     return len(every), sum(a.annotation is not None for a in every)
 
 
-def share(part: str, root: str | None = None) -> Share:
+def _excluded(dirpath: str, skipped: Sequence[str]) -> bool:
+    return any(dirpath == s or dirpath.startswith(s + os.sep) for s in skipped)
+
+
+def share(part: str, root: str | None = None, exclude: Sequence[str] = ()) -> Share:
     """Counts the annotated parameters of the public functions of one subpackage.
 
-    :param part: subpackage name, ``xoptim`` for ``experimental_experiment/xoptim``
+    :param part: subpackage name, ``xoptim`` for ``experimental_experiment/xoptim``,
+        or a sub-folder path, ``torch_interpreter/capture``
     :param root: the package's folder, the installed one by default
+    :param exclude: sub-folders of the part left out, relative to it
+        (``convert/aten``)
     :return: the counts
     """
     root = root or package_root()
-    folder = os.path.join(root, part)
+    folder = os.path.join(root, *part.split("/"))
+    skipped = [os.path.join(folder, *e.split("/")) for e in exclude]
     params = annotated = returns = annotated_returns = 0
     for dirpath, _, names in os.walk(folder):
+        if _excluded(dirpath, skipped):
+            continue
         for name in sorted(names):
             path = os.path.join(dirpath, name)
             if not name.endswith(".py") or not _public_module(root, path):
@@ -110,19 +127,37 @@ def share(part: str, root: str | None = None) -> Share:
     return Share(part, params, annotated, returns, annotated_returns)
 
 
+def core_share(part: str, root: str | None = None) -> Share:
+    """Counts the annotated parameters of a part's core, the part less the
+    sub-folders :data:`CORES` lists for it (the whole part if it has none).
+
+    :param part: subpackage name, ``torch_interpreter``
+    :param root: the package's folder, the installed one by default
+    :return: the counts, named ``part (core)``
+    """
+    s = share(part, root, exclude=CORES.get(part, ()))
+    return Share(f"{part} (core)", s.params, s.annotated_params, s.returns, s.annotated_returns)
+
+
+def _line(s: Share) -> str:
+    return (
+        f"{s.part:26s} parameters {s.annotated_params}/{s.params} ({s.ratio:.0%}) "
+        f"returns {s.annotated_returns}/{s.returns} ({s.return_ratio:.0%})\n"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Prints the shares of the subpackages given on the command line."""
+    """Prints the shares of the subpackages given on the command line, followed
+    by the core of those listed in :data:`CORES`."""
     parts = list(argv if argv is not None else sys.argv[1:]) or [
         "xbuilder",
         "xoptim",
         "torch_interpreter",
     ]
     for p in parts:
-        s = share(p)
-        sys.stdout.write(
-            f"{p:20s} parameters {s.annotated_params}/{s.params} ({s.ratio:.0%}) "
-            f"returns {s.annotated_returns}/{s.returns} ({s.return_ratio:.0%})\n"
-        )
+        sys.stdout.write(_line(share(p)))
+        if p in CORES:
+            sys.stdout.write(_line(core_share(p)))
 
 
 if __name__ == "__main__":

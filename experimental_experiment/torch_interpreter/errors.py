@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import ExportError  # noqa: F401  (the base class, torch-free)
+
+if TYPE_CHECKING:
+    import torch
 
 
 class InvalidArgumentError(ExportError, TypeError):
@@ -48,13 +53,13 @@ class UnsupportedOpError(ExportError, NotImplementedError):
     :param argument: the name of the unsupported argument, when there is one
     """
 
-    def __init__(self, message: str, *, op=None, argument: str | None = None):
+    def __init__(self, message: str, *, op: object = None, argument: str | None = None):
         super().__init__(message)
         self.op = op
         self.argument = argument
         self.node_name: str | None = None
 
-    def at_node(self, node) -> UnsupportedOpError:
+    def at_node(self, node: torch.fx.Node) -> UnsupportedOpError:
         """The same error with the FX node and the user's source line in its message
         (once: an error already placed is returned as it is)."""
         if self.node_name is not None:
@@ -86,7 +91,7 @@ class ConversionError(ExportError):
     built-in converter is worth an issue with the message."""
 
 
-def user_source_line(node) -> str:
+def user_source_line(node: torch.fx.Node | None) -> str:
     """The last frame of the node's stack trace outside torch's own modules
     (``nn.Conv2d.forward`` is not the user's line): the user's line that created it."""
     trace = node.meta.get("stack_trace") if node is not None else None

@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 import warnings
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar, cast
 
 from ..report import (
     CaptureAttempt,
@@ -24,13 +25,28 @@ from ..report import (
 from ..report.render import format_of
 from ..xbuilder.safe_paths import check_output_path
 from .capture.guard_ranges import guard_ranges, merge_into_records
-from .capture.shape_guards import _excluded_dirs, _is_user, _location, dimension_records
+from .capture.shape_guards import (
+    GuardRecorder,
+    _excluded_dirs,
+    _is_user,
+    _location,
+    dimension_records,
+)
 from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..xoptim.report import ReportEntry
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 logger = logging.getLogger(__name__)
 
 
-def make_report(report, model) -> tuple[ExportReport, str | None]:
+def make_report(
+    report: ExportReport | str | os.PathLike | None, model: object
+) -> tuple[ExportReport, str | None]:
     """``report`` is None, an ExportReport (filled in place) or a path (.json, .md,
     .sarif); returns the report to fill and the path to write."""
     path = None
@@ -55,7 +71,7 @@ def make_report(report, model) -> tuple[ExportReport, str | None]:
 
 
 @contextlib.contextmanager
-def phase(report: ExportReport, name: str):
+def phase(report: ExportReport, name: str) -> Iterator[None]:
     """Adds the time spent in the block to ``report.timings[name]``."""
     begin = time.perf_counter()
     try:
@@ -91,7 +107,7 @@ class _Collect(logging.Handler):
 
 
 @contextlib.contextmanager
-def reporting(report: ExportReport, path: str | None):
+def reporting(report: ExportReport, path: str | None) -> Iterator[ExportReport]:
     """Records warnings (python and logging) in the report; on an exception, records it
     and attaches the report to it (``err.report``); writes ``path`` in both cases."""
     handler = _Collect(report)
@@ -196,7 +212,7 @@ def error_location(exc: BaseException) -> SourceLocation | None:
     return None
 
 
-def reported(fn):
+def reported(fn: _F) -> _F:
     """Decorates :func:`to_onnx`: turns its ``report=`` argument into an ExportReport
     filled while it runs, written to a path if one was given, attached to its errors."""
 
@@ -208,7 +224,7 @@ def reported(fn):
             record_patches(rep)
             return fn(*args, report=rep, **kwargs)
 
-    return wrapper
+    return cast(_F, wrapper)
 
 
 class PhaseClock:
@@ -225,7 +241,10 @@ class PhaseClock:
 
 
 def record_capture(
-    report: ExportReport, attempts: list, recorder, input_names: list[str] | None
+    report: ExportReport,
+    attempts: list,
+    recorder: GuardRecorder | None,
+    input_names: list[str] | None,
 ) -> None:
     """Capture attempts ``(description, exception or None, seconds)`` and dimensions
     (``input_names``: the name of every leaf of the inputs)."""
@@ -243,7 +262,12 @@ def record_capture(
         report.dimensions.extend(dimension_records(recorder, input_names))
 
 
-def record_guard_ranges(report: ExportReport, ep, recorder, input_names: list[str] | None) -> None:
+def record_guard_ranges(
+    report: ExportReport,
+    ep: torch.export.ExportedProgram,
+    recorder: GuardRecorder | None,
+    input_names: list[str] | None,
+) -> None:
     """Replaces the constrained dimensions by the exact ranges every guard of the
     capture accepts (:mod:`guard_ranges`): a branch on a derived size is one of them."""
     ranges = guard_ranges(ep, recorder, input_names)
@@ -259,7 +283,9 @@ def record_conversion(report: ExportReport, used: dict) -> None:
     report.converters = [ConverterUse(op, conv, n) for (op, conv), n in sorted(used.items())]
 
 
-def record_optimization(report: ExportReport, before: int, after: int, steps) -> None:
+def record_optimization(
+    report: ExportReport, before: int, after: int, steps: Sequence[ReportEntry] | None
+) -> None:
     report.nodes_before_optimization = before
     report.nodes_after_optimization = after
     report.rewrites = [

@@ -17,6 +17,7 @@ from .convert.dispatcher import Dispatcher
 from .errors import InvalidArgumentError
 from .export_options import ExportOptions
 from .result.export_result import ExportResult, document_parameters, export_program
+from .stages import DynamicShapes
 
 
 @dataclass
@@ -106,8 +107,8 @@ def to_onnx(
     args: tuple | None = None,
     kwargs: dict[str, Any] | None = None,
     *,
-    dynamic_shapes=None,
-    **settings,
+    dynamic_shapes: DynamicShapes = None,
+    **settings: Any,
 ) -> Any:
     """Exports a torch model to ONNX: captures it with :func:`torch.export.export`,
     converts every aten operator, optimizes the graph and returns the ONNX model

@@ -11,7 +11,11 @@ conversion to result), so that no stage imports another one to read its output.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
+
+#: What ``dynamic_shapes`` may be: a dict keyed by argument name, a tuple or a list
+#: (one spec per positional argument), or None (every dimension static).
+DynamicShapes = Union[dict[str, Any], tuple[Any, ...], list[Any], None]
 
 
 @dataclass

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any, Callable
 
 import torch
 
 from ..errors import CaptureError
 from ..export_options import ExportOptions
+from ..stages import DynamicShapes
 from .capture_dims import size_oblivious_capture
 from .fake_quantize_capture import freeze_disabled_observers
 from .fresh_stack import run_on_fresh_stack
@@ -22,7 +24,7 @@ def capture(
     model: torch.nn.Module,
     args: tuple,
     kwargs: dict,
-    dynamic_shapes,
+    dynamic_shapes: DynamicShapes,
     options: ExportOptions,
     record: list | None = None,
     layout: ArgumentLayout | None = None,
@@ -193,7 +195,7 @@ def has_batching(ep: torch.export.ExportedProgram) -> bool:
 
 def decompose(
     ep: torch.export.ExportedProgram,
-    table,
+    table: dict[Any, Callable[..., Any]] | str | None,
     owned: bool = False,
 ) -> torch.export.ExportedProgram:
     """Applies a decomposition table (None: nothing, 'default': torch's).

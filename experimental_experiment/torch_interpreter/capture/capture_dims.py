@@ -12,14 +12,18 @@ capture keeps the example sizes 0 and 1 dynamic, and the check that it did.
 from __future__ import annotations
 
 import contextlib
+from typing import Any, Callable
 
 import torch
 
 from ..errors import InvalidArgumentError
+from ..stages import DynamicShapes
 from .dynamic_shapes import PathKey, _is_tensor_spec, grouped_dynamic_shapes, leaf_paths
 
 
-def declared_dynamic_axes(model, args: tuple, kwargs: dict | None, dynamic_shapes):
+def declared_dynamic_axes(
+    model: Callable[..., Any], args: tuple, kwargs: dict | None, dynamic_shapes: DynamicShapes
+) -> list[tuple[tuple, Any, dict]]:
     """``[(path, leaf, {axis: spec})]`` for every leaf of the inputs, with the axes the
     user declared dynamic (strings, Dim, Dim.DYNAMIC, Dim.AUTO)."""
     kwargs = kwargs or {}
@@ -74,10 +78,10 @@ def _is_auto(d) -> bool:
 
 
 def zero_one_axes(
-    model,
+    model: Callable[..., Any],
     args: tuple,
     kwargs: dict | None,
-    dynamic_shapes,
+    dynamic_shapes: DynamicShapes,
 ) -> list[tuple[torch.Tensor, int, str]]:
     """``[(tensor, axis, description)]`` for the dimensions declared dynamic whose example
     size is 0 or 1 (``Dim.AUTO`` excepted): torch.export specializes those sizes unless
@@ -103,7 +107,7 @@ def zero_one_of(declared: list) -> list[tuple[torch.Tensor, int, str]]:
     return bad
 
 
-def size_oblivious_capture(enabled: bool):
+def size_oblivious_capture(enabled: bool) -> contextlib.AbstractContextManager[Any]:
     """Context in which torch.export does not specialize the sizes 0 and 1 of backed
     dynamic dimensions (the example size is one value among others)."""
     if not enabled:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import operator
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -64,7 +64,7 @@ def unconverted_custom_ops(
     return list(found)
 
 
-def python_implementation(op) -> Callable | None:
+def python_implementation(op: torch._ops.OpOverload) -> Callable | None:
     """The function decorated by ``torch.library.custom_op``, None if unknown."""
     from torch._library.custom_ops import OPDEFS
 
@@ -73,7 +73,9 @@ def python_implementation(op) -> Callable | None:
 
 
 @contextlib.contextmanager
-def calling_implementations(ops: dict):
+def calling_implementations(
+    ops: dict[torch._ops.OpOverload, Callable[..., Any]],
+) -> Iterator[None]:
     """Within the context, ``op(...)`` (``torch.ops.ns.name`` or the decorated function)
     runs the Python implementation ``ops[op]`` instead of dispatching to the kernel."""
     saved = []

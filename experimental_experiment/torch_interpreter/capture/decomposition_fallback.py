@@ -30,7 +30,7 @@ def _tables() -> list:
     return [core_aten_decompositions(), decomposition_table]
 
 
-def find_decomposition(op) -> Callable | None:
+def find_decomposition(op: object) -> Callable | None:
     """torch's decomposition of ``op`` (core ATen table first, then the full table),
     or its CompositeImplicitAutograd kernel, None if there is none."""
     if not isinstance(op, torch._ops.OpOverload):

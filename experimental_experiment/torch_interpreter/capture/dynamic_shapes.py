@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.export import Dim
@@ -51,7 +51,7 @@ def torch_dynamic_shapes(grouped: dict, kind: type) -> tuple[Any, dict[tuple, st
     return kind(converted.values()), names
 
 
-def check_spec_type(dynamic_shapes) -> None:
+def check_spec_type(dynamic_shapes: object) -> None:
     """Raises :class:`InvalidArgumentError` unless ``dynamic_shapes`` is a dict, a tuple
     or a list (None is checked by the caller)."""
     if not isinstance(dynamic_shapes, (dict, tuple, list)):
@@ -117,7 +117,12 @@ def _expand_keywords(name, spec, layout: ArgumentLayout) -> list[tuple[tuple, An
 
 
 def grouped_dynamic_shapes(
-    dynamic_shapes, model, args: tuple, kwargs: dict, *, layout: ArgumentLayout | None = None
+    dynamic_shapes: dict[str, Any] | tuple[Any, ...] | list[Any],
+    model: Callable[..., Any],
+    args: tuple,
+    kwargs: dict,
+    *,
+    layout: ArgumentLayout | None = None,
 ) -> dict:
     """The user's dynamic_shapes as ``{top-level argument name: spec}`` for the capture:
     the values of ``*xs`` grouped in one tuple, the keywords of ``**kw`` top-level (see
@@ -214,7 +219,7 @@ def _index_paths(spec, prefix: tuple = ()) -> list[tuple]:
 
 
 def leaf_paths(
-    model,
+    model: Callable[..., Any],
     args: tuple,
     kwargs: dict,
     *,

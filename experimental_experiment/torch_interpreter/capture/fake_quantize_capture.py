@@ -26,6 +26,7 @@ import contextlib
 import logging
 import sys
 import types
+from typing import Iterator
 
 import torch
 
@@ -178,7 +179,7 @@ def _switch(module: torch.nn.Module, name: str) -> bool:
 
 
 @contextlib.contextmanager
-def fixed_fake_quantizers(model):
+def fixed_fake_quantizers(model: torch.nn.Module) -> Iterator[int]:
     """For the time of the capture, every ``FakeQuantize`` submodule of ``model`` (exactly
     that class, its ``forward`` not overridden) computes what its switches select; yields
     the number of modules changed. A module observing raises

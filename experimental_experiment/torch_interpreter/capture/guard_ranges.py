@@ -21,10 +21,15 @@ import logging
 import math
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ...report import DimensionRecord, SourceLocation
+from .shape_guards import GuardRecorder
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +65,7 @@ class DimensionRange:
         return self.max is not None or self.min > 2 or self.step > 1
 
 
-def shape_env_of(ep: torch.export.ExportedProgram):
+def shape_env_of(ep: torch.export.ExportedProgram) -> ShapeEnv | None:
     """The ShapeEnv of the program's symbolic input sizes (None when all are static)."""
     for node in ep.graph.nodes:
         if node.op != "placeholder":
@@ -164,7 +169,9 @@ def _scan(
 
 
 def guard_ranges(
-    ep: torch.export.ExportedProgram, recorder=None, input_names: list[str] | None = None
+    ep: torch.export.ExportedProgram,
+    recorder: GuardRecorder | None = None,
+    input_names: list[str] | None = None,
 ) -> list[DimensionRange]:
     """One :class:`DimensionRange` per dynamic input dimension of ``ep``.
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import cast
+from typing import Any, Callable, cast
 
 import torch
 import torch._guards
@@ -54,7 +54,9 @@ class _Change:
     root: torch.fx.Node
 
 
-def functionalize_in_place(gm: torch.fx.GraphModule, can_convert=None) -> InPlaceRewrite:
+def functionalize_in_place(
+    gm: torch.fx.GraphModule, can_convert: Callable[[Any], bool] | None = None
+) -> InPlaceRewrite:
     """Makes the in-place operators of ``gm`` functional when it is safe (see the module
     docstring); ``can_convert(op)`` tells if a functional operator has a converter.
 

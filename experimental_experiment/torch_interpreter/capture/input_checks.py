@@ -14,11 +14,12 @@ import functools
 import inspect
 import re
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from ..errors import DynamicShapesError, InvalidArgumentError, SignatureError, TrainingModeWarning
+from ..stages import DynamicShapes
 
 #: the lowest opset of the default domain the converters are written for
 MIN_OPSET = 18
@@ -61,7 +62,7 @@ def onnxruntime_max_opset() -> int | None:
     return None
 
 
-def check_target_opset(target_opset) -> None:
+def check_target_opset(target_opset: int | dict[str, int] | None) -> None:
     """Raises :class:`InvalidArgumentError` when the opset of the default domain is out
     of the range the converters, onnx and onnxruntime support, with that range."""
     opset = target_opset.get("", None) if isinstance(target_opset, dict) else target_opset
@@ -222,7 +223,9 @@ def _check_dimensions(spec, tensor: torch.Tensor, path: tuple, dims: dict) -> No
             )
 
 
-def check_dynamic_shapes_axes(dynamic_shapes, arg_names: list[str], values: list) -> None:
+def check_dynamic_shapes_axes(
+    dynamic_shapes: DynamicShapes, arg_names: list[str], values: list
+) -> None:
     """Raises :class:`DynamicShapesError` (an :class:`InvalidArgumentError`) when
     ``dynamic_shapes`` declares an axis an input does not have (``{"x": {5: "b"}}`` on a
     2-D ``x``), gives a string where a spec is expected (``{"x": "batch"}``), a ``Dim``
@@ -247,7 +250,7 @@ def check_dynamic_shapes_axes(dynamic_shapes, arg_names: list[str], values: list
 # the example inputs against forward's signature
 
 
-def check_signature(model, args: tuple, kwargs: dict) -> None:
+def check_signature(model: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     """Raises :class:`SignatureError` when ``args`` and ``kwargs`` do not bind to the
     parameters of ``model.forward``: a missing argument (``args=None``), an unknown
     keyword, too many positional values; the message names them and the parameters."""
@@ -298,7 +301,7 @@ def check_signature(model, args: tuple, kwargs: dict) -> None:
         ) from None
 
 
-def warn_training_mode(model) -> None:
+def warn_training_mode(model: torch.nn.Module) -> None:
     """Warns (:class:`TrainingModeWarning`) when ``model`` is in training mode with
     modules whose behaviour depends on it (dropout, batch normalization)."""
     if not isinstance(model, torch.nn.Module) or not model.training:

@@ -4,6 +4,7 @@ capture (or the graph module as given), input plan, dimension names, output name
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 
@@ -14,7 +15,14 @@ from ..convert.dispatcher import Dispatcher
 from ..errors import CaptureError, InvalidArgumentError, UnsupportedOutputError
 from ..export_options import ExportOptions
 from ..export_report import record_capture, record_decompositions, record_guard_ranges
-from ..stages import ExampleInputs, InputPlan, OutputSlot, OutputSpec, PreparedProgram
+from ..stages import (
+    DynamicShapes,
+    ExampleInputs,
+    InputPlan,
+    OutputSlot,
+    OutputSpec,
+    PreparedProgram,
+)
 from .capture import capture, decompose
 from .capture_dims import check_zero_one, size_oblivious_capture
 from .custom_op_fallback import inline_custom_ops
@@ -29,12 +37,12 @@ logger = logging.getLogger(__name__)
 
 
 def check_arguments(
-    model,
-    args,
-    kwargs,
-    export_options,
-    options,
-    dispatcher,
+    model: object,
+    args: tuple | list | None,
+    kwargs: dict[str, Any] | None,
+    export_options: ExportOptions | None,
+    options: OptimizationOptions | None,
+    dispatcher: Dispatcher | None,
 ) -> ExampleInputs:
     """The example inputs as a tuple and a dict; raises :class:`InvalidArgumentError`
     for a model, inputs or options of the wrong type."""
@@ -68,13 +76,13 @@ def check_arguments(
 
 
 def prepare(
-    model,
+    model: torch.nn.Module | torch.export.ExportedProgram,
     inputs: ExampleInputs,
-    dynamic_shapes,
-    export_options,
-    input_names,
-    output_names,
-    dispatcher,
+    dynamic_shapes: DynamicShapes,
+    export_options: ExportOptions,
+    input_names: list[str] | None,
+    output_names: list[str] | None,
+    dispatcher: Dispatcher | None,
     opset: int,
     report: ExportReport,
 ) -> PreparedProgram:
@@ -243,7 +251,7 @@ def _prepare_exported_program(
     return PreparedProgram(ep.graph_module, plan, namer, _output_spec(output_names, keep))
 
 
-def check_outputs(ep) -> None:
+def check_outputs(ep: torch.export.ExportedProgram) -> None:
     """Raises :class:`UnsupportedOutputError` when an output of the model is a constant
     an ONNX model cannot return (a string...), naming its position among the outputs."""
     from torch.export.graph_signature import ConstantArgument, OutputKind

@@ -17,11 +17,15 @@ import os
 import re
 import sys
 import threading
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 
 from ...report import DimensionRecord, SourceLocation
 from .fresh_stack import caller_frame
+
+if TYPE_CHECKING:
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 _LOCK = threading.RLock()  # re-entrant: an export inside an export (same thread)
 
@@ -83,10 +87,10 @@ class GuardRecorder:
         self._keep: list = []  # keeps the SLoc objects alive so their ids stay unique
         self._guard_symbols: dict[int, list] = {}  # id(env) (kept in envs) -> guards
 
-    def location(self, sloc) -> SourceLocation | None:
+    def location(self, sloc: object) -> SourceLocation | None:
         return self.locations.get(id(sloc)) if sloc is not None else None
 
-    def guard_symbols(self, env) -> list:
+    def guard_symbols(self, env: ShapeEnv) -> list:
         """``[(guard, its free symbols)]`` of a shape environment, computed once (read
         after the capture, when the guards no longer change)."""
         if id(env) not in self._guard_symbols:
@@ -95,7 +99,7 @@ class GuardRecorder:
 
 
 @contextlib.contextmanager
-def record_shape_guards():
+def record_shape_guards() -> Iterator[GuardRecorder]:
     """Records, during the capture, where each guard of torch's ShapeEnv comes from.
 
     .. code-block:: python

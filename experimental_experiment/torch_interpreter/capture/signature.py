@@ -13,13 +13,14 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+from typing import Any, Callable, Iterator
 
 logger = logging.getLogger(__name__)
 
 _P = inspect.Parameter
 
 
-def parameters(model) -> list[inspect.Parameter] | None:
+def parameters(model: Callable[..., Any]) -> list[inspect.Parameter] | None:
     """The parameters of ``model.forward`` (``model`` itself for a function)."""
     forward = getattr(model, "forward", model)
     try:
@@ -37,7 +38,7 @@ class PathKey(tuple):
     def __new__(cls, key, index: int):
         return super().__new__(cls, (key, index))
 
-    def matches(self, value, by_index: bool = True) -> bool:
+    def matches(self, value: object, by_index: bool = True) -> bool:
         return value == self[0] or (
             by_index and isinstance(value, int) and not isinstance(value, bool) and value == self[1]
         )
@@ -54,7 +55,7 @@ class ArgumentLayout:
       ``extra_kw``: the keywords of the example received by ``**kw``
     """
 
-    def __init__(self, model, args: tuple, kwargs: dict):
+    def __init__(self, model: Callable[..., Any], args: tuple, kwargs: dict):
         params = parameters(model)
         self.var_pos = self.var_kw = None
         self.extra_kw: list[str] = []
@@ -85,7 +86,9 @@ class ArgumentLayout:
 
 
 @contextlib.contextmanager
-def explicit_keywords(model, args: tuple, kwargs: dict, layout: ArgumentLayout | None = None):
+def explicit_keywords(
+    model: Callable[..., Any], args: tuple, kwargs: dict, layout: ArgumentLayout | None = None
+) -> Iterator[None]:
     """Within the context, ``model.forward`` has a signature naming every keyword of
     ``kwargs`` that ``**kw`` would receive (keyword-only parameters), so torch.export
     sees them as top-level arguments. Nothing changes for a forward without ``**kw``

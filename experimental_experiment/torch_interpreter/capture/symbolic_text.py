@@ -7,15 +7,20 @@ from __future__ import annotations
 import linecache
 import os
 import re
+from typing import Callable
 
 import torch
+
+from .shape_guards import GuardRecorder
 
 _SYMBOL = re.compile(r"\bs\d+\b")
 #: a parenthesized group longer than this is summarized
 MAX_EXPRESSION = 80
 
 
-def symbol_descriptions(recorder, describe) -> dict[str, str]:
+def symbol_descriptions(
+    recorder: GuardRecorder | None, describe: Callable[[str], str]
+) -> dict[str, str]:
     """``{'s53': "x.shape[2]"}`` for the symbols of the shape environments the recorder
     saw; ``describe(source_name)`` writes a source (``L['x'].size()[2]``) for the user."""
     names: dict[str, str] = {}

@@ -19,10 +19,11 @@ instead of parsing the signature or ``dynamic_shapes`` again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from ..stages import DynamicShapes
 from .capture_dims import dynamic_axes_of, zero_one_of
 from .dynamic_shapes import (
     argument_names,
@@ -92,7 +93,9 @@ class UserInputs:
         return describe_dimension_sources(text, self.dim_names, self.arg_names)
 
 
-def read_user_inputs(model, args: tuple, kwargs: dict, dynamic_shapes) -> UserInputs:
+def read_user_inputs(
+    model: Callable[..., Any], args: tuple, kwargs: dict, dynamic_shapes: DynamicShapes
+) -> UserInputs:
     """Reads the inputs once: the signature (one :class:`ArgumentLayout`), then
     ``dynamic_shapes``, checked against the inputs and grouped by argument, the only
     form the later steps read. Raises the errors of :func:`check_dynamic_shapes_axes`

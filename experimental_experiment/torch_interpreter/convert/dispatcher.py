@@ -48,7 +48,7 @@ class Dispatcher:
         for op, fn in (registered_functions or {}).items():
             self.register(op, fn)
 
-    def register(self, op, fn: Callable) -> None:
+    def register(self, op: object, fn: Callable) -> None:
         """Adds or replaces the converter of ``op`` (an operator object or its name)."""
         if isinstance(op, str):
             if "::" not in op:
@@ -72,7 +72,7 @@ class Dispatcher:
         """Hook for subclasses turning another kind of function into a converter."""
         return fn
 
-    def find(self, op) -> Callable | None:
+    def find(self, op: object) -> Callable | None:
         """The user's converter for ``op``, None if there is none."""
         fn = self._functions.get(op)
         if fn is not None or not self._by_name:
@@ -83,9 +83,9 @@ class Dispatcher:
         overload = getattr(op, "_overloadname", "") or "default"
         return self._by_name.get(f"{schema.name}.{overload}", self._by_name.get(schema.name))
 
-    def __contains__(self, op) -> bool:
+    def __contains__(self, op: object) -> bool:
         return self.find(op) is not None
 
 
-def is_torch_op(obj) -> bool:
+def is_torch_op(obj: object) -> bool:
     return isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))

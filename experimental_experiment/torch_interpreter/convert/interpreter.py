@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import operator
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import torch
 import torch.fx.node
@@ -66,7 +66,7 @@ class Interpreter:
         raise ExportError("the FX graph has no output node")
 
     # one method per node kind
-    def placeholder(self, node: torch.fx.Node):
+    def placeholder(self, node: torch.fx.Node) -> str | None:
         name = node.name
         if name in self.plan.skipped:
             return None
@@ -92,7 +92,7 @@ class Interpreter:
             return None
         raise ConversionError(f"placeholder {name!r} has an unsupported value {type(val)}")
 
-    def get_attr(self, node: torch.fx.Node):
+    def get_attr(self, node: torch.fx.Node) -> Any:
         value, target = self.gm, str(node.target)
         for part in target.split("."):
             value = getattr(value, part)
@@ -106,7 +106,7 @@ class Interpreter:
             tensor = torch.view_as_real(tensor.resolve_conj())
         return self.g.make_initializer(name, TorchTensorRef(tensor, source=name), exact_name=exact)
 
-    def call_function(self, node: torch.fx.Node):
+    def call_function(self, node: torch.fx.Node) -> Any:
         if node.target is operator.getitem:
             seq = self.env[cast(torch.fx.Node, node.args[0]).name]
             result = seq[node.args[1]]
@@ -140,13 +140,13 @@ class Interpreter:
         tag_nodes(self.g.nodes[start:], node)  # FX node and user's line in metadata_props
         return result
 
-    def call_module(self, node: torch.fx.Node):
+    def call_module(self, node: torch.fx.Node) -> NoReturn:
         raise UnsupportedOpError(
             f"call_module node {node.name!r} ({node.target}): the graph must be "
             "captured by torch.export.export first"
         )
 
-    def call_method(self, node: torch.fx.Node):
+    def call_method(self, node: torch.fx.Node) -> NoReturn:
         raise UnsupportedOpError(
             f"call_method node {node.name!r} ({node.target}): the graph must be "
             "captured by torch.export.export first"

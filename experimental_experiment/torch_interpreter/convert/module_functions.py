@@ -14,12 +14,17 @@ the model again.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import onnx
 from onnx import NodeProto, helper
 
 from .interpreter import Interpreter
+
+if TYPE_CHECKING:
+    import torch
+
+    from ...xbuilder import GraphBuilder
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +37,15 @@ class ModuleTaggingInterpreter(Interpreter):
     :param selected: True (every child of the model) or a set of module types
     """
 
-    def __init__(self, *args, selected=True, **kwargs):
+    def __init__(
+        self, *args: Any, selected: bool | Iterable[str | type] = True, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.selected = selected
         #: ONNX node name -> (qualified module name, module type name)
         self.owner: dict[str, tuple[str, str]] = {}
 
-    def call_function(self, node):
+    def call_function(self, node: torch.fx.Node) -> Any:
         start = len(self.g.nodes)
         result = super().call_function(node)
         owner = self._owner(node.meta.get("nn_module_stack") or {})
@@ -77,7 +84,7 @@ def _has_subgraph(node: NodeProto) -> bool:
     )
 
 
-def make_local_functions(g, owner: dict[str, tuple[str, str]]) -> int:
+def make_local_functions(g: GraphBuilder, owner: dict[str, tuple[str, str]]) -> int:
     """Replaces runs of nodes of the same module instance by function calls.
 
     Returns the number of calls made.

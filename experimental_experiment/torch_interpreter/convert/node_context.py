@@ -14,6 +14,8 @@ keyword-only parameter ``ctx``; the interpreter then passes a :class:`NodeContex
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .._dims import DimNamer
@@ -44,13 +46,15 @@ class NodeContext:
         onx = to_onnx(torch.nn.ReLU(), (torch.randn(3),), dispatcher=dispatcher)
     """
 
-    def __init__(self, node: torch.fx.Node, namer: DimNamer, interpreter=None):
+    # ``Any``: the Interpreter imports this module, and converters hand it on as an
+    # Interpreter (a narrower Protocol would not be assignable to it)
+    def __init__(self, node: torch.fx.Node, namer: DimNamer, interpreter: Any = None) -> None:
         self.node = node
         self.namer = namer
         self.interpreter = interpreter
 
     @property
-    def val(self):
+    def val(self) -> Any:
         """``node.meta["val"]``: the fake value(s) torch computed for the node."""
         return self.node.meta.get("val")
 

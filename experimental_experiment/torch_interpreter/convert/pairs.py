@@ -24,7 +24,7 @@ PAIR_DTYPE = MappingProxyType({torch.complex64: torch.float32, torch.complex128:
 SUFFIX = "_real_imag"
 
 
-def is_complex_value(val) -> bool:
+def is_complex_value(val: object) -> bool:
     """Tells if a node's value (or one of a sequence of values) is a complex tensor."""
     if isinstance(val, (list, tuple)):
         return any(is_complex_value(v) for v in val)

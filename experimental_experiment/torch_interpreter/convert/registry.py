@@ -17,11 +17,15 @@ import inspect
 import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 import torch
 
 from .pairs import uses_complex
+
+if TYPE_CHECKING:
+    from ...xbuilder import GraphBuilder
+    from .node_context import NodeContext
 
 Converter = Callable[..., object]
 #: (min_opset, converter) variants of one operator, highest min_opset first
@@ -54,14 +58,20 @@ def takes_context(fn: Converter) -> bool:
     return found
 
 
-def call_converter(fn: Converter, g, args, kwargs, ctx):
+def call_converter(
+    fn: Converter,
+    g: GraphBuilder,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    ctx: NodeContext,
+) -> object:
     """Calls ``fn(g, *args, **kwargs)``, with ``ctx=ctx`` if ``fn`` declares it."""
     if takes_context(fn):
         return fn(g, *args, **kwargs, **{CONTEXT_PARAMETER: ctx})
     return fn(g, *args, **kwargs)
 
 
-def _expand(op) -> list:
+def _expand(op: object) -> list:
     if isinstance(op, torch._ops.OpOverloadPacket):
         return [getattr(op, name) for name in op.overloads()]
     return [op]
@@ -82,11 +92,11 @@ class Registry(Protocol):
     """What the interpreter asks a registry (``ConverterRegistry`` or
     ``LayeredRegistry``)."""
 
-    def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup: ...
+    def lookup(self, op: object, opset: int, variant: str = "") -> ConverterLookup: ...
 
     def lookup_node(self, node: torch.fx.Node, opset: int) -> ConverterLookup: ...
 
-    def find(self, op, opset: int, variant: str = "") -> Converter | None: ...
+    def find(self, op: object, opset: int, variant: str = "") -> Converter | None: ...
 
 
 class ConverterRegistry:
@@ -116,7 +126,7 @@ class ConverterRegistry:
         """``{(op, variant): ((min_opset, converter), ...)}``, read-only."""
         return MappingProxyType(self._entries)
 
-    def register(self, op, fn: Converter, *, min_opset: int = 1, variant: str = "") -> None:
+    def register(self, op: object, fn: Converter, *, min_opset: int = 1, variant: str = "") -> None:
         """Registers ``fn`` for ``op`` (an operator or a packet: every overload)."""
         takes_context(fn)
         for key in _expand(op):
@@ -125,7 +135,9 @@ class ConverterRegistry:
                 sorted((*old, (min_opset, fn)), key=lambda e: -e[0])
             )
 
-    def converter(self, *ops, min_opset: int = 1, variant: str = ""):
+    def converter(
+        self, *ops: object, min_opset: int = 1, variant: str = ""
+    ) -> Callable[[Converter], Converter]:
         """Decorator registering the function as the converter of ``ops``
         (:func:`converter`)."""
 
@@ -143,7 +155,7 @@ class ConverterRegistry:
         new._entries = dict(self._entries)  # the variants are tuples, shared as is
         return new
 
-    def variants(self, op, variant: str = "") -> Variants:
+    def variants(self, op: object, variant: str = "") -> Variants:
         """The (min_opset, converter) registered for ``op``, highest min_opset first."""
         return self._entries.get((op, variant), ())
 
@@ -151,7 +163,7 @@ class ConverterRegistry:
         """Every operator with a converter for ``variant``, sorted by name."""
         return sorted((op for op, v in self._entries if v == variant), key=str)
 
-    def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup:
+    def lookup(self, op: object, opset: int, variant: str = "") -> ConverterLookup:
         """The converter of ``op`` for ``opset`` and ``variant``, or why there is none."""
         entries = self.variants(op, variant)
         for min_opset, fn in entries:
@@ -191,14 +203,20 @@ class ConverterRegistry:
         node reads or produces a complex tensor."""
         return self.lookup(node.target, opset, COMPLEX if uses_complex(node) else "")
 
-    def find(self, op, opset: int, variant: str = "") -> Converter | None:
+    def find(self, op: object, opset: int, variant: str = "") -> Converter | None:
         """The converter of ``op``, None if there is none."""
         return self.lookup(op, opset, variant).converter
 
-    def layered(self, user) -> ConverterRegistry | LayeredRegistry:
+    def layered(self, user: UserConverters | None) -> ConverterRegistry | LayeredRegistry:
         """This registry under the user's converters ``user`` (a ``Dispatcher``, or
         anything with ``find(op)``); itself if ``user`` is None."""
         return self if user is None else LayeredRegistry(self, user)
+
+
+class UserConverters(Protocol):
+    """What ``LayeredRegistry`` asks of the user's converters (``Dispatcher``)."""
+
+    def find(self, op: object) -> Converter | None: ...
 
 
 class LayeredRegistry:
@@ -210,11 +228,11 @@ class LayeredRegistry:
         (``Dispatcher``)
     """
 
-    def __init__(self, base: ConverterRegistry, user):
+    def __init__(self, base: ConverterRegistry, user: UserConverters):
         self.base = base
         self.user = user
 
-    def lookup(self, op, opset: int, variant: str = "") -> ConverterLookup:
+    def lookup(self, op: object, opset: int, variant: str = "") -> ConverterLookup:
         fn = self.user.find(op)
         return ConverterLookup(fn) if fn is not None else self.base.lookup(op, opset, variant)
 
@@ -222,7 +240,7 @@ class LayeredRegistry:
         fn = self.user.find(node.target)
         return ConverterLookup(fn) if fn is not None else self.base.lookup_node(node, opset)
 
-    def find(self, op, opset: int, variant: str = "") -> Converter | None:
+    def find(self, op: object, opset: int, variant: str = "") -> Converter | None:
         return self.lookup(op, opset, variant).converter
 
 
@@ -230,7 +248,9 @@ class LayeredRegistry:
 DEFAULT_REGISTRY = ConverterRegistry()
 
 
-def converter(*ops, min_opset: int = 1, variant: str = ""):
+def converter(
+    *ops: object, min_opset: int = 1, variant: str = ""
+) -> Callable[[Converter], Converter]:
     """Registers the decorated function as the converter of ``ops`` in
     ``DEFAULT_REGISTRY``.
 
@@ -244,7 +264,7 @@ def converter(*ops, min_opset: int = 1, variant: str = ""):
     return DEFAULT_REGISTRY.converter(*ops, min_opset=min_opset, variant=variant)
 
 
-def lookup_converter(op, opset: int) -> ConverterLookup:
+def lookup_converter(op: object, opset: int) -> ConverterLookup:
     """The built-in converter of ``op`` for ``opset``, or why there is none.
 
     .. code-block:: python
@@ -255,7 +275,7 @@ def lookup_converter(op, opset: int) -> ConverterLookup:
     return DEFAULT_REGISTRY.lookup(op, opset)
 
 
-def find_converter(op, opset: int) -> Converter | None:
+def find_converter(op: object, opset: int) -> Converter | None:
     """The built-in converter of ``op`` for ``opset``, None if there is none
     (:func:`lookup_converter` also says why)."""
     return DEFAULT_REGISTRY.find(op, opset)

@@ -17,9 +17,10 @@ show).
 
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Callable, TypeVar, cast
 
 import torch
 
@@ -41,8 +42,10 @@ from ..convert.interpreter import Interpreter
 from ..convert.registry import DEFAULT_REGISTRY
 from ..export_options import ExportOptions
 from ..export_report import PhaseClock, record_conversion, record_optimization, reported
-from ..stages import PreparedProgram, SerializationPlan
+from ..stages import DynamicShapes, PreparedProgram, SerializationPlan
 from .large_model import make_container, pin_weights, weight_free_inputs
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -126,9 +129,9 @@ EXPORT_PARAMETERS = """\
 """
 
 
-def document_parameters(func):
+def document_parameters(func: _F) -> _F:
     "Replaces the line ``{export_parameters}`` of *func*'s docstring by EXPORT_PARAMETERS."
-    lines = func.__doc__.split("\n")
+    lines = cast(str, func.__doc__).split("\n")
     for i, line in enumerate(lines):
         if line.strip() == "{export_parameters}":
             indent = line[: len(line) - len(line.lstrip())]
@@ -145,7 +148,7 @@ def export_program(
     args: tuple | None = None,
     kwargs: dict[str, Any] | None = None,
     *,
-    dynamic_shapes=None,
+    dynamic_shapes: DynamicShapes = None,
     input_names: list[str] | None = None,
     output_names: list[str] | None = None,
     target_opset: int | dict | None = None,
@@ -158,7 +161,7 @@ def export_program(
     filename: str | None = None,
     verbose: int = 0,
     export_modules_as_functions: bool | set | None = None,
-    report=None,
+    report: ExportReport | str | os.PathLike | None = None,
     progress: bool = False,
 ) -> ExportResult:
     """Exports a torch model to ONNX through torch.export.export.
@@ -224,9 +227,12 @@ def export_program(
             # weights going to external data are pinned: the optimizer does not fold them
             pin_weights(builder, serialization)
             if export_modules_as_functions:
-                from ..convert.module_functions import make_local_functions
+                from ..convert.module_functions import (
+                    ModuleTaggingInterpreter,
+                    make_local_functions,
+                )
 
-                make_local_functions(builder, interp.owner)
+                make_local_functions(builder, cast(ModuleTaggingInterpreter, interp).owner)
         clock("interpret")
         record_conversion(report, interp.converters_used)
         n_nodes = len(builder.nodes)

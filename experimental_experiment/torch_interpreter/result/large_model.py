@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import BinaryIO
 
 import torch
 
+from ...progress import Progress
 from ...xbuilder import GraphBuilder
 from ...xbuilder.model_container import PROTOBUF_LIMIT, ModelContainer, builder_to_container
 from .._torch_helper import TorchTensorRef, has_data, onnx_dtype_to_torch
@@ -37,7 +39,7 @@ def _first_weight_without_data(model) -> torch.Tensor | None:
 
 
 def weight_free_inputs(
-    model,
+    model: torch.nn.Module | torch.export.ExportedProgram,
     inputs: ExampleInputs,
     plan: SerializationPlan,
 ) -> ExampleInputs:
@@ -120,7 +122,11 @@ def _aliases(model) -> dict[str, list[str]]:
 
 
 def make_container(
-    builder: GraphBuilder, threshold: int, filename: str | None, model=None, progress=None
+    builder: GraphBuilder,
+    threshold: int,
+    filename: str | None,
+    model: torch.nn.Module | torch.export.ExportedProgram | None = None,
+    progress: Progress | None = None,
 ) -> ModelContainer:
     """The container of the builder, saved to ``filename`` if given; the sources of
     tied weights list every name they have in ``model``; ``progress`` (a
@@ -136,7 +142,7 @@ def make_container(
     return container
 
 
-def write_tensor(tensor: torch.Tensor, f) -> None:
+def write_tensor(tensor: torch.Tensor, f: BinaryIO) -> None:
     """Writes the bytes of a tensor as external data stores them, at the file position."""
     TorchTensorRef(tensor).write_to(f)
 

@@ -18,6 +18,7 @@ import copy
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -27,6 +28,7 @@ from ...runtime import flatten_tensors, run_onnx
 from ..capture.capture_dims import declared_dynamic_axes
 from ..capture.dynamic_shapes import leaf_paths
 from ..errors import InvalidArgumentError
+from ..stages import DynamicShapes
 
 
 @dataclass
@@ -93,12 +95,12 @@ class VerifyReport:
 
 
 def verify_dynamic_shapes(
-    model,
+    model: Callable[..., Any],
     onx: onnx.ModelProto,
     args: tuple,
     kwargs: dict | None = None,
     *,
-    dynamic_shapes,
+    dynamic_shapes: DynamicShapes,
     sizes: list[dict[str, int]] | None = None,
     atol: float = 1e-4,
     rtol: float = 1e-3,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 from onnx import helper
 
 from ....xbuilder import GraphBuilder
@@ -25,7 +26,7 @@ def _back(g: GraphBuilder, y: str, *, ctx: NodeContext) -> str:
 
 
 @converter(aten.relu.default, aten.relu_.default)
-def aten_relu(g: GraphBuilder, x):
+def aten_relu(g: GraphBuilder, x: str) -> str:
     """relu(Tensor self) -> Tensor"""
     if g.get_type(x) in FLOAT_TYPES:
         return g.op.Relu(x)
@@ -33,19 +34,21 @@ def aten_relu(g: GraphBuilder, x):
 
 
 @converter(aten.relu6.default, aten.relu6_.default)
-def aten_relu6(g: GraphBuilder, x):
+def aten_relu6(g: GraphBuilder, x: str) -> str:
     """relu6(Tensor self) -> Tensor"""
     return g.op.Clip(x, 0, 6)
 
 
 @converter(aten.hardtanh.default, aten.hardtanh_.default)
-def aten_hardtanh(g: GraphBuilder, x, min_val=-1.0, max_val=1.0):
+def aten_hardtanh(
+    g: GraphBuilder, x: str, min_val: float | str = -1.0, max_val: float | str = 1.0
+) -> str:
     """hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor"""
     return g.op.Clip(x, min_val, max_val)
 
 
 @converter(aten.gelu.default, aten.gelu_.default)
-def aten_gelu(g: GraphBuilder, x, *, approximate="none", ctx: NodeContext):
+def aten_gelu(g: GraphBuilder, x: str, *, approximate: str = "none", ctx: NodeContext) -> str:
     """gelu(Tensor self, *, str approximate='none') -> Tensor"""
     xf = upcast(g, x)
     half = g.op.Mul(xf, 0.5)
@@ -59,26 +62,36 @@ def aten_gelu(g: GraphBuilder, x, *, approximate="none", ctx: NodeContext):
 
 
 @converter(aten.gelu.default, aten.gelu_.default, min_opset=20)
-def aten_gelu_20(g: GraphBuilder, x, *, approximate="none", ctx: NodeContext):
+def aten_gelu_20(g: GraphBuilder, x: str, *, approximate: str = "none", ctx: NodeContext) -> str:
     """gelu(Tensor self, *, str approximate='none') -> Tensor (ONNX Gelu, opset 20)"""
     return _back(g, g.op.Gelu(upcast(g, x), approximate=approximate), ctx=ctx)
 
 
 @converter(aten.silu.default, aten.silu_.default)
-def aten_silu(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_silu(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """silu(Tensor self) -> Tensor"""
     xf = upcast(g, x)
     return _back(g, g.op.Mul(xf, g.op.Sigmoid(xf)), ctx=ctx)
 
 
 @converter(aten.leaky_relu.default, aten.leaky_relu_.default)
-def aten_leaky_relu(g: GraphBuilder, x, negative_slope=0.01, *, ctx: NodeContext):
+def aten_leaky_relu(
+    g: GraphBuilder, x: str, negative_slope: float | str = 0.01, *, ctx: NodeContext
+) -> str:
     """leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor"""
     return _back(g, g.op.LeakyRelu(upcast(g, x), alpha=float(negative_slope)), ctx=ctx)
 
 
 @converter(aten.elu.default, aten.elu_.default)
-def aten_elu(g: GraphBuilder, x, alpha=1.0, scale=1.0, input_scale=1.0, *, ctx: NodeContext):
+def aten_elu(
+    g: GraphBuilder,
+    x: str,
+    alpha: float | str = 1.0,
+    scale: float | str = 1.0,
+    input_scale: float | str = 1.0,
+    *,
+    ctx: NodeContext,
+) -> str:
     """elu(Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor"""
     xf = upcast(g, x)
     if scale == 1 and input_scale == 1:
@@ -90,13 +103,13 @@ def aten_elu(g: GraphBuilder, x, alpha=1.0, scale=1.0, input_scale=1.0, *, ctx: 
 
 
 @converter(aten.selu.default, aten.selu_.default)
-def aten_selu(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_selu(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """selu(Tensor self) -> Tensor (ONNX defaults are torch's constants)"""
     return _back(g, g.op.Selu(upcast(g, x)), ctx=ctx)
 
 
 @converter(aten.celu.default, aten.celu_.default)
-def aten_celu(g: GraphBuilder, x, alpha=1.0, *, ctx: NodeContext):
+def aten_celu(g: GraphBuilder, x: str, alpha: float | str = 1.0, *, ctx: NodeContext) -> str:
     """celu(Tensor self, Scalar alpha=1.0) -> Tensor"""
     xf = upcast(g, x)
     alpha = float(alpha)
@@ -111,13 +124,13 @@ def _hardsigmoid(g: GraphBuilder, xf: str) -> str:
 
 
 @converter(aten.hardsigmoid.default, aten.hardsigmoid_.default)
-def aten_hardsigmoid(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_hardsigmoid(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """hardsigmoid(Tensor self) -> Tensor"""
     return _back(g, _hardsigmoid(g, upcast(g, x)), ctx=ctx)
 
 
 @converter(aten.hardswish.default, aten.hardswish_.default)
-def aten_hardswish(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_hardswish(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """hardswish(Tensor self) -> Tensor"""
     xf = upcast(g, x)
     if g.get_type(xf) == FLOAT:
@@ -134,7 +147,14 @@ def _softplus(g: GraphBuilder, xf: str) -> str:
 
 
 @converter(aten.softplus.default)
-def aten_softplus(g: GraphBuilder, x, beta=1.0, threshold=20.0, *, ctx: NodeContext):
+def aten_softplus(
+    g: GraphBuilder,
+    x: str,
+    beta: float | str = 1.0,
+    threshold: float | str = 20.0,
+    *,
+    ctx: NodeContext,
+) -> str:
     """softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor"""
     xf = upcast(g, x)
     bx = xf if beta == 1 else g.op.Mul(xf, float(beta))
@@ -145,14 +165,14 @@ def aten_softplus(g: GraphBuilder, x, beta=1.0, threshold=20.0, *, ctx: NodeCont
 
 
 @converter(aten.mish.default, aten.mish_.default)
-def aten_mish(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_mish(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """mish(Tensor self) -> Tensor: x * tanh(softplus(x))"""
     xf = upcast(g, x)
     return _back(g, g.op.Mul(xf, g.op.Tanh(_softplus(g, xf))), ctx=ctx)
 
 
 @converter(aten.prelu.default, aten._prelu_kernel.default)
-def aten_prelu(g: GraphBuilder, x, weight):
+def aten_prelu(g: GraphBuilder, x: str, weight: str) -> str:
     """prelu(Tensor self, Tensor weight) -> Tensor (weight broadcast on axis 1)"""
     rank = g.get_rank(x)
     w = cast_to(g, weight, g.get_type(x))
@@ -164,14 +184,16 @@ def aten_prelu(g: GraphBuilder, x, weight):
 
 
 @converter(aten.threshold.default, aten.threshold_.default)
-def aten_threshold(g: GraphBuilder, x, threshold, value, *, ctx: NodeContext):
+def aten_threshold(
+    g: GraphBuilder, x: str, threshold: float | str, value: float | str, *, ctx: NodeContext
+) -> str:
     """threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor"""
     t = ctx.dtype()
     return g.op.Where(g.op.Greater(x, cast_to(g, threshold, t)), x, cast_to(g, value, t))
 
 
 @converter(aten.hardshrink.default)
-def aten_hardshrink(g: GraphBuilder, x, lambd=0.5, *, ctx: NodeContext):
+def aten_hardshrink(g: GraphBuilder, x: str, lambd: float | str = 0.5, *, ctx: NodeContext) -> str:
     """hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
     xf = upcast(g, x)
     keep = g.op.Greater(g.op.Abs(xf), float(lambd))
@@ -179,7 +201,7 @@ def aten_hardshrink(g: GraphBuilder, x, lambd=0.5, *, ctx: NodeContext):
 
 
 @converter(aten.softshrink.default)
-def aten_softshrink(g: GraphBuilder, x, lambd=0.5, *, ctx: NodeContext):
+def aten_softshrink(g: GraphBuilder, x: str, lambd: float | str = 0.5, *, ctx: NodeContext) -> str:
     """softshrink(Tensor self, Scalar lambd=0.5) -> Tensor"""
     xf = upcast(g, x)
     lambd = float(lambd)
@@ -189,13 +211,13 @@ def aten_softshrink(g: GraphBuilder, x, lambd=0.5, *, ctx: NodeContext):
 
 
 @converter(aten.log_sigmoid.default)
-def aten_log_sigmoid(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_log_sigmoid(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """log_sigmoid(Tensor self) -> Tensor: -softplus(-x)"""
     return _back(g, g.op.Neg(_softplus(g, g.op.Neg(upcast(g, x)))), ctx=ctx)
 
 
 @converter(aten.glu.default)
-def aten_glu(g: GraphBuilder, x, dim=-1, *, ctx: NodeContext):
+def aten_glu(g: GraphBuilder, x: str, dim: int = -1, *, ctx: NodeContext):
     """glu(Tensor self, int dim=-1) -> Tensor: a * sigmoid(b), a, b halves of dim"""
     xf = upcast(g, x)
     a, b = g.op.Split(xf, axis=dim, num_outputs=2, outputs=2)
@@ -214,25 +236,33 @@ def _softmax(g: GraphBuilder, op: str, x, dim: int, dtype=None, *, ctx: NodeCont
 
 
 @converter(aten.softmax.int)
-def aten_softmax(g: GraphBuilder, x, dim, dtype=None, *, ctx: NodeContext):
+def aten_softmax(
+    g: GraphBuilder, x: str, dim: int, dtype: torch.dtype | None = None, *, ctx: NodeContext
+) -> str:
     """softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     return _softmax(g, "Softmax", x, dim, dtype, ctx=ctx)
 
 
 @converter(aten._softmax.default)
-def aten__softmax(g: GraphBuilder, x, dim, half_to_float, *, ctx: NodeContext):
+def aten__softmax(
+    g: GraphBuilder, x: str, dim: int, half_to_float: bool, *, ctx: NodeContext
+) -> str:
     """_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     return _softmax(g, "Softmax", x, dim, ctx=ctx)
 
 
 @converter(aten.log_softmax.int)
-def aten_log_softmax(g: GraphBuilder, x, dim, dtype=None, *, ctx: NodeContext):
+def aten_log_softmax(
+    g: GraphBuilder, x: str, dim: int, dtype: torch.dtype | None = None, *, ctx: NodeContext
+) -> str:
     """log_softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor"""
     return _softmax(g, "LogSoftmax", x, dim, dtype, ctx=ctx)
 
 
 @converter(aten._log_softmax.default)
-def aten__log_softmax(g: GraphBuilder, x, dim, half_to_float, *, ctx: NodeContext):
+def aten__log_softmax(
+    g: GraphBuilder, x: str, dim: int, half_to_float: bool, *, ctx: NodeContext
+) -> str:
     """_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor"""
     return _softmax(g, "LogSoftmax", x, dim, ctx=ctx)
 
@@ -244,7 +274,7 @@ def _random_dropout(g: GraphBuilder, x, p, outputs=1):
 
 
 @converter(aten.dropout.default, aten.dropout_.default)
-def aten_dropout(g: GraphBuilder, x, p, train):
+def aten_dropout(g: GraphBuilder, x: str, p: float, train: bool) -> str:
     """dropout(Tensor input, float p, bool train) -> Tensor (identity in eval mode)"""
     if not train or p == 0:
         return g.op.Identity(x)
@@ -252,7 +282,7 @@ def aten_dropout(g: GraphBuilder, x, p, train):
 
 
 @converter(aten.native_dropout.default)
-def aten_native_dropout(g: GraphBuilder, x, p, train):
+def aten_native_dropout(g: GraphBuilder, x: str, p: float, train: bool | None) -> tuple[str, str]:
     """native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
 
     In eval mode, the output is the input and the mask is all True.
@@ -272,7 +302,9 @@ def aten_native_dropout(g: GraphBuilder, x, p, train):
     aten.feature_alpha_dropout.default,
     aten.feature_alpha_dropout_.default,
 )
-def aten_feature_dropout(g: GraphBuilder, x, p, train, *, ctx: NodeContext):
+def aten_feature_dropout(
+    g: GraphBuilder, x: str, p: float, train: bool, *, ctx: NodeContext
+) -> str:
     """feature_dropout(Tensor input, float p, bool train) -> Tensor (eval mode only)"""
     if not train or p == 0:
         return g.op.Identity(x)

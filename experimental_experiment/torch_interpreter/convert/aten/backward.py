@@ -9,6 +9,9 @@ Normalization, convolution and pooling backward ops are in ``backward_nn.py``.
 from __future__ import annotations
 
 import math
+from typing import Sequence
+
+import torch
 
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64
@@ -30,14 +33,18 @@ def _zeros(g: GraphBuilder, shape: str, like: str) -> str:
 
 
 @converter(aten.threshold_backward.default)
-def aten_threshold_backward(g: GraphBuilder, grad_output, x, threshold):
+def aten_threshold_backward(
+    g: GraphBuilder, grad_output: str, x: str, threshold: float | str
+) -> str:
     """threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor"""
     mask = g.op.LessOrEqual(x, cast_to(g, threshold, g.get_type(x)))
     return g.op.Where(mask, 0, grad_output)
 
 
 @converter(aten.sigmoid_backward.default)
-def aten_sigmoid_backward(g: GraphBuilder, grad_output, output, *, ctx: NodeContext):
+def aten_sigmoid_backward(
+    g: GraphBuilder, grad_output: str, output: str, *, ctx: NodeContext
+) -> str:
     """sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor"""
     y = upcast(g, output)
     dy = g.op.Mul(y, g.op.Sub(cast_to(g, 1, g.get_type(y)), y))
@@ -45,7 +52,7 @@ def aten_sigmoid_backward(g: GraphBuilder, grad_output, output, *, ctx: NodeCont
 
 
 @converter(aten.tanh_backward.default)
-def aten_tanh_backward(g: GraphBuilder, grad_output, output, *, ctx: NodeContext):
+def aten_tanh_backward(g: GraphBuilder, grad_output: str, output: str, *, ctx: NodeContext) -> str:
     """tanh_backward(Tensor grad_output, Tensor output) -> Tensor"""
     y = upcast(g, output)
     dy = g.op.Sub(cast_to(g, 1, g.get_type(y)), g.op.Mul(y, y))
@@ -53,7 +60,7 @@ def aten_tanh_backward(g: GraphBuilder, grad_output, output, *, ctx: NodeContext
 
 
 @converter(aten.silu_backward.default)
-def aten_silu_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
+def aten_silu_backward(g: GraphBuilder, grad_output: str, x: str, *, ctx: NodeContext) -> str:
     """silu_backward(Tensor grad_output, Tensor self) -> Tensor"""
     xf = upcast(g, x)
     s = g.op.Sigmoid(xf)
@@ -63,7 +70,9 @@ def aten_silu_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
 
 
 @converter(aten.gelu_backward.default)
-def aten_gelu_backward(g: GraphBuilder, grad_output, x, *, approximate="none", ctx: NodeContext):
+def aten_gelu_backward(
+    g: GraphBuilder, grad_output: str, x: str, *, approximate: str = "none", ctx: NodeContext
+) -> str:
     """gelu_backward(Tensor grad_output, Tensor self, *, str approximate='none') -> Tensor"""
     xf = upcast(g, x)
     if approximate == "tanh":
@@ -87,7 +96,9 @@ def aten_gelu_backward(g: GraphBuilder, grad_output, x, *, approximate="none", c
 
 
 @converter(aten.hardtanh_backward.default)
-def aten_hardtanh_backward(g: GraphBuilder, grad_output, x, min_val, max_val):
+def aten_hardtanh_backward(
+    g: GraphBuilder, grad_output: str, x: str, min_val: float | str, max_val: float | str
+) -> str:
     """hardtanh_backward(Tensor grad_output, Tensor self, Scalar min_val,
     Scalar max_val) -> Tensor"""
     t = g.get_type(x)
@@ -99,8 +110,14 @@ def aten_hardtanh_backward(g: GraphBuilder, grad_output, x, min_val, max_val):
 
 @converter(aten.leaky_relu_backward.default)
 def aten_leaky_relu_backward(
-    g: GraphBuilder, grad_output, x, negative_slope, self_is_result, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    grad_output: str,
+    x: str,
+    negative_slope: float | str,
+    self_is_result: bool,
+    *,
+    ctx: NodeContext,
+) -> str:
     """leaky_relu_backward(Tensor grad_output, Tensor self, Scalar negative_slope,
     bool self_is_result) -> Tensor"""
     gf = upcast(g, grad_output)
@@ -111,15 +128,15 @@ def aten_leaky_relu_backward(
 @converter(aten.elu_backward.default)
 def aten_elu_backward(
     g: GraphBuilder,
-    grad_output,
-    alpha,
-    scale,
-    input_scale,
-    is_result,
-    self_or_result,
+    grad_output: str,
+    alpha: float | str,
+    scale: float | str,
+    input_scale: float | str,
+    is_result: bool,
+    self_or_result: str,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """elu_backward(Tensor grad_output, Scalar alpha, Scalar scale, Scalar input_scale,
     bool is_result, Tensor self_or_result) -> Tensor"""
     gf, v = upcast(g, grad_output), upcast(g, self_or_result)
@@ -134,7 +151,15 @@ def aten_elu_backward(
 
 
 @converter(aten.softplus_backward.default)
-def aten_softplus_backward(g: GraphBuilder, grad_output, x, beta, threshold, *, ctx: NodeContext):
+def aten_softplus_backward(
+    g: GraphBuilder,
+    grad_output: str,
+    x: str,
+    beta: float | str,
+    threshold: float | str,
+    *,
+    ctx: NodeContext,
+) -> str:
     """softplus_backward(Tensor grad_output, Tensor self, Scalar beta,
     Scalar threshold) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
@@ -144,7 +169,9 @@ def aten_softplus_backward(g: GraphBuilder, grad_output, x, beta, threshold, *, 
 
 
 @converter(aten.hardsigmoid_backward.default)
-def aten_hardsigmoid_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
+def aten_hardsigmoid_backward(
+    g: GraphBuilder, grad_output: str, x: str, *, ctx: NodeContext
+) -> str:
     """hardsigmoid_backward(Tensor grad_output, Tensor self) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     inside = g.op.And(g.op.Greater(xf, -3.0), g.op.Less(xf, 3.0))
@@ -152,7 +179,7 @@ def aten_hardsigmoid_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeConte
 
 
 @converter(aten.hardswish_backward.default)
-def aten_hardswish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
+def aten_hardswish_backward(g: GraphBuilder, grad_output: str, x: str, *, ctx: NodeContext) -> str:
     """hardswish_backward(Tensor grad_output, Tensor self) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     middle = g.op.Mul(gf, g.op.Add(g.op.Div(xf, 3.0), 0.5))
@@ -161,7 +188,7 @@ def aten_hardswish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext
 
 
 @converter(aten.mish_backward.default)
-def aten_mish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
+def aten_mish_backward(g: GraphBuilder, grad_output: str, x: str, *, ctx: NodeContext) -> str:
     """mish_backward(Tensor grad_output, Tensor self) -> Tensor"""
     gf, xf = upcast(g, grad_output), upcast(g, x)
     t = g.op.Tanh(g.op.Softplus(xf))
@@ -172,8 +199,14 @@ def aten_mish_backward(g: GraphBuilder, grad_output, x, *, ctx: NodeContext):
 
 @converter(aten._softmax_backward_data.default)
 def aten__softmax_backward_data(
-    g: GraphBuilder, grad_output, output, dim, input_dtype, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    grad_output: str,
+    output: str,
+    dim: int,
+    input_dtype: torch.dtype,
+    *,
+    ctx: NodeContext,
+) -> str:
     """_softmax_backward_data(Tensor grad_output, Tensor output, int dim,
     ScalarType input_dtype) -> Tensor"""
     gf, y = upcast(g, grad_output), upcast(g, output)
@@ -183,8 +216,14 @@ def aten__softmax_backward_data(
 
 @converter(aten._log_softmax_backward_data.default)
 def aten__log_softmax_backward_data(
-    g: GraphBuilder, grad_output, output, dim, input_dtype, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    grad_output: str,
+    output: str,
+    dim: int,
+    input_dtype: torch.dtype,
+    *,
+    ctx: NodeContext,
+) -> str:
     """_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim,
     ScalarType input_dtype) -> Tensor"""
     gf, y = upcast(g, grad_output), upcast(g, output)
@@ -193,7 +232,9 @@ def aten__log_softmax_backward_data(
 
 
 @converter(aten.native_dropout_backward.default)
-def aten_native_dropout_backward(g: GraphBuilder, grad_output, mask, scale, *, ctx: NodeContext):
+def aten_native_dropout_backward(
+    g: GraphBuilder, grad_output: str, mask: str, scale: float, *, ctx: NodeContext
+) -> str:
     """native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor"""
     gf = upcast(g, grad_output)
     kept = g.op.Mul(cast_to(g, mask, g.get_type(gf)), float(scale))
@@ -201,7 +242,9 @@ def aten_native_dropout_backward(g: GraphBuilder, grad_output, mask, scale, *, c
 
 
 @converter(aten.mse_loss_backward.default)
-def aten_mse_loss_backward(g: GraphBuilder, grad_output, x, target, reduction, *, ctx: NodeContext):
+def aten_mse_loss_backward(
+    g: GraphBuilder, grad_output: str, x: str, target: str, reduction: int, *, ctx: NodeContext
+) -> str:
     """mse_loss_backward(Tensor grad_output, Tensor self, Tensor target,
     int reduction) -> Tensor"""
     xf, tf, gf = upcast(g, x), upcast(g, target), upcast(g, grad_output)
@@ -241,16 +284,16 @@ def _nll_loss_backward(
 @converter(aten.nll_loss_backward.default)
 def aten_nll_loss_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    target,
-    weight,
-    reduction,
-    ignore_index,
-    total_weight,
+    grad_output: str,
+    x: str,
+    target: str,
+    weight: str | None,
+    reduction: int,
+    ignore_index: int | str,
+    total_weight: str,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight,
     int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
     return _nll_loss_backward(
@@ -261,16 +304,16 @@ def aten_nll_loss_backward(
 @converter(aten.nll_loss2d_backward.default)
 def aten_nll_loss2d_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    target,
-    weight,
-    reduction,
-    ignore_index,
-    total_weight,
+    grad_output: str,
+    x: str,
+    target: str,
+    weight: str | None,
+    reduction: int,
+    ignore_index: int | str,
+    total_weight: str,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """nll_loss2d_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight,
     int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor"""
     return _nll_loss_backward(
@@ -281,14 +324,14 @@ def aten_nll_loss2d_backward(
 @converter(aten.embedding_dense_backward.default)
 def aten_embedding_dense_backward(
     g: GraphBuilder,
-    grad_output,
-    indices,
-    num_weights,
-    padding_idx,
-    scale_grad_by_freq,
+    grad_output: str,
+    indices: str,
+    num_weights: int | str,
+    padding_idx: int | str,
+    scale_grad_by_freq: bool,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights,
     SymInt padding_idx, bool scale_grad_by_freq) -> Tensor"""
     gf = upcast(g, grad_output)
@@ -361,7 +404,15 @@ def _place(g: GraphBuilder, grad, input_sizes, dim, start, step):
 
 
 @converter(aten.slice_backward.default)
-def aten_slice_backward(g: GraphBuilder, grad_output, input_sizes, dim, start, end, step):
+def aten_slice_backward(
+    g: GraphBuilder,
+    grad_output: str,
+    input_sizes: Sequence[int | str],
+    dim: int,
+    start: int | str,
+    end: int | str,
+    step: int | str,
+) -> str:
     """slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start,
     SymInt end, SymInt step) -> Tensor"""
     # end is implied by the size of grad_output along dim
@@ -369,7 +420,9 @@ def aten_slice_backward(g: GraphBuilder, grad_output, input_sizes, dim, start, e
 
 
 @converter(aten.select_backward.default)
-def aten_select_backward(g: GraphBuilder, grad_output, input_sizes, dim, index):
+def aten_select_backward(
+    g: GraphBuilder, grad_output: str, input_sizes: Sequence[int | str], dim: int, index: int | str
+) -> str:
     """select_backward(Tensor grad_output, SymInt[] input_sizes, int dim,
     SymInt index) -> Tensor"""
     dim = dim % len(input_sizes)

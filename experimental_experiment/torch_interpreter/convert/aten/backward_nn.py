@@ -6,6 +6,8 @@ Half precision inputs are computed in float32 then cast back.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ....xbuilder import GraphBuilder
@@ -43,14 +45,14 @@ def _normalized_grad(g, gy, x_hat, scale, axes):
 @converter(aten.native_layer_norm_backward.default)
 def aten_native_layer_norm_backward(
     g: GraphBuilder,
-    grad_out,
-    x,
-    normalized_shape,
-    mean,
-    rstd,
-    weight,
-    bias,
-    output_mask,
+    grad_out: str,
+    x: str,
+    normalized_shape: Sequence[int | str],
+    mean: str,
+    rstd: str,
+    weight: str | None,
+    bias: str | None,
+    output_mask: Sequence[bool],
     *,
     ctx: NodeContext,
 ):
@@ -76,19 +78,19 @@ def aten_native_layer_norm_backward(
 @converter(aten.native_batch_norm_backward.default)
 def aten_native_batch_norm_backward(
     g: GraphBuilder,
-    grad_out,
-    x,
-    weight,
-    running_mean,
-    running_var,
-    save_mean,
-    save_invstd,
-    train,
-    eps,
-    output_mask,
+    grad_out: str,
+    x: str,
+    weight: str | None,
+    running_mean: str | None,
+    running_var: str | None,
+    save_mean: str | None,
+    save_invstd: str | None,
+    train: bool,
+    eps: float,
+    output_mask: Sequence[bool],
     *,
     ctx: NodeContext,
-):
+) -> tuple[str, str, str]:
     """native_batch_norm_backward(Tensor grad_out, Tensor input, Tensor? weight,
     Tensor? running_mean, Tensor? running_var, Tensor? save_mean, Tensor? save_invstd,
     bool train, float eps, bool[3] output_mask) -> (Tensor, Tensor, Tensor)"""
@@ -192,17 +194,17 @@ def _conv_weight_grad(g, gy, x, w, stride, padding, dilation, groups, spatial):
 @converter(aten.convolution_backward.default)
 def aten_convolution_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    weight,
-    bias_sizes,
-    stride,
-    padding,
-    dilation,
-    transposed,
-    output_padding,
-    groups,
-    output_mask,
+    grad_output: str,
+    x: str,
+    weight: str,
+    bias_sizes: Sequence[int | str] | None,
+    stride: Sequence[int | str],
+    padding: Sequence[int | str],
+    dilation: Sequence[int | str],
+    transposed: bool,
+    output_padding: Sequence[int | str],
+    groups: int | str,
+    output_mask: Sequence[bool],
     *,
     ctx: NodeContext,
 ):
@@ -264,17 +266,17 @@ def _max_pool_backward(
 @converter(aten.max_pool2d_with_indices_backward.default)
 def aten_max_pool2d_with_indices_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    kernel_size,
-    stride,
-    padding,
-    dilation,
-    ceil_mode,
-    indices,
+    grad_output: str,
+    x: str,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    dilation: int | Sequence[int],
+    ceil_mode: bool,
+    indices: str,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """max_pool2d_with_indices_backward(Tensor grad_output, Tensor self,
     int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode,
     Tensor indices) -> Tensor"""
@@ -284,17 +286,17 @@ def aten_max_pool2d_with_indices_backward(
 @converter(aten.max_pool3d_with_indices_backward.default)
 def aten_max_pool3d_with_indices_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    kernel_size,
-    stride,
-    padding,
-    dilation,
-    ceil_mode,
-    indices,
+    grad_output: str,
+    x: str,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    dilation: int | Sequence[int],
+    ceil_mode: bool,
+    indices: str,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """max_pool3d_with_indices_backward(Tensor grad_output, Tensor self,
     int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode,
     Tensor indices) -> Tensor"""
@@ -362,17 +364,17 @@ def _avg_pool_backward(
 @converter(aten.avg_pool2d_backward.default)
 def aten_avg_pool2d_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    kernel_size,
-    stride,
-    padding,
-    ceil_mode,
-    count_include_pad,
-    divisor_override=None,
+    grad_output: str,
+    x: str,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None = None,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size,
     int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad,
     int? divisor_override) -> Tensor"""
@@ -394,17 +396,17 @@ def aten_avg_pool2d_backward(
 @converter(aten.avg_pool3d_backward.default)
 def aten_avg_pool3d_backward(
     g: GraphBuilder,
-    grad_output,
-    x,
-    kernel_size,
-    stride,
-    padding,
-    ceil_mode,
-    count_include_pad,
-    divisor_override=None,
+    grad_output: str,
+    x: str,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None = None,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """avg_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size,
     int[3] stride, int[3] padding, bool ceil_mode, bool count_include_pad,
     int? divisor_override) -> Tensor"""

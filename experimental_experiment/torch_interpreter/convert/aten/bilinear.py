@@ -8,7 +8,7 @@ from ._helpers import aten
 
 
 @converter(aten.bilinear.default)
-def aten_bilinear(g: GraphBuilder, x1, x2, weight, bias=None):
+def aten_bilinear(g: GraphBuilder, x1: str, x2: str, weight: str, bias: str | None = None) -> str:
     """bilinear(Tensor input1, Tensor input2, Tensor weight, Tensor? bias=None) -> Tensor
 
     ``y[..., o] = sum_ij x1[..., i] * weight[o, i, j] * x2[..., j] + bias[o]``"""

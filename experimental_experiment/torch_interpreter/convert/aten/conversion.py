@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64
 from ..node_context import NodeContext
@@ -30,7 +32,7 @@ def cast_to_output(g: GraphBuilder, x, *, ctx: NodeContext) -> str:
     aten.lift_fresh.default,
     aten.contiguous.default,
 )
-def aten_clone(g: GraphBuilder, x, *, memory_format=None):
+def aten_clone(g: GraphBuilder, x: str, *, memory_format: torch.memory_format | None = None) -> str:
     """clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"""
     return g.op.Identity(x)
 
@@ -39,16 +41,16 @@ def aten_clone(g: GraphBuilder, x, *, memory_format=None):
 @converter(aten._to_copy.default)
 def aten__to_copy(
     g: GraphBuilder,
-    x,
+    x: str,
     *,
-    dtype=None,
-    layout=None,
-    device=None,
-    pin_memory=None,
-    non_blocking=False,
-    memory_format=None,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | str | None = None,
+    pin_memory: bool | None = None,
+    non_blocking: bool = False,
+    memory_format: torch.memory_format | None = None,
     ctx: NodeContext,
-):
+) -> str:
     """_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, bool non_blocking=False,
     MemoryFormat? memory_format=None) -> Tensor"""
@@ -59,14 +61,14 @@ def aten__to_copy(
 @converter(aten.to.dtype)
 def aten_to_dtype(
     g: GraphBuilder,
-    x,
-    dtype,
-    non_blocking=False,
-    copy=False,
-    memory_format=None,
+    x: str,
+    dtype: torch.dtype,
+    non_blocking: bool = False,
+    copy: bool = False,
+    memory_format: torch.memory_format | None = None,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False,
     bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""
     return cast_to_output(g, x, ctx=ctx)
@@ -76,17 +78,17 @@ def aten_to_dtype(
 @converter(aten.to.dtype_layout)
 def aten_to_dtype_layout(
     g: GraphBuilder,
-    x,
+    x: str,
     *,
-    dtype=None,
-    layout=None,
-    device=None,
-    pin_memory=None,
-    non_blocking=False,
-    copy=False,
-    memory_format=None,
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | str | None = None,
+    pin_memory: bool | None = None,
+    non_blocking: bool = False,
+    copy: bool = False,
+    memory_format: torch.memory_format | None = None,
     ctx: NodeContext,
-):
+) -> str:
     """to.dtype_layout(Tensor(a) self, *, ScalarType? dtype=None, Layout? layout=None,
     Device? device=None, bool? pin_memory=None, bool non_blocking=False, bool copy=False,
     MemoryFormat? memory_format=None) -> Tensor(a)"""
@@ -97,15 +99,15 @@ def aten_to_dtype_layout(
 @converter(aten.to.device)
 def aten_to_device(
     g: GraphBuilder,
-    x,
-    device,
-    dtype,
-    non_blocking=False,
-    copy=False,
-    memory_format=None,
+    x: str,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    non_blocking: bool = False,
+    copy: bool = False,
+    memory_format: torch.memory_format | None = None,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False,
     bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)"""
     return cast_to_output(g, x, ctx=ctx)
@@ -125,7 +127,9 @@ def aten__assert_tensor_metadata(g: GraphBuilder, x, *args, **kwargs):
 
 
 @converter(aten.copy.default)
-def aten_copy(g: GraphBuilder, x, src, non_blocking=False, *, ctx: NodeContext):
+def aten_copy(
+    g: GraphBuilder, x: str, src: str, non_blocking: bool = False, *, ctx: NodeContext
+) -> str:
     """copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor
     (``src`` broadcast to the shape of ``self`` and cast to its dtype)"""
     y = cast_to(g, src, ctx.dtype())

@@ -6,6 +6,8 @@ strides, paddings and dilations become ONNX attributes: they must be static.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ....xbuilder import GraphBuilder
@@ -96,8 +98,17 @@ def aten_conv_transpose(
 
 @converter(aten.convolution.default)
 def aten_convolution(
-    g: GraphBuilder, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups
-):
+    g: GraphBuilder,
+    x: str,
+    weight: str,
+    bias: str | None,
+    stride: Sequence[int | str],
+    padding: Sequence[int | str],
+    dilation: Sequence[int | str],
+    transposed: bool,
+    output_padding: Sequence[int | str],
+    groups: int | str,
+) -> str:
     """convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride,
     SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding,
     SymInt groups) -> Tensor"""
@@ -259,8 +270,14 @@ def _explicit_pad_attrs(dims, attrs: dict, ceil_mode: bool) -> dict:
 
 @converter(aten.avg_pool1d.default)
 def aten_avg_pool1d(
-    g: GraphBuilder, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True
-):
+    g: GraphBuilder,
+    x: str,
+    kernel_size: int | Sequence[int],
+    stride: int | Sequence[int] = (),
+    padding: int | Sequence[int] = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> str:
     """avg_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=0,
     bool ceil_mode=False, bool count_include_pad=True) -> Tensor"""
     return _avg_pool(g, x, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1)
@@ -359,19 +376,23 @@ def _adaptive_avg_pool(g: GraphBuilder, x, output_size, spatial: int):
 
 
 @converter(aten.adaptive_avg_pool1d.default)
-def aten_adaptive_avg_pool1d(g: GraphBuilder, x, output_size):
+def aten_adaptive_avg_pool1d(g: GraphBuilder, x: str, output_size: int | Sequence[int]) -> str:
     """adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor"""
     return _adaptive_avg_pool(g, x, output_size, 1)
 
 
 @converter(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)
-def aten_adaptive_avg_pool2d(g: GraphBuilder, x, output_size):
+def aten_adaptive_avg_pool2d(
+    g: GraphBuilder, x: str, output_size: int | str | Sequence[int | str]
+) -> str:
     """adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor"""
     return _adaptive_avg_pool(g, x, output_size, 2)
 
 
 @converter(aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool3d.default)
-def aten_adaptive_avg_pool3d(g: GraphBuilder, x, output_size):
+def aten_adaptive_avg_pool3d(
+    g: GraphBuilder, x: str, output_size: int | str | Sequence[int | str]
+) -> str:
     """adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor"""
     return _adaptive_avg_pool(g, x, output_size, 3)
 
@@ -398,18 +419,24 @@ def _adaptive_max_pool(g: GraphBuilder, x, output_size, spatial: int):
 
 
 @converter(aten.adaptive_max_pool1d.default)
-def aten_adaptive_max_pool1d(g: GraphBuilder, x, output_size):
+def aten_adaptive_max_pool1d(
+    g: GraphBuilder, x: str, output_size: int | Sequence[int]
+) -> tuple[str, str]:
     """adaptive_max_pool1d(Tensor self, int[1] output_size) -> (Tensor, Tensor)"""
     return _adaptive_max_pool(g, x, output_size, 1)
 
 
 @converter(aten.adaptive_max_pool2d.default)
-def aten_adaptive_max_pool2d(g: GraphBuilder, x, output_size):
+def aten_adaptive_max_pool2d(
+    g: GraphBuilder, x: str, output_size: int | Sequence[int]
+) -> tuple[str, str]:
     """adaptive_max_pool2d(Tensor self, int[2] output_size) -> (Tensor, Tensor)"""
     return _adaptive_max_pool(g, x, output_size, 2)
 
 
 @converter(aten.adaptive_max_pool3d.default)
-def aten_adaptive_max_pool3d(g: GraphBuilder, x, output_size):
+def aten_adaptive_max_pool3d(
+    g: GraphBuilder, x: str, output_size: int | Sequence[int]
+) -> tuple[str, str]:
     """adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)"""
     return _adaptive_max_pool(g, x, output_size, 3)

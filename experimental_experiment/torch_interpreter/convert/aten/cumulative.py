@@ -9,6 +9,7 @@ at once. Exact (no log/exp trick) and dynamic in ``n``; memory grows as ``n**2``
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64, onnx_to_np_dtype
@@ -56,7 +57,9 @@ def _reduce(g: GraphBuilder, op: str, masked: str) -> str:
 
 
 @converter(aten.cumprod.default)
-def aten_cumprod(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
+def aten_cumprod(
+    g: GraphBuilder, x: str, dim: int, *, dtype: torch.dtype | None = None, ctx: NodeContext
+) -> str:
     """cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
     x = cast_to(g, x, ctx.dtype())
     if rank_of(g, x) == 0:
@@ -66,7 +69,7 @@ def aten_cumprod(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
 
 
 @converter(aten.logcumsumexp.default)
-def aten_logcumsumexp(g: GraphBuilder, x, dim):
+def aten_logcumsumexp(g: GraphBuilder, x: str, dim: int) -> str:
     """logcumsumexp(Tensor self, int dim) -> Tensor"""
     if rank_of(g, x) == 0:
         return g.op.Identity(x)
@@ -90,12 +93,12 @@ def _cum_extremum(g: GraphBuilder, x, dim, kind: str):
 
 
 @converter(aten.cummax.default)
-def aten_cummax(g: GraphBuilder, x, dim):
+def aten_cummax(g: GraphBuilder, x: str, dim: int) -> tuple[str, str]:
     """cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
     return _cum_extremum(g, x, dim, "max")
 
 
 @converter(aten.cummin.default)
-def aten_cummin(g: GraphBuilder, x, dim):
+def aten_cummin(g: GraphBuilder, x: str, dim: int) -> tuple[str, str]:
     """cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)"""
     return _cum_extremum(g, x, dim, "min")

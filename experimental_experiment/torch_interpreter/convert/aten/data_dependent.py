@@ -24,7 +24,7 @@ def _empty_i64(g: GraphBuilder) -> str:
 
 
 @converter(aten.masked_select.default)
-def aten_masked_select(g: GraphBuilder, x, mask):
+def aten_masked_select(g: GraphBuilder, x: str, mask: str) -> str:
     """masked_select(Tensor self, Tensor mask) -> Tensor"""
     xb = g.op.Where(mask, x, x)  # broadcast both
     mb = g.op.Expand(mask, g.op.Shape(xb))
@@ -32,7 +32,13 @@ def aten_masked_select(g: GraphBuilder, x, mask):
 
 
 @converter(aten._unique2.default)
-def aten__unique2(g: GraphBuilder, x, sorted=True, return_inverse=False, return_counts=False):
+def aten__unique2(
+    g: GraphBuilder,
+    x: str,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+):
     """_unique2(Tensor self, bool sorted=True, bool return_inverse=False,
     bool return_counts=False) -> (Tensor, Tensor, Tensor) (always sorted here)"""
     values, _, inverse, counts = g.op.Unique(_flat(g, x), sorted=1, outputs=4)
@@ -42,8 +48,13 @@ def aten__unique2(g: GraphBuilder, x, sorted=True, return_inverse=False, return_
 
 @converter(aten.unique_dim.default)
 def aten_unique_dim(
-    g: GraphBuilder, x, dim: int, sorted=True, return_inverse=False, return_counts=False
-):
+    g: GraphBuilder,
+    x: str,
+    dim: int,
+    sorted: bool = True,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+) -> tuple[str, str, str]:
     """unique_dim(Tensor self, int dim, bool sorted=True, bool return_inverse=False,
     bool return_counts=False) -> (Tensor, Tensor, Tensor)"""
     values, _, inverse, counts = g.op.Unique(x, axis=dim, sorted=1, outputs=4)
@@ -56,7 +67,11 @@ def aten_unique_dim(
 
 @converter(aten.unique_consecutive.default)
 def aten_unique_consecutive(
-    g: GraphBuilder, x, return_inverse=False, return_counts=False, dim=None
+    g: GraphBuilder,
+    x: str,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    dim: int | None = None,
 ):
     """unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False,
     int? dim=None) -> (Tensor, Tensor, Tensor) (dim=None only)"""
@@ -89,7 +104,7 @@ def aten_unique_consecutive(
 
 
 @converter(aten.nonzero_static.default)
-def aten_nonzero_static(g: GraphBuilder, x, *, size, fill_value=-1):
+def aten_nonzero_static(g: GraphBuilder, x: str, *, size: int | str, fill_value: int = -1) -> str:
     """nonzero_static(Tensor self, *, SymInt size, int fill_value=-1) -> Tensor"""
     r = rank_of(g, x)
     sz = (
@@ -142,7 +157,9 @@ def aten_searchsorted(
 
 
 @converter(aten.bucketize.Tensor)
-def aten_bucketize(g: GraphBuilder, x, boundaries, *, out_int32=False, right=False):
+def aten_bucketize(
+    g: GraphBuilder, x: str, boundaries: str, *, out_int32: bool = False, right: bool = False
+) -> str:
     """bucketize.Tensor(Tensor self, Tensor boundaries, *, bool out_int32=False,
     bool right=False) -> Tensor"""
     x = cast_to(g, x, g.get_type(boundaries))
@@ -150,7 +167,15 @@ def aten_bucketize(g: GraphBuilder, x, boundaries, *, out_int32=False, right=Fal
 
 
 @converter(aten.histc.default)
-def aten_histc(g: GraphBuilder, x, bins=100, min=0, max=0, *, ctx: NodeContext):
+def aten_histc(
+    g: GraphBuilder,
+    x: str,
+    bins: int = 100,
+    min: float | str = 0,
+    max: float | str = 0,
+    *,
+    ctx: NodeContext,
+) -> str:
     """histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor"""
     t = ctx.dtype()
     flat = _flat(g, cast_to(g, x, t))

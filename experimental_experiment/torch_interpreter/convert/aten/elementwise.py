@@ -154,7 +154,7 @@ converter(aten.logical_xor.default)(_logical("Xor"))
 
 
 @converter(aten.logical_not.default)
-def aten_logical_not(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_logical_not(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """logical_not(Tensor self) -> Tensor"""
     return cast_to(g, g.op.Not(cast_to(g, x, BOOL)), ctx.dtype())
 
@@ -182,7 +182,7 @@ converter(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, aten.__xor__.Tensor)
 
 
 @converter(aten.bitwise_not.default)
-def aten_bitwise_not(g: GraphBuilder, x):
+def aten_bitwise_not(g: GraphBuilder, x: str) -> str:
     """bitwise_not(Tensor self) -> Tensor"""
     return g.op.Not(x) if g.get_type(x) == BOOL else g.op.BitwiseNot(x)
 
@@ -231,13 +231,13 @@ for _op, _aten in [
 
 
 @converter(aten.rsqrt.default)
-def aten_rsqrt(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_rsqrt(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """rsqrt(Tensor self) -> Tensor"""
     return g.op.Reciprocal(g.op.Sqrt(cast_to(g, x, ctx.dtype())))
 
 
 @converter(aten.round.default)
-def aten_round(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_round(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """round(Tensor self) -> Tensor (half to even, as ONNX Round)"""
     t = ctx.dtype()
     if t not in FLOAT_TYPES:
@@ -246,7 +246,7 @@ def aten_round(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.trunc.default)
-def aten_trunc(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_trunc(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """trunc(Tensor self) -> Tensor"""
     t = ctx.dtype()
     if t not in FLOAT_TYPES:
@@ -255,7 +255,7 @@ def aten_trunc(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.log2.default)
-def aten_log2(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_log2(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """log2(Tensor self) -> Tensor"""
     import math
 
@@ -263,7 +263,7 @@ def aten_log2(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.log10.default)
-def aten_log10(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_log10(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """log10(Tensor self) -> Tensor"""
     import math
 
@@ -271,32 +271,32 @@ def aten_log10(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.log1p.default)
-def aten_log1p(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_log1p(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """log1p(Tensor self) -> Tensor"""
     return g.op.Log(g.op.Add(cast_to(g, x, ctx.dtype()), 1.0))
 
 
 @converter(aten.expm1.default)
-def aten_expm1(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_expm1(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """expm1(Tensor self) -> Tensor"""
     return g.op.Sub(g.op.Exp(cast_to(g, x, ctx.dtype())), 1.0)
 
 
 @converter(aten.square.default)
-def aten_square(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_square(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """square(Tensor self) -> Tensor"""
     x = cast_to(g, x, ctx.dtype())
     return g.op.Mul(x, x)
 
 
 @converter(aten.isnan.default)
-def aten_isnan(g: GraphBuilder, x):
+def aten_isnan(g: GraphBuilder, x: str) -> str:
     """isnan(Tensor self) -> Tensor"""
     return g.op.IsNaN(x)
 
 
 @converter(aten.isinf.default)
-def aten_isinf(g: GraphBuilder, x):
+def aten_isinf(g: GraphBuilder, x: str) -> str:
     """isinf(Tensor self) -> Tensor"""
     return g.op.IsInf(x)
 

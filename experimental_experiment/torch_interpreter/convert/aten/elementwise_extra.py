@@ -26,7 +26,7 @@ def _c(g: GraphBuilder, like: str, value) -> str:
 
 
 @converter(aten.atan2.default)
-def aten_atan2(g: GraphBuilder, y, x, *, ctx: NodeContext):
+def aten_atan2(g: GraphBuilder, y: str, x: str, *, ctx: NodeContext) -> str:
     """atan2(Tensor self, Tensor other) -> Tensor"""
     y, x = _float_inputs(g, y, x, ctx=ctx)
     zero = _c(g, x, 0)
@@ -54,7 +54,7 @@ def _signbit(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.signbit.default)
-def aten_signbit(g: GraphBuilder, x):
+def aten_signbit(g: GraphBuilder, x: str) -> str:
     """signbit(Tensor self) -> Tensor"""
     if g.get_type(x) == BOOL:
         return g.op.And(x, g.op.Not(x))  # always False
@@ -86,26 +86,26 @@ def _nan_ignoring(g: GraphBuilder, x, y, op: str):
 
 
 @converter(aten.fmax.default)
-def aten_fmax(g: GraphBuilder, x, y):
+def aten_fmax(g: GraphBuilder, x: str, y: str) -> str:
     """fmax(Tensor self, Tensor other) -> Tensor (NaN ignored)"""
     return _nan_ignoring(g, x, y, "Max")
 
 
 @converter(aten.fmin.default)
-def aten_fmin(g: GraphBuilder, x, y):
+def aten_fmin(g: GraphBuilder, x: str, y: str) -> str:
     """fmin(Tensor self, Tensor other) -> Tensor (NaN ignored)"""
     return _nan_ignoring(g, x, y, "Min")
 
 
 @converter(aten.exp2.default)
-def aten_exp2(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_exp2(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """exp2(Tensor self) -> Tensor"""
     (x,) = _float_inputs(g, x, ctx=ctx)
     return g.op.Pow(_c(g, x, 2), x)
 
 
 @converter(aten.hypot.default)
-def aten_hypot(g: GraphBuilder, x, y, *, ctx: NodeContext):
+def aten_hypot(g: GraphBuilder, x: str, y: str, *, ctx: NodeContext) -> str:
     """hypot(Tensor self, Tensor other) -> Tensor"""
     x, y = _float_inputs(g, x, y, ctx=ctx)
     ax, ay = g.op.Abs(x), g.op.Abs(y)
@@ -117,7 +117,7 @@ def aten_hypot(g: GraphBuilder, x, y, *, ctx: NodeContext):
 
 
 @converter(aten.erfc.default, aten.special_erfc.default)
-def aten_erfc(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_erfc(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """erfc(Tensor self) -> Tensor"""
     from .special import _f64, erfc
 
@@ -128,7 +128,7 @@ _HALF = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
 
 @converter(aten.round.decimals)
-def aten_round_decimals(g: GraphBuilder, x, *, decimals=0, ctx: NodeContext):
+def aten_round_decimals(g: GraphBuilder, x: str, *, decimals: int = 0, ctx: NodeContext) -> str:
     """round.decimals(Tensor self, *, int decimals) -> Tensor (half to even)"""
     t = ctx.dtype()
     if t not in FLOAT_TYPES:  # integers are already rounded
@@ -147,7 +147,7 @@ def aten_round_decimals(g: GraphBuilder, x, *, decimals=0, ctx: NodeContext):
 
 
 @converter(aten.frexp.Tensor)
-def aten_frexp(g: GraphBuilder, x):
+def aten_frexp(g: GraphBuilder, x: str) -> tuple[str, str]:
     """frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)
 
     exponent = floor(log2|x|) + 1, mantissa = x / 2**exponent in [0.5, 1)."""
@@ -171,7 +171,7 @@ def aten_frexp(g: GraphBuilder, x):
 
 
 @converter(aten.angle.default)
-def aten_angle(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_angle(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """angle(Tensor self) -> Tensor (real input: pi for negative values, nan kept)"""
     (x,) = _float_inputs(g, x, ctx=ctx)
     res = g.op.Where(g.op.Less(x, _c(g, x, 0)), _c(g, x, math.pi), _c(g, x, 0))
@@ -179,7 +179,7 @@ def aten_angle(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.heaviside.default)
-def aten_heaviside(g: GraphBuilder, x, values, *, ctx: NodeContext):
+def aten_heaviside(g: GraphBuilder, x: str, values: str, *, ctx: NodeContext) -> str:
     """heaviside(Tensor self, Tensor values) -> Tensor"""
     t = ctx.dtype()
     x, values = cast_to(g, x, t), cast_to(g, values, t)
@@ -195,7 +195,7 @@ _FLOAT_BITS = {1: (23, -126), 11: (52, -1022)}  # mantissa bits, smallest normal
 
 
 @converter(aten.nextafter.default)
-def aten_nextafter(g: GraphBuilder, x, y, *, ctx: NodeContext):
+def aten_nextafter(g: GraphBuilder, x: str, y: str, *, ctx: NodeContext) -> str:
     """nextafter(Tensor self, Tensor other) -> Tensor (float32 and float64)
 
     The step is one unit in the last place of x, computed from its binary exponent

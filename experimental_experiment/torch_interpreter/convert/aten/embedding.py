@@ -9,8 +9,13 @@ from ._helpers import aten
 
 @converter(aten.embedding.default)
 def aten_embedding(
-    g: GraphBuilder, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False
-):
+    g: GraphBuilder,
+    weight: str,
+    indices: str,
+    padding_idx: int | str = -1,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> str:
     """embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1,
     bool scale_grad_by_freq=False, bool sparse=False) -> Tensor
 

@@ -190,8 +190,15 @@ def fake_quantize_per_tensor_affine(
 
 @converter(aten.fake_quantize_per_tensor_affine_cachemask.default)
 def fake_quantize_per_tensor_affine_cachemask(
-    g: GraphBuilder, x, scale, zero_point, quant_min, quant_max, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    scale: float,
+    zero_point: int,
+    quant_min: int,
+    quant_max: int,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str]:
     """fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point,
     int quant_min, int quant_max) -> (Tensor output, Tensor mask)"""
     return (
@@ -225,15 +232,15 @@ def _enabled(g: GraphBuilder, flag, name: str, op) -> bool:
 @converter(aten._fake_quantize_per_tensor_affine_cachemask_tensor_qparams.default)
 def fake_quantize_per_tensor_cachemask_tensor_qparams(
     g: GraphBuilder,
-    x,
-    scale,
-    zero_point,
-    fake_quant_enabled,
-    quant_min,
-    quant_max,
+    x: str,
+    scale: str,
+    zero_point: str,
+    fake_quant_enabled: str,
+    quant_min: int,
+    quant_max: int,
     *,
     ctx: NodeContext,
-):
+) -> tuple[str, str]:
     """_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self,
     Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min,
     int quant_max) -> (Tensor output, Tensor mask)"""
@@ -251,8 +258,16 @@ def fake_quantize_per_tensor_cachemask_tensor_qparams(
 
 @converter(aten.fake_quantize_per_channel_affine.default)
 def fake_quantize_per_channel_affine(
-    g: GraphBuilder, x, scale, zero_point, axis, quant_min, quant_max, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    scale: str,
+    zero_point: str,
+    axis: int,
+    quant_min: int,
+    quant_max: int,
+    *,
+    ctx: NodeContext,
+) -> str:
     """fake_quantize_per_channel_affine(Tensor self, Tensor scale, Tensor zero_point,
     int axis, int quant_min, int quant_max) -> Tensor"""
     return fake_qdq(g, x, scale, zero_point, quant_min, quant_max, ctx.node.target, axis=axis)
@@ -260,8 +275,16 @@ def fake_quantize_per_channel_affine(
 
 @converter(aten.fake_quantize_per_channel_affine_cachemask.default)
 def fake_quantize_per_channel_affine_cachemask(
-    g: GraphBuilder, x, scale, zero_point, axis, quant_min, quant_max, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    scale: str,
+    zero_point: str,
+    axis: int,
+    quant_min: int,
+    quant_max: int,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str]:
     """fake_quantize_per_channel_affine_cachemask(Tensor self, Tensor scale,
     Tensor zero_point, int axis, int quant_min, int quant_max) -> (Tensor, Tensor)"""
     return (
@@ -273,15 +296,15 @@ def fake_quantize_per_channel_affine_cachemask(
 @converter(aten._fake_quantize_learnable_per_tensor_affine.default)
 def fake_quantize_learnable_per_tensor_affine(
     g: GraphBuilder,
-    x,
-    scale,
-    zero_point,
-    quant_min,
-    quant_max,
-    grad_factor=1.0,
+    x: str,
+    scale: str,
+    zero_point: str,
+    quant_min: int,
+    quant_max: int,
+    grad_factor: float = 1.0,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale,
     Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.0) -> Tensor
     (``grad_factor`` only scales gradients)"""
@@ -291,13 +314,13 @@ def fake_quantize_learnable_per_tensor_affine(
 @converter(aten._fake_quantize_learnable_per_channel_affine.default)
 def fake_quantize_learnable_per_channel_affine(
     g: GraphBuilder,
-    x,
-    scale,
-    zero_point,
-    axis,
-    quant_min,
-    quant_max,
-    grad_factor=1.0,
+    x: str,
+    scale: str,
+    zero_point: str,
+    axis: int,
+    quant_min: int,
+    quant_max: int,
+    grad_factor: float = 1.0,
     *,
     ctx: NodeContext,
 ):
@@ -340,19 +363,19 @@ def _fused_fake_quant(
 @converter(aten.fused_moving_avg_obs_fake_quant.default)
 def fused_moving_avg_obs_fake_quant(
     g: GraphBuilder,
-    x,
-    observer_on,
-    fake_quant_on,
-    running_min,
-    running_max,
-    scale,
-    zero_point,
-    averaging_const,
-    quant_min,
-    quant_max,
-    ch_axis,
-    per_row_fake_quant=False,
-    symmetric_quant=False,
+    x: str,
+    observer_on: str,
+    fake_quant_on: str,
+    running_min: str,
+    running_max: str,
+    scale: str,
+    zero_point: str,
+    averaging_const: float,
+    quant_min: int,
+    quant_max: int,
+    ch_axis: int,
+    per_row_fake_quant: bool = False,
+    symmetric_quant: bool = False,
     *,
     ctx: NodeContext,
 ):

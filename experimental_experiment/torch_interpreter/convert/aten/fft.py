@@ -11,6 +11,8 @@ normalization (0: none, 1: 1/sqrt(n), 2: 1/n over the transformed sizes) applies
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ....xbuilder import GraphBuilder
@@ -62,7 +64,9 @@ def _dims(g: GraphBuilder, x: str, dim, real_input: bool) -> list[int]:
 
 @converter(aten._fft_r2c.default, variant=COMPLEX)
 @converter(aten._fft_r2c.default)
-def aten__fft_r2c(g: GraphBuilder, x, dim, normalization: int, onesided: bool):
+def aten__fft_r2c(
+    g: GraphBuilder, x: str, dim: Sequence[int], normalization: int, onesided: bool
+) -> str:
     """_fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor"""
     dims = _dims(g, x, dim, True)
     y = g.op.Unsqueeze(x, np.array([0, -1], _I64))  # [1, ..., 1]
@@ -76,7 +80,9 @@ def aten__fft_r2c(g: GraphBuilder, x, dim, normalization: int, onesided: bool):
 
 @converter(aten._fft_c2c.default, variant=COMPLEX)
 @converter(aten._fft_c2c.default)
-def aten__fft_c2c(g: GraphBuilder, x, dim, normalization: int, forward: bool):
+def aten__fft_c2c(
+    g: GraphBuilder, x: str, dim: Sequence[int | str], normalization: int, forward: bool
+) -> str:
     """_fft_c2c(Tensor self, SymInt[] dim, int normalization, bool forward) -> Tensor"""
     dims = _dims(g, x, dim, False)
     y = g.op.Unsqueeze(x, np.array([0], _I64))
@@ -93,7 +99,9 @@ def _conj(g: GraphBuilder, y: str) -> str:
 
 @converter(aten._fft_c2r.default, variant=COMPLEX)
 @converter(aten._fft_c2r.default)
-def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: int):
+def aten__fft_c2r(
+    g: GraphBuilder, x: str, dim: Sequence[int], normalization: int, last_dim_size: int
+) -> str:
     """_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor"""
     if not isinstance(last_dim_size, int):
         raise UnsupportedOpError("_fft_c2r needs a static last_dim_size", argument="last_dim_size")
@@ -122,7 +130,7 @@ def aten__fft_c2r(g: GraphBuilder, x, dim, normalization: int, last_dim_size: in
 
 @converter(aten.view_as_real.default, aten.view_as_complex.default, variant=COMPLEX)
 @converter(aten.view_as_real.default, aten.view_as_complex.default)
-def aten_view_as_real(g: GraphBuilder, x):
+def aten_view_as_real(g: GraphBuilder, x: str) -> str:
     """view_as_real(Tensor(a) self) -> Tensor(a) (same layout in this representation)"""
     return g.op.Identity(x)
 
@@ -199,7 +207,15 @@ def _fftn(g: GraphBuilder, x, s, dim, norm, inverse: bool, *, ctx: NodeContext):
 
 @converter(aten.fft_fftn.default, aten.fft_fft2.default, variant=COMPLEX)
 @converter(aten.fft_fftn.default, aten.fft_fft2.default)
-def aten_fft_fftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeContext):
+def aten_fft_fftn(
+    g: GraphBuilder,
+    x: str,
+    s: int | str | Sequence[int | str] | None = None,
+    dim: int | Sequence[int] | None = None,
+    norm: str | None = None,
+    *,
+    ctx: NodeContext,
+) -> str:
     """fft_fftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor
     (real input; complex inputs go through the decomposition and _fft_c2c)"""
     if ctx.node.target == aten.fft_fft2.default and dim is None:
@@ -209,7 +225,15 @@ def aten_fft_fftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeC
 
 @converter(aten.fft_ifftn.default, aten.fft_ifft2.default, variant=COMPLEX)
 @converter(aten.fft_ifftn.default, aten.fft_ifft2.default)
-def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: NodeContext):
+def aten_fft_ifftn(
+    g: GraphBuilder,
+    x: str,
+    s: int | str | Sequence[int | str] | None = None,
+    dim: int | Sequence[int] | None = None,
+    norm: str | None = None,
+    *,
+    ctx: NodeContext,
+) -> str:
     """fft_ifftn(Tensor self, SymInt[1]? s=None, int[1]? dim=None, str? norm=None) -> Tensor"""
     if ctx.node.target == aten.fft_ifft2.default and dim is None:
         dim = [-2, -1]
@@ -218,7 +242,7 @@ def aten_fft_ifftn(g: GraphBuilder, x, s=None, dim=None, norm=None, *, ctx: Node
 
 @converter(aten.complex.default, variant=COMPLEX)
 @converter(aten.complex.default)
-def aten_complex(g: GraphBuilder, real, imag):
+def aten_complex(g: GraphBuilder, real: str, imag: str) -> str:
     """complex(Tensor real, Tensor imag) -> Tensor"""
     b = g.op.Add(real, g.op.Mul(imag, g.op.CastLike(np.array(0, np.float32), imag)))
     r = g.op.Unsqueeze(g.op.Expand(real, g.op.Shape(b)), np.array([-1], _I64))
@@ -227,6 +251,6 @@ def aten_complex(g: GraphBuilder, real, imag):
 
 
 @converter(aten.polar.default)
-def aten_polar(g: GraphBuilder, mag, angle):
+def aten_polar(g: GraphBuilder, mag: str, angle: str) -> str:
     """polar(Tensor abs, Tensor angle) -> Tensor"""
     return aten_complex(g, g.op.Mul(mag, g.op.Cos(angle)), g.op.Mul(mag, g.op.Sin(angle)))

@@ -7,6 +7,8 @@ computed from the dynamic image size); col2im is ONNX ``Col2Im`` (opset 18).
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64
 from ..registry import converter
@@ -28,7 +30,14 @@ def _block_indices(g: GraphBuilder, size: str, kernel: int, dilation: int, strid
 
 
 @converter(aten.im2col.default)
-def aten_im2col(g: GraphBuilder, x, kernel_size, dilation, padding, stride):
+def aten_im2col(
+    g: GraphBuilder,
+    x: str,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    stride: int | Sequence[int],
+):
     """im2col(Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding,
     int[2] stride) -> Tensor: [N, C * kh * kw, L], channels first then block rows
     then block columns, blocks in row-major order"""
@@ -52,7 +61,15 @@ def aten_im2col(g: GraphBuilder, x, kernel_size, dilation, padding, stride):
 
 
 @converter(aten.col2im.default)
-def aten_col2im(g: GraphBuilder, x, output_size, kernel_size, dilation, padding, stride):
+def aten_col2im(
+    g: GraphBuilder,
+    x: str,
+    output_size: int | str | Sequence[int | str],
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int],
+    padding: int | Sequence[int],
+    stride: int | Sequence[int],
+):
     """col2im(Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation,
     int[2] padding, int[2] stride) -> Tensor: the sum of the overlapping blocks"""
     kernel = static_ints(expand_param(kernel_size, 2, "kernel_size"), "kernel_size")

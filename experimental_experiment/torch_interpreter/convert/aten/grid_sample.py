@@ -34,8 +34,13 @@ def _check(interpolation_mode: int, padding_mode: int, spatial: int):
 
 @converter(aten.grid_sampler_3d.default, min_opset=20)
 def aten_grid_sampler_3d_opset20(
-    g: GraphBuilder, x, grid, interpolation_mode: int, padding_mode: int, align_corners: bool
-):
+    g: GraphBuilder,
+    x: str,
+    grid: str,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+) -> str:
     """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode,
     int padding_mode, bool align_corners) -> Tensor (ONNX GridSample, opset 20)"""
     _check(interpolation_mode, padding_mode, 3)
@@ -154,8 +159,13 @@ def grid_sample_composed(
 
 @converter(aten.grid_sampler_3d.default)
 def aten_grid_sampler_3d(
-    g: GraphBuilder, x, grid, interpolation_mode: int, padding_mode: int, align_corners: bool
-):
+    g: GraphBuilder,
+    x: str,
+    grid: str,
+    interpolation_mode: int,
+    padding_mode: int,
+    align_corners: bool,
+) -> str:
     """grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode,
     int padding_mode, bool align_corners) -> Tensor (composed below opset 20)"""
     _check(interpolation_mode, padding_mode, 3)

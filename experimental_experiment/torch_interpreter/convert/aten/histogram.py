@@ -10,6 +10,8 @@ element's weight into its bin (ScatterElements with reduction add).
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ....xbuilder import GraphBuilder
@@ -127,7 +129,15 @@ def _range_edges(g: GraphBuilder, values: str, bins: int, lo_hi, t: int) -> str:
 
 
 @converter(aten.histogram.bin_ct)
-def aten_histogram_bin_ct(g: GraphBuilder, x, bins=100, *, range=None, weight=None, density=False):
+def aten_histogram_bin_ct(
+    g: GraphBuilder,
+    x: str,
+    bins: int = 100,
+    *,
+    range: Sequence[float] | None = None,
+    weight: str | None = None,
+    density: bool = False,
+) -> tuple[str, str]:
     """histogram.bin_ct(Tensor self, int bins=100, *, float[]? range=None,
     Tensor? weight=None, bool density=False) -> (Tensor hist, Tensor bin_edges)"""
     if not isinstance(bins, int):
@@ -140,7 +150,9 @@ def aten_histogram_bin_ct(g: GraphBuilder, x, bins=100, *, range=None, weight=No
 
 
 @converter(aten.histogram.bins_tensor)
-def aten_histogram_bins_tensor(g: GraphBuilder, x, bins, *, weight=None, density=False):
+def aten_histogram_bins_tensor(
+    g: GraphBuilder, x: str, bins: str, *, weight: str | None = None, density: bool = False
+) -> tuple[str, str]:
     """histogram.bins_tensor(Tensor self, Tensor bins, *, Tensor? weight=None,
     bool density=False) -> (Tensor hist, Tensor bin_edges)"""
     shape = g.get_shape(bins) if g.has_shape(bins) else None
@@ -176,7 +188,13 @@ def _dd_edges(g: GraphBuilder, x: str, bins, range) -> tuple[list[str], list[str
 
 @converter(aten._histogramdd_bin_edges.default)
 def aten__histogramdd_bin_edges(
-    g: GraphBuilder, x, bins, *, range=None, weight=None, density=False
+    g: GraphBuilder,
+    x: str,
+    bins: Sequence[int],
+    *,
+    range: Sequence[float] | None = None,
+    weight: str | None = None,
+    density: bool = False,
 ):
     """_histogramdd_bin_edges(Tensor self, int[] bins, *, float[]? range=None,
     Tensor? weight=None, bool density=False) -> Tensor[]"""
@@ -185,8 +203,14 @@ def aten__histogramdd_bin_edges(
 
 @converter(aten._histogramdd_from_bin_cts.default)
 def aten__histogramdd_from_bin_cts(
-    g: GraphBuilder, x, bins, *, range=None, weight=None, density=False
-):
+    g: GraphBuilder,
+    x: str,
+    bins: Sequence[int],
+    *,
+    range: Sequence[float] | None = None,
+    weight: str | None = None,
+    density: bool = False,
+) -> str:
     """_histogramdd_from_bin_cts(Tensor self, int[] bins, *, float[]? range=None,
     Tensor? weight=None, bool density=False) -> Tensor"""
     cols, edges = _dd_edges(g, x, bins, range)
@@ -194,7 +218,14 @@ def aten__histogramdd_from_bin_cts(
 
 
 @converter(aten._histogramdd_from_bin_tensors.default)
-def aten__histogramdd_from_bin_tensors(g: GraphBuilder, x, bins, *, weight=None, density=False):
+def aten__histogramdd_from_bin_tensors(
+    g: GraphBuilder,
+    x: str,
+    bins: Sequence[str],
+    *,
+    weight: str | None = None,
+    density: bool = False,
+) -> str:
     """_histogramdd_from_bin_tensors(Tensor self, Tensor[] bins, *, Tensor? weight=None,
     bool density=False) -> Tensor"""
     t = g.get_type(x)

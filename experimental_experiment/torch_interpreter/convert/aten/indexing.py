@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from onnx import TensorProto
 
@@ -107,7 +109,7 @@ class _Advanced:
 
 
 @converter(aten.index.Tensor, aten._unsafe_index.Tensor)
-def aten_index(g: GraphBuilder, x, indices):
+def aten_index(g: GraphBuilder, x: str, indices: Sequence[str | None]) -> str:
     """index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"""
     entries = _expand_masks(g, indices)
     pos = [i for i, e in enumerate(entries) if e is not None]
@@ -140,7 +142,15 @@ def _mask_at_front(g: GraphBuilder, x, indices, values) -> bool:
 
 
 @converter(aten.index_put.default, aten._unsafe_index_put.default)
-def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False, *, ctx: NodeContext):
+def aten_index_put(
+    g: GraphBuilder,
+    x: str,
+    indices: Sequence[str | None],
+    values: str,
+    accumulate: bool = False,
+    *,
+    ctx: NodeContext,
+):
     """index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)"""
     t = ctx.dtype()
     values = cast_to(g, values, t)
@@ -166,14 +176,22 @@ def aten_index_put(g: GraphBuilder, x, indices, values, accumulate=False, *, ctx
 
 
 @converter(aten.index_put_.default)
-def aten_index_put_(g: GraphBuilder, x, indices, values, accumulate=False, *, ctx: NodeContext):
+def aten_index_put_(
+    g: GraphBuilder,
+    x: str,
+    indices: Sequence[str | None],
+    values: str,
+    accumulate: bool = False,
+    *,
+    ctx: NodeContext,
+):
     """index_put_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False)"""
     inplace_guard(g, ctx=ctx)
     return aten_index_put(g, x, indices, values, accumulate, ctx=ctx)
 
 
 @converter(aten.index_select.default)
-def aten_index_select(g: GraphBuilder, x, dim, index):
+def aten_index_select(g: GraphBuilder, x: str, dim: int, index: str) -> str:
     """index_select(Tensor self, int dim, Tensor index) -> Tensor"""
     if rank_of(g, x) == 0:  # a 0-d tensor is its own selection
         return g.op.Identity(x)
@@ -183,7 +201,7 @@ def aten_index_select(g: GraphBuilder, x, dim, index):
 
 
 @converter(aten.gather.default)
-def aten_gather(g: GraphBuilder, x, dim, index, *, sparse_grad=False):
+def aten_gather(g: GraphBuilder, x: str, dim: int, index: str, *, sparse_grad: bool = False) -> str:
     """gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor"""
     return g.op.GatherElements(x, index, axis=dim)
 
@@ -200,7 +218,7 @@ def _shape_with_one(g: GraphBuilder, x: str, dim: int) -> str:
 
 
 @converter(aten.take_along_dim.default)
-def aten_take_along_dim(g: GraphBuilder, x, indices, dim=None):
+def aten_take_along_dim(g: GraphBuilder, x: str, indices: str, dim: int | None = None) -> str:
     """take_along_dim(Tensor self, Tensor indices, int? dim=None) -> Tensor"""
     if dim is None:
         flat = i64([-1])
@@ -223,7 +241,7 @@ def aten_take_along_dim(g: GraphBuilder, x, indices, dim=None):
 
 
 @converter(aten.take.default)
-def aten_take(g: GraphBuilder, x, index):
+def aten_take(g: GraphBuilder, x: str, index: str) -> str:
     """take(Tensor self, Tensor index) -> Tensor"""
     return g.op.Gather(g.op.Reshape(x, i64([-1])), index, axis=0)
 
@@ -268,7 +286,9 @@ def aten_scatter_reduce_one(g: GraphBuilder, x, dim, index, src, *, reduce, ctx:
 
 
 @converter(aten.scatter_add.default)
-def aten_scatter_add(g: GraphBuilder, x, dim, index, src, *, ctx: NodeContext):
+def aten_scatter_add(
+    g: GraphBuilder, x: str, dim: int, index: str, src: str, *, ctx: NodeContext
+) -> str:
     """scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor"""
     return _scatter(g, x, dim, index, src, "add", ctx=ctx)
 
@@ -289,8 +309,16 @@ def _neutral(t: int, reduce: str):
 
 @converter(aten.scatter_reduce.two)
 def aten_scatter_reduce(
-    g: GraphBuilder, x, dim, index, src, reduce, *, include_self=True, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    dim: int,
+    index: str,
+    src: str,
+    reduce: str,
+    *,
+    include_self: bool = True,
+    ctx: NodeContext,
+) -> str:
     """scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *,
     bool include_self=True) -> Tensor"""
     t = ctx.dtype()
@@ -331,7 +359,7 @@ def aten_masked_fill_(g: GraphBuilder, x, mask, value, *, ctx: NodeContext):
 
 
 @converter(aten.masked_scatter.default)
-def aten_masked_scatter(g: GraphBuilder, x, mask, source):
+def aten_masked_scatter(g: GraphBuilder, x: str, mask: str, source: str) -> str:
     """masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor"""
     mask = cast_to(g, mask, BOOL)
     if g.get_shape(mask) is None or g.get_shape(mask) != g.get_shape(x):
@@ -394,7 +422,16 @@ def _index_scatter(g: GraphBuilder, x, dim, index, source, reduction, *, ctx: No
 
 
 @converter(aten.index_add.default)
-def aten_index_add(g: GraphBuilder, x, dim, index, source, *, alpha=1, ctx: NodeContext):
+def aten_index_add(
+    g: GraphBuilder,
+    x: str,
+    dim: int,
+    index: str,
+    source: str,
+    *,
+    alpha: float | str = 1,
+    ctx: NodeContext,
+):
     """index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)"""
     if alpha != 1:
         source = g.op.Mul(source, cast_to(g, alpha, g.get_type(source)))
@@ -402,6 +439,8 @@ def aten_index_add(g: GraphBuilder, x, dim, index, source, *, alpha=1, ctx: Node
 
 
 @converter(aten.index_copy.default)
-def aten_index_copy(g: GraphBuilder, x, dim, index, source, *, ctx: NodeContext):
+def aten_index_copy(
+    g: GraphBuilder, x: str, dim: int, index: str, source: str, *, ctx: NodeContext
+) -> str:
     """index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor"""
     return _index_scatter(g, x, dim, index, source, None, ctx=ctx)

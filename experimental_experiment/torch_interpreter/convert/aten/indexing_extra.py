@@ -18,7 +18,7 @@ def _flat(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.put.default)
-def aten_put(g: GraphBuilder, x, index, source, accumulate=False):
+def aten_put(g: GraphBuilder, x: str, index: str, source: str, accumulate: bool = False) -> str:
     """put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor"""
     flat = _flat(g, x)
     idx = _flat(g, cast_to(g, index, INT64))
@@ -46,8 +46,16 @@ def _neutral(elem_type: int, reduce: str) -> np.ndarray:
 
 @converter(aten.index_reduce.default)
 def aten_index_reduce(
-    g: GraphBuilder, x, dim: int, index, source, reduce: str, *, include_self=True, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    dim: int,
+    index: str,
+    source: str,
+    reduce: str,
+    *,
+    include_self: bool = True,
+    ctx: NodeContext,
+) -> str:
     """index_reduce(Tensor self, int dim, Tensor index, Tensor source, str reduce, *,
     bool include_self=True) -> Tensor"""
     r = rank_of(g, x)

@@ -105,7 +105,7 @@ def _eye_like(g: GraphBuilder, a: str, n: int) -> str:
 
 
 @converter(aten.linalg_det.default, aten.det.default)
-def aten_linalg_det(g: GraphBuilder, a):
+def aten_linalg_det(g: GraphBuilder, a: str) -> str:
     """linalg_det(Tensor A) -> Tensor"""
     n = _n(g, a)
     if n == 0:
@@ -114,13 +114,13 @@ def aten_linalg_det(g: GraphBuilder, a):
 
 
 @converter(aten.logdet.default)
-def aten_logdet(g: GraphBuilder, a):
+def aten_logdet(g: GraphBuilder, a: str) -> str:
     """logdet(Tensor self) -> Tensor (nan for a negative determinant)"""
     return g.op.Log(aten_linalg_det(g, a))
 
 
 @converter(aten.linalg_slogdet.default)
-def aten_linalg_slogdet(g: GraphBuilder, a):
+def aten_linalg_slogdet(g: GraphBuilder, a: str) -> tuple[str, str]:
     """linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)"""
     det = aten_linalg_det(g, a)
     return g.op.Sign(det), g.op.Log(g.op.Abs(det))
@@ -134,13 +134,13 @@ def inverse(g: GraphBuilder, a: str) -> str:
 
 
 @converter(aten.linalg_inv.default, aten.inverse.default)
-def aten_linalg_inv(g: GraphBuilder, a):
+def aten_linalg_inv(g: GraphBuilder, a: str) -> str:
     """linalg_inv(Tensor A) -> Tensor"""
     return inverse(g, a)
 
 
 @converter(aten.linalg_inv_ex.default)
-def aten_linalg_inv_ex(g: GraphBuilder, a, *, check_errors=False):
+def aten_linalg_inv_ex(g: GraphBuilder, a: str, *, check_errors: bool = False) -> tuple[str, str]:
     """linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)"""
     info = g.op.Cast(g.op.Expand(np.array(0, _I64), g.op.Shape(a, start=0, end=-2)), to=6)
     return inverse(g, a), info
@@ -173,13 +173,15 @@ def solve(g: GraphBuilder, a: str, b: str, left: bool = True) -> str:
 
 
 @converter(aten.linalg_solve.default)
-def aten_linalg_solve(g: GraphBuilder, a, b, *, left=True):
+def aten_linalg_solve(g: GraphBuilder, a: str, b: str, *, left: bool = True) -> str:
     """linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor"""
     return solve(g, a, b, left)
 
 
 @converter(aten.linalg_solve_ex.default)
-def aten_linalg_solve_ex(g: GraphBuilder, a, b, *, left=True, check_errors=False):
+def aten_linalg_solve_ex(
+    g: GraphBuilder, a: str, b: str, *, left: bool = True, check_errors: bool = False
+):
     """linalg_solve_ex(Tensor A, Tensor B, *, bool left=True, bool check_errors=False)
     -> (Tensor result, Tensor info)"""
     info = g.op.Cast(g.op.Expand(np.array(0, _I64), g.op.Shape(a, start=0, end=-2)), to=6)
@@ -195,14 +197,23 @@ def _triangle(g: GraphBuilder, a: str, upper: bool, unit: bool) -> str:
 
 
 @converter(aten.linalg_solve_triangular.default)
-def aten_linalg_solve_triangular(g: GraphBuilder, a, b, *, upper, left=True, unitriangular=False):
+def aten_linalg_solve_triangular(
+    g: GraphBuilder, a: str, b: str, *, upper: bool, left: bool = True, unitriangular: bool = False
+) -> str:
     """linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True,
     bool unitriangular=False) -> Tensor"""
     return solve(g, _triangle(g, a, upper, unitriangular), b, left)
 
 
 @converter(aten.triangular_solve.default)
-def aten_triangular_solve(g: GraphBuilder, b, a, upper=True, transpose=False, unitriangular=False):
+def aten_triangular_solve(
+    g: GraphBuilder,
+    b: str,
+    a: str,
+    upper: bool = True,
+    transpose: bool = False,
+    unitriangular: bool = False,
+) -> tuple[str, str]:
     """triangular_solve(Tensor self, Tensor A, bool upper=True, bool transpose=False,
     bool unitriangular=False) -> (Tensor solution, Tensor cloned_coefficient)"""
     t = _triangle(g, a, upper, unitriangular)
@@ -237,7 +248,9 @@ def aten_linalg_cholesky(g: GraphBuilder, a, upper=False):
 
 
 @converter(aten.linalg_cholesky_ex.default)
-def aten_linalg_cholesky_ex(g: GraphBuilder, a, *, upper=False, check_errors=False):
+def aten_linalg_cholesky_ex(
+    g: GraphBuilder, a: str, *, upper: bool = False, check_errors: bool = False
+):
     """linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False)
     -> (Tensor L, Tensor info)"""
     info = g.op.Cast(g.op.Expand(np.array(0, _I64), g.op.Shape(a, start=0, end=-2)), to=6)
@@ -252,19 +265,19 @@ def _gram(g: GraphBuilder, factor: str, upper: bool) -> str:
 
 
 @converter(aten.cholesky_solve.default)
-def aten_cholesky_solve(g: GraphBuilder, b, factor, upper=False):
+def aten_cholesky_solve(g: GraphBuilder, b: str, factor: str, upper: bool = False) -> str:
     """cholesky_solve(Tensor self, Tensor input2, bool upper=False) -> Tensor"""
     return solve(g, _gram(g, factor, upper), b)
 
 
 @converter(aten.cholesky_inverse.default)
-def aten_cholesky_inverse(g: GraphBuilder, factor, upper=False):
+def aten_cholesky_inverse(g: GraphBuilder, factor: str, upper: bool = False) -> str:
     """cholesky_inverse(Tensor self, bool upper=False) -> Tensor"""
     return inverse(g, _gram(g, factor, upper))
 
 
 @converter(aten.linalg_matrix_power.default, aten.matrix_power.default)
-def aten_linalg_matrix_power(g: GraphBuilder, a, n: int):
+def aten_linalg_matrix_power(g: GraphBuilder, a: str, n: int) -> str:
     """linalg_matrix_power(Tensor self, int n) -> Tensor (by repeated squaring)"""
     if n == 0:
         return _eye_like(g, a, _n(g, a))
@@ -281,7 +294,7 @@ def aten_linalg_matrix_power(g: GraphBuilder, a, n: int):
 
 
 @converter(aten.linalg_matrix_exp.default, aten.matrix_exp.default)
-def aten_linalg_matrix_exp(g: GraphBuilder, a):
+def aten_linalg_matrix_exp(g: GraphBuilder, a: str) -> str:
     """linalg_matrix_exp(Tensor self) -> Tensor
 
     Scaling and squaring in float64 with a fixed scale 2**-12 and a Taylor expansion of

@@ -113,7 +113,7 @@ def _sorted(g: GraphBuilder, values: str, n: int, largest: bool) -> str:
 
 
 @converter(aten.linalg_eigvalsh.default)
-def aten_linalg_eigvalsh(g: GraphBuilder, a, UPLO="L", *, ctx: NodeContext):
+def aten_linalg_eigvalsh(g: GraphBuilder, a: str, UPLO: str = "L", *, ctx: NodeContext) -> str:
     """linalg_eigvalsh(Tensor self, str UPLO="L") -> Tensor (ascending)"""
     _, n = _static_n(g, a)
     if _empty_batch(g, a):
@@ -132,7 +132,9 @@ def _gram(g: GraphBuilder, a: str, m: int, n: int) -> tuple[str, int]:
 
 
 @converter(aten.linalg_svdvals.default)
-def aten_linalg_svdvals(g: GraphBuilder, a, *, driver=None, ctx: NodeContext):
+def aten_linalg_svdvals(
+    g: GraphBuilder, a: str, *, driver: str | None = None, ctx: NodeContext
+) -> str:
     """linalg_svdvals(Tensor A, *, str? driver=None) -> Tensor (descending)"""
     m, n = _static_n(g, a)
     gram, k = _gram(g, cast_to(g, a, DOUBLE), m, n)

@@ -75,7 +75,9 @@ def lu_factor(g: GraphBuilder, a: str):
 
 
 @converter(aten.linalg_lu_factor_ex.default)
-def aten_linalg_lu_factor_ex(g: GraphBuilder, a, *, pivot=True, check_errors=False):
+def aten_linalg_lu_factor_ex(
+    g: GraphBuilder, a: str, *, pivot: bool = True, check_errors: bool = False
+):
     """linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False)
     -> (Tensor LU, Tensor pivots, Tensor info)"""
     if not pivot:
@@ -126,7 +128,9 @@ def _perm_from_pivots(g: GraphBuilder, pivots: str, m: int, like: str) -> str:
 
 
 @converter(aten.lu_unpack.default)
-def aten_lu_unpack(g: GraphBuilder, lu, pivots, unpack_data=True, unpack_pivots=True):
+def aten_lu_unpack(
+    g: GraphBuilder, lu: str, pivots: str, unpack_data: bool = True, unpack_pivots: bool = True
+) -> tuple[str, str, str]:
     """lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True,
     bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)"""
     m, _ = _mn(g, lu)
@@ -137,7 +141,7 @@ def aten_lu_unpack(g: GraphBuilder, lu, pivots, unpack_data=True, unpack_pivots=
 
 
 @converter(aten.linalg_lu.default)
-def aten_linalg_lu(g: GraphBuilder, a, *, pivot=True):
+def aten_linalg_lu(g: GraphBuilder, a: str, *, pivot: bool = True) -> tuple[str, str, str]:
     """linalg_lu(Tensor A, *, bool pivot=True) -> (Tensor P, Tensor L, Tensor U)"""
     if not pivot:
         raise UnsupportedOpError("LU without pivoting", argument="pivot")
@@ -156,7 +160,9 @@ def _rebuild(g: GraphBuilder, lu: str, pivots: str) -> str:
 
 
 @converter(aten.linalg_lu_solve.default)
-def aten_linalg_lu_solve(g: GraphBuilder, lu, pivots, b, *, left=True, adjoint=False):
+def aten_linalg_lu_solve(
+    g: GraphBuilder, lu: str, pivots: str, b: str, *, left: bool = True, adjoint: bool = False
+) -> str:
     """linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True,
     bool adjoint=False) -> Tensor"""
     a = _rebuild(g, lu, pivots)
@@ -166,13 +172,13 @@ def aten_linalg_lu_solve(g: GraphBuilder, lu, pivots, b, *, left=True, adjoint=F
 
 
 @converter(aten.lu_solve.default)
-def aten_lu_solve(g: GraphBuilder, b, lu, pivots):
+def aten_lu_solve(g: GraphBuilder, b: str, lu: str, pivots: str) -> str:
     """lu_solve(Tensor self, Tensor LU_data, Tensor LU_pivots) -> Tensor"""
     return solve(g, _rebuild(g, lu, pivots), b)
 
 
 @converter(aten.linalg_lu_factor.default)
-def aten_linalg_lu_factor(g: GraphBuilder, a, *, pivot=True):
+def aten_linalg_lu_factor(g: GraphBuilder, a: str, *, pivot: bool = True) -> tuple[str, str]:
     """linalg_lu_factor(Tensor A, *, bool pivot=True) -> (Tensor LU, Tensor pivots)"""
     lu, piv, _ = aten_linalg_lu_factor_ex(g, a, pivot=pivot)
     return lu, piv

@@ -27,7 +27,9 @@ def reduce_loss(g: GraphBuilder, loss: str, reduction: int) -> str:
 
 
 @converter(aten.mse_loss.default)
-def aten_mse_loss(g: GraphBuilder, x, target, reduction=1, *, ctx: NodeContext):
+def aten_mse_loss(
+    g: GraphBuilder, x: str, target: str, reduction: int = 1, *, ctx: NodeContext
+) -> str:
     """mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor"""
     d = g.op.Sub(upcast(g, x), upcast(g, target))
     return cast_to(g, reduce_loss(g, g.op.Mul(d, d), reduction), ctx.dtype())
@@ -75,8 +77,15 @@ def _nll_loss_forward(
 
 @converter(aten.nll_loss_forward.default)
 def aten_nll_loss_forward(
-    g: GraphBuilder, x, target, weight, reduction, ignore_index, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    target: str,
+    weight: str | None,
+    reduction: int,
+    ignore_index: int | str,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str]:
     """nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
     SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     return _nll_loss_forward(g, x, target, weight, reduction, ignore_index, ctx=ctx)
@@ -84,8 +93,15 @@ def aten_nll_loss_forward(
 
 @converter(aten.nll_loss2d_forward.default)
 def aten_nll_loss2d_forward(
-    g: GraphBuilder, x, target, weight, reduction, ignore_index, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    target: str,
+    weight: str | None,
+    reduction: int,
+    ignore_index: int | str,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str]:
     """nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction,
     SymInt ignore_index) -> (Tensor output, Tensor total_weight)"""
     return _nll_loss_forward(g, x, target, weight, reduction, ignore_index, ctx=ctx)
@@ -102,15 +118,15 @@ def _class_weights(g: GraphBuilder, weight, rank: int) -> str | None:
 @converter(aten.cross_entropy_loss.default)
 def aten_cross_entropy_loss(
     g: GraphBuilder,
-    x,
-    target,
-    weight=None,
-    reduction=1,
-    ignore_index=-100,
-    label_smoothing=0.0,
+    x: str,
+    target: str,
+    weight: str | None = None,
+    reduction: int = 1,
+    ignore_index: int | str = -100,
+    label_smoothing: float = 0.0,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """cross_entropy_loss(Tensor self, Tensor target, Tensor? weight=None,
     int reduction=Mean, SymInt ignore_index=-100, float label_smoothing=0.0) -> Tensor"""
     rank = g.get_rank(x)

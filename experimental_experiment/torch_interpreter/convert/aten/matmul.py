@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from onnx import TensorProto
 
 from ....xbuilder import GraphBuilder
@@ -13,13 +15,13 @@ from ._helpers import aten, cast_to
 @converter(
     aten.mm.default, aten.bmm.default, aten.matmul.default, aten.dot.default, aten.mv.default
 )
-def aten_matmul(g: GraphBuilder, x, y):
+def aten_matmul(g: GraphBuilder, x: str, y: str) -> str:
     """matmul(Tensor self, Tensor other) -> Tensor"""
     return g.op.MatMul(x, y)
 
 
 @converter(aten.t.default, aten.numpy_T.default)
-def aten_t(g: GraphBuilder, x):
+def aten_t(g: GraphBuilder, x: str) -> str:
     """t(Tensor self) -> Tensor (2-D transposed, 0-D and 1-D unchanged)"""
     rank = g.get_rank(x)
     if rank is not None and rank < 2:
@@ -28,7 +30,7 @@ def aten_t(g: GraphBuilder, x):
 
 
 @converter(aten.linear.default)
-def aten_linear(g: GraphBuilder, x, weight, bias=None):
+def aten_linear(g: GraphBuilder, x: str, weight: str, bias: str | None = None) -> str:
     """linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"""
     if g.get_rank(x) == 2 and g.get_rank(weight) == 2:
         return g.op.Gemm(x, weight, bias, transB=1) if bias else g.op.Gemm(x, weight, transB=1)
@@ -38,7 +40,16 @@ def aten_linear(g: GraphBuilder, x, weight, bias=None):
 
 
 @converter(aten.addmm.default)
-def aten_addmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1, ctx: NodeContext):
+def aten_addmm(
+    g: GraphBuilder,
+    bias: str,
+    x: str,
+    y: str,
+    *,
+    beta: float | str = 1,
+    alpha: float | str = 1,
+    ctx: NodeContext,
+):
     """addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)"""
     if g.get_type(x) not in (1, 10, 11, 16):  # Gemm has float kernels only
         return aten_baddbmm(g, bias, x, y, beta=beta, alpha=alpha, ctx=ctx)
@@ -46,7 +57,16 @@ def aten_addmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1, ctx: NodeContext
 
 
 @converter(aten.baddbmm.default, aten.addbmm.default)
-def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1, ctx: NodeContext):
+def aten_baddbmm(
+    g: GraphBuilder,
+    bias: str,
+    x: str,
+    y: str,
+    *,
+    beta: float | str = 1,
+    alpha: float | str = 1,
+    ctx: NodeContext,
+):
     """baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1)"""
     prod = g.op.MatMul(x, y)
     if ctx.node.target == aten.addbmm.default:
@@ -61,7 +81,16 @@ def aten_baddbmm(g: GraphBuilder, bias, x, y, *, beta=1, alpha=1, ctx: NodeConte
 
 
 @converter(aten.addmv.default)
-def aten_addmv(g: GraphBuilder, bias, mat, vec, *, beta=1, alpha=1, ctx: NodeContext):
+def aten_addmv(
+    g: GraphBuilder,
+    bias: str,
+    mat: str,
+    vec: str,
+    *,
+    beta: float | str = 1,
+    alpha: float | str = 1,
+    ctx: NodeContext,
+):
     """addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"""
     return aten_baddbmm(g, bias, mat, vec, beta=beta, alpha=alpha, ctx=ctx)
 
@@ -79,7 +108,14 @@ _EINSUM_TYPES = frozenset(
 
 
 @converter(aten.einsum.default)
-def aten_einsum(g: GraphBuilder, equation, tensors, *, path=None, ctx: NodeContext):
+def aten_einsum(
+    g: GraphBuilder,
+    equation: str,
+    tensors: Sequence[str],
+    *,
+    path: Sequence[int] | None = None,
+    ctx: NodeContext,
+) -> str:
     """einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor
 
     One ONNX Einsum (same equation syntax: letters, ``...``, implicit output); the

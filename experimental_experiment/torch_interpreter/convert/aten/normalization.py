@@ -5,6 +5,8 @@ Statistics are computed in float32 for float16/bfloat16 inputs, as torch does.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from onnx import TensorProto, helper
 
@@ -85,8 +87,14 @@ def _layer_norm(g: GraphBuilder, x, normalized_shape, weight, bias, eps):
 
 @converter(aten.layer_norm.default)
 def aten_layer_norm(
-    g: GraphBuilder, x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True
-):
+    g: GraphBuilder,
+    x: str,
+    normalized_shape: Sequence[int | str],
+    weight: str | None = None,
+    bias: str | None = None,
+    eps: float = 1e-5,
+    cudnn_enable: bool = True,
+) -> str:
     """layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True) -> Tensor"""
     y, _, _ = _layer_norm(g, x, normalized_shape, weight, bias, eps)
@@ -95,8 +103,15 @@ def aten_layer_norm(
 
 @converter(aten.native_layer_norm.default)
 def aten_native_layer_norm(
-    g: GraphBuilder, x, normalized_shape, weight, bias, eps, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    normalized_shape: Sequence[int | str],
+    weight: str | None,
+    bias: str | None,
+    eps: float,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str, str]:
     """native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight,
     Tensor? bias, float eps) -> (Tensor, Tensor mean, Tensor rstd)"""
     y, mean, rstd = _layer_norm(g, x, normalized_shape, weight, bias, eps)
@@ -104,7 +119,15 @@ def aten_native_layer_norm(
 
 
 @converter(aten.rms_norm.default)
-def aten_rms_norm(g: GraphBuilder, x, normalized_shape, weight=None, eps=None, *, ctx: NodeContext):
+def aten_rms_norm(
+    g: GraphBuilder,
+    x: str,
+    normalized_shape: Sequence[int | str],
+    weight: str | None = None,
+    eps: float | None = None,
+    *,
+    ctx: NodeContext,
+):
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     float? eps=None) -> Tensor: x * rsqrt(mean(x^2) + eps) * weight in float32"""
     xf = upcast(g, x)
@@ -122,8 +145,14 @@ def aten_rms_norm(g: GraphBuilder, x, normalized_shape, weight=None, eps=None, *
 
 @converter(aten.rms_norm.default, min_opset=23)
 def aten_rms_norm_23(
-    g: GraphBuilder, x, normalized_shape, weight=None, eps=None, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    normalized_shape: Sequence[int | str],
+    weight: str | None = None,
+    eps: float | None = None,
+    *,
+    ctx: NodeContext,
+) -> str:
     """rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None,
     float? eps=None) -> Tensor (ONNX RMSNormalization, opset 23)"""
     if compute_type(g, x) != FLOAT:  # computes in float32 at best
@@ -180,15 +209,15 @@ def _instance_normalized(g: GraphBuilder, x, groups, weight, bias, eps):
 @converter(aten.group_norm.default)
 def aten_group_norm(
     g: GraphBuilder,
-    x,
-    num_groups,
-    weight=None,
-    bias=None,
-    eps=1e-5,
-    cudnn_enabled=True,
+    x: str,
+    num_groups: int,
+    weight: str | None = None,
+    bias: str | None = None,
+    eps: float = 1e-5,
+    cudnn_enabled: bool = True,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None,
     float eps=1e-05, bool cudnn_enabled=True) -> Tensor"""
     y = _instance_normalized(g, x, num_groups, weight, bias, eps)
@@ -197,8 +226,18 @@ def aten_group_norm(
 
 @converter(aten.native_group_norm.default)
 def aten_native_group_norm(
-    g: GraphBuilder, x, weight, bias, N, C, HxW, group, eps, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    N: int | str,
+    C: int | str,
+    HxW: int | str,
+    group: int,
+    eps: float,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str, str]:
     """native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C,
     SymInt HxW, int group, float eps) -> (Tensor, Tensor mean, Tensor rstd)"""
     y, mean, rstd = _grouped_norm(g, x, group, weight, bias, eps)
@@ -208,18 +247,18 @@ def aten_native_group_norm(
 @converter(aten.instance_norm.default)
 def aten_instance_norm(
     g: GraphBuilder,
-    x,
-    weight,
-    bias,
-    running_mean,
-    running_var,
-    use_input_stats,
-    momentum,
-    eps,
-    cudnn_enabled,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    running_mean: str | None,
+    running_var: str | None,
+    use_input_stats: bool,
+    momentum: float,
+    eps: float,
+    cudnn_enabled: bool,
     *,
     ctx: NodeContext,
-):
+) -> str:
     """instance_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
     Tensor? running_var, bool use_input_stats, float momentum, float eps,
     bool cudnn_enabled) -> Tensor"""
@@ -319,15 +358,15 @@ def _batch_norm(
 @converter(aten.batch_norm.default)
 def aten_batch_norm(
     g: GraphBuilder,
-    x,
-    weight,
-    bias,
-    running_mean,
-    running_var,
-    training,
-    momentum,
-    eps,
-    cudnn_enabled,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    running_mean: str | None,
+    running_var: str | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+    cudnn_enabled: bool,
     *,
     ctx: NodeContext,
 ):
@@ -342,14 +381,14 @@ def aten_batch_norm(
 @converter(aten.native_batch_norm.default, aten._native_batch_norm_legit.default)
 def aten_native_batch_norm(
     g: GraphBuilder,
-    x,
-    weight,
-    bias,
-    running_mean,
-    running_var,
-    training,
-    momentum,
-    eps,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    running_mean: str | None,
+    running_var: str | None,
+    training: bool,
+    momentum: float,
+    eps: float,
     *,
     ctx: NodeContext,
 ):
@@ -363,7 +402,16 @@ def aten_native_batch_norm(
 
 @converter(aten._native_batch_norm_legit_no_training.default)
 def aten__native_batch_norm_legit_no_training(
-    g: GraphBuilder, x, weight, bias, running_mean, running_var, momentum, eps, *, ctx: NodeContext
+    g: GraphBuilder,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    running_mean: str,
+    running_var: str,
+    momentum: float,
+    eps: float,
+    *,
+    ctx: NodeContext,
 ):
     """_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias,
     Tensor running_mean, Tensor running_var, float momentum, float eps)
@@ -375,8 +423,16 @@ def aten__native_batch_norm_legit_no_training(
 
 @converter(aten._native_batch_norm_legit.no_stats)
 def aten__native_batch_norm_legit_no_stats(
-    g: GraphBuilder, x, weight, bias, training, momentum, eps, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+    *,
+    ctx: NodeContext,
+) -> tuple[str, str, str]:
     """_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias,
     bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)"""
     return _batch_norm(g, x, weight, bias, None, None, True, momentum, eps, 3, ctx=ctx)
@@ -385,14 +441,14 @@ def aten__native_batch_norm_legit_no_stats(
 @converter(aten._native_batch_norm_legit_functional.default)
 def aten__native_batch_norm_legit_functional(
     g: GraphBuilder,
-    x,
-    weight,
-    bias,
-    running_mean,
-    running_var,
-    training,
-    momentum,
-    eps,
+    x: str,
+    weight: str | None,
+    bias: str | None,
+    running_mean: str,
+    running_var: str,
+    training: bool,
+    momentum: float,
+    eps: float,
     *,
     ctx: NodeContext,
 ):

@@ -3,6 +3,8 @@ reflection / replication / circular pad operators."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ....xbuilder import GraphBuilder
@@ -24,7 +26,9 @@ def _onnx_pads(g: GraphBuilder, x, pad) -> str:
 
 
 @converter(aten.constant_pad_nd.default)
-def aten_constant_pad_nd(g: GraphBuilder, x, pad, value=0):
+def aten_constant_pad_nd(
+    g: GraphBuilder, x: str, pad: Sequence[int | str], value: float | str = 0
+) -> str:
     """constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor"""
     value = cast_to(g, 0 if value is None else value, g.get_type(x))
     return g.op.Pad(x, _onnx_pads(g, x, pad), value, mode="constant")
@@ -85,7 +89,7 @@ def _as_1d(g: GraphBuilder, v) -> str:
 
 
 @converter(aten._pad_circular.default)
-def aten_pad_circular(g: GraphBuilder, x, pad):
+def aten_pad_circular(g: GraphBuilder, x: str, pad: Sequence[int | str]) -> str:
     """_pad_circular(Tensor self, SymInt[] pad) -> Tensor (Slice + Concat per axis)"""
     rank = rank_of(g, x)
     if any(_negative(v) for v in pad):
@@ -118,7 +122,13 @@ def aten_pad_circular(g: GraphBuilder, x, pad):
 
 
 @converter(aten.pad.default)
-def aten_pad(g: GraphBuilder, x, pad, mode="constant", value=None):
+def aten_pad(
+    g: GraphBuilder,
+    x: str,
+    pad: Sequence[int | str],
+    mode: str = "constant",
+    value: float | None = None,
+) -> str:
     """pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor"""
     if mode == "constant":
         return aten_constant_pad_nd(g, x, pad, 0 if value is None else value)

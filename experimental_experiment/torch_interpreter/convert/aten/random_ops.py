@@ -11,6 +11,7 @@ The optimizer neither folds nor merges these nodes (``xoptim.passes._NOT_FOLDABL
 from __future__ import annotations
 
 import numpy as np
+import torch
 from onnx import TensorProto
 
 from ....xbuilder import GraphBuilder
@@ -225,7 +226,9 @@ def aten_randint_like_low(
 
 
 @converter(aten.bernoulli.default)
-def aten_bernoulli(g: GraphBuilder, x, *, generator=None, ctx: NodeContext):
+def aten_bernoulli(
+    g: GraphBuilder, x: str, *, generator: torch.Generator | None = None, ctx: NodeContext
+):
     """bernoulli(Tensor self, *, Generator? generator=None) -> Tensor, 1 with probability
     ``self``"""
     if generator is not None:
@@ -238,7 +241,14 @@ def aten_bernoulli(g: GraphBuilder, x, *, generator=None, ctx: NodeContext):
 
 
 @converter(aten.bernoulli.p)
-def aten_bernoulli_p(g: GraphBuilder, x, p=0.5, *, generator=None, ctx: NodeContext):
+def aten_bernoulli_p(
+    g: GraphBuilder,
+    x: str,
+    p: float = 0.5,
+    *,
+    generator: torch.Generator | None = None,
+    ctx: NodeContext,
+) -> str:
     """bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor"""
     if generator is not None:
         raise UnsupportedOpError("bernoulli with an explicit generator")

@@ -8,8 +8,10 @@ Half precision inputs are reduced in float32 (as torch accumulates) then cast ba
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
+import torch
 from onnx import TensorProto
 
 from ....xbuilder import GraphBuilder
@@ -71,37 +73,65 @@ def _sum_like(
 
 
 @converter(aten.sum.default)
-def aten_sum(g: GraphBuilder, x, *, dtype=None, ctx: NodeContext):
+def aten_sum(g: GraphBuilder, x: str, *, dtype: torch.dtype | None = None, ctx: NodeContext) -> str:
     """sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _sum_like(g, "ReduceSum", x, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.sum.dim_IntList)
-def aten_sum_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
+def aten_sum_dim(
+    g: GraphBuilder,
+    x: str,
+    dim: int | Sequence[int] | None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+    ctx: NodeContext,
+):
     """sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
     return _sum_like(g, "ReduceSum", x, dim, keepdim, dtype, ctx=ctx)
 
 
 @converter(aten.mean.default)
-def aten_mean(g: GraphBuilder, x, *, dtype=None, ctx: NodeContext):
+def aten_mean(
+    g: GraphBuilder, x: str, *, dtype: torch.dtype | None = None, ctx: NodeContext
+) -> str:
     """mean(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _sum_like(g, "ReduceMean", x, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.mean.dim)
-def aten_mean_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
+def aten_mean_dim(
+    g: GraphBuilder,
+    x: str,
+    dim: int | Sequence[int] | None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+    ctx: NodeContext,
+):
     """mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None)"""
     return _sum_like(g, "ReduceMean", x, dim, keepdim, dtype, ctx=ctx)
 
 
 @converter(aten.prod.default)
-def aten_prod(g: GraphBuilder, x, *, dtype=None, ctx: NodeContext):
+def aten_prod(
+    g: GraphBuilder, x: str, *, dtype: torch.dtype | None = None, ctx: NodeContext
+) -> str:
     """prod(Tensor self, *, ScalarType? dtype=None) -> Tensor"""
     return _sum_like(g, "ReduceProd", x, None, False, dtype, ctx=ctx)
 
 
 @converter(aten.prod.dim_int)
-def aten_prod_dim(g: GraphBuilder, x, dim, keepdim=False, *, dtype=None, ctx: NodeContext):
+def aten_prod_dim(
+    g: GraphBuilder,
+    x: str,
+    dim: int,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+    ctx: NodeContext,
+):
     """prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None)"""
     return _sum_like(g, "ReduceProd", x, dim, keepdim, dtype, ctx=ctx)
 
@@ -111,7 +141,15 @@ def _not_nan(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.nansum.default)
-def aten_nansum(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext):
+def aten_nansum(
+    g: GraphBuilder,
+    x: str,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+    ctx: NodeContext,
+):
     """nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"""
     t = onnx_dtype(dtype, ctx.dtype())
     xc = cast_to(g, x, _compute_type(t))
@@ -121,7 +159,15 @@ def aten_nansum(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None, ctx:
 
 
 @converter(aten.nanmean.default)
-def aten_nanmean(g: GraphBuilder, x, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext):
+def aten_nanmean(
+    g: GraphBuilder,
+    x: str,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+    ctx: NodeContext,
+):
     """nanmean(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"""
     ct = _compute_type(onnx_dtype(dtype, ctx.dtype()))
     xc = cast_to(g, x, ct)
@@ -140,31 +186,47 @@ def _minmax(g: GraphBuilder, op: str, x: str, dim, keepdim, *, ctx: NodeContext)
 
 
 @converter(aten.amax.default)
-def aten_amax(g: GraphBuilder, x, dim=(), keepdim=False, *, ctx: NodeContext):
+def aten_amax(
+    g: GraphBuilder,
+    x: str,
+    dim: int | Sequence[int] = (),
+    keepdim: bool = False,
+    *,
+    ctx: NodeContext,
+) -> str:
     """amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
     return _minmax(g, "ReduceMax", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.amin.default)
-def aten_amin(g: GraphBuilder, x, dim=(), keepdim=False, *, ctx: NodeContext):
+def aten_amin(
+    g: GraphBuilder,
+    x: str,
+    dim: int | Sequence[int] = (),
+    keepdim: bool = False,
+    *,
+    ctx: NodeContext,
+) -> str:
     """amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"""
     return _minmax(g, "ReduceMin", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.max.default)
-def aten_max(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_max(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """max(Tensor self) -> Tensor"""
     return _minmax(g, "ReduceMax", x, None, False, ctx=ctx)
 
 
 @converter(aten.min.default)
-def aten_min(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_min(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """min(Tensor self) -> Tensor"""
     return _minmax(g, "ReduceMin", x, None, False, ctx=ctx)
 
 
 @converter(aten.aminmax.default)
-def aten_aminmax(g: GraphBuilder, x, *, dim=None, keepdim=False, ctx: NodeContext):
+def aten_aminmax(
+    g: GraphBuilder, x: str, *, dim: int | None = None, keepdim: bool = False, ctx: NodeContext
+) -> tuple[str, str]:
     """aminmax(Tensor self, *, int? dim=None, bool keepdim=False) -> (Tensor min, Tensor max)"""
     xc = cast_to(g, x, _minmax_type(g.get_type(x)))
     axes = _axes(g, xc, dim)
@@ -190,13 +252,13 @@ def _arg(g: GraphBuilder, op: str, x: str, dim, keepdim) -> str:
 
 
 @converter(aten.argmax.default)
-def aten_argmax(g: GraphBuilder, x, dim=None, keepdim=False):
+def aten_argmax(g: GraphBuilder, x: str, dim: int | None = None, keepdim: bool = False) -> str:
     """argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
     return _arg(g, "ArgMax", x, dim, keepdim)
 
 
 @converter(aten.argmin.default)
-def aten_argmin(g: GraphBuilder, x, dim=None, keepdim=False):
+def aten_argmin(g: GraphBuilder, x: str, dim: int | None = None, keepdim: bool = False) -> str:
     """argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor"""
     return _arg(g, "ArgMin", x, dim, keepdim)
 
@@ -208,13 +270,17 @@ def _minmax_dim(
 
 
 @converter(aten.max.dim)
-def aten_max_dim(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
+def aten_max_dim(
+    g: GraphBuilder, x: str, dim: int, keepdim: bool = False, *, ctx: NodeContext
+) -> tuple[str, str]:
     """max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _minmax_dim(g, "ReduceMax", "ArgMax", x, dim, keepdim, ctx=ctx)
 
 
 @converter(aten.min.dim)
-def aten_min_dim(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
+def aten_min_dim(
+    g: GraphBuilder, x: str, dim: int, keepdim: bool = False, *, ctx: NodeContext
+) -> tuple[str, str]:
     """min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _minmax_dim(g, "ReduceMin", "ArgMin", x, dim, keepdim, ctx=ctx)
 
@@ -313,7 +379,9 @@ _register_var("std_mean", std=True, with_mean=True)
 
 
 @converter(aten.logsumexp.default)
-def aten_logsumexp(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
+def aten_logsumexp(
+    g: GraphBuilder, x: str, dim: int | Sequence[int], keepdim: bool = False, *, ctx: NodeContext
+) -> str:
     """logsumexp(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
     return _sum_like(g, "ReduceLogSumExp", x, dim, keepdim, ctx=ctx)
 
@@ -336,7 +404,7 @@ def _logical(g: GraphBuilder, op: str, x: str, dim, keepdim, *, ctx: NodeContext
 
 
 @converter(aten.all.default, aten._is_all_true.default)
-def aten_all(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_all(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """all(Tensor self) -> Tensor; _is_all_true(Tensor self) -> Tensor"""
     return _logical(g, "ReduceMin", x, None, False, ctx=ctx)
 
@@ -348,7 +416,7 @@ def aten_all_dim(g: GraphBuilder, x, dim=None, keepdim=False, *, ctx: NodeContex
 
 
 @converter(aten.any.default, aten._is_any_true.default)
-def aten_any(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_any(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """any(Tensor self) -> Tensor; _is_any_true(Tensor self) -> Tensor"""
     return _logical(g, "ReduceMax", x, None, False, ctx=ctx)
 
@@ -391,8 +459,15 @@ def vector_norm(g: GraphBuilder, x: str, ord, dim, keepdim, dtype=None, *, ctx: 
 
 @converter(aten.linalg_vector_norm.default)
 def aten_linalg_vector_norm(
-    g: GraphBuilder, x, ord=2, dim=None, keepdim=False, *, dtype=None, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    ord: float | str = 2,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
+    ctx: NodeContext,
+) -> str:
     """linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False,
     *, ScalarType? dtype=None) -> Tensor"""
     return vector_norm(g, x, ord, dim, keepdim, dtype, ctx=ctx)
@@ -411,7 +486,9 @@ def aten_norm_dim(g: GraphBuilder, x, p, dim, keepdim=False, *, dtype=None, ctx:
 
 
 @converter(aten.frobenius_norm.dim)
-def aten_frobenius_norm(g: GraphBuilder, x, dim, keepdim=False, *, ctx: NodeContext):
+def aten_frobenius_norm(
+    g: GraphBuilder, x: str, dim: int | Sequence[int], keepdim: bool = False, *, ctx: NodeContext
+) -> str:
     """frobenius_norm.dim(Tensor self, int[1] dim, bool keepdim=False) -> Tensor"""
     return vector_norm(g, x, 2, dim, keepdim, ctx=ctx)
 

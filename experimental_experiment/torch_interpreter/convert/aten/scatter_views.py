@@ -8,6 +8,8 @@ diagonal, as_strided, unfold, zero, item.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import sympy
 import torch
@@ -76,7 +78,9 @@ def _along(g: GraphBuilder, positions: str, dim: int, like: str) -> str:
 
 
 @converter(aten.select_scatter.default)
-def aten_select_scatter(g: GraphBuilder, x, src, dim, index, *, ctx: NodeContext):
+def aten_select_scatter(
+    g: GraphBuilder, x: str, src: str, dim: int, index: int | str, *, ctx: NodeContext
+) -> str:
     """select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor"""
     t = ctx.dtype()
     dim %= rank_of(g, x)
@@ -91,8 +95,16 @@ def aten_select_scatter(g: GraphBuilder, x, src, dim, index, *, ctx: NodeContext
 
 @converter(aten.slice_scatter.default)
 def aten_slice_scatter(
-    g: GraphBuilder, x, src, dim=0, start=None, end=None, step=1, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    src: str,
+    dim: int = 0,
+    start: int | str | None = None,
+    end: int | str | None = None,
+    step: int | str = 1,
+    *,
+    ctx: NodeContext,
+) -> str:
     """slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None,
     SymInt? end=None, SymInt step=1) -> Tensor
 
@@ -173,7 +185,9 @@ class _Diagonal:
 
 
 @converter(aten.diagonal.default, aten.diagonal_copy.default)
-def aten_diagonal(g: GraphBuilder, x, offset=0, dim1=0, dim2=1, *, ctx: NodeContext):
+def aten_diagonal(
+    g: GraphBuilder, x: str, offset: int = 0, dim1: int = 0, dim2: int = 1, *, ctx: NodeContext
+) -> str:
     """diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)"""
     d = _Diagonal(g, x, offset, dim1, dim2)
     length = ctx.shape(0)[-1]
@@ -183,7 +197,16 @@ def aten_diagonal(g: GraphBuilder, x, offset=0, dim1=0, dim2=1, *, ctx: NodeCont
 
 
 @converter(aten.diagonal_scatter.default)
-def aten_diagonal_scatter(g: GraphBuilder, x, src, offset=0, dim1=0, dim2=1, *, ctx: NodeContext):
+def aten_diagonal_scatter(
+    g: GraphBuilder,
+    x: str,
+    src: str,
+    offset: int = 0,
+    dim1: int = 0,
+    dim2: int = 1,
+    *,
+    ctx: NodeContext,
+) -> str:
     """diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0,
     int dim2=1) -> Tensor"""
     t = ctx.dtype()
@@ -194,7 +217,9 @@ def aten_diagonal_scatter(g: GraphBuilder, x, src, offset=0, dim1=0, dim2=1, *, 
 
 
 @converter(aten.unfold.default)
-def aten_unfold(g: GraphBuilder, x, dimension, size, step, *, ctx: NodeContext):
+def aten_unfold(
+    g: GraphBuilder, x: str, dimension: int, size: int, step: int, *, ctx: NodeContext
+) -> str:
     """unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)"""
     rank = rank_of(g, x)
     if rank == 0:
@@ -217,7 +242,7 @@ def aten_unfold(g: GraphBuilder, x, dimension, size, step, *, ctx: NodeContext):
 
 
 @converter(aten.zero.default)
-def aten_zero(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_zero(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """zero(Tensor self) -> Tensor (what ``x.zero_()`` becomes)"""
     shape = g.get_shape(x)
     if shape is not None and all(isinstance(d, int) for d in shape):
@@ -226,7 +251,7 @@ def aten_zero(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.item.default, aten._local_scalar_dense.default)
-def aten_item(g: GraphBuilder, x):
+def aten_item(g: GraphBuilder, x: str):
     """item(Tensor self) -> Scalar
 
     A SymInt is an int64 0-D tensor, a SymBool a bool one, a SymFloat keeps the
@@ -322,7 +347,15 @@ def _strided_view(g: GraphBuilder, size, stride, storage_offset, first: int, *, 
 
 
 @converter(aten.as_strided.default, aten.as_strided_copy.default)
-def aten_as_strided(g: GraphBuilder, x, size, stride, storage_offset=None, *, ctx: NodeContext):
+def aten_as_strided(
+    g: GraphBuilder,
+    x: str,
+    size: Sequence[int | str],
+    stride: Sequence[int | str],
+    storage_offset: int | str | None = None,
+    *,
+    ctx: NodeContext,
+) -> str:
     """as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor(a)
 
@@ -338,8 +371,15 @@ def aten_as_strided(g: GraphBuilder, x, size, stride, storage_offset=None, *, ct
 
 @converter(aten.as_strided_scatter.default)
 def aten_as_strided_scatter(
-    g: GraphBuilder, x, src, size, stride, storage_offset=None, *, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    src: str,
+    size: Sequence[int | str],
+    stride: Sequence[int | str],
+    storage_offset: int | str | None = None,
+    *,
+    ctx: NodeContext,
+) -> str:
     """as_strided_scatter(Tensor self, Tensor src, SymInt[] size, SymInt[] stride,
     SymInt? storage_offset=None) -> Tensor (what ``x.fill_diagonal_(v)`` becomes)"""
     t = ctx.dtype()

@@ -9,6 +9,8 @@ up with constant shapes.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ....xbuilder import GraphBuilder
@@ -74,13 +76,15 @@ def reshape_to_output(g: GraphBuilder, x: str, sizes: list, *, ctx: NodeContext)
 @converter(
     aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default
 )
-def aten_view(g: GraphBuilder, x, size, *, ctx: NodeContext):
+def aten_view(g: GraphBuilder, x: str, size: Sequence[int | str], *, ctx: NodeContext) -> str:
     """view(Tensor(a) self, SymInt[] size) -> Tensor(a)"""
     return reshape_to_output(g, x, list(size), ctx=ctx)
 
 
 @converter(aten.flatten.using_ints)
-def aten_flatten(g: GraphBuilder, x, start_dim=0, end_dim=-1, *, ctx: NodeContext):
+def aten_flatten(
+    g: GraphBuilder, x: str, start_dim: int = 0, end_dim: int = -1, *, ctx: NodeContext
+) -> str:
     """flatten.using_ints(Tensor(a) self, int start_dim=0, int end_dim=-1) -> Tensor(a)"""
     rank = rank_of(g, x)
     if rank == 0:
@@ -94,7 +98,9 @@ def aten_flatten(g: GraphBuilder, x, start_dim=0, end_dim=-1, *, ctx: NodeContex
 
 
 @converter(aten.unflatten.int)
-def aten_unflatten(g: GraphBuilder, x, dim, sizes, *, ctx: NodeContext):
+def aten_unflatten(
+    g: GraphBuilder, x: str, dim: int, sizes: Sequence[int | str], *, ctx: NodeContext
+) -> str:
     """unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)"""
     rank = rank_of(g, x)
     dim %= rank
@@ -104,7 +110,7 @@ def aten_unflatten(g: GraphBuilder, x, dim, sizes, *, ctx: NodeContext):
 
 
 @converter(aten.permute.default, aten.permute_copy.default)
-def aten_permute(g: GraphBuilder, x, dims):
+def aten_permute(g: GraphBuilder, x: str, dims: Sequence[int]) -> str:
     """permute(Tensor(a) self, int[] dims) -> Tensor(a)"""
     rank = rank_of(g, x)
     perm = [d % rank for d in dims] if rank else []
@@ -138,7 +144,9 @@ def aten_movedim(g: GraphBuilder, x, source, destination):
 
 
 @converter(aten.expand.default, aten.expand_copy.default)
-def aten_expand(g: GraphBuilder, x, size, *, implicit=False, ctx: NodeContext):
+def aten_expand(
+    g: GraphBuilder, x: str, size: Sequence[int | str], *, implicit: bool = False, ctx: NodeContext
+) -> str:
     """expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)"""
     out = ctx.shape(0)
     inp = g.get_shape(x) or ()
@@ -162,7 +170,7 @@ def aten_expand(g: GraphBuilder, x, size, *, implicit=False, ctx: NodeContext):
 
 
 @converter(aten.expand_as.default)
-def aten_expand_as(g: GraphBuilder, x, other, *, ctx: NodeContext):
+def aten_expand_as(g: GraphBuilder, x: str, other: str, *, ctx: NodeContext) -> str:
     """expand_as(Tensor(a) self, Tensor other) -> Tensor(a)"""
     out = ctx.shape(0)
     if all(isinstance(d, int) for d in out):
@@ -187,31 +195,31 @@ def _squeeze(g: GraphBuilder, x, dims, *, ctx: NodeContext):
 
 
 @converter(aten.squeeze.default, aten.squeeze_copy.default)
-def aten_squeeze(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_squeeze(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """squeeze(Tensor(a) self) -> Tensor(a)"""
     return _squeeze(g, x, None, ctx=ctx)
 
 
 @converter(aten.squeeze.dim, aten.squeeze_copy.dim)
-def aten_squeeze_dim(g: GraphBuilder, x, dim, *, ctx: NodeContext):
+def aten_squeeze_dim(g: GraphBuilder, x: str, dim: int, *, ctx: NodeContext) -> str:
     """squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)"""
     return _squeeze(g, x, [dim], ctx=ctx)
 
 
 @converter(aten.squeeze.dims, aten.squeeze_copy.dims)
-def aten_squeeze_dims(g: GraphBuilder, x, dim, *, ctx: NodeContext):
+def aten_squeeze_dims(g: GraphBuilder, x: str, dim: Sequence[int], *, ctx: NodeContext) -> str:
     """squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)"""
     return _squeeze(g, x, list(dim), ctx=ctx)
 
 
 @converter(aten.unsqueeze.default, aten.unsqueeze_copy.default)
-def aten_unsqueeze(g: GraphBuilder, x, dim):
+def aten_unsqueeze(g: GraphBuilder, x: str, dim: int) -> str:
     """unsqueeze(Tensor(a) self, int dim) -> Tensor(a)"""
     return g.op.Unsqueeze(x, ints([dim % (rank_of(g, x) + 1)]))
 
 
 @converter(aten.repeat.default)
-def aten_repeat(g: GraphBuilder, x, repeats):
+def aten_repeat(g: GraphBuilder, x: str, repeats: Sequence[int | str]) -> str:
     """repeat(Tensor self, SymInt[] repeats) -> Tensor"""
     extra = len(repeats) - rank_of(g, x)
     if extra > 0:
@@ -222,7 +230,7 @@ def aten_repeat(g: GraphBuilder, x, repeats):
 
 
 @converter(aten.tile.default)
-def aten_tile(g: GraphBuilder, x, dims):
+def aten_tile(g: GraphBuilder, x: str, dims: Sequence[int | str]) -> str:
     """tile(Tensor self, SymInt[] dims) -> Tensor"""
     missing = rank_of(g, x) - len(dims)
     return aten_repeat(g, x, [1] * max(missing, 0) + list(dims))
@@ -230,8 +238,14 @@ def aten_tile(g: GraphBuilder, x, dims):
 
 @converter(aten.repeat_interleave.self_int)
 def aten_repeat_interleave_int(
-    g: GraphBuilder, x, repeats, dim=None, *, output_size=None, ctx: NodeContext
-):
+    g: GraphBuilder,
+    x: str,
+    repeats: int | str,
+    dim: int | None = None,
+    *,
+    output_size: int | str | None = None,
+    ctx: NodeContext,
+) -> str:
     """repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *,
     SymInt? output_size=None) -> Tensor
 
@@ -256,7 +270,7 @@ def aten_repeat_interleave_int(
 
 
 @converter(aten.flip.default)
-def aten_flip(g: GraphBuilder, x, dims):
+def aten_flip(g: GraphBuilder, x: str, dims: Sequence[int]) -> str:
     """flip(Tensor self, int[] dims) -> Tensor"""
     rank = rank_of(g, x)
     axes = sorted({d % rank for d in dims}) if rank else []
@@ -283,7 +297,9 @@ def _roll_axis(g: GraphBuilder, x, shift, axis: int):
 
 
 @converter(aten.roll.default)
-def aten_roll(g: GraphBuilder, x, shifts, dims=()):
+def aten_roll(
+    g: GraphBuilder, x: str, shifts: int | str | Sequence[int | str], dims: int | Sequence[int] = ()
+) -> str:
     """roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor"""
     shifts = [shifts] if isinstance(shifts, (int, str)) else list(shifts)
     dims = [dims] if isinstance(dims, int) else list(dims)

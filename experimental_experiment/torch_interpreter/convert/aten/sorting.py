@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64
@@ -24,7 +25,9 @@ def _dim_size(g: GraphBuilder, x: str, dim: int) -> str:
 
 
 @converter(aten.topk.default)
-def aten_topk(g: GraphBuilder, x, k, dim=-1, largest=True, sorted=True):
+def aten_topk(
+    g: GraphBuilder, x: str, k: int | str, dim: int = -1, largest: bool = True, sorted: bool = True
+):
     """topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True)"""
     return g.op.TopK(x, _k(g, k), axis=dim, largest=int(largest), sorted=int(sorted), outputs=2)
 
@@ -37,37 +40,41 @@ def _sort(g: GraphBuilder, x, dim, descending):
 
 
 @converter(aten.sort.default)
-def aten_sort(g: GraphBuilder, x, dim=-1, descending=False):
+def aten_sort(g: GraphBuilder, x: str, dim: int = -1, descending: bool = False) -> tuple[str, str]:
     """sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)"""
     return _sort(g, x, dim, descending)
 
 
 @converter(aten.sort.stable)
-def aten_sort_stable(g: GraphBuilder, x, *, stable=None, dim=-1, descending=False):
+def aten_sort_stable(
+    g: GraphBuilder, x: str, *, stable: bool | None = None, dim: int = -1, descending: bool = False
+):
     """sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False)"""
     return _sort(g, x, dim, descending)
 
 
 @converter(aten.argsort.default)
-def aten_argsort(g: GraphBuilder, x, dim=-1, descending=False):
+def aten_argsort(g: GraphBuilder, x: str, dim: int = -1, descending: bool = False) -> str:
     """argsort(Tensor self, int dim=-1, bool descending=False) -> Tensor"""
     return _sort(g, x, dim, descending)[1]
 
 
 @converter(aten.argsort.stable)
-def aten_argsort_stable(g: GraphBuilder, x, *, stable, dim=-1, descending=False):
+def aten_argsort_stable(
+    g: GraphBuilder, x: str, *, stable: bool, dim: int = -1, descending: bool = False
+):
     """argsort.stable(Tensor self, *, bool stable, int dim=-1, bool descending=False)"""
     return _sort(g, x, dim, descending)[1]
 
 
 @converter(aten.msort.default)
-def aten_msort(g: GraphBuilder, x):
+def aten_msort(g: GraphBuilder, x: str) -> str:
     """msort(Tensor self) -> Tensor"""
     return _sort(g, x, 0, False)[0]
 
 
 @converter(aten.kthvalue.default)
-def aten_kthvalue(g: GraphBuilder, x, k, dim=-1, keepdim=False):
+def aten_kthvalue(g: GraphBuilder, x: str, k: int | str, dim: int = -1, keepdim: bool = False):
     """kthvalue(Tensor self, SymInt k, int dim=-1, bool keepdim=False) -> (values, indices)"""
     values, indices = g.op.TopK(x, _k(g, k), axis=dim, largest=0, sorted=1, outputs=2)
     last = i64([-1] if keepdim else -1)
@@ -75,7 +82,9 @@ def aten_kthvalue(g: GraphBuilder, x, k, dim=-1, keepdim=False):
 
 
 @converter(aten.cumsum.default)
-def aten_cumsum(g: GraphBuilder, x, dim, *, dtype=None, ctx: NodeContext):
+def aten_cumsum(
+    g: GraphBuilder, x: str, dim: int, *, dtype: torch.dtype | None = None, ctx: NodeContext
+) -> str:
     """cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor"""
     t = ctx.dtype()
     if rank_of(g, x) == 0:
@@ -89,19 +98,19 @@ def _trilu(g: GraphBuilder, x, diagonal, upper: int):
 
 
 @converter(aten.tril.default)
-def aten_tril(g: GraphBuilder, x, diagonal=0):
+def aten_tril(g: GraphBuilder, x: str, diagonal: int = 0) -> str:
     """tril(Tensor self, int diagonal=0) -> Tensor"""
     return _trilu(g, x, diagonal, 0)
 
 
 @converter(aten.triu.default)
-def aten_triu(g: GraphBuilder, x, diagonal=0):
+def aten_triu(g: GraphBuilder, x: str, diagonal: int = 0) -> str:
     """triu(Tensor self, int diagonal=0) -> Tensor"""
     return _trilu(g, x, diagonal, 1)
 
 
 @converter(aten.nonzero.default, aten.argwhere.default)
-def aten_nonzero(g: GraphBuilder, x):
+def aten_nonzero(g: GraphBuilder, x: str) -> str:
     """nonzero(Tensor self) -> Tensor (int64 [N, rank])"""
     if rank_of(g, x) == 0:  # [1 if x != 0 else 0, 0]
         k = g.op.Cast(g.op.Cast(x, to=BOOL), to=INT64)
@@ -113,7 +122,7 @@ def aten_nonzero(g: GraphBuilder, x):
 
 
 @converter(aten.where.default, aten.nonzero_numpy.default)
-def aten_where_one(g: GraphBuilder, condition):
+def aten_where_one(g: GraphBuilder, condition: str):
     """where(Tensor condition) -> Tensor[] (one 1-D index tensor per dimension)"""
     if rank_of(g, condition) == 0:  # torch sees a 0-d tensor as a 1-D one
         condition = g.op.Unsqueeze(condition, i64([0]))

@@ -80,13 +80,13 @@ def erfinv(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.erfinv.default)
-def aten_erfinv(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_erfinv(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """erfinv(Tensor self) -> Tensor"""
     return _out(g, erfinv(g, _f64(g, x)), ctx=ctx)
 
 
 @converter(aten.special_ndtri.default)
-def aten_special_ndtri(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_ndtri(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_ndtri(Tensor self) -> Tensor"""
     y = erfinv(g, g.op.Sub(g.op.Mul(_f64(g, x), _c(2)), _c(1)))
     return _out(g, g.op.Mul(y, _c(math.sqrt(2))), ctx=ctx)
@@ -127,13 +127,13 @@ def ndtr(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.special_ndtr.default)
-def aten_special_ndtr(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_ndtr(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_ndtr(Tensor self) -> Tensor"""
     return _out(g, ndtr(g, _f64(g, x)), ctx=ctx)
 
 
 @converter(aten.special_log_ndtr.default)
-def aten_special_log_ndtr(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_log_ndtr(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_log_ndtr(Tensor self) -> Tensor"""
     x = _f64(g, x)
     # x < 0: log(erfc(z) / 2) = log(t) + p - z^2 - log 2 with z = -x / sqrt(2) > 0
@@ -145,7 +145,7 @@ def aten_special_log_ndtr(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.special_erfcx.default)
-def aten_special_erfcx(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_erfcx(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """special_erfcx(Tensor self) -> Tensor: exp(x^2) * erfc(x)"""
     x = _f64(g, x)
     t, p = log_erfcx_pos(g, g.op.Abs(x))
@@ -193,13 +193,13 @@ def lgamma(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.lgamma.default)
-def aten_lgamma(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_lgamma(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """lgamma(Tensor self) -> Tensor"""
     return _out(g, lgamma(g, _f64(g, x)), ctx=ctx)
 
 
 @converter(aten.mvlgamma.default)
-def aten_mvlgamma(g: GraphBuilder, x, p: int, *, ctx: NodeContext):
+def aten_mvlgamma(g: GraphBuilder, x: str, p: int, *, ctx: NodeContext) -> str:
     """mvlgamma(Tensor self, int p) -> Tensor"""
     x = _f64(g, x)
     res = g.make_constant(_c(p * (p - 1) / 4 * math.log(math.pi)))
@@ -228,7 +228,7 @@ def digamma(g: GraphBuilder, x: str) -> str:
 
 
 @converter(aten.digamma.default, aten.special_digamma.default)
-def aten_digamma(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_digamma(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """digamma(Tensor self) -> Tensor"""
     return _out(g, digamma(g, _f64(g, x)), ctx=ctx)
 
@@ -258,7 +258,7 @@ def hurwitz_zeta(g: GraphBuilder, s: str, q: str, n_shift: int = 9) -> str:
 
 
 @converter(aten.special_zeta.default)
-def aten_special_zeta(g: GraphBuilder, x, q, *, ctx: NodeContext):
+def aten_special_zeta(g: GraphBuilder, x: str, q: str, *, ctx: NodeContext) -> str:
     """special_zeta(Tensor self, Tensor other) -> Tensor (q > 0, else nan)"""
     s, q = _f64(g, x), _f64(g, q)
     z = hurwitz_zeta(g, s, g.op.Where(g.op.Greater(q, _c(0)), q, _c(1)))
@@ -268,7 +268,7 @@ def aten_special_zeta(g: GraphBuilder, x, q, *, ctx: NodeContext):
 
 
 @converter(aten.polygamma.default)
-def aten_polygamma(g: GraphBuilder, n: int, x, *, ctx: NodeContext):
+def aten_polygamma(g: GraphBuilder, n: int, x: str, *, ctx: NodeContext) -> str:
     """polygamma(int n, Tensor self) -> Tensor"""
     x = _f64(g, x)
     if n == 0:
@@ -279,7 +279,7 @@ def aten_polygamma(g: GraphBuilder, n: int, x, *, ctx: NodeContext):
 
 
 @converter(aten.special_polygamma.default)
-def aten_special_polygamma(g: GraphBuilder, n: int, x, *, ctx: NodeContext):
+def aten_special_polygamma(g: GraphBuilder, n: int, x: str, *, ctx: NodeContext) -> str:
     """special_polygamma(int n, Tensor self) -> Tensor"""
     return aten_polygamma(g, n, x, ctx=ctx)
 
@@ -334,31 +334,31 @@ def bessel_i(g: GraphBuilder, x: str, order: int, scaled: bool) -> str:
 
 
 @converter(aten.i0.default, aten.special_i0.default, aten.special_modified_bessel_i0.default)
-def aten_i0(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_i0(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """i0(Tensor self) -> Tensor"""
     return _out(g, bessel_i(g, _f64(g, x), 0, False), ctx=ctx)
 
 
 @converter(aten.special_i0e.default)
-def aten_special_i0e(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_i0e(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_i0e(Tensor self) -> Tensor"""
     return _out(g, bessel_i(g, _f64(g, x), 0, True), ctx=ctx)
 
 
 @converter(aten.special_i1.default, aten.special_modified_bessel_i1.default)
-def aten_special_i1(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_i1(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_i1(Tensor self) -> Tensor"""
     return _out(g, bessel_i(g, _f64(g, x), 1, False), ctx=ctx)
 
 
 @converter(aten.special_i1e.default)
-def aten_special_i1e(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_i1e(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_i1e(Tensor self) -> Tensor"""
     return _out(g, bessel_i(g, _f64(g, x), 1, True), ctx=ctx)
 
 
 @converter(aten.special_spherical_bessel_j0.default)
-def aten_special_spherical_bessel_j0(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_spherical_bessel_j0(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """special_spherical_bessel_j0(Tensor x) -> Tensor: sin(x) / x"""
     x = _f64(g, x)
     zero = g.op.Equal(x, _c(0))
@@ -367,7 +367,7 @@ def aten_special_spherical_bessel_j0(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.special_entr.default)
-def aten_special_entr(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_entr(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """special_entr(Tensor self) -> Tensor: -x log x (0 at 0, -inf below)"""
     x = _f64(g, x)
     pos = g.op.Greater(x, _c(0))

@@ -98,48 +98,48 @@ def bessel_k(g: GraphBuilder, x: str, order: int, scaled: bool) -> str:
 
 
 @converter(aten.special_bessel_j0.default)
-def aten_special_bessel_j0(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_bessel_j0(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_bessel_j0(Tensor self) -> Tensor"""
     return _out(g, bessel_j(g, _f64(g, x), 0), ctx=ctx)
 
 
 @converter(aten.special_bessel_j1.default)
-def aten_special_bessel_j1(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_bessel_j1(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_bessel_j1(Tensor self) -> Tensor"""
     return _out(g, bessel_j(g, _f64(g, x), 1), ctx=ctx)
 
 
 @converter(aten.special_bessel_y0.default)
-def aten_special_bessel_y0(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_bessel_y0(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_bessel_y0(Tensor self) -> Tensor"""
     return _out(g, bessel_y(g, _f64(g, x), 0), ctx=ctx)
 
 
 @converter(aten.special_bessel_y1.default)
-def aten_special_bessel_y1(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_bessel_y1(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_bessel_y1(Tensor self) -> Tensor"""
     return _out(g, bessel_y(g, _f64(g, x), 1), ctx=ctx)
 
 
 @converter(aten.special_modified_bessel_k0.default)
-def aten_special_modified_bessel_k0(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_modified_bessel_k0(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_modified_bessel_k0(Tensor self) -> Tensor"""
     return _out(g, bessel_k(g, _f64(g, x), 0, False), ctx=ctx)
 
 
 @converter(aten.special_modified_bessel_k1.default)
-def aten_special_modified_bessel_k1(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_modified_bessel_k1(g: GraphBuilder, x: str, *, ctx: NodeContext) -> str:
     """special_modified_bessel_k1(Tensor self) -> Tensor"""
     return _out(g, bessel_k(g, _f64(g, x), 1, False), ctx=ctx)
 
 
 @converter(aten.special_scaled_modified_bessel_k0.default)
-def aten_special_scaled_modified_bessel_k0(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_scaled_modified_bessel_k0(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """special_scaled_modified_bessel_k0(Tensor x) -> Tensor: K0(x) exp(x)"""
     return _out(g, bessel_k(g, _f64(g, x), 0, True), ctx=ctx)
 
 
 @converter(aten.special_scaled_modified_bessel_k1.default)
-def aten_special_scaled_modified_bessel_k1(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_special_scaled_modified_bessel_k1(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """special_scaled_modified_bessel_k1(Tensor x) -> Tensor: K1(x) exp(x)"""
     return _out(g, bessel_k(g, _f64(g, x), 1, True), ctx=ctx)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from typing import Sequence
 
 import torch
 
@@ -16,7 +17,14 @@ from .shape import I64_MAX, as_1d, ints
 
 
 @converter(aten.slice.Tensor, aten.slice_copy.Tensor)
-def aten_slice(g: GraphBuilder, x, dim=0, start=None, end=None, step=1):
+def aten_slice(
+    g: GraphBuilder,
+    x: str,
+    dim: int = 0,
+    start: int | str | None = None,
+    end: int | str | None = None,
+    step: int | str = 1,
+) -> str:
     """slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None,
     SymInt step=1) -> Tensor(a)"""
     start = 0 if start is None else start
@@ -34,7 +42,7 @@ def aten_slice(g: GraphBuilder, x, dim=0, start=None, end=None, step=1):
 
 
 @converter(aten.select.int, aten.select_copy.int)
-def aten_select(g: GraphBuilder, x, dim, index):
+def aten_select(g: GraphBuilder, x: str, dim: int, index: int | str) -> str:
     """select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)"""
     dim %= rank_of(g, x)
     index = i64(index) if isinstance(index, int) else cast_to(g, index, INT64)
@@ -81,7 +89,7 @@ def _last_size(g: GraphBuilder, dim_size: str, size, n: int):
 
 
 @converter(aten.split.Tensor, aten.split_copy.Tensor, aten.unsafe_split.Tensor)
-def aten_split(g: GraphBuilder, x, split_size, dim=0, *, ctx: NodeContext):
+def aten_split(g: GraphBuilder, x: str, split_size: int | str, dim: int = 0, *, ctx: NodeContext):
     """split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]"""
     n = len(ctx.val)
     return _split(
@@ -90,13 +98,15 @@ def aten_split(g: GraphBuilder, x, split_size, dim=0, *, ctx: NodeContext):
 
 
 @converter(aten.split_with_sizes.default, aten.split_with_sizes_copy.default)
-def aten_split_with_sizes(g: GraphBuilder, x, split_sizes, dim=0, *, ctx: NodeContext):
+def aten_split_with_sizes(
+    g: GraphBuilder, x: str, split_sizes: Sequence[int | str], dim: int = 0, *, ctx: NodeContext
+):
     """split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]"""
     return _split(g, x, dim, lambda d: list(split_sizes), ctx=ctx)
 
 
 @converter(aten.chunk.default, aten.unsafe_chunk.default)
-def aten_chunk(g: GraphBuilder, x, chunks, dim=0, *, ctx: NodeContext):
+def aten_chunk(g: GraphBuilder, x: str, chunks: int, dim: int = 0, *, ctx: NodeContext):
     """chunk(Tensor(a -> *) self, int chunks, int dim=0) -> Tensor(a)[]"""
     n = len(ctx.val)
 
@@ -110,7 +120,9 @@ def aten_chunk(g: GraphBuilder, x, chunks, dim=0, *, ctx: NodeContext):
 
 
 @converter(aten.tensor_split.sections)
-def aten_tensor_split(g: GraphBuilder, x, sections, dim=0, *, ctx: NodeContext):
+def aten_tensor_split(
+    g: GraphBuilder, x: str, sections: int | str, dim: int = 0, *, ctx: NodeContext
+):
     """tensor_split.sections(Tensor(a -> *) self, SymInt sections, int dim=0) -> Tensor(a)[]"""
     n = len(ctx.val)
 
@@ -128,7 +140,7 @@ def _index_at(g: GraphBuilder, indices: str, i: int) -> str:
 
 @converter(aten.tensor_split.tensor_indices_or_sections)
 def aten_tensor_split_tensor(
-    g: GraphBuilder, x, tensor_indices_or_sections, dim=0, *, ctx: NodeContext
+    g: GraphBuilder, x: str, tensor_indices_or_sections: str, dim: int = 0, *, ctx: NodeContext
 ):
     """tensor_split.tensor_indices_or_sections(Tensor(a -> *) self,
     Tensor tensor_indices_or_sections, int dim=0) -> Tensor(a)[]
@@ -189,7 +201,7 @@ def _split_piece_offset(g: GraphBuilder, piece: torch.fx.Node, ctx: NodeContext)
 
 
 @converter(aten.sym_storage_offset.default)
-def aten_sym_storage_offset(g: GraphBuilder, x, *, ctx: NodeContext):
+def aten_sym_storage_offset(g: GraphBuilder, x: str, *, ctx: NodeContext):
     """sym_storage_offset(Tensor self) -> SymInt: an int64 scalar. ONNX tensors have no
     storage; the offset torch would see is known when static, or computed for the
     pieces of tensor_split with tensor indices (torch checks it is >= 0)."""
@@ -210,7 +222,7 @@ def aten_sym_storage_offset(g: GraphBuilder, x, *, ctx: NodeContext):
 
 
 @converter(aten.unbind.int, aten.unbind_copy.int)
-def aten_unbind(g: GraphBuilder, x, dim=0, *, ctx: NodeContext):
+def aten_unbind(g: GraphBuilder, x: str, dim: int = 0, *, ctx: NodeContext):
     """unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]"""
     n = len(ctx.val)
     dim %= rank_of(g, x)
@@ -222,7 +234,7 @@ def aten_unbind(g: GraphBuilder, x, dim=0, *, ctx: NodeContext):
 
 
 @converter(aten.cat.default, aten.concat.default, aten.concatenate.default)
-def aten_cat(g: GraphBuilder, tensors, dim=0, *, ctx: NodeContext):
+def aten_cat(g: GraphBuilder, tensors: Sequence[str], dim: int = 0, *, ctx: NodeContext) -> str:
     """cat(Tensor[] tensors, int dim=0) -> Tensor (1-D empty tensors are skipped)"""
     t = ctx.dtype()
     rank = len(ctx.shape(0))
@@ -234,7 +246,7 @@ def aten_cat(g: GraphBuilder, tensors, dim=0, *, ctx: NodeContext):
 
 
 @converter(aten.stack.default)
-def aten_stack(g: GraphBuilder, tensors, dim=0, *, ctx: NodeContext):
+def aten_stack(g: GraphBuilder, tensors: Sequence[str], dim: int = 0, *, ctx: NodeContext) -> str:
     """stack(Tensor[] tensors, int dim=0) -> Tensor"""
     t = ctx.dtype()
     dim %= len(ctx.shape(0))

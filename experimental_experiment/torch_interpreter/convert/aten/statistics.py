@@ -72,32 +72,34 @@ def _dim(g: GraphBuilder, x, dim, keepdim, ignore_nan: bool):
 
 
 @converter(aten.median.default)
-def aten_median(g: GraphBuilder, x):
+def aten_median(g: GraphBuilder, x: str) -> str:
     """median(Tensor self) -> Tensor"""
     return _all(g, x, False)
 
 
 @converter(aten.nanmedian.default)
-def aten_nanmedian(g: GraphBuilder, x):
+def aten_nanmedian(g: GraphBuilder, x: str) -> str:
     """nanmedian(Tensor self) -> Tensor"""
     return _all(g, x, True)
 
 
 @converter(aten.median.dim)
-def aten_median_dim(g: GraphBuilder, x, dim: int, keepdim=False):
+def aten_median_dim(g: GraphBuilder, x: str, dim: int, keepdim: bool = False) -> tuple[str, str]:
     """median.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)"""
     return _dim(g, x, dim, keepdim, False)
 
 
 @converter(aten.nanmedian.dim)
-def aten_nanmedian_dim(g: GraphBuilder, x, dim: int, keepdim=False):
+def aten_nanmedian_dim(g: GraphBuilder, x: str, dim: int, keepdim: bool = False):
     """nanmedian.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values,
     Tensor indices)"""
     return _dim(g, x, dim, keepdim, True)
 
 
 @converter(aten.cdist.default, aten._cdist_forward.default)
-def aten_cdist(g: GraphBuilder, x1, x2, p=2.0, compute_mode=None):
+def aten_cdist(
+    g: GraphBuilder, x1: str, x2: str, p: float = 2.0, compute_mode: int | None = None
+) -> str:
     """cdist(Tensor x1, Tensor x2, float p=2., int? compute_mode=None) -> Tensor
 
     Computed from the differences ``x1[..., :, None, :] - x2[..., None, :, :]``
@@ -128,7 +130,7 @@ def aten_cdist(g: GraphBuilder, x1, x2, p=2.0, compute_mode=None):
 
 
 @converter(aten.pdist.default, aten._pdist_forward.default)
-def aten_pdist(g: GraphBuilder, x, p=2.0):
+def aten_pdist(g: GraphBuilder, x: str, p: float = 2.0):
     """pdist(Tensor self, float p=2.) -> Tensor: distances of the pairs i < j of rows
     (the number of rows must be static)."""
     shape = g.get_shape(x)
@@ -145,7 +147,7 @@ def aten_pdist(g: GraphBuilder, x, p=2.0):
 
 
 @converter(aten.mode.default)
-def aten_mode(g: GraphBuilder, x, dim=-1, keepdim=False):
+def aten_mode(g: GraphBuilder, x: str, dim: int = -1, keepdim: bool = False) -> tuple[str, str]:
     """mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)
 
     The smallest of the most frequent values and the index of its last occurrence;

@@ -23,14 +23,14 @@ FLOAT = TensorProto.FLOAT
 
 
 @converter(aten.sym_size.int)
-def aten_sym_size(g: GraphBuilder, x, dim):
+def aten_sym_size(g: GraphBuilder, x: str, dim: int):
     """sym_size.int(Tensor self, int dim) -> SymInt"""
     dim = dim % max(rank_of(g, x), 1)
     return g.op.Gather(g.op.Shape(x), i64(dim), axis=0)
 
 
 @converter(aten.sym_numel.default)
-def aten_sym_numel(g: GraphBuilder, x):
+def aten_sym_numel(g: GraphBuilder, x: str):
     """sym_numel(Tensor self) -> SymInt"""
     return g.op.Size(x)
 

@@ -10,6 +10,8 @@ The weights are constants when the spatial sizes are static, computed in the gra
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from onnx import TensorProto
 
@@ -176,15 +178,26 @@ def _vec(g: GraphBuilder, x, output_size, align_corners, scale_factors, mode: st
 
 @converter(aten._upsample_bilinear2d_aa.default)
 def aten__upsample_bilinear2d_aa(
-    g: GraphBuilder, x, output_size, align_corners, scales_h=None, scales_w=None
-):
+    g: GraphBuilder,
+    x: str,
+    output_size: int | str | Sequence[int | str],
+    align_corners: bool,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> str:
     """_upsample_bilinear2d_aa(Tensor self, SymInt[2] output_size, bool align_corners,
     float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _upsample_aa(g, x, output_size, align_corners, (scales_h, scales_w), "linear")
 
 
 @converter(aten._upsample_bilinear2d_aa.vec)
-def aten__upsample_bilinear2d_aa_vec(g: GraphBuilder, x, output_size, align_corners, scale_factors):
+def aten__upsample_bilinear2d_aa_vec(
+    g: GraphBuilder,
+    x: str,
+    output_size: Sequence[int | str] | None,
+    align_corners: bool,
+    scale_factors: Sequence[float] | None,
+) -> str:
     """_upsample_bilinear2d_aa.vec(Tensor input, SymInt[]? output_size,
     bool align_corners, float[]? scale_factors) -> Tensor"""
     return _vec(g, x, output_size, align_corners, scale_factors, "linear")
@@ -192,15 +205,26 @@ def aten__upsample_bilinear2d_aa_vec(g: GraphBuilder, x, output_size, align_corn
 
 @converter(aten._upsample_bicubic2d_aa.default)
 def aten__upsample_bicubic2d_aa(
-    g: GraphBuilder, x, output_size, align_corners, scales_h=None, scales_w=None
-):
+    g: GraphBuilder,
+    x: str,
+    output_size: int | str | Sequence[int | str],
+    align_corners: bool,
+    scales_h: float | None = None,
+    scales_w: float | None = None,
+) -> str:
     """_upsample_bicubic2d_aa(Tensor self, SymInt[2] output_size, bool align_corners,
     float? scales_h=None, float? scales_w=None) -> Tensor"""
     return _upsample_aa(g, x, output_size, align_corners, (scales_h, scales_w), "cubic")
 
 
 @converter(aten._upsample_bicubic2d_aa.vec)
-def aten__upsample_bicubic2d_aa_vec(g: GraphBuilder, x, output_size, align_corners, scale_factors):
+def aten__upsample_bicubic2d_aa_vec(
+    g: GraphBuilder,
+    x: str,
+    output_size: Sequence[int | str] | None,
+    align_corners: bool,
+    scale_factors: Sequence[float] | None,
+) -> str:
     """_upsample_bicubic2d_aa.vec(Tensor input, SymInt[]? output_size,
     bool align_corners, float[]? scale_factors) -> Tensor"""
     return _vec(g, x, output_size, align_corners, scale_factors, "cubic")
