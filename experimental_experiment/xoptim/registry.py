@@ -9,8 +9,8 @@ from types import MappingProxyType
 from .pattern import Pattern
 
 #: name of a set -> (module, attribute) holding its classes; a set's module is imported
-#: only when the set is asked for (onnxruntime's patterns take a third of a ResNet-50
-#: export's optimization time to import)
+#: only when the set is asked for (importing onnxruntime's patterns is wasted time for a
+#: default optimization)
 _SETS = MappingProxyType(
     {
         "default": (".patterns", "DEFAULT_PATTERNS"),
