@@ -169,24 +169,20 @@ def _write_tokenizer(folder: str) -> None:
     fast.save_pretrained(folder)
 
 
-def export_builder(
-    model,
+def run_builder(
+    hf: str,
+    out: str,
     folder: str,
-    genai_path: str | None,
-    timeout: int = 1800,
+    precision: str,
     *,
-    precision: str = "fp32",
     extra_options: dict | None = None,
-    name: str = "builder",
+    env: dict | None = None,
+    timeout: int = 1800,
 ) -> tuple[str, float]:
-    """Saves ``model`` (``save_pretrained`` and a tokenizer) in ``folder/hf`` (once) then
-    runs ``python -m onnxruntime_genai.models.builder -p <precision> -e cpu`` on it, the
-    package written in ``folder/<name>``; ``extra_options`` become ``--extra_options
-    key=value`` (``accuracy_level=4``). Returns ``(model.onnx path, seconds)``."""
-    hf, out = os.path.join(folder, "hf"), os.path.join(folder, name)
-    if not os.path.exists(os.path.join(hf, "config.json")):
-        model.save_pretrained(hf)
-        _write_tokenizer(hf)
+    """Runs ``python -m onnxruntime_genai.models.builder -i hf -o out -p precision -e cpu``
+    in ``folder`` (its cache in ``folder/builder_cache``); ``extra_options`` become
+    ``--extra_options key=value``. Returns ``(model.onnx path, seconds)``, RuntimeError
+    with the builder's last line when it fails."""
     cmd = [
         sys.executable,
         "-m",
@@ -205,15 +201,42 @@ def export_builder(
     if extra_options:
         cmd += ["--extra_options"] + [f"{k}={v}" for k, v in extra_options.items()]
     begin = time.perf_counter()
-    proc = subprocess.run(
-        cmd, env=_genai_env(genai_path), capture_output=True, text=True, timeout=timeout, cwd=folder
-    )
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=folder)
     duration = time.perf_counter() - begin
     path = os.path.join(out, "model.onnx")
     if proc.returncode != 0 or not os.path.exists(path):
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         raise RuntimeError(f"the builder failed ({proc.returncode}): {last[:300]}")
     return path, duration
+
+
+def export_builder(
+    model,
+    folder: str,
+    genai_path: str | None,
+    timeout: int = 1800,
+    *,
+    precision: str = "fp32",
+    extra_options: dict | None = None,
+    name: str = "builder",
+) -> tuple[str, float]:
+    """Saves ``model`` (``save_pretrained`` and a tokenizer) in ``folder/hf`` (once) then
+    runs ``python -m onnxruntime_genai.models.builder -p <precision> -e cpu`` on it, the
+    package written in ``folder/<name>``; ``extra_options`` become ``--extra_options
+    key=value`` (``accuracy_level=4``). Returns ``(model.onnx path, seconds)``."""
+    hf, out = os.path.join(folder, "hf"), os.path.join(folder, name)
+    if not os.path.exists(os.path.join(hf, "config.json")):
+        model.save_pretrained(hf)
+        _write_tokenizer(hf)
+    return run_builder(
+        hf,
+        out,
+        folder,
+        precision,
+        extra_options=extra_options,
+        env=_genai_env(genai_path),
+        timeout=timeout,
+    )
 
 
 def make_feeds(config, batch: int, seq: int, past: int, seed: int = 0) -> dict:

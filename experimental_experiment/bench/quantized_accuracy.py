@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -123,28 +121,8 @@ def export_builder(model, folder: str, precision: str, timeout: int = 1800) -> d
         model.save_pretrained(hf, safe_serialization=True)
         _write_tokenizer(hf, model.config)
     out = os.path.join(folder, f"builder_{precision}")
-    cmd = [
-        sys.executable,
-        "-m",
-        "onnxruntime_genai.models.builder",
-        "-i",
-        hf,
-        "-o",
-        out,
-        "-p",
-        precision,
-        "-e",
-        "cpu",
-        "-c",
-        os.path.join(folder, "builder_cache"),
-    ]
-    begin = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=folder)
-    path = os.path.join(out, "model.onnx")
-    if proc.returncode != 0 or not os.path.exists(path):
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise RuntimeError(f"the builder failed ({proc.returncode}): {last[:300]}")
-    return dict(path=path, folder=out, build_s=time.perf_counter() - begin)
+    path, seconds = lx.run_builder(hf, out, folder, precision, timeout=timeout)
+    return dict(path=path, folder=out, build_s=seconds)
 
 
 def genai_greedy(folder: str, prompts: torch.Tensor, steps: int) -> np.ndarray:
