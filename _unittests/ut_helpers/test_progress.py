@@ -1,9 +1,12 @@
-"""Progress bars: drawn on a terminal only, and fill_weights' bar counts the bytes
-it writes."""
+"""Progress bars (:mod:`experimental_experiment.progress`): drawn on a terminal only,
+silent when stderr is redirected or when disabled; a Progress over steps with inner
+bars."""
 
 import io
 
 from experimental_experiment import progress
+from experimental_experiment.ext_test_case import fake_terminal
+from experimental_experiment.progress import Progress, progress_enabled, sub_bar
 
 
 class _Tty(io.StringIO):
@@ -35,3 +38,49 @@ def test_disabled_bar_writes_nothing(monkeypatch):
     with progress.progress_bar(10, "x", enabled=False) as bar:
         bar.update(10)
     assert tty.getvalue() == ""
+
+
+def _work(enabled: bool) -> Progress:
+    with Progress(["convert", "save"], "work", enabled) as p:
+        with p.step("convert"), p.bar(3, "nodes", unit="node") as bar:
+            for name in ["a_node", "b_node", "c_node"]:
+                bar.set_postfix_str(name, refresh=False)
+                bar.update(1)
+        with p.step("save"):
+            pass
+    return p
+
+
+def test_steps_and_counts_on_a_terminal(monkeypatch):
+    tty = fake_terminal(monkeypatch)
+    p = _work(progress_enabled(True))
+    text = tty.getvalue()
+    for expected in ["work: convert", "work: save", "2/2", "3/3", "c_node", "node/s"]:
+        assert expected in text, (expected, text)
+    assert set(p.durations) == {"convert", "save"}
+
+
+def test_silent_when_redirected(monkeypatch):
+    redirected = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", redirected)
+    p = _work(progress_enabled(True))
+    assert redirected.getvalue() == ""
+    assert set(p.durations) == {"convert", "save"}  # still timed
+
+
+def test_silent_when_asked(monkeypatch):
+    tty = fake_terminal(monkeypatch)
+    _work(progress_enabled(False))
+    assert tty.getvalue() == ""
+
+
+def test_sub_bar_of_none_is_silent(monkeypatch):
+    tty = fake_terminal(monkeypatch)
+    with sub_bar(None, 4, "rounds") as bar:
+        bar.update(1)
+        bar.set_postfix_str("x")
+        bar.set_description("y")
+    assert tty.getvalue() == ""
+    with Progress(["one"], "work", True) as p, p.step("one"), sub_bar(p, None, "rounds") as bar:
+        bar.update(2)
+    assert "rounds: 2" in tty.getvalue(), tty.getvalue()
