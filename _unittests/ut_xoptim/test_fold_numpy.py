@@ -67,6 +67,12 @@ CASES = [
     ("Div", [i64(7, -7, 7, -7, 6), i64(2, 2, -2, -2, 3)], {}),
     ("Div", [X, X + 1], {}),
     ("Div", [X.astype(np.float16), np.array(3, dtype=np.float16)], {}),
+    ("Slice", [X, i64(1), i64(3)], {}),
+    ("Slice", [X, i64(0, -3), i64(1, 100), i64(0, -1)], {}),
+    ("Slice", [X, i64(-1), i64(-(2**63)), i64(2), i64(-1)], {}),  # whole axis, reversed
+    ("Slice", [X, i64(2**63 - 1, 1), i64(0, 3), i64(1, 2), i64(-2, 1)], {}),
+    ("Slice", [X, i64(5), i64(-5), i64(2), i64(-1)], {}),  # clamped at both ends
+    ("Slice", [X, i64(3), i64(1)], {}),  # empty
 ]
 
 
@@ -104,6 +110,16 @@ def test_same_as_reference(op, inputs, atts):
         (helper.make_node("Gather", ["a", "i"], ["y"]), {"a": X, "i": i64(5)}, 18),
         (helper.make_node("Reshape", ["a", "s"], ["y"]), {"a": X, "s": i64(5, -1)}, 18),
         (helper.make_node("Transpose", ["a"], ["y"], domain="com.microsoft"), {"a": X}, 18),
+        (  # a repeated axis is invalid
+            helper.make_node("Slice", ["a", "s", "e", "x"], ["y"]),
+            {"a": X, "s": i64(0, 0), "e": i64(1, 1), "x": i64(1, -2)},
+            18,
+        ),
+        (  # a step of zero is invalid
+            helper.make_node("Slice", ["a", "s", "e", "x", "t"], ["y"]),
+            {"a": X, "s": i64(0), "e": i64(1), "x": i64(1), "t": i64(0)},
+            18,
+        ),
     ],
 )
 def test_left_to_the_reference(node, feeds, opset):
@@ -132,3 +148,40 @@ def test_folding_does_not_import_the_reference_evaluator():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_slice_random_against_onnxruntime():
+    """Random starts, ends, axes and steps (negative, out of range) on a 3-D tensor: the
+    same slices as onnxruntime, which clamps as the specification says. The reference
+    evaluator is not the judge here: with a negative step and a start before the first
+    element (start -3 on an axis of 2), it returns nothing, onnxruntime the first
+    element."""
+    import onnxruntime
+
+    node = helper.make_node("Slice", list("asext"), ["y"])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("a", 1, None)]
+        + [helper.make_tensor_value_info(k, 7, None) for k in "sext"],
+        [helper.make_tensor_value_info("y", 1, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    sess = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(1, 4))
+        axes = rng.permutation([-3, 1, 2])[:n] if rng.random() < 0.5 else rng.permutation(3)[:n]
+        feeds = {
+            "a": X,
+            "s": rng.integers(-6, 7, n).astype(np.int64),
+            "e": rng.integers(-6, 7, n).astype(np.int64),
+            "x": np.asarray(axes, dtype=np.int64),
+            "t": rng.choice([-3, -2, -1, 1, 2, 3], n).astype(np.int64),
+        }
+        (got,) = evaluate_numpy(node, feeds, 18)
+        (expected,) = sess.run(None, feeds)
+        assert got.shape == expected.shape and got.tobytes() == expected.tobytes(), feeds

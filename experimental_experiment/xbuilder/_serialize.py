@@ -7,6 +7,7 @@ from onnx import ModelProto, TensorProto, TypeProto, ValueInfoProto, helper, num
 
 from .. import __version__
 from ..progress import sub_bar
+from ._arrays import contiguous
 
 MAX_IR_VERSION = 13
 
@@ -70,7 +71,7 @@ def _fill_array(proto: TensorProto, name: str, value: np.ndarray, elem_type: int
     if name:
         proto.name = name
     proto.data_type = elem_type
-    proto.raw_data = numpy_helper.tobytes_little_endian(value)
+    proto.raw_data = numpy_helper.tobytes_little_endian(contiguous(value))
 
 
 def ir_version_for(opsets: dict[str, int]) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 from onnx import ModelProto, TensorProto, numpy_helper
 
 from ..progress import Progress, sub_bar
+from ._arrays import contiguous
 from .paired_save import PairedSave, check_recorded_data, set_json_metadata
 from .safe_paths import ExternalDataError, UnsafeLocationError, external_entries, resolve_inside
 
@@ -48,7 +49,7 @@ def _has_data(value) -> bool:
 def _write(value, f) -> None:
     """Writes the little-endian bytes of an initializer value at the file position."""
     if isinstance(value, np.ndarray):
-        np.ascontiguousarray(value).tofile(f)
+        contiguous(value).tofile(f)
     elif hasattr(value, "write_to"):
         value.write_to(f)
     else:  # a reference only able to give a TensorProto (loaded models)

@@ -76,6 +76,27 @@ def _contiguous(x):
     return x if x.flags["C_CONTIGUOUS"] else np.ascontiguousarray(x)
 
 
+def _slice(x, starts, ends, axes=None, steps=None):
+    """Slice as the ONNX specification clamps it (Python slices differ for negative
+    steps: an end of -1 there means the last element, here one before the first)."""
+    axes = range(len(starts)) if axes is None else [int(a) + (x.ndim if a < 0 else 0) for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
+    if x.ndim == 0 or len(set(axes)) != len(starts) or any(not 0 <= a < x.ndim for a in axes):
+        return None
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(axes, starts.tolist(), ends.tolist(), list(steps)):
+        dim, step = x.shape[axis], int(step)
+        if step == 0:
+            return None
+        start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+        if step > 0:
+            index[axis] = slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+        else:
+            start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+            index[axis] = slice(start, None if end < 0 else end, step)
+    return x[tuple(index)]
+
+
 def _gather(x, indices, axis=0):
     return np.take(_contiguous(x), _contiguous(indices), axis=axis)
 
@@ -110,6 +131,7 @@ _KERNELS: Mapping[str, tuple[Callable[..., Any], int]] = MappingProxyType(
         "Concat": (_concat, 4),
         "Identity": (lambda x: x, 1),
         "Gather": (_gather, 13),
+        "Slice": (_slice, 13),
         "Add": (_binary(np.add), 14),
         "Sub": (_binary(np.subtract), 14),
         "Mul": (_binary(np.multiply), 14),

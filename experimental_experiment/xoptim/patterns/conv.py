@@ -52,7 +52,9 @@ class ConvBatchNormToConv(Pattern):
             else np.zeros_like(mean)
         )
         # the factor in float64, the (large) weight multiplied in its own type
-        new_w = w * factor.astype(w.dtype).reshape((-1,) + (1,) * (w.ndim - 1))
+        # as a matrix (one row per output channel): numpy broadcasts a 4-D product over
+        # inner loops of the kernel's size (1 or 9 elements), about 4 times slower
+        new_w = (w.reshape(w.shape[0], -1) * factor.astype(w.dtype)[:, None]).reshape(w.shape)
         new_b = (b - mean) * factor + bias
         attrs = {a.name: attribute_value(conv, a.name) for a in conv.attribute}
         # new_w already has w's type: no copy of the weight
