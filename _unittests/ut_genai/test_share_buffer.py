@@ -255,3 +255,32 @@ def test_cache_length_read_on_the_mask():
     length_1d, length, batch = ReferenceEvaluator(onx).run(None, feeds)
     assert length_1d.tolist() == [6] and length.shape == () and int(length) == 6
     assert batch.tolist() == [1]
+
+
+def test_batch_of_two_prompts_of_different_lengths(tmp_path, quiet_transformers):
+    """Two prompts (40 and 25 tokens) in one generator over the shared buffer, the
+    shorter padded on the right with genai's pad token (the convention under which the
+    model builder's package also gives the eager tokens; with left padding both
+    packages repeat one token): each sequence gets the tokens of its own eager
+    ``generate``."""
+    model = _decoder("tiny")
+    out = str(tmp_path / "pkg")
+    package_model(model, out, progress=False)
+    config = _config(out)
+    assert config["search"]["past_present_share_buffer"] is True
+    pad = config["model"]["pad_token_id"]
+    long, short = _prompt(model, PROMPT), _prompt(model, 25)
+    expected_long, expected_short = _eager(model, long), _eager(model, short)
+    genai_model = og.Model(out)
+    params = og.GeneratorParams(genai_model)
+    params.set_search_options(do_sample=False, max_length=PROMPT + NEW_TOKENS, batch_size=2)
+    generator = og.Generator(genai_model, params)
+    padded = short[0].tolist() + [pad] * (PROMPT - 25)
+    generator.append_tokens(np.array([long[0].tolist(), padded], dtype=np.int32))
+    while not generator.is_done():
+        generator.generate_next_token()
+    got_long = [int(t) for t in generator.get_sequence(0)]
+    got_short = [int(t) for t in generator.get_sequence(1)]
+    assert got_long == expected_long
+    # the short prompt's new tokens follow its padding
+    assert got_short[PROMPT:] == expected_short[25 : 25 + NEW_TOKENS]
