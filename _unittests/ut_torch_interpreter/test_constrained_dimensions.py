@@ -2,12 +2,16 @@
 export warns, names the input, the range and the user's line; the ONNX model is right
 inside the range and wrong outside, which is what the warning says."""
 
+import os
+import pathlib
 import warnings
 
 import numpy as np
 import onnxruntime
+import pytest
 import torch
 
+import experimental_experiment
 from experimental_experiment.errors import ConstrainedDimensionWarning
 from experimental_experiment.torch_interpreter import to_onnx
 
@@ -17,6 +21,14 @@ class BranchOnLength(torch.nn.Module):
         if x.shape[1] < 4:  # the capture takes this branch and bounds the length
             return x * 2
         return x + 1
+
+
+#: the line of ``if x.shape[1] < 4`` in this file
+_BRANCH_LINE = next(
+    i + 1
+    for i, line in enumerate(pathlib.Path(__file__).read_text(encoding="utf-8").splitlines())
+    if "x.shape[1] < 4:" in line
+)
 
 
 class NoBranch(torch.nn.Module):
@@ -37,7 +49,7 @@ def test_bounded_dimension_warns_with_range_and_line():
     assert len(bounded) == 1
     text = str(bounded[0].message)
     assert "x.shape[1]" in text and "[0, 3]" in text
-    assert f"{__file__}:17" in text  # the line of the branch
+    assert f"{__file__}:{_BRANCH_LINE}" in text  # the line of the branch
     sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     inside, outside = torch.randn(3, 2), torch.randn(3, 6)
     np.testing.assert_allclose(sess.run(None, {"x": inside.numpy()})[0], model(inside).numpy())
@@ -65,7 +77,7 @@ def test_torch_guard_locations_point_at_the_user_line():
             BranchOnLength(), (torch.randn(2, 3),), dynamic_shapes=({0: dyn, 1: dyn},), strict=False
         )
     texts = [str(g.sloc) for env in recorder.envs for g in env.guards]
-    assert any(f"{__file__.split('/')[-1]}:17" in t for t in texts), texts
+    assert any(f"{__file__.split('/')[-1]}:{_BRANCH_LINE}" in t for t in texts), texts
     assert not any("shape_guards.py" in t for t in texts), texts
 
 
@@ -111,3 +123,72 @@ def test_lower_bound_alone_is_warned():
     assert [(r.dimension, r.min, r.max) for r in report.dimensions if r.kind == "constrained"] == [
         ("x.shape[1]", 4, None)
     ]
+
+
+@pytest.mark.usefixtures("quiet_transformers")
+def test_guard_in_a_transformers_model_names_the_modeling_line():
+    """A size specialized by transformers' code (``int(patch_height * patch_size)`` in
+    Depth Anything's head, exported without the patches) is reported at that line of
+    the modeling file, not at a frame of this package (the wrapper of ``to_onnx``,
+    ``verbosity.py``) nor of torch."""
+    from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation
+    from transformers.models.depth_anything import modeling_depth_anything
+
+    from experimental_experiment.report import ExportReport
+
+    torch.manual_seed(0)
+    backbone = dict(
+        model_type="dinov2",
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        image_size=32,
+        patch_size=8,
+        out_indices=[1, 2, 3, 4],
+        reshape_hidden_states=False,
+    )
+    config = DepthAnythingConfig(
+        backbone_config=backbone,
+        patch_size=8,
+        reassemble_hidden_size=32,
+        neck_hidden_sizes=[16, 32, 48, 64],
+        fusion_hidden_size=32,
+        head_hidden_size=16,
+    )
+    model = DepthAnythingForDepthEstimation(config).eval()
+    report = ExportReport()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        to_onnx(
+            model,
+            (torch.randn(2, 3, 32, 48),),
+            dynamic_shapes=({0: "batch", 2: "height", 3: "width"},),
+            report=report,
+        )
+    texts = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
+    model_file = os.path.abspath(modeling_depth_anything.__file__)
+    assert any(f"{model_file}:" in t and "int(patch_height" in t for t in texts), texts
+    package = os.path.dirname(os.path.abspath(experimental_experiment.__file__))
+    located = [d.location for d in report.dimensions if d.location is not None]
+    assert located, report.dimensions
+    for loc in located:
+        assert not loc.file.startswith((package + os.sep, os.path.dirname(torch.__file__))), loc
+    assert any(loc.file == model_file and "int(patch_height" in loc.code for loc in located)
+
+
+def test_frames_of_this_package_torch_and_transformers_utilities_are_not_the_user_line():
+    import transformers
+
+    from experimental_experiment import verbosity
+    from experimental_experiment.torch_interpreter.capture.shape_guards import (
+        _excluded_dirs,
+        _is_user,
+    )
+
+    excluded = _excluded_dirs()
+    root = os.path.dirname(transformers.__file__)
+    assert not _is_user(verbosity.__file__, excluded)
+    assert not _is_user(torch.nn.functional.__file__, excluded)
+    assert not _is_user(os.path.join(root, "masking_utils.py"), excluded)
+    assert _is_user(os.path.join(root, "models", "bert", "modeling_bert.py"), excluded)
+    assert _is_user(__file__, excluded)

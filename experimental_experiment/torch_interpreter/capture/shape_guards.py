@@ -2,7 +2,9 @@
 
 While :func:`record_shape_guards` is active, every location torch's ``ShapeEnv``
 computes for a guard, a range or a replacement (``_get_stack_summary``) is mapped to
-the first frame outside torch, transformers and this package: the user's line. After
+the innermost frame outside torch, the standard library and this package (wrappers
+such as ``with_verbose_logging`` included), transformers' modeling files being the
+model's code but not its utilities: the user's line. After
 the capture (successful or not), :func:`dimension_records` reads the replacements
 (specialized dimensions) and the ranges (constrained ones) of the shape environments
 seen, with those lines.
@@ -11,6 +13,7 @@ seen, with those lines.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import linecache
 import os
@@ -31,11 +34,11 @@ _LOCK = threading.RLock()  # re-entrant: an export inside an export (same thread
 
 
 def _excluded_dirs() -> tuple[str, ...]:
-    dirs = [
-        os.path.dirname(torch.__file__),
-        os.path.dirname(os.path.dirname(__file__)),
-        os.path.dirname(contextlib.__file__),
-    ]
+    """The folders whose frames are never the user's line: torch, the standard library,
+    this package (its wrappers, the zoo that calls the export), transformers outside
+    its models (see :func:`_is_user`)."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    dirs = [os.path.dirname(torch.__file__), package, os.path.dirname(contextlib.__file__)]
     try:
         import transformers
 
@@ -45,10 +48,27 @@ def _excluded_dirs() -> tuple[str, ...]:
     return tuple(d + os.sep for d in dirs)
 
 
+def _model_dirs() -> tuple[str, ...]:
+    """The folders of an excluded package holding models' code: a guard set in
+    ``transformers/models/depth_anything/modeling_depth_anything.py`` is the model's
+    line (transformers' utilities, masks and attention functions are not)."""
+    transformers = sys.modules.get("transformers")  # no frame of it if not imported
+    file = getattr(transformers, "__file__", None)
+    return _models_folder(file) if file else ()
+
+
+@functools.lru_cache(maxsize=4)
+def _models_folder(init_file: str) -> tuple[str, ...]:
+    return (os.path.join(os.path.dirname(os.path.abspath(init_file)), "models") + os.sep,)
+
+
 def _is_user(filename: str, excluded: tuple[str, ...]) -> bool:
+    """Whether a frame of ``filename`` is the model's code: outside ``excluded``, or
+    in the models of an excluded package (transformers' modeling files)."""
     if not filename or filename.startswith("<"):
         return False
-    return not os.path.abspath(filename).startswith(excluded)
+    path = os.path.abspath(filename)
+    return not path.startswith(excluded) or path.startswith(_model_dirs())
 
 
 def _location(filename: str, line: int, function: str) -> SourceLocation:
@@ -57,8 +77,9 @@ def _location(filename: str, line: int, function: str) -> SourceLocation:
 
 
 def user_location(excluded: tuple[str, ...] | None = None) -> SourceLocation | None:
-    """The innermost frame outside torch/transformers/this package: dynamo's traced
-    stack in strict mode, the python stack otherwise."""
+    """The innermost frame of the model's code (:func:`_is_user`: outside torch, the
+    standard library, this package and transformers' utilities): dynamo's traced stack
+    in strict mode, the python stack otherwise."""
     excluded = excluded or _excluded_dirs()
     from torch._guards import TracingContext
 
