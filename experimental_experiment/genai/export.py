@@ -58,11 +58,14 @@ def check_decoder(model) -> str:
         raise NotADecoderError(f"{name} has no recognizable cache: {e}") from e
 
 
-def probe_cache(model) -> list[tuple[int, int]]:
-    """Runs ``model`` on two tokens and reads the cache it returns: ``(key/value heads,
-    head size)`` of every layer. Raises :class:`NotADecoderError` when a layer holds
-    something else than keys and values (a state space or hybrid model) or when keys
-    and values differ in size (genai_config.json has one head size)."""
+def probe_cache(model) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Runs ``model`` on two tokens and reads the cache it returns: ``((key heads, key
+    size), (value heads, value size))`` of every layer. Raises :class:`NotADecoderError`
+    when a layer holds something else than keys and values (a state space or hybrid
+    model). Keys and values may differ in geometry (a latent attention caches a
+    compressed latent and the rotary part of the keys), so may layers: the package pads
+    every cache tensor to one geometry
+    (``experimental_experiment.genai.cache_geometry``)."""
     import torch
 
     from ..torch_models.llm_helper import output_cache
@@ -93,22 +96,16 @@ def probe_cache(model) -> list[tuple[int, int]]:
                 "keys and values of 4 dimensions (a state space or hybrid model); "
                 "onnxruntime-genai runs decoders whose cache is keys and values only"
             )
-        if keys.shape[1] != values.shape[1] or keys.shape[3] != values.shape[3]:
-            raise NotADecoderError(
-                f"layer {i} of {name}: keys {tuple(keys.shape)} and values "
-                f"{tuple(values.shape)} differ in heads or size (latent attention); "
-                "genai_config.json has one head size for both"
+        shapes.append(
+            (
+                (int(keys.shape[1]), int(keys.shape[3])),
+                (int(values.shape[1]), int(values.shape[3])),
             )
-        shapes.append((int(keys.shape[1]), int(keys.shape[3])))
-    if len(set(shapes)) != 1:
-        raise NotADecoderError(
-            f"the layers of {name} differ in cache geometry {shapes}; "
-            "genai_config.json has one number of heads and head size"
         )
     return shapes
 
 
-def _export_inputs(model, shapes: list[tuple[int, int]]):
+def _export_inputs(model, shapes: list[tuple[tuple[int, int], tuple[int, int]]]):
     """Batch 2, 3 new tokens, a cache of 5 positions of the probed geometry."""
     import torch
     from transformers.cache_utils import DynamicCache
@@ -118,10 +115,10 @@ def _export_inputs(model, shapes: list[tuple[int, int]]):
     gen = torch.Generator().manual_seed(0)
     inputs, ds = make_llm_inputs(model.config, batch=2, seq=3, past=5, model=model, generator=gen)
     cache = DynamicCache()
-    for i, (heads, size) in enumerate(shapes):
+    for i, ((kh, ks), (vh, vs)) in enumerate(shapes):
         cache.update(
-            torch.randn(2, heads, 5, size, generator=gen),
-            torch.randn(2, heads, 5, size, generator=gen),
+            torch.randn(2, kh, 5, ks, generator=gen),
+            torch.randn(2, vh, 5, vs, generator=gen),
             i,
         )
     name = cache_argument_name(model)
@@ -132,7 +129,7 @@ def _export_inputs(model, shapes: list[tuple[int, int]]):
 
 def export_decoder(
     model,
-    shapes: list[tuple[int, int]],
+    shapes: list[tuple[tuple[int, int], tuple[int, int]]],
     *,
     patterns: str = "default+onnxruntime",
     progress: bool = False,
