@@ -29,6 +29,25 @@ def test_run_writes_rows(tmp_path):
     assert len(run(["llama"], output)) == 2
 
 
+def test_rerun_replaces_the_rows_of_its_types(tmp_path):
+    from experimental_experiment.bench.genai_zoo import COLUMNS, main
+
+    output = tmp_path / "genai.csv"
+    with open(output, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for name in ("kept_type", "no_such_type"):
+            writer.writerow([name, "ok"] + [""] * (len(COLUMNS) - 2))
+    assert main(["--output", str(output), "--types", "no_such_type"]) == 0
+    with open(output) as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["ok", "ok"]  # skipped
+    assert main(["--output", str(output), "--types", "no_such_type", "--rerun"]) == 0
+    with open(output) as f:
+        rows = {r["model_type"]: r for r in csv.DictReader(f)}
+    assert rows["kept_type"]["status"] == "ok"
+    assert (rows["no_such_type"]["status"], rows["no_such_type"]["stage"]) == ("failed", "config")
+
+
 def test_render_table(tmp_path):
     from experimental_experiment.bench.genai_zoo import COLUMNS, render_table
 

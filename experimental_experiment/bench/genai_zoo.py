@@ -7,13 +7,15 @@ and its greedy generation compared with transformers' eager ``generate``.
 .. code-block:: bash
 
     python -m experimental_experiment.bench.genai_zoo --output genai_zoo.csv \\
-        [--types llama,qwen2] [--limit 20] [--timeout 300]
+        [--types llama,qwen2] [--limit 20] [--timeout 300] [--rerun]
 
 One row per model type: ``model_type, status, stage, reason, genai_type,
 tokens_equal, new_tokens, seconds``. ``status`` is ``ok`` when the package generates the
 eager tokens on two prompt lengths, ``mismatch`` when it generates other tokens,
 ``failed`` otherwise (``stage``: ``config`` (the tiny model), ``package``, ``load``,
-``generate``, ``timeout``, ``crash``). Every type runs in its own process.
+``generate``, ``timeout``, ``crash``). Every type runs in its own process. A run
+skips the types already in the table, ``--rerun`` runs the given types again and
+replaces their rows, the others are kept.
 """
 
 from __future__ import annotations
@@ -190,13 +192,16 @@ def _write(rows: list[dict], path: str) -> None:
     os.replace(tmp, path)
 
 
-def run(types: list[str], output: str, timeout: float = 300) -> list[dict]:
+def run(types: list[str], output: str, timeout: float = 300, rerun: bool = False) -> list[dict]:
     """Runs :func:`run_type` on every type, rewriting ``output`` after each one;
-    types already in ``output`` are skipped (the run resumes)."""
+    types already in ``output`` are skipped (the run resumes) unless ``rerun``, which
+    replaces their rows (the rows of the other types are kept)."""
     rows = []
     if os.path.exists(output):
         with open(output, encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
+    if rerun:
+        rows = [r for r in rows if r["model_type"] not in set(types)]
     done = {r["model_type"] for r in rows}
     for model_type in types:
         if model_type in done:
@@ -252,12 +257,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--types", default="", help="comma separated model types")
     parser.add_argument("--limit", type=int, default=0, help="at most this many types")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--rerun", action="store_true", help="runs the types again, replacing their rows"
+    )
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     types = [t for t in ns.types.split(",") if t] or causal_lm_types()
     if ns.limit:
         types = types[: ns.limit]
-    rows = run(types, ns.output, ns.timeout)
+    rows = run(types, ns.output, ns.timeout, rerun=ns.rerun)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
