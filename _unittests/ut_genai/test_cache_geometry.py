@@ -1,9 +1,11 @@
 """onnxruntime-genai packages of decoders whose cache tensors differ in geometry: a
 multi-head latent attention (DeepSeek V3, MiniCPM3) caches a compressed latent as its
-keys and the rotary part of the keys as its values, one head each, two sizes. The
-package pads every cache tensor to one geometry (genai_config.json has one head size);
-genai then generates the tokens of eager ``generate`` and onnxruntime computes the eager
-logits whatever the padded columns hold."""
+keys and the rotary part of the keys as its values, one head each, two sizes; a sparse
+attention (DeepSeek V3.2) caches the keys of its token indexer too. The package packs
+the indexer keys with the values and pads every cache tensor to one geometry
+(genai_config.json has one head size); genai then generates the tokens of eager
+``generate`` and onnxruntime computes the eager logits whatever the padded columns
+hold."""
 
 import json
 import os
@@ -16,7 +18,11 @@ import torch
 import transformers
 
 from experimental_experiment.genai import package_model
-from experimental_experiment.genai.cache_geometry import common_geometry, pad_cache_geometry
+from experimental_experiment.genai.cache_geometry import (
+    LayerCache,
+    common_geometry,
+    pad_cache_geometry,
+)
 from experimental_experiment.genai.generate import greedy_sequence
 from experimental_experiment.torch_models.causal_lm import perturb_norm_weights
 
@@ -44,8 +50,22 @@ _LATENT: dict[str, Any] = dict(
 
 
 def latent_decoder(arch: str, seed: int = 0):
-    """A tiny decoder with a latent attention (keys of size 32, values of size 16)."""
-    if arch == "deepseek_v3":
+    """A tiny decoder with a latent attention (keys of size 32, values of size 16),
+    for deepseek_v32 with a token indexer keeping 4 tokens (keys of size 24)."""
+    if arch == "deepseek_v32":
+        config = transformers.DeepseekV32Config(
+            **_LATENT,
+            moe_intermediate_size=32,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=1,
+            index_topk=4,  # fewer than the prompts: the attention is sparse
+            index_head_dim=24,  # values and indexer keys: 16 + 24 > 32
+            index_n_heads=8,  # 2 heads: relu scores tie at 0, topk picks either
+        )
+    elif arch == "deepseek_v3":
         config = transformers.DeepseekV3Config(
             **_LATENT,
             moe_intermediate_size=32,
@@ -95,7 +115,7 @@ def deepseek_package(tmp_path_factory):
     return model, out, report
 
 
-@pytest.mark.parametrize("arch", ["deepseek_v3", "minicpm3"])
+@pytest.mark.parametrize("arch", ["deepseek_v3", "minicpm3", "deepseek_v32"])
 def test_latent_attention_generates_eager_tokens(arch, tmp_path, quiet_transformers):
     model = latent_decoder(arch)
     out = str(tmp_path / "pkg")
@@ -181,10 +201,10 @@ def test_pad_cache_geometry_layers():
     def info(name, heads, size):
         return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["b", heads, "p", size])
 
-    shapes = [((2, 8), (2, 8)), ((4, 4), (1, 8))]
+    shapes = [LayerCache((2, 8), (2, 8)), LayerCache((4, 4), (1, 8))]
     inputs, outputs, nodes = [], [], []
     for i, layer in enumerate(shapes):
-        for kind, (h, s) in zip(("key", "value"), layer):
+        for kind, (h, s) in zip(("key", "value"), layer.slots()):
             past, present = f"past_key_values.{i}.{kind}", f"present.{i}.{kind}"
             inputs.append(info(past, h, s))
             outputs.append(info(present, h, s))
@@ -203,10 +223,69 @@ def test_pad_cache_geometry_layers():
     names = [o.name for o in sess.get_outputs()]
     got = {n: np.asarray(v) for n, v in zip(names, sess.run(None, feeds))}
     for i, layer in enumerate(shapes):
-        for kind, (h, s) in zip(("key", "value"), layer):
+        for kind, (h, s) in zip(("key", "value"), layer.slots()):
             present = got[f"present.{i}.{kind}"]
             past = feeds[f"past_key_values.{i}.{kind}"]
             np.testing.assert_array_equal(present[:, :h, :, :s], -past[:, :h, :, :s])
             assert present.shape == (1, 4, 3, 8)
             assert not present[:, h:].any() and not present[..., s:].any()
-    assert pad_cache_geometry(onx, [((4, 8), (4, 8))] * 2) == 0  # nothing to pad
+    assert pad_cache_geometry(onx, [LayerCache((4, 8), (4, 8))] * 2) == 0  # nothing to pad
+
+
+def test_sparse_attention_packs_indexer_keys(tmp_path, quiet_transformers):
+    """The indexer keys (batch, length, 24) travel in the value slot after the values
+    (size 16 + 24 = 40, the keys of size 32 are padded to 40); onnxruntime gives the
+    eager logits."""
+    import onnxruntime as ort
+    from transformers.cache_utils import DynamicCache
+
+    from experimental_experiment.genai.export import probe_cache
+
+    model = latent_decoder("deepseek_v32")
+    assert probe_cache(model) == [LayerCache((1, 32), (1, 16), 24)] * 2
+    out = str(tmp_path / "pkg")
+    package_model(model, out, progress=False)
+    sess = ort.InferenceSession(os.path.join(out, "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()][3:] == [
+        "past_key_values.0.key",
+        "past_key_values.1.key",
+        "past_key_values.0.value",
+        "past_key_values.1.value",
+    ]
+    past, seq = 6, 3
+    ids = _prompt(past + seq)
+    with torch.no_grad():
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ids[:, :past], past_key_values=cache, use_cache=True)
+        feeds = {}
+        layers: list[Any] = list(cache.layers)
+        for i, layer in enumerate(layers):
+            key = torch.zeros(1, 1, past, 40)
+            key[..., :32] = layer.keys
+            feeds[f"past_key_values.{i}.key"] = key.numpy()
+            value = torch.zeros(1, 1, past, 40)
+            value[..., :16] = layer.values
+            value[..., 16:] = layer.indexer_keys[:, None]
+            feeds[f"past_key_values.{i}.value"] = value.numpy()
+        expected = model(
+            input_ids=ids[:, past:],
+            attention_mask=torch.ones_like(ids),
+            past_key_values=cache,
+            use_cache=True,
+        )
+    feeds.update(
+        input_ids=ids[:, past:].numpy(),
+        attention_mask=np.ones((1, past + seq), np.int64),
+        position_ids=np.arange(past, past + seq, dtype=np.int64)[None],
+    )
+    names = [o.name for o in sess.get_outputs()]
+    got = {n: np.asarray(v) for n, v in zip(names, sess.run(None, feeds))}
+    np.testing.assert_allclose(got["logits"], expected.logits.numpy(), atol=1e-4, rtol=1e-4)
+    layers = list(expected.past_key_values.layers)
+    for i, layer in enumerate(layers):
+        key, value = got[f"present.{i}.key"], got[f"present.{i}.value"]
+        assert key.shape == value.shape == (1, 1, past + seq, 40)
+        np.testing.assert_allclose(key[..., :32], layer.keys.numpy(), atol=1e-5)
+        assert not key[..., 32:].any()
+        np.testing.assert_allclose(value[..., :16], layer.values.numpy(), atol=1e-5)
+        np.testing.assert_allclose(value[0, 0, :, 16:], layer.indexer_keys[0].numpy(), atol=1e-5)

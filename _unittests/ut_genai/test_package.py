@@ -379,18 +379,18 @@ def test_probe_cache_refuses_other_caches():
     latent = _FakeLM(
         [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 4))]
     )
-    assert probe_cache(latent) == [((2, 8), (2, 4))]
+    assert probe_cache(latent) == [((2, 8), (2, 4), 0)]
     mixed = _FakeLM(
         [
             SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8)),
             SimpleNamespace(keys=torch.zeros(1, 1, 2, 8), values=torch.zeros(1, 1, 2, 8)),
         ]
     )
-    assert probe_cache(mixed) == [((2, 8), (2, 8)), ((1, 8), (1, 8))]
+    assert probe_cache(mixed) == [((2, 8), (2, 8), 0), ((1, 8), (1, 8), 0)]
     good = _FakeLM(
         [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8))] * 3
     )
-    assert probe_cache(good) == [((2, 8), (2, 8))] * 3
+    assert probe_cache(good) == [((2, 8), (2, 8), 0)] * 3
 
 
 def test_falcon_multi_query(tmp_path, quiet_transformers):

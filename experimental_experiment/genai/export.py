@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from .cache_geometry import LayerCache
 from .errors import NotADecoderError
 
 
@@ -58,13 +59,15 @@ def check_decoder(model) -> str:
         raise NotADecoderError(f"{name} has no recognizable cache: {e}") from e
 
 
-def probe_cache(model) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """Runs ``model`` on two tokens and reads the cache it returns: ``((key heads, key
-    size), (value heads, value size))`` of every layer. Raises :class:`NotADecoderError`
-    when a layer holds something else than keys and values (a state space or hybrid
-    model). Keys and values may differ in geometry (a latent attention caches a
-    compressed latent and the rotary part of the keys), so may layers: the package pads
-    every cache tensor to one geometry
+def probe_cache(model) -> list[LayerCache]:
+    """Runs ``model`` on two tokens and reads the cache it returns: a
+    :class:`LayerCache <experimental_experiment.genai.cache_geometry.LayerCache>`
+    (``(key heads, key size), (value heads, value size), indexer size``) per layer.
+    Raises :class:`NotADecoderError` when a layer holds something else than keys and
+    values (a state space or hybrid model). Keys and values may differ in geometry (a
+    latent attention caches a compressed latent and the rotary part of the keys), so
+    may layers, and a sparse attention caches the keys of its token indexer (one head):
+    the package packs and pads them to one geometry
     (``experimental_experiment.genai.cache_geometry``)."""
     import torch
 
@@ -96,40 +99,62 @@ def probe_cache(model) -> list[tuple[tuple[int, int], tuple[int, int]]]:
                 "keys and values of 4 dimensions (a state space or hybrid model); "
                 "onnxruntime-genai runs decoders whose cache is keys and values only"
             )
+        indexer = getattr(layer, "indexer_keys", None)
+        size = int(indexer.shape[-1]) if isinstance(indexer, torch.Tensor) else 0
+        if size and (indexer.dim() != 3 or values.shape[1] != 1):  # type: ignore[union-attr]
+            raise NotADecoderError(
+                f"layer {i} of {name}: indexer keys {tuple(indexer.shape)} (sparse "  # type: ignore[union-attr]
+                f"attention) cannot be packed with values {tuple(values.shape)}: genai "
+                "feeds two tensors per layer, the indexer keys go with values of one head"
+            )
+        if size and getattr(layer, "indexer_position_ids", None) is not None:
+            raise NotADecoderError(
+                f"layer {i} of {name} caches the positions of its indexer keys; genai "
+                "feeds two tensors per layer (keys and values)"
+            )
         shapes.append(
-            (
+            LayerCache(
                 (int(keys.shape[1]), int(keys.shape[3])),
                 (int(values.shape[1]), int(values.shape[3])),
+                size,
             )
         )
     return shapes
 
 
-def _export_inputs(model, shapes: list[tuple[tuple[int, int], tuple[int, int]]]):
-    """Batch 2, 3 new tokens, a cache of 5 positions of the probed geometry."""
+def _export_inputs(model, shapes: list[LayerCache]):
+    """Batch 2, 3 new tokens, a cache of 5 positions of the probed geometry (a layer
+    with indexer keys is a ``DynamicIndexedLayer``)."""
     import torch
-    from transformers.cache_utils import DynamicCache
+    from transformers.cache_utils import DynamicCache, DynamicIndexedLayer, DynamicLayer
 
     from ..torch_models.llm_helper import cache_argument_name, make_llm_inputs
 
     gen = torch.Generator().manual_seed(0)
     inputs, ds = make_llm_inputs(model.config, batch=2, seq=3, past=5, model=model, generator=gen)
     cache = DynamicCache()
-    for i, ((kh, ks), (vh, vs)) in enumerate(shapes):
+    for i, ((kh, ks), (vh, vs), indexer) in enumerate(shapes):
+        indexed = DynamicIndexedLayer() if indexer else None
+        cache.layers.append(indexed or DynamicLayer())
         cache.update(
             torch.randn(2, kh, 5, ks, generator=gen),
             torch.randn(2, vh, 5, vs, generator=gen),
             i,
         )
+        if indexed is not None:
+            indexed.update_indexer(torch.randn(2, 5, indexer, generator=gen))
     name = cache_argument_name(model)
     inputs[name] = cache
-    ds[name] = [{0: "batch", 2: "past"} for _ in range(2 * len(shapes))]
+    # the leaves: every key, every value, then every indexer key (batch, past, size)
+    ds[name] = [{0: "batch", 2: "past"} for _ in range(2 * len(shapes))] + [
+        {0: "batch", 1: "past"} for s in shapes if s.indexer
+    ]
     return inputs, ds
 
 
 def export_decoder(
     model,
-    shapes: list[tuple[tuple[int, int], tuple[int, int]]],
+    shapes: list[LayerCache],
     *,
     patterns: str = "default+onnxruntime",
     progress: bool = False,

@@ -19,7 +19,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .cache_geometry import common_geometry, pad_cache_geometry
+from .cache_geometry import common_geometry, pack_indexer_keys, pad_cache_geometry
 from .config import (
     GENAI_DECODER_TYPES,
     GENAI_OTHER_LAYOUT,
@@ -219,6 +219,8 @@ def package_model(
         with bar.step("export and optimize"):
             onx = export_decoder(decoder, shapes, patterns=patterns, progress=bar.enabled)
         with bar.step("rename"):
+            # sparse attention: the keys of the token indexer travel with the values
+            pack_indexer_keys(onx, shapes)
             rename_to_genai(onx, len(shapes))
             # one geometry for every cache tensor (latent attention, mixed layers)
             pad_cache_geometry(onx, shapes, (heads, head_size))
