@@ -48,6 +48,25 @@ def test_rerun_replaces_the_rows_of_its_types(tmp_path):
     assert (rows["no_such_type"]["status"], rows["no_such_type"]["stage"]) == ("failed", "config")
 
 
+def test_eager_stops_where_the_package_stops(tmp_path):
+    """A model without an end of sequence token: genai stops at the package's (the
+    padding token), eager generation is compared up to the same token."""
+    import json
+
+    import torch
+
+    from experimental_experiment.bench.genai_zoo import _eager, _package_eos
+    from experimental_experiment.torch_models.llm_helper import build_causal_lm, get_tiny_config
+
+    (tmp_path / "genai_config.json").write_text(json.dumps(dict(model=dict(eos_token_id=7))))
+    assert _package_eos(str(tmp_path)) == [7]
+    model = build_causal_lm(get_tiny_config("llama"), seed=0)
+    ids = torch.tensor([[5, 6, 8]])
+    free = _eager(model, ids, eos=[999])
+    stop = free[4]  # the second new token
+    assert _eager(model, ids, eos=[stop]) == free[:4]
+
+
 def test_render_table(tmp_path):
     from experimental_experiment.bench.genai_zoo import COLUMNS, render_table
 

@@ -391,6 +391,40 @@ def test_probe_cache_refuses_other_caches():
         [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8))] * 3
     )
     assert probe_cache(good) == [((2, 8), (2, 8), 0)] * 3
+    # 32 virtual prompt tokens prepended to the cache (CPM-Ant): genai cannot run it
+    prompted = _FakeLM(
+        [SimpleNamespace(keys=torch.zeros(1, 2, 34, 8), values=torch.zeros(1, 2, 34, 8))]
+    )
+    with pytest.raises(NotADecoderError, match="caches 34 positions for 2 tokens"):
+        probe_cache(prompted)
+
+
+def test_configuration_without_cache(tmp_path, quiet_transformers):
+    """use_cache=False in the configuration (qwen2 then returns no cache): the package
+    still returns the cache."""
+    model = tiny_decoder("qwen2")
+    model.config.use_cache = False
+    out = str(tmp_path / "pkg")
+    package_model(model, out, progress=False)
+    assert model.config.use_cache is False  # restored
+    ids = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(5))
+    assert genai_tokens(out, ids) == eager_tokens(model, ids)
+
+
+def test_no_cache_because_not_a_decoder(tmp_path, quiet_transformers):
+    import transformers
+
+    config = transformers.BertGenerationConfig(
+        vocab_size=1000,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        is_decoder=False,
+    )
+    model = transformers.BertGenerationDecoder(config).eval()
+    with pytest.raises(NotADecoderError, match="is_decoder=False"):
+        package_model(model, str(tmp_path / "pkg"), progress=False)
 
 
 def test_falcon_multi_query(tmp_path, quiet_transformers):

@@ -68,9 +68,22 @@ def _eos(model) -> set[int]:
     return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
 
 
-def _eager(model, ids) -> list[int]:
+def _package_eos(folder: str) -> list[int]:
+    """The end of sequence tokens of a package: those of the model, or the padding
+    token when the model has none (genai needs one, it stops there)."""
+    import json
+
+    with open(os.path.join(folder, "genai_config.json"), encoding="utf-8") as f:
+        eos = json.load(f)["model"]["eos_token_id"]
+    return list(eos) if isinstance(eos, list) else [eos]
+
+
+def _eager(model, ids, eos: list[int] | None = None) -> list[int]:
+    """Eager greedy generation, stopping at ``eos`` (default: the model's end of
+    sequence tokens) as genai stops at the package's."""
     import torch
 
+    kwargs = {} if eos is None else dict(eos_token_id=eos)
     with torch.no_grad():
         out = model.generate(
             ids,
@@ -78,9 +91,11 @@ def _eager(model, ids) -> list[int]:
             do_sample=False,
             max_new_tokens=NEW_TOKENS,
             pad_token_id=0,
+            **kwargs,
         )
     tokens = out[0].tolist()
-    if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in _eos(model):
+    stop = set(eos) if eos is not None else _eos(model)
+    if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in stop:
         tokens = tokens[:-1]  # genai stops before the end of sequence token
     return tokens
 
@@ -124,7 +139,8 @@ def check_type(model_type: str, folder: str) -> dict:
             ids = torch.randint(
                 3, vocab, (1, length), generator=torch.Generator().manual_seed(length)
             )
-            expected = _eager(model, ids)
+            # a model without an end of sequence token: genai stops at the padding token
+            expected = _eager(model, ids, _package_eos(os.path.join(folder, "pkg")))
             row["stage"] = "generate"
             got = _genai(os.path.join(folder, "pkg"), ids)
             equal.append(got == expected)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from .cache_geometry import LayerCache
@@ -81,9 +82,15 @@ def probe_cache(model) -> list[LayerCache]:
         )
     layers = getattr(cache, "layers", None)
     if not layers:
+        hint = (
+            " (its configuration says is_decoder=False: set is_decoder=True for a "
+            "causal language model)"
+            if getattr(getattr(model, "config", None), "is_decoder", None) is False
+            else ""
+        )
         raise NotADecoderError(
             f"{name} returned no cache with layers "
-            f"({type(cache).__name__}); genai runs key/value caches"
+            f"({type(cache).__name__}){hint}; genai runs key/value caches"
         )
     shapes = []
     for i, layer in enumerate(layers):
@@ -98,6 +105,12 @@ def probe_cache(model) -> list[LayerCache]:
                 f"layer {i} of the cache of {name} ({type(layer).__name__}) holds no "
                 "keys and values of 4 dimensions (a state space or hybrid model); "
                 "onnxruntime-genai runs decoders whose cache is keys and values only"
+            )
+        if keys.shape[2] != ids.shape[1] or values.shape[2] != ids.shape[1]:
+            raise NotADecoderError(
+                f"layer {i} of {name} caches {keys.shape[2]} positions for "
+                f"{ids.shape[1]} tokens (virtual prompt tokens prepended to the cache); "
+                "onnxruntime-genai allocates one cache position per token"
             )
         indexer = getattr(layer, "indexer_keys", None)
         size = int(indexer.shape[-1]) if isinstance(indexer, torch.Tensor) else 0
@@ -152,6 +165,28 @@ def _export_inputs(model, shapes: list[LayerCache]):
     return inputs, ds
 
 
+@contextlib.contextmanager
+def _cache_enabled(model):
+    """``use_cache=True`` in the configurations of ``model`` and its sub-models while
+    the context runs: a configuration saying False (a model whose cache its own
+    checkpoint disables) would make the exported graph return the logits only."""
+    saved = []
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        configs = [config]
+        if config is not None and hasattr(config, "get_text_config"):
+            configs.append(config.get_text_config(decoder=True))
+        for c in configs:
+            if c is not None and getattr(c, "use_cache", None) is False:
+                saved.append(c)
+                c.use_cache = True
+    try:
+        yield
+    finally:
+        for c in saved:
+            c.use_cache = False
+
+
 def export_decoder(
     model,
     shapes: list[LayerCache],
@@ -172,7 +207,11 @@ def export_decoder(
     from ..xbuilder import OptimizationOptions
 
     inputs, ds = _export_inputs(model, shapes)
-    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True) as modificator:
+    with (
+        torch.no_grad(),
+        _cache_enabled(model),
+        bypass_export_some_errors(patch_transformers=True) as modificator,
+    ):
         return to_onnx(
             model,
             (),
