@@ -391,6 +391,17 @@ def test_probe_cache_refuses_other_caches():
         [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8))] * 3
     )
     assert probe_cache(good) == [((2, 8), (2, 8), 0)] * 3
+    both = _FakeLM(
+        [
+            SimpleNamespace(
+                keys=torch.zeros(1, 2, 2, 8),
+                values=torch.zeros(1, 2, 2, 8),
+                conv_states={0: torch.zeros(1, 4, 3)},
+            )
+        ]
+    )
+    with pytest.raises(NotADecoderError, match="conv_states besides its keys and values"):
+        probe_cache(both)
     # 32 virtual prompt tokens prepended to the cache (CPM-Ant): genai cannot run it
     prompted = _FakeLM(
         [SimpleNamespace(keys=torch.zeros(1, 2, 34, 8), values=torch.zeros(1, 2, 34, 8))]

@@ -106,6 +106,13 @@ def probe_cache(model) -> list[LayerCache]:
                 "keys and values of 4 dimensions (a state space or hybrid model); "
                 "onnxruntime-genai runs decoders whose cache is keys and values only"
             )
+        states = [a for a in ("conv_states", "recurrent_states") if getattr(layer, a, None)]
+        if states:
+            raise NotADecoderError(
+                f"layer {i} of the cache of {name} ({type(layer).__name__}) holds "
+                f"{' and '.join(states)} besides its keys and values (a hybrid model); "
+                "onnxruntime-genai runs decoders whose cache is keys and values only"
+            )
         if keys.shape[2] != ids.shape[1] or values.shape[2] != ids.shape[1]:
             raise NotADecoderError(
                 f"layer {i} of {name} caches {keys.shape[2]} positions for "
