@@ -4,14 +4,20 @@ them and onnxruntime-genai allocates keys and values of that shape.
 
 Some decoders keep caches of several shapes: multi-head latent attention (DeepSeek V2/V3,
 MiniCPM3, ...) stores a compressed latent as its "keys" and the rotary part of the keys
-as its "values", two tensors of one head and different sizes; other models mix layers of
-different numbers of heads or head sizes. The rewrite declares every past input and
-present output with the largest number of heads and the largest head size of all of
-them, then, for a tensor smaller than that:
+as its "values", two tensors of one head and different sizes; a sparse attention
+(DeepSeek V3.2, GLM-MoE-DSA, ...) also caches the keys of its token indexer, a third
+tensor genai has no slot for; other models mix layers of different numbers of heads or
+head sizes. Two rewrites make one geometry of them:
 
-* the past input goes through a ``Slice`` (first heads, first columns) before the graph
-  reads it, the graph sees the cache it was exported with;
-* the present output is the graph's own present padded with zeros by a ``Pad`` node.
+* :func:`pack_indexer_keys` (before the inputs are renamed): the indexer keys of a
+  layer travel appended to the last axis of its values (one head);
+* :func:`pad_cache_geometry` (after): every past input and present output is declared
+  with the largest number of heads and the largest head size of all of them, then, for
+  a tensor smaller than that:
+
+  * the past input goes through a ``Slice`` (first heads, first columns) before the
+    graph reads it, the graph sees the cache it was exported with;
+  * the present output is the graph's own present padded with zeros by a ``Pad`` node.
 
 The padding is zeros the graph never reads, every step slices it away: the model
 computes what it computed before, at the cost of a larger cache. A padded cache is no
