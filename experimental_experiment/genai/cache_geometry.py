@@ -9,9 +9,9 @@ as its "values", two tensors of one head and different sizes; a sparse attention
 tensor genai has no slot for; other models mix layers of different numbers of heads or
 head sizes. Two rewrites make one geometry of them:
 
-* :func:`pack_indexer_keys` (before the inputs are renamed): the indexer keys of a
+* ``pack_indexer_keys`` (before the inputs are renamed): the indexer keys of a
   layer travel appended to the last axis of its values (one head);
-* :func:`pad_cache_geometry` (after): every past input and present output is declared
+* ``pad_cache_geometry`` (after): every past input and present output is declared
   with the largest number of heads and the largest head size of all of them, then, for
   a tensor smaller than that:
 
@@ -55,7 +55,7 @@ class LayerCache(NamedTuple):
 
     def slots(self) -> tuple[Geometry, Geometry]:
         """The geometries genai sees: the keys, the values with the indexer keys
-        appended to their last axis (:func:`pack_indexer_keys`)."""
+        appended to their last axis (``pack_indexer_keys``)."""
         return self.key, (self.value[0], self.value[1] + self.indexer)
 
 
@@ -215,12 +215,12 @@ def pad_cache_geometry(
 ) -> int:
     """Rewrites (in place) a renamed decoder (``rename_to_genai``) so that every
     ``past_key_values.<i>.key|value`` input and ``present.<i>.key|value`` output has the
-    geometry ``geometry`` (default :func:`common_geometry`); returns the number of
+    geometry ``geometry`` (default ``common_geometry``); returns the number of
     padded layer tensors (0: the graph is untouched).
 
     :param model: the decoder, inputs and outputs named as genai_config.json maps them
     :param shapes: what every layer caches (``probe_cache``), the indexer keys already
-        packed with the values (:func:`pack_indexer_keys`)
+        packed with the values (``pack_indexer_keys``)
     :param geometry: ``(heads, head size)`` of every cache tensor once rewritten
     :return: how many key or value tensors were padded
 

@@ -62,10 +62,11 @@ def check_decoder(model) -> str:
 
 def probe_cache(model) -> list[LayerCache]:
     """Runs ``model`` on two tokens and reads the cache it returns: a
-    :class:`LayerCache <experimental_experiment.genai.cache_geometry.LayerCache>`
+    ``experimental_experiment.genai.cache_geometry.LayerCache``
     (``(key heads, key size), (value heads, value size), indexer size``) per layer.
     Raises :class:`NotADecoderError` when a layer holds something else than keys and
-    values (a state space or hybrid model). Keys and values may differ in geometry (a
+    values or states besides them (a state space or hybrid model), or more positions
+    than tokens (virtual prompt tokens). Keys and values may differ in geometry (a
     latent attention caches a compressed latent and the rotary part of the keys), so
     may layers, and a sparse attention caches the keys of its token indexer (one head):
     the package packs and pads them to one geometry
