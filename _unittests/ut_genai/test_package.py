@@ -402,6 +402,26 @@ def test_probe_cache_refuses_other_caches():
     )
     with pytest.raises(NotADecoderError, match="conv_states besides its keys and values"):
         probe_cache(both)
+    compressed = _FakeLM(
+        [
+            SimpleNamespace(
+                keys=torch.zeros(1, 1, 2, 8),
+                values=torch.zeros(1, 1, 2, 8),
+                compressed_kv={0: torch.zeros(1, 1, 8)},
+                buffer_kv={},  # empty: not a state
+                _sliding_window_tensor=torch.tensor(4),
+            )
+        ]
+    )
+    with pytest.raises(NotADecoderError, match="holds compressed_kv besides"):
+        probe_cache(compressed)
+
+    class Failing(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, use_cache=True):
+            raise AttributeError("no attribute 'num_hidden_layers'")
+
+    with pytest.raises(NotADecoderError, match="fails in eager with use_cache=True"):
+        probe_cache(Failing())
     # 32 virtual prompt tokens prepended to the cache (CPM-Ant): genai cannot run it
     prompted = _FakeLM(
         [SimpleNamespace(keys=torch.zeros(1, 2, 34, 8), values=torch.zeros(1, 2, 34, 8))]

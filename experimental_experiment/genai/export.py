@@ -60,6 +60,13 @@ def check_decoder(model) -> str:
         raise NotADecoderError(f"{name} has no recognizable cache: {e}") from e
 
 
+#: tensors of a cache layer genai can feed: keys, values, indexer keys (packed with the
+#: values), the sliding window of a sliding layer (a constant)
+_KV_ATTRIBUTES = frozenset(
+    {"keys", "values", "indexer_keys", "indexer_position_ids", "_sliding_window_tensor"}
+)
+
+
 def probe_cache(model) -> list[LayerCache]:
     """Runs ``model`` on two tokens and reads the cache it returns: a
     ``experimental_experiment.genai.cache_geometry.LayerCache``
@@ -77,10 +84,17 @@ def probe_cache(model) -> list[LayerCache]:
 
     name = type(model).__name__
     ids = torch.ones((1, 2), dtype=torch.int64)
-    with torch.no_grad():
-        cache = output_cache(
-            model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
-        )
+    try:
+        with torch.no_grad():
+            cache = output_cache(
+                model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+            )
+    except Exception as e:  # the eager model itself fails with a cache
+        raise NotADecoderError(
+            f"{name} fails in eager with use_cache=True on two tokens "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+            "genai runs the model with a cache"
+        ) from e
     layers = getattr(cache, "layers", None)
     if not layers:
         hint = (
@@ -107,12 +121,18 @@ def probe_cache(model) -> list[LayerCache]:
                 "keys and values of 4 dimensions (a state space or hybrid model); "
                 "onnxruntime-genai runs decoders whose cache is keys and values only"
             )
-        states = [a for a in ("conv_states", "recurrent_states") if getattr(layer, a, None)]
+        states = [
+            a
+            for a, v in vars(layer).items()
+            if a not in _KV_ATTRIBUTES
+            and (isinstance(v, torch.Tensor) or (isinstance(v, dict) and v))
+        ]
         if states:
             raise NotADecoderError(
                 f"layer {i} of the cache of {name} ({type(layer).__name__}) holds "
-                f"{' and '.join(states)} besides its keys and values (a hybrid model); "
-                "onnxruntime-genai runs decoders whose cache is keys and values only"
+                f"{', '.join(states)} besides its keys and values (a hybrid model or "
+                "a compressed cache); onnxruntime-genai runs decoders whose cache is "
+                "keys and values only"
             )
         if keys.shape[2] != ids.shape[1] or values.shape[2] != ids.shape[1]:
             raise NotADecoderError(
