@@ -125,7 +125,10 @@ def probe_cache(model) -> list[LayerCache]:
             a
             for a, v in vars(layer).items()
             if a not in _KV_ATTRIBUTES
-            and (isinstance(v, torch.Tensor) or (isinstance(v, dict) and v))
+            and (
+                isinstance(v, torch.Tensor)
+                or (isinstance(v, dict) and any(isinstance(t, torch.Tensor) for t in v.values()))
+            )
         ]
         if states:
             raise NotADecoderError(
