@@ -29,6 +29,44 @@ def test_run_writes_rows(tmp_path):
     assert len(run(["llama"], output)) == 2
 
 
+def test_rerun_replaces_the_rows_of_its_types(tmp_path):
+    from experimental_experiment.bench.genai_zoo import COLUMNS, main
+
+    output = tmp_path / "genai.csv"
+    with open(output, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(COLUMNS)
+        for name in ("kept_type", "no_such_type"):
+            writer.writerow([name, "ok"] + [""] * (len(COLUMNS) - 2))
+    assert main(["--output", str(output), "--types", "no_such_type"]) == 0
+    with open(output) as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["ok", "ok"]  # skipped
+    assert main(["--output", str(output), "--types", "no_such_type", "--rerun"]) == 0
+    with open(output) as f:
+        rows = {r["model_type"]: r for r in csv.DictReader(f)}
+    assert rows["kept_type"]["status"] == "ok"
+    assert (rows["no_such_type"]["status"], rows["no_such_type"]["stage"]) == ("failed", "config")
+
+
+def test_eager_stops_where_the_package_stops(tmp_path):
+    """A model without an end of sequence token: genai stops at the package's (the
+    padding token), eager generation is compared up to the same token."""
+    import json
+
+    import torch
+
+    from experimental_experiment.bench.genai_zoo import _eager, _package_eos
+    from experimental_experiment.torch_models.llm_helper import build_causal_lm, get_tiny_config
+
+    (tmp_path / "genai_config.json").write_text(json.dumps(dict(model=dict(eos_token_id=7))))
+    assert _package_eos(str(tmp_path)) == [7]
+    model = build_causal_lm(get_tiny_config("llama"), seed=0)
+    ids = torch.tensor([[5, 6, 8]])
+    free = _eager(model, ids, eos=[999])
+    stop = free[4]  # the second new token
+    assert _eager(model, ids, eos=[stop]) == free[:4]
+
+
 def test_render_table(tmp_path):
     from experimental_experiment.bench.genai_zoo import COLUMNS, render_table
 

@@ -173,6 +173,23 @@ def test_backbone_read_at_several_layers_keeps_them(model_type):
     assert data["dynamic_shapes"]["pixel_values"] == {0: "batch", 2: "height", 3: "width"}
 
 
+def test_causal_lm_configs_run_with_a_cache():
+    """hrm_text's cache has one slot per (stack layer, cycle): as many as its layers;
+    bert-generation's causal LM is a decoder (a causal mask and a cache)."""
+    import torch
+    import transformers
+
+    c = tiny_config("hrm_text")
+    assert c.num_layers_per_stack * c.H_cycles * (c.L_cycles + 1) == c.num_hidden_layers
+    assert tiny_config("bert-generation").is_decoder is True
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(c).eval()
+    ids = torch.ones((1, 3), dtype=torch.int64)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=True)
+    assert len(out.past_key_values.layers) == c.num_hidden_layers
+
+
 def test_shrink_keeps_as_many_out_indices():
     d = shrink_config_dict(dict(num_hidden_layers=12, out_indices=[3, 6, 9, 12], hidden_size=64))
     assert d["num_hidden_layers"] == 4 and d["out_indices"] == [1, 2, 3, 4]

@@ -374,23 +374,88 @@ def test_probe_cache_refuses_other_caches():
     hybrid = _FakeLM([SimpleNamespace(conv_states=torch.zeros(1, 2, 3))])
     with pytest.raises(NotADecoderError, match="layer 0 .* state space or hybrid"):
         probe_cache(hybrid)
+    # keys and values of other sizes (a latent attention), layers of other geometries:
+    # the package pads them to one geometry (test_cache_geometry.py)
     latent = _FakeLM(
         [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 4))]
     )
-    with pytest.raises(NotADecoderError, match="differ in heads or size"):
-        probe_cache(latent)
+    assert probe_cache(latent) == [((2, 8), (2, 4), 0)]
     mixed = _FakeLM(
         [
             SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8)),
             SimpleNamespace(keys=torch.zeros(1, 1, 2, 8), values=torch.zeros(1, 1, 2, 8)),
         ]
     )
-    with pytest.raises(NotADecoderError, match="differ in cache geometry"):
-        probe_cache(mixed)
+    assert probe_cache(mixed) == [((2, 8), (2, 8), 0), ((1, 8), (1, 8), 0)]
     good = _FakeLM(
         [SimpleNamespace(keys=torch.zeros(1, 2, 2, 8), values=torch.zeros(1, 2, 2, 8))] * 3
     )
-    assert probe_cache(good) == [(2, 8)] * 3
+    assert probe_cache(good) == [((2, 8), (2, 8), 0)] * 3
+    both = _FakeLM(
+        [
+            SimpleNamespace(
+                keys=torch.zeros(1, 2, 2, 8),
+                values=torch.zeros(1, 2, 2, 8),
+                conv_states={0: torch.zeros(1, 4, 3)},
+            )
+        ]
+    )
+    with pytest.raises(NotADecoderError, match="conv_states besides its keys and values"):
+        probe_cache(both)
+    compressed = _FakeLM(
+        [
+            SimpleNamespace(
+                keys=torch.zeros(1, 1, 2, 8),
+                values=torch.zeros(1, 1, 2, 8),
+                compressed_kv={0: torch.zeros(1, 1, 8)},
+                buffer_kv={},  # empty: not a state
+                _sliding_window_tensor=torch.tensor(4),
+            )
+        ]
+    )
+    with pytest.raises(NotADecoderError, match="holds compressed_kv besides"):
+        probe_cache(compressed)
+
+    class Failing(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, use_cache=True):
+            raise AttributeError("no attribute 'num_hidden_layers'")
+
+    with pytest.raises(NotADecoderError, match="fails in eager with use_cache=True"):
+        probe_cache(Failing())
+    # 32 virtual prompt tokens prepended to the cache (CPM-Ant): genai cannot run it
+    prompted = _FakeLM(
+        [SimpleNamespace(keys=torch.zeros(1, 2, 34, 8), values=torch.zeros(1, 2, 34, 8))]
+    )
+    with pytest.raises(NotADecoderError, match="caches 34 positions for 2 tokens"):
+        probe_cache(prompted)
+
+
+def test_configuration_without_cache(tmp_path, quiet_transformers):
+    """use_cache=False in the configuration (qwen2 then returns no cache): the package
+    still returns the cache."""
+    model = tiny_decoder("qwen2")
+    model.config.use_cache = False
+    out = str(tmp_path / "pkg")
+    package_model(model, out, progress=False)
+    assert model.config.use_cache is False  # restored
+    ids = torch.randint(3, 1000, (1, 5), generator=torch.Generator().manual_seed(5))
+    assert genai_tokens(out, ids) == eager_tokens(model, ids)
+
+
+def test_no_cache_because_not_a_decoder(tmp_path, quiet_transformers):
+    import transformers
+
+    config = transformers.BertGenerationConfig(
+        vocab_size=1000,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        is_decoder=False,
+    )
+    model = transformers.BertGenerationDecoder(config).eval()
+    with pytest.raises(NotADecoderError, match="is_decoder=False"):
+        package_model(model, str(tmp_path / "pkg"), progress=False)
 
 
 def test_falcon_multi_query(tmp_path, quiet_transformers):

@@ -7,13 +7,15 @@ and its greedy generation compared with transformers' eager ``generate``.
 .. code-block:: bash
 
     python -m experimental_experiment.bench.genai_zoo --output genai_zoo.csv \\
-        [--types llama,qwen2] [--limit 20] [--timeout 300]
+        [--types llama,qwen2] [--limit 20] [--timeout 300] [--rerun]
 
 One row per model type: ``model_type, status, stage, reason, genai_type,
 tokens_equal, new_tokens, seconds``. ``status`` is ``ok`` when the package generates the
 eager tokens on two prompt lengths, ``mismatch`` when it generates other tokens,
 ``failed`` otherwise (``stage``: ``config`` (the tiny model), ``package``, ``load``,
-``generate``, ``timeout``, ``crash``). Every type runs in its own process.
+``generate``, ``timeout``, ``crash``). Every type runs in its own process. A run
+skips the types already in the table, ``--rerun`` runs the given types again and
+replaces their rows, the others are kept.
 """
 
 from __future__ import annotations
@@ -66,9 +68,22 @@ def _eos(model) -> set[int]:
     return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
 
 
-def _eager(model, ids) -> list[int]:
+def _package_eos(folder: str) -> list[int]:
+    """The end of sequence tokens of a package: those of the model, or the padding
+    token when the model has none (genai needs one, it stops there)."""
+    import json
+
+    with open(os.path.join(folder, "genai_config.json"), encoding="utf-8") as f:
+        eos = json.load(f)["model"]["eos_token_id"]
+    return list(eos) if isinstance(eos, list) else [eos]
+
+
+def _eager(model, ids, eos: list[int] | None = None) -> list[int]:
+    """Eager greedy generation, stopping at ``eos`` (default: the model's end of
+    sequence tokens) as genai stops at the package's."""
     import torch
 
+    kwargs = {} if eos is None else dict(eos_token_id=eos)
     with torch.no_grad():
         out = model.generate(
             ids,
@@ -76,9 +91,11 @@ def _eager(model, ids) -> list[int]:
             do_sample=False,
             max_new_tokens=NEW_TOKENS,
             pad_token_id=0,
+            **kwargs,
         )
     tokens = out[0].tolist()
-    if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in _eos(model):
+    stop = set(eos) if eos is not None else _eos(model)
+    if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in stop:
         tokens = tokens[:-1]  # genai stops before the end of sequence token
     return tokens
 
@@ -122,7 +139,8 @@ def check_type(model_type: str, folder: str) -> dict:
             ids = torch.randint(
                 3, vocab, (1, length), generator=torch.Generator().manual_seed(length)
             )
-            expected = _eager(model, ids)
+            # a model without an end of sequence token: genai stops at the padding token
+            expected = _eager(model, ids, _package_eos(os.path.join(folder, "pkg")))
             row["stage"] = "generate"
             got = _genai(os.path.join(folder, "pkg"), ids)
             equal.append(got == expected)
@@ -190,13 +208,16 @@ def _write(rows: list[dict], path: str) -> None:
     os.replace(tmp, path)
 
 
-def run(types: list[str], output: str, timeout: float = 300) -> list[dict]:
+def run(types: list[str], output: str, timeout: float = 300, rerun: bool = False) -> list[dict]:
     """Runs :func:`run_type` on every type, rewriting ``output`` after each one;
-    types already in ``output`` are skipped (the run resumes)."""
+    types already in ``output`` are skipped (the run resumes) unless ``rerun``, which
+    replaces their rows (the rows of the other types are kept)."""
     rows = []
     if os.path.exists(output):
         with open(output, encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
+    if rerun:
+        rows = [r for r in rows if r["model_type"] not in set(types)]
     done = {r["model_type"] for r in rows}
     for model_type in types:
         if model_type in done:
@@ -252,12 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--types", default="", help="comma separated model types")
     parser.add_argument("--limit", type=int, default=0, help="at most this many types")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--rerun", action="store_true", help="runs the types again, replacing their rows"
+    )
     ns = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     types = [t for t in ns.types.split(",") if t] or causal_lm_types()
     if ns.limit:
         types = types[: ns.limit]
-    rows = run(types, ns.output, ns.timeout)
+    rows = run(types, ns.output, ns.timeout, rerun=ns.rerun)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

@@ -126,7 +126,11 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     },
     "dots3_note": dict(text_config=dict(head_dim=32)),
     "dots3_note_text": dict(head_dim=32),
-    "hrm_text": dict(num_layers_per_stack=1),
+    # a causal language model: the decoder attends causally and returns a cache
+    "bert-generation": dict(is_decoder=True),
+    # the cache has num_layers_per_stack x H_cycles x (L_cycles + 1) slots, which must be
+    # num_hidden_layers (2): an eager run with a cache fails otherwise
+    "hrm_text": dict(num_layers_per_stack=1, H_cycles=1, L_cycles=1, L_bp_cycles=[1]),
     # validator: adaptor_config.intermediate_size == text_config.hidden_size // 4
     "fun_asr_nano": dict(adaptor_config=dict(intermediate_size=16)),
     "cohere_compass_text": dict(

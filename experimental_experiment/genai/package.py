@@ -19,6 +19,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .cache_geometry import common_geometry, pack_indexer_keys, pad_cache_geometry
 from .config import (
     GENAI_DECODER_TYPES,
     GENAI_OTHER_LAYOUT,
@@ -206,9 +207,8 @@ def package_model(
     check_decoder(decoder)
     model_type = _check_model_type(decoder.config, model_type)
     shapes = probe_cache(decoder)
-    geometry = dict(
-        num_hidden_layers=len(shapes), num_key_value_heads=shapes[0][0], head_size=shapes[0][1]
-    )
+    heads, head_size = common_geometry(shapes)
+    geometry = dict(num_hidden_layers=len(shapes), num_key_value_heads=heads, head_size=head_size)
     steps = (
         ["export and optimize", "rename"]
         + (["quantize"] if precision != "fp32" else [])
@@ -219,7 +219,11 @@ def package_model(
         with bar.step("export and optimize"):
             onx = export_decoder(decoder, shapes, patterns=patterns, progress=bar.enabled)
         with bar.step("rename"):
+            # sparse attention: the keys of the token indexer travel with the values
+            pack_indexer_keys(onx, shapes)
             rename_to_genai(onx, len(shapes))
+            # one geometry for every cache tensor (latent attention, mixed layers)
+            pad_cache_geometry(onx, shapes, (heads, head_size))
             shared = share_past_buffer(onx, len(shapes))
         if precision != "fp32":
             with bar.step("quantize"):
