@@ -287,6 +287,31 @@ def test_repeat_interleave_dtypes(name, dtype):
     )
 
 
+# repeat_interleave with the repeats as a tensor input: the output size depends on them
+
+RI_REPEATS = {
+    "dim0": (lambda x, r: x.repeat_interleave(r, dim=0) * 2, lambda n: torch.randint(0, 4, (n,))),
+    "flat": (lambda x, r: torch.repeat_interleave(r), lambda n: torch.randint(0, 4, (n,))),
+    "zeros": (
+        lambda x, r: x.repeat_interleave(r, dim=0),
+        lambda n: torch.zeros(n, dtype=torch.int64),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RI_REPEATS))
+def test_repeat_interleave_tensor_repeats(name):
+    """aten.repeat_interleave.Tensor (torch's decomposition of repeat_interleave with a
+    tensor of repeats, the ragged grids of Qwen3-VL's vision tower): two shapes, one
+    export."""
+    fn, repeats = RI_REPEATS[name]
+    torch.manual_seed(0)
+    sets = [(torch.randn(4, 3), repeats(4)), (torch.randn(7, 5), repeats(7))]
+    sets[0][1][0] = 2  # a non-empty output for the example
+    onx = check_export(OpModule(fn), sets, dynamic_shapes=({0: "n", 1: "m"}, {0: "n"}))
+    assert "CumSum" in _ops(onx), _ops(onx)
+
+
 # tensor_split with the split indices as a tensor input: sizes depend on their values
 
 TS_INDICES = [

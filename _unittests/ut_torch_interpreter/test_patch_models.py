@@ -324,3 +324,54 @@ def test_qwen4_exp_indexer_selects_the_same_tokens():
     finally:
         indexer.forward = original
     assert len(compared) >= 3 and all(same for _, same in compared), compared
+
+
+@pytest.mark.parametrize("size", [(32, 32), (32, 64)])
+def test_dots3_note_vision_attention_keeps_the_query_key_norms(size):
+    """The vision tower of the zoo's tiny Dots3-Note exported on two image sizes matches
+    eager (unpatched) in onnxruntime: transformers' own export patch of its attention
+    drops the norms of the queries and keys (features 2% off)."""
+    from experimental_experiment.torch_models.multimodal.cases import build_multimodal
+    from experimental_experiment.torch_models.multimodal.export import export_part
+    from experimental_experiment.torch_models.multimodal.parts import VisionEncoder
+
+    case = build_multimodal("dots3_note", image_size=size)
+    vision = VisionEncoder(case.model, **case.constants)
+    pixels = tuple(case.vision_inputs.values())
+    with torch.no_grad():
+        expected = vision(*pixels).numpy()
+    onx = export_part(vision, pixels)
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = np.asarray(sess.run(None, {sess.get_inputs()[0].name: pixels[0].numpy()})[0])
+    np.testing.assert_allclose(got, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_glm5_next_indexer_one_new_token():
+    """The decoder of the zoo's tiny GLM-5-Next exported for one new token (the indexer
+    pools its keys without dropping the pools no row uses) matches eager in
+    onnxruntime after caches of two lengths."""
+    from experimental_experiment.torch_interpreter.patches.cache_layers import flatten_cache
+    from experimental_experiment.torch_models.multimodal.cases import build_model
+    from experimental_experiment.torch_models.multimodal.export import (
+        decoder_example,
+        export_part,
+    )
+    from experimental_experiment.torch_models.multimodal.parts import Decoder
+    from experimental_experiment.torch_models.onnx_outputs import user_outputs
+
+    model = build_model("glm5_next")
+    args, ds = decoder_example(model, False, batch=2, seq=1, past=5, layout="hybrid")
+    names = list(ds)
+    onx = export_part(Decoder(model), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    inputs = [i.name for i in sess.get_inputs()]
+    for batch, past in [(2, 6), (3, 11)]:
+        embeds, mask, positions, cache = decoder_example(
+            model, False, batch=batch, seq=1, past=past, seed=past, layout="hybrid"
+        )[0]
+        leaves = [t.numpy() for t in flatten_cache(cache)[0]]
+        feeds = dict(zip(inputs, [embeds.numpy(), mask.numpy(), positions.numpy(), *leaves]))
+        got = np.asarray(user_outputs(sess, list(sess.run(None, feeds)))[0])
+        with torch.no_grad():
+            expected = Decoder(model)(embeds, mask, positions, cache)[0].numpy()
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-3)

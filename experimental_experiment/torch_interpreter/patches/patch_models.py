@@ -258,6 +258,84 @@ def _canine_local_attention(original):
     return forward
 
 
+def _qkv_norm_vision_attention(original):
+    """Replaces the forward of the vision attention of Dots3-Note and GLM-OCR (one
+    fused ``qkv`` projection, then an RMS norm of the query and key heads, then the
+    rotary embedding): the segments of ``cu_seqlens`` (one per image, all of one size)
+    become a batch of one ``scaled_dot_product_attention``, the norms are applied.
+
+    Fixes: image features 2% off eager (the tokens then drift): transformers' own
+    export patch of these classes (``_reshaped_vision_attention_forward`` of
+    ``transformers.exporters.exporter_dynamo``) applies ``q_norm`` and ``k_norm`` only
+    to the attentions with separate ``q_proj``, ``k_proj``, ``v_proj``, it skips them
+    after a fused ``qkv``. Without any patch, ``lengths.tolist()`` splits the sequence
+    with data-dependent sizes.
+    """
+
+    def forward(self, hidden_states, cu_seqlens, position_embeddings=None, **kwargs):
+        rotary = sys.modules[type(self).__module__].apply_rotary_pos_emb_vision
+        seq = hidden_states.shape[0]
+        q, k, v = (
+            self.qkv(hidden_states)
+            .reshape(seq, 3, self.num_heads, -1)
+            .permute(1, 0, 2, 3)
+            .unbind(0)
+        )
+        q, k = self.q_norm(q), self.k_norm(k)
+        if position_embeddings is not None:
+            cos, sin = position_embeddings
+            q, k = rotary(q, k, cos, sin)
+        segments = cu_seqlens.shape[0] - 1
+
+        def batched(t):  # (seq, heads, dim) -> (segments, heads, seq // segments, dim)
+            return t.unflatten(0, (segments, seq // segments)).transpose(1, 2)
+
+        out = torch.nn.functional.scaled_dot_product_attention(
+            batched(q), batched(k), batched(v), is_causal=False, scale=self.scaling
+        )
+        return self.proj(out.transpose(1, 2).reshape(seq, -1))
+
+    return forward
+
+
+def _glm5_next_all_pools(original):
+    """Replaces ``Glm5NextTextIndexer.get_pooled_states``: the keys of the indexer are
+    grouped in pools of ``index_kpool`` from the first valid key of every row, each pool
+    is averaged with the softmax of its gate scores; every pool is returned, the
+    ones no row of the batch can use included (their ``pool_valid`` is False, the
+    indexer gives them the lowest score and masks them out of its selection, as it
+    does for the pools invalid in some rows only): the tokens selected are the same.
+
+    Fixes: ``AssertionError: tgt_bound=VR[0, 2] not a subset of src_bound=VR[0, 1]``
+    (one new token): ``pool_keys[:, pool_valid.any(0)]`` drops the pools invalid in
+    every row, a boolean index whose size depends on the data.
+    """
+
+    def get_pooled_states(self, packed_states):
+        keys, gates, valid = torch.split(packed_states, [self.head_dim, self.head_dim, 1], dim=-1)
+        valid = valid.bool().squeeze(-1)
+        batch, length = keys.shape[:2]
+        size = self.index_kpool
+        n_pools = (length + size - 1) // size
+        first = torch.where(
+            valid.any(-1),
+            valid.long().argmax(-1),
+            torch.full((batch,), length, dtype=torch.long, device=keys.device),
+        )
+        offsets = torch.arange(n_pools * size, device=keys.device).view(1, n_pools, size)
+        indices = first[:, None, None] + offsets
+        rows = torch.arange(batch, device=keys.device)[:, None, None]
+        safe = indices.clamp(0, length - 1)
+        inside = valid[rows, safe] & (indices < length)
+        logits = gates[rows, safe].float() + self.index_kpool_compress_ape.float()[None, None]
+        logits = logits.masked_fill(~inside[..., None], float("-inf"))
+        weights = torch.nan_to_num(logits.softmax(dim=2)).to(keys.dtype)
+        pooled = (weights * keys[rows, safe]).sum(dim=2)
+        return pooled, indices.masked_fill(~inside, -1), inside.all(-1)
+
+    return get_pooled_states
+
+
 #: (module of transformers, class, method, replacement) of every patch of this file
 _PATCHES = (
     ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask", _cpmant_attention_mask),
@@ -285,6 +363,19 @@ _PATCHES = (
     ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask", _canine_pooled_mask),
     ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
     ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward", _qwen4_exp_indexer),
+    (
+        "dots3_note.modeling_dots3_note",
+        "Dots3NoteVisionAttention",
+        "forward",
+        _qkv_norm_vision_attention,
+    ),
+    ("glm_ocr.modeling_glm_ocr", "GlmOcrVisionAttention", "forward", _qkv_norm_vision_attention),
+    (
+        "glm5_next.modeling_glm5_next",
+        "Glm5NextTextIndexer",
+        "get_pooled_states",
+        _glm5_next_all_pools,
+    ),
 )
 
 

@@ -25,8 +25,9 @@ DECODER_EXAMPLE = dict(batch=2, seq=3, past=5)
 
 @dataclass
 class ExportedParts:
-    """The ONNX models of the parts, by name (``vision``, ``merge``, ``decoder``), and
-    the seconds each export took."""
+    """The ONNX models of the parts, by name (``vision``, ``merge``, ``decoder``, and
+    ``decoder_step`` for a hybrid decoder, see ``cache_layout``), and the seconds each
+    export took."""
 
     models: dict[str, Any] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)
@@ -51,30 +52,74 @@ def export_part(module, args: tuple, dynamic_shapes=None, kwargs: dict | None = 
         return to_onnx(module, args, kwargs, dynamic_shapes=dynamic_shapes)
 
 
+def cache_layout(model) -> str:
+    """How the cache of the decoder of ``model`` is built, read from the cache a
+    one-token prefill returns:
+
+    * ``"plain"``: keys and values of ``num_key_value_heads`` x ``head_dim`` in every
+      layer (``make_dynamic_cache``);
+    * ``"probed"``: other keys and values, or more tensors (the compressed keys and the
+      indexer keys of the sparse attention of Dots3-Note or Mistral-Large-4): the cache
+      takes the layers and shapes of the probe (``make_hybrid_cache``);
+    * ``"hybrid"``: a layer holds convolution or recurrent states (LFM3-VL,
+      GLM-5-Next): the cache is probed and the decoder is exported twice, for the
+      prompt (the states of an empty cache are zeros) and for one new token (the
+      linear layers take another path for one token).
+    """
+    from ...torch_interpreter.patches.cache_layers import flatten_cache, is_linear_layer, leaf_kind
+    from ..hybrid_cache import prefilled_cache
+    from ..llm_helper import _cache_geometry
+
+    probe = prefilled_cache(model)
+    if any(is_linear_layer(layer) for layer in probe.layers):
+        return "hybrid"
+    leaves, names, _ = flatten_cache(probe)
+    n_layers, n_kv, head_dim = _cache_geometry(model.config)
+    plain = len(names) == 2 * n_layers and all(
+        leaf_kind(n) in ("key", "value") and t.shape[1] == n_kv and t.shape[3] == head_dim
+        for n, t in zip(names, leaves)
+    )
+    return "plain" if plain else "probed"
+
+
 def decoder_example(
-    model, mrope: bool, batch: int = 2, seq: int = 3, past: int = 5, seed: int = 0
+    model,
+    mrope: bool,
+    batch: int = 2,
+    seq: int = 3,
+    past: int = 5,
+    seed: int = 0,
+    layout: str = "plain",
 ) -> tuple[tuple, dict]:
     """Random inputs of ``Decoder`` (``inputs_embeds``, ``attention_mask``,
     ``position_ids`` (3, batch, seq) when ``mrope``, the cache) and their dynamic shapes.
+    ``seq=1`` leaves the sequence dimension static (a decode step). ``layout`` is
+    given by ``cache_layout``.
     """
-    from ..llm_helper import cache_dynamic_shapes, make_dynamic_cache
+    from ..hybrid_cache import make_hybrid_cache
+    from ..llm_helper import cache_dynamic_shapes, dynamic_shapes_of_cache, make_dynamic_cache
 
     gen = torch.Generator().manual_seed(seed)
     text = model.config.get_text_config(decoder=True)
     embeds = torch.randn(batch, seq, text.hidden_size, generator=gen)
     mask = torch.ones((batch, past + seq), dtype=torch.int64)
     positions = torch.arange(past, past + seq, dtype=torch.int64).expand(batch, -1)
-    pos_ds: dict[int, str] = {0: "batch", 1: "seq"}
+    seq_ds: dict[int, str] = {1: "seq"} if seq > 1 else {}
+    pos_ds: dict[int, str] = {0: "batch", **seq_ds}
     if mrope:
         positions = positions.unsqueeze(0).expand(3, -1, -1)
-        pos_ds = {1: "batch", 2: "seq"}
-    cache = make_dynamic_cache(model.config, batch, past, generator=gen)
-    n_layers = len(cache.layers)
+        pos_ds = {1: "batch", **({2: "seq"} if seq > 1 else {})}
+    if layout == "plain":
+        cache = make_dynamic_cache(model.config, batch, past, generator=gen)
+        cache_ds = cache_dynamic_shapes(len(cache.layers))
+    else:
+        cache = make_hybrid_cache(model.config, batch, past, model=model, generator=gen)
+        cache_ds = dynamic_shapes_of_cache(cache)
     ds = {
-        "inputs_embeds": {0: "batch", 1: "seq"},
+        "inputs_embeds": {0: "batch", **seq_ds},
         "attention_mask": {0: "batch", 1: "total"},
         "position_ids": pos_ds,
-        "past_key_values": cache_dynamic_shapes(n_layers),
+        "past_key_values": cache_ds,
     }
     return (embeds, mask, positions.contiguous(), cache), ds
 
@@ -105,9 +150,20 @@ def export_parts(
                 dynamic_shapes=({0: "batch", 1: "seq"}, {0: "n_image_tokens"}),
             )
         elif name == "decoder":
-            args, ds = decoder_example(model, case.mrope, **DECODER_EXAMPLE)
+            layout = cache_layout(model)
+            args, ds = decoder_example(model, case.mrope, **DECODER_EXAMPLE, layout=layout)
             names = list(ds)
             onx = export_part(Decoder(model), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
+            if layout == "hybrid":  # one new token: another path in the linear layers
+                result.models[name] = onx
+                result.times[name] = time.perf_counter() - begin
+                begin = time.perf_counter()
+                example = {**DECODER_EXAMPLE, "seq": 1}
+                args, ds = decoder_example(model, case.mrope, **example, layout=layout)
+                name = "decoder_step"
+                onx = export_part(
+                    Decoder(model), (), dynamic_shapes=ds, kwargs=dict(zip(names, args))
+                )
         else:
             raise ValueError(f"unknown part {name!r}")
         result.models[name] = onx
@@ -115,4 +171,11 @@ def export_parts(
     return result
 
 
-__all__ = ["DECODER_EXAMPLE", "ExportedParts", "decoder_example", "export_part", "export_parts"]
+__all__ = [
+    "DECODER_EXAMPLE",
+    "ExportedParts",
+    "cache_layout",
+    "decoder_example",
+    "export_part",
+    "export_parts",
+]

@@ -119,6 +119,22 @@ def precomputed_vision_kwargs(model, grid) -> dict:
     return kwargs
 
 
+def python_constants(constants: dict) -> dict:
+    """The constants of ``get_image_features`` as the vision tower best reads them in a
+    graph: ``image_sizes`` (a tensor ``(images, 2)``) becomes a list of ``(height,
+    width)`` tuples of python integers. The Pixtral tower (Mistral3, LightOnOCR,
+    Mistral-Large-4) slices the patches of every image with ``size[0] // patch``: read
+    from a tensor, every size is a data-dependent symbol torch.export cannot guard on
+    (``q_length > 1`` in the attention), read from a list it is an integer and the
+    graph is specialized to the size of the example image, as the grid of patches of
+    the Qwen-VL family is. The values are the same, and so are the eager results."""
+    out = dict(constants)
+    sizes = out.get("image_sizes")
+    if isinstance(sizes, torch.Tensor) and sizes.dim() == 2:
+        out["image_sizes"] = [tuple(int(v) for v in row) for row in sizes.tolist()]
+    return out
+
+
 class VisionEncoder(torch.nn.Module):
     """Pixels to image features: ``get_image_features`` of the model, the features of
     every image concatenated, ``(n_image_tokens, hidden)``.
@@ -133,7 +149,7 @@ class VisionEncoder(torch.nn.Module):
         super().__init__()
         self.model = model
         self.fct_name = "get_image_features"
-        self.constants = constants
+        self.constants = python_constants(constants)
         self.precomputed = precomputed_vision_kwargs(model, constants.get("image_grid_thw"))
         image_features_function(model)
 
@@ -222,4 +238,5 @@ __all__ = [
     "image_features_function",
     "image_token_id",
     "precomputed_vision_kwargs",
+    "python_constants",
 ]

@@ -3,8 +3,10 @@
 
 The runtime does what transformers' ``generate`` does around the model: it runs the
 vision encoder once, merges the features into the prompt's embeddings, computes the
-position ids (3D for the Qwen-VL family, ``mrope_positions``), calls the decoder
-with an empty cache (prefill), then once per new token with the cache it returned.
+position ids (3D for the Qwen-VL family: the model's ``get_rope_index``,
+``model_rope_positions``), calls the decoder with an empty cache (prefill), then once per
+new token with the cache it returned (``decoder_step`` for a hybrid decoder, whose linear
+layers take another path for one token), never choosing an end-of-sequence token.
 
 .. code-block:: python
 
@@ -68,13 +70,42 @@ def mrope_positions(
     return positions, deltas
 
 
+def model_rope_positions(case: MultimodalCase) -> tuple[np.ndarray, np.ndarray] | None:
+    """The position ids of the prompt computed by the model's own ``get_rope_index``
+    (what ``generate`` calls before the prefill), ``(positions (axes, batch, length),
+    delta (batch,))``, None when the model has none. The rules differ between families:
+    Qwen-VL gives (temporal, height, width) shifted by the image start
+    (``mrope_positions``), HunYuan-VL keeps the sequence position for the text and gives
+    (width, height, image index) to the grid tokens only, between the two tokens
+    framing the image."""
+    fct = getattr(getattr(case.model, "model", case.model), "get_rope_index", None)
+    if fct is None:
+        return None
+    import inspect
+
+    params = set(inspect.signature(fct).parameters)
+    ids = case.input_ids
+    values = dict(
+        input_ids=ids,
+        mm_token_type_ids=case.generate_kwargs.get("mm_token_type_ids"),
+        image_grid_thw=case.constants.get("image_grid_thw"),
+        attention_mask=torch.ones_like(ids),
+    )
+    with torch.no_grad():
+        positions, delta = fct(**{k: v for k, v in values.items() if k in params})
+    return positions.numpy().astype(np.int64), delta.numpy().reshape((-1,)).astype(np.int64)
+
+
 class _Positions:
     """Position ids of the prefill and of every decode step."""
 
     def __init__(self, case: MultimodalCase):
         self.mrope = case.mrope
         ids = case.input_ids.numpy()
-        if self.mrope:
+        found = model_rope_positions(case) if self.mrope else None
+        if found is not None:
+            self.prefill, self.delta = found
+        elif self.mrope:
             vc = case.model.config.vision_config
             grids = [tuple(int(x) for x in g) for g in case.constants["image_grid_thw"]]
             self.prefill, self.delta = mrope_positions(
@@ -83,20 +114,59 @@ class _Positions:
         else:
             self.prefill = np.arange(ids.shape[1], dtype=np.int64)[None, :].repeat(ids.shape[0], 0)
             self.delta = np.zeros((ids.shape[0],), dtype=np.int64)
+        self.axes = self.prefill.shape[0] if self.mrope else 0
 
     def step(self, past: int) -> np.ndarray:
         pos = (past + self.delta).reshape((-1, 1)).astype(np.int64)
-        return np.stack([pos] * 3) if self.mrope else pos
+        return np.stack([pos] * self.axes) if self.mrope else pos
+
+
+#: numpy types of the onnxruntime type names of the cache inputs
+_ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(bool)": np.bool_,
+}
+
+
+def empty_cache_feeds(decoder, batch: int) -> dict[str, np.ndarray]:
+    """The cache inputs of the decoder (every input after the first three) before the
+    prompt: the dimensions named ``past`` (keys, values, indexer keys) are 0, the ones
+    named ``batch`` are ``batch``, the static ones (the convolution and recurrent
+    states of a hybrid decoder) keep their size, filled with zeros (an empty state)."""
+    feeds = {}
+    for inp in decoder.get_inputs()[3:]:
+        shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in inp.shape]
+        feeds[inp.name] = np.zeros(shape, dtype=_ORT_TYPES[inp.type])
+    return feeds
+
+
+def end_token_ids(model) -> list[int]:
+    """The end-of-sequence ids of ``model.generation_config``: ``generate`` called with
+    ``min_new_tokens`` sets their logits to ``-inf`` until that many tokens exist, so
+    the greedy choice is the best other token (``output_logits`` returns the logits
+    before that)."""
+    config = getattr(model, "generation_config", None)
+    ids = getattr(config, "eos_token_id", None)
+    if ids is None:
+        return []
+    return [int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])]
 
 
 def onnx_generate(
     case: MultimodalCase, parts: ExportedParts, steps: int = 8
 ) -> tuple[np.ndarray, list[np.ndarray]]:
     """Greedy generation with the ONNX parts: vision, merge, then the decoder ``steps``
-    times. Returns ``(tokens (batch, steps), logits of the last position per step)``."""
+    times (the end-of-sequence tokens excluded, as ``generate(min_new_tokens=steps)``
+    does; ``decoder_step`` after the prompt when there is one). Returns ``(tokens
+    (batch, steps), logits of the last position per step)``."""
     from ..onnx_outputs import user_outputs
 
     vision, merge, decoder = (session(parts.models[n]) for n in ("vision", "merge", "decoder"))
+    step = session(parts.models["decoder_step"]) if "decoder_step" in parts.models else decoder
     pixels = [v.numpy() for v in case.vision_inputs.values()]
     features: Any = vision.run(None, dict(zip([i.name for i in vision.get_inputs()], pixels)))[0]
     merge_names = [i.name for i in merge.get_inputs()]
@@ -104,12 +174,11 @@ def onnx_generate(
     embeds: Any = merge.run(None, dict(zip(merge_names, [ids, features])))[0]
     names = [i.name for i in decoder.get_inputs()]
     batch = ids.shape[0]
-    cache = {}
-    for inp in decoder.get_inputs()[3:]:
-        cache[inp.name] = np.zeros((batch, inp.shape[1], 0, inp.shape[3]), dtype=np.float32)
+    cache = empty_cache_feeds(decoder, batch)
+    eos = end_token_ids(case.model)
     positions = _Positions(case)
     pos, past, tokens, logits = positions.prefill, 0, [], []
-    for _ in range(steps):
+    for i in range(steps):
         seq = embeds.shape[1]
         feeds = {
             names[0]: embeds,
@@ -117,10 +186,13 @@ def onnx_generate(
             names[2]: pos,
             **cache,
         }
-        outputs: list[Any] = user_outputs(decoder, list(decoder.run(None, feeds)))
+        sess = decoder if i == 0 else step
+        outputs: list[Any] = user_outputs(sess, list(sess.run(None, feeds)))
         last = outputs[0][:, -1, :]
         logits.append(last)
-        token = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        allowed = last.copy()
+        allowed[:, eos] = -np.inf  # generate(min_new_tokens=steps) never ends early
+        token = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
         tokens.append(token)
         cache = dict(zip(names[3:], outputs[1:]))
         past += seq
@@ -148,9 +220,12 @@ def eager_generate(case: MultimodalCase, steps: int = 8) -> tuple[np.ndarray, li
     return out.sequences[:, ids.shape[1] :].numpy(), [t.numpy() for t in out.logits]
 
 
-def margin(logits: list[np.ndarray]) -> float:
-    """The smallest gap between the best and the second best logit over the steps:
-    near zero, greedy decoding is a coin toss between runtimes."""
+def margin(logits: list[np.ndarray], exclude: list[int] | None = None) -> float:
+    """The smallest gap between the best and the second best logit over the steps,
+    the tokens of ``exclude`` left out (the end-of-sequence tokens ``generate`` does not
+    choose): near zero, greedy decoding is a coin toss between runtimes."""
+    if exclude:
+        logits = [np.delete(x, exclude, axis=-1) for x in logits]
     gaps = [float(np.diff(np.sort(x, axis=-1)[:, -2:], axis=-1).min()) for x in logits]
     return min(gaps) if gaps else 0.0
 
@@ -179,7 +254,7 @@ def check_generation(case: MultimodalCase, parts: ExportedParts, steps: int = 8)
         equal_tokens=equal,
         same=equal == steps,
         max_abs_diff=max(diffs),
-        margin=margin(eager_logits),
+        margin=margin(eager_logits, exclude=end_token_ids(case.model)),
         eager_tokens=eager_tokens.tolist(),
         onnx_tokens=onnx_tokens.tolist(),
         eager_logits=eager_logits,
@@ -190,7 +265,10 @@ def check_generation(case: MultimodalCase, parts: ExportedParts, steps: int = 8)
 __all__ = [
     "check_generation",
     "eager_generate",
+    "empty_cache_feeds",
+    "end_token_ids",
     "margin",
+    "model_rope_positions",
     "mrope_positions",
     "onnx_generate",
     "session",

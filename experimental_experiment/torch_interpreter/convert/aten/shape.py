@@ -269,6 +269,34 @@ def aten_repeat_interleave_int(
     return reshape_to_output(g, y, sizes, ctx=ctx)
 
 
+@converter(aten.repeat_interleave.Tensor)
+def aten_repeat_interleave_tensor(
+    g: GraphBuilder, repeats: str, *, output_size: int | str | None = None
+) -> str:
+    """repeat_interleave.Tensor(Tensor repeats, *, SymInt? output_size=None) -> Tensor
+
+    Index ``i`` repeated ``repeats[i]`` times (torch decomposes
+    ``x.repeat_interleave(tensor, dim)`` into this and ``index_select``). The output
+    size depends on the data: position ``p`` of the output takes the number of
+    cumulated repeats ``<= p``, a comparison of the ``n`` cumulated sums with the
+    ``sum(repeats)`` positions (``n * sum(repeats)`` booleans)."""
+    repeats = cast_to(g, g.op.Reshape(repeats, ints([-1])), INT64)
+    ends = g.op.CumSum(repeats, ints([0]))
+    if output_size is None:
+        total = g.op.ReduceSum(repeats, keepdims=0)
+    elif isinstance(output_size, int):
+        total = g.make_constant(np.array(output_size, dtype=np.int64))
+    else:
+        total = g.op.Reshape(cast_to(g, output_size, INT64), ints([]))
+    positions = g.op.Range(
+        g.make_constant(np.array(0, dtype=np.int64)),
+        total,
+        g.make_constant(np.array(1, dtype=np.int64)),
+    )
+    passed = g.op.LessOrEqual(g.op.Unsqueeze(ends, ints([0])), g.op.Unsqueeze(positions, ints([1])))
+    return g.op.ReduceSum(g.op.Cast(passed, to=7), ints([1]), keepdims=0)
+
+
 @converter(aten.flip.default)
 def aten_flip(g: GraphBuilder, x: str, dims: Sequence[int]) -> str:
     """flip(Tensor self, int[] dims) -> Tensor"""
