@@ -135,3 +135,18 @@ def test_ace_step_timesteps_are_fractions():
             t = data[key][name]
             assert t.shape == (data[key]["hidden_states"].shape[0],)
             assert 0 < float(t.min()) and float(t.max()) < 1
+
+
+def test_known_failure_cause_is_written():
+    from experimental_experiment.bench.diffusers_zoo import to_row
+
+    row = to_row(
+        dict(
+            model_type="AutoencoderKLHunyuanVideo15.encode",
+            head="vae-encoder",
+            status="fail",
+            stage="mismatch",
+            cause="numerical mismatch",
+        )
+    )
+    assert row["cause"].startswith("numerical mismatch: the causal mask")
