@@ -24,6 +24,7 @@ import torch
 from .diffusers_classes import (
     MORE_FRAMES,
     SKIPPED,
+    STATIC_BATCH,
     STATIC_FRAMES,
     DiffusersCaseError,
     diffusers_model_classes,
@@ -129,9 +130,14 @@ def build_class_case(
         export_frames, check_frames = MORE_FRAMES[case.model_type]
         export_sizes = dict(export_sizes, frames=export_frames)
         check_sizes = dict(check_sizes, frames=check_frames)
-    static_frames = case.model_type in STATIC_FRAMES
-    if static_frames:  # checked on the export's frame count
+    static = set()
+    if case.model_type in STATIC_FRAMES:  # checked on the export's frame count
         check_sizes = dict(check_sizes, frames=export_sizes["frames"])
+        static.add("frames")
+    if case.model_type in STATIC_BATCH:  # exported and checked with a batch of 1
+        export_sizes = dict(export_sizes, batch=1)
+        check_sizes = dict(check_sizes, batch=1)
+        static.add("batch")
     first: Exception | None = None
     for layout in KIND_LAYOUTS.get(kind, ("3d", "4d", "packed", "5d")):
         for channels in channel_candidates(model.config, kind):
@@ -142,8 +148,8 @@ def build_class_case(
                 check, _, _ = make_inputs(
                     model, method, layout, channels, check_sizes, kind, seed + 1
                 )
-                if static_frames:
-                    ds = {k: {a: d for a, d in v.items() if d != "frames"} for k, v in ds.items()}
+                if static:
+                    ds = {k: {a: d for a, d in v.items() if d not in static} for k, v in ds.items()}
                 module = wrap(model, method, list(inputs), fixed).eval()
                 outputs = _eager(module, inputs)
                 if not outputs:

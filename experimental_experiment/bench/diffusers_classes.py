@@ -36,6 +36,31 @@ STATIC_FRAMES: dict[str, str] = {
     "AutoencoderKLWan.encode": _FRAME_LOOP,
     "AutoencoderKLWan.decode": _FRAME_LOOP,
     "AutoencoderKLCogVideoX.decode": _FRAME_LOOP,
+    "AnyFlowFARTransformer3DModel": (
+        "frames static: forward takes chunk_partition, a Python list of the frames of "
+        "each chunk summing to the frames, which fixes the frame count"
+    ),
+}
+#: cases exported and checked with a batch of 1 (batch static), with the reason written
+#: in the CSV's cause column
+STATIC_BATCH: dict[str, str] = {
+    f"AutoencoderKLHunyuanVideo15.{m}": (
+        "batch static (1): the attention of its mid-block gives a (batch, L, L) mask to "
+        "scaled_dot_product_attention with a (batch, 1, L, C) query, which broadcasts "
+        "to (batch, batch, L, L) and fails in eager for a batch above 1"
+    )
+    for m in ("encode", "decode")
+}
+_MASK_LOOP = (
+    "the causal mask of its mid-block attention is written row by row in a Python loop "
+    "over frames x height x width (HunyuanVideo15AttnBlock.prepare_causal_attention_mask): "
+    "the capture unrolls it at the example's size and the ONNX model keeps that mask; "
+    "the same mask built with arange and where exports and matches on both sizes"
+)
+#: known causes of a failing case, appended to the CSV's cause column
+FAIL_CAUSES: dict[str, str] = {
+    "AutoencoderKLHunyuanVideo15.encode": _MASK_LOOP,
+    "AutoencoderKLHunyuanVideo15.decode": _MASK_LOOP,
 }
 #: cases exported and checked with more frames than ``EXPORT_SIZES`` and
 #: ``CHECK_SIZES`` give: ``(export frames, check frames)``. Cosmos' encoder patches

@@ -73,6 +73,29 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
         down_block_types=("DownEncoderBlock2D",) * 2,
         up_block_types=("UpDecoderBlock2D",) * 2,
     ),
+    # one block: the encoder's mid-block attends over every pixel of the image; two
+    # blocks halve the image first, as the tiny AutoencoderKL does
+    "AsymmetricAutoencoderKL": dict(
+        down_block_types=("DownEncoderBlock2D",) * 2, down_block_out_channels=(16, 32)
+    ),
+    # no defaults: the constructor needs every size; its blocks normalize with 32
+    # groups (widths multiple of 32) and average groups of
+    # ``block_out_channels[-1] // (2 * latent_channels)`` channels into the latents
+    "AutoencoderKLHunyuanImage": dict(
+        in_channels=3,
+        out_channels=3,
+        latent_channels=8,
+        block_out_channels=(32, 32, 64, 64),
+        layers_per_block=1,
+        spatial_compression_ratio=8,
+        sample_size=256,
+    ),
+    # the encoder averages groups of ``block_out_channels[-1] // (2 * latent_channels)``
+    # channels: 32 latent channels need a last block of 64 channels at least
+    "AutoencoderKLHunyuanImageRefiner": dict(latent_channels=8),
+    "AutoencoderKLHunyuanVideo15": dict(latent_channels=8),
+    # 32128 T5 token embeddings would be most of the model's weights
+    "AnimaTextConditioner": dict(target_vocab_size=1000),
 }
 
 

@@ -125,6 +125,58 @@ def _video_like_sample(config, sizes, gen):
     return main_tensor("5d", config["in_channels"], "unet", sizes, gen)
 
 
+def _frame_timesteps(config, sizes, gen):
+    """One timestep of the schedule (0-1000) per frame, ``(batch, frames)``: AnyFlow
+    denoises each frame at its own time."""
+    value = torch.rand(sizes["batch"], sizes["frames"], generator=gen) * 900 + 0.05
+    return value, {0: "batch", 1: "frames"}
+
+
+def _chunk_partition(config, sizes, gen):
+    """Frames per chunk of AnyFlow-FAR, one frame a chunk: more chunks than
+    ``full_chunk_limit`` (3), so the first ones go through the compressed patch
+    embedding. A Python list summing to the frames: the frame count is static."""
+    return [1] * sizes["frames"]
+
+
+def _fraction_timestep(config, sizes, gen):
+    """A fraction of the schedule, ``(batch,)``, for a model whose time embedding
+    multiplies it by 1000 inside a submodule (ACE-Step: ``scaled_timestep`` only reads
+    the forward)."""
+    return torch.rand(sizes["batch"], generator=gen) * 0.9 + 0.05, {0: "batch"}
+
+
+def _audio_length(sizes) -> int:
+    return 4 * sizes["height"]
+
+
+def _ace_latents(config, sizes, gen):
+    """Noisy acoustic latents of ACE-Step, ``(batch, length, audio_acoustic_hidden_dim)``."""
+    shape = (sizes["batch"], _audio_length(sizes), config["audio_acoustic_hidden_dim"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "length"}
+
+
+def _ace_context(config, sizes, gen):
+    """Context latents of ACE-Step (source latents and chunk masks), the rest of the
+    patch embedding's input channels."""
+    width = config["in_channels"] - config["audio_acoustic_hidden_dim"]
+    shape = (sizes["batch"], _audio_length(sizes), width)
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "length"}
+
+
+def _anima_source(config, sizes, gen):
+    """Hidden states of Anima's text encoder (Qwen3), ``(batch, seq, source_dim)``."""
+    shape = (sizes["batch"], sizes["seq"], config["source_dim"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "seq"}
+
+
+def _anima_target_ids(config, sizes, gen):
+    """T5 token ids used as queries by Anima, ``(batch, target)``: ``height`` tokens."""
+    shape = (sizes["batch"], sizes["height"])
+    value = torch.randint(0, config["target_vocab_size"], shape, generator=gen)
+    return value, {0: "batch", 1: "target"}
+
+
 #: per-class inputs: argument name -> function(config, sizes, generator) returning
 #: ``(tensor, dynamic axes)`` or a constant keyword argument
 INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -138,6 +190,19 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "I2VGenXLUNet": dict(fps=_batch(), image_latents=_video_like_sample),
     "PriorTransformer": dict(
         hidden_states=_prior_states, proj_embedding=_prior_states, encoder_hidden_states=_prior_text
+    ),
+    "AceStepTransformer1DModel": dict(
+        hidden_states=_ace_latents,
+        context_latents=_ace_context,
+        timestep=_fraction_timestep,
+        timestep_r=_fraction_timestep,
+    ),
+    "AnimaTextConditioner": dict(
+        source_hidden_states=_anima_source, target_input_ids=_anima_target_ids
+    ),
+    "AnyFlowTransformer3DModel": dict(timestep=_frame_timesteps, r_timestep=_frame_timesteps),
+    "AnyFlowFARTransformer3DModel": dict(
+        timestep=_frame_timesteps, r_timestep=_frame_timesteps, chunk_partition=_chunk_partition
     ),
 }
 #: sizes of the image as conditions (CogView): ``(batch, 2)``

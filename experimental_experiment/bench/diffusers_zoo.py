@@ -22,7 +22,7 @@ import csv
 import os
 
 from .diffusers_cases import build_class_case
-from .diffusers_classes import STATIC_FRAMES, list_diffusers_cases
+from .diffusers_classes import FAIL_CAUSES, STATIC_BATCH, STATIC_FRAMES, list_diffusers_cases
 
 FIELDS = [
     "class",
@@ -44,8 +44,12 @@ def to_row(zoo_row: dict) -> dict:
     row = {"class": zoo_row["model_type"], "kind": zoo_row["head"]}
     for key in FIELDS[2:]:
         row[key] = zoo_row.get(key, "")
-    if row["status"] == "pass" and row["class"] in STATIC_FRAMES:
-        row["cause"] = STATIC_FRAMES[row["class"]]
+    if row["status"] == "pass":
+        static = [d[row["class"]] for d in (STATIC_FRAMES, STATIC_BATCH) if row["class"] in d]
+        if static:
+            row["cause"] = "; ".join(static)
+    if row["status"] == "fail" and row["class"] in FAIL_CAUSES:
+        row["cause"] = f"{row['cause']}: {FAIL_CAUSES[row['class']]}"
     if row["status"] == "fail" and row["stage"] == "config":
         row["status"] = "skip"
         error = row["error"].split(" <- ")[0]
