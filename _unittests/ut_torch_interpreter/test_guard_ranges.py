@@ -255,11 +255,27 @@ def test_relation_between_sizes_is_still_not_a_range():
         def forward(self, x, y):
             return x.reshape(-1) + y.reshape(2, -1)[0]
 
-    x, y = torch.randn(3, 4), torch.randn(2, 2, 6)
-    ds = ({0: "a", 1: "b"}, {1: "c", 2: "d"})
+    x, y = torch.randn(3, 4, 2, 3), torch.randn(2, 2, 36)
+    ds = ({0: "a", 1: "b", 2: "e", 3: "f"}, {1: "c", 2: "d"})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         onx = to_onnx(Twice(), (x, y), dynamic_shapes=ds)
     props = {p.key: p.value for p in onx.metadata_props}
     warned = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
     assert METADATA_KEY not in props and warned == [], (props, warned)
+
+
+def test_pins_tells_a_constant_product_from_a_relation():
+    """An equality with a constant product pins the sizes; a relation the inputs keep
+    as they grow (a flattened size equal to another input's, a product of four) does
+    not."""
+    from experimental_experiment.torch_interpreter.capture.guard_ranges import _pins
+
+    names = ["a", "b", "c", "d", "e"]
+    values = [2, 3, 4, 5, 120]
+    pinned = eval("lambda a, b, c, d, e: a * b * c == 24")  # noqa: S307
+    flattened = eval("lambda a, b, c, d, e: a * b * c * d == e")  # noqa: S307
+    floors = eval("lambda a, b, c, d, e: (1 + (c - 1) // 4) * (d // 2) == 2")  # noqa: S307
+    assert _pins(pinned, frozenset("abc"), names, values)
+    assert _pins(floors, frozenset("cd"), names, values)
+    assert not _pins(flattened, frozenset("abcde"), names, values)

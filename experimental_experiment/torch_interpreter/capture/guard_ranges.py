@@ -132,7 +132,8 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
 def _pins(function, symbols: frozenset, names: list[str], values: list) -> bool:
     """Whether an equality on several sizes (``function`` of all ``names``) holds at the
     example (``values``) and at no much larger sizes: each of its sizes in turn is
-    scanned up to 8 times its example, the others at twice to four times theirs. A
+    scanned up to 8 times its example (and near ``k ** d`` times it, a product of up to
+    6 sizes), the others at ``k`` (2 to 4) times theirs. A
     relation the inputs keep as they grow (``mask length == past + sequence``,
     ``h * w == tokens``) holds somewhere there, an equality of a product with a constant
     (``frames * (height // 32) * (width // 32) == 2``) nowhere (a few sizes above the
@@ -152,7 +153,12 @@ def _pins(function, symbols: frozenset, names: list[str], values: list) -> bool:
             trial = list(values)
             for i in index:
                 trial[i] = values[i] * k
-            for size in range(values[free] + 1, 8 * values[free] + 65):
+            example = values[free]
+            # a size a few steps larger, or scaled like a product of up to 6 sizes
+            sizes = set(range(example + 1, 8 * example + 65)) | {
+                example * k**d + o for d in range(2, 7) for o in range(-2, 3)
+            }
+            for size in sorted(sizes):
                 trial[free] = size
                 if holds(trial):
                     return False
