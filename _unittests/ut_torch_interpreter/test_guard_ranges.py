@@ -76,6 +76,20 @@ class TallOrWide(torch.nn.Module):
         return x.sum(dim=2)
 
 
+class ProductLoop(torch.nn.Module):
+    """A mask written row by row over ``frames * positions`` rows (HunyuanVideo 1.5's
+    causal mask): the capture unrolls ``range`` at the example's product and records
+    the guard ``frames * positions == 6``, which no single dimension's range shows."""
+
+    def forward(self, x):
+        n_frame, n_hw = x.shape[1], x.shape[2]
+        seq_len = n_frame * n_hw
+        mask = torch.zeros((seq_len, seq_len), dtype=x.dtype)
+        for i in range(seq_len):
+            mask[i, : (i // n_hw + 1) * n_hw] = 1
+        return mask * x.sum()
+
+
 def _export(model, x, ds):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -155,6 +169,12 @@ CASES = [
             (2, 5, 9),
         ],
     ),
+    (
+        ProductLoop(),
+        (2, 2, 3),
+        {1: "frames", 2: "hw"},
+        [(2, 2, 3), (2, 3, 2), (2, 2, 5), (2, 4, 3), (2, 3, 4), (2, 2, 4), (2, 5, 7)],
+    ),
 ]
 
 
@@ -213,3 +233,49 @@ def test_divisibility_is_a_step_not_a_point():
     entry = ranges["x.shape[1]"]
     assert entry["step"] == 4 and entry["min"] == 4 and entry["max"] is None, entry
     assert any("size % 4 == 0" in w for w in warned), warned
+
+
+def test_loop_over_a_product_of_sizes_names_the_dimensions_and_the_loop():
+    """``range(frames * hw)`` unrolled at the example: the equality of the product with
+    the example's is reported on both dimensions, at the loop's line (it was left out as
+    a relation between sizes, and another guard gave ``hw`` a wrong step of 2)."""
+    _, ranges, warned = _export(ProductLoop(), torch.randn(2, 2, 3), ({1: "frames", 2: "hw"},))
+    assert ranges["x.shape[1]"]["max"] == 2, ranges
+    assert ranges["x.shape[2]"]["min"] == 3 and ranges["x.shape[2]"]["max"] == 3, ranges
+    assert ranges["x.shape[2]"]["code"] == "for i in range(seq_len):", ranges
+    for dim in ("x.shape[1]", "x.shape[2]"):
+        assert any(dim in w and "for i in range(seq_len):" in w for w in warned), warned
+
+
+def test_relation_between_sizes_is_still_not_a_range():
+    """An equality larger sizes also satisfy (``width == 2 * height``) is a relation the
+    inputs keep: no range, no warning."""
+
+    class Twice(torch.nn.Module):
+        def forward(self, x, y):
+            return x.reshape(-1) + y.reshape(2, -1)[0]
+
+    x, y = torch.randn(3, 4, 2, 3), torch.randn(2, 2, 36)
+    ds = ({0: "a", 1: "b", 2: "e", 3: "f"}, {1: "c", 2: "d"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onx = to_onnx(Twice(), (x, y), dynamic_shapes=ds)
+    props = {p.key: p.value for p in onx.metadata_props}
+    warned = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
+    assert METADATA_KEY not in props and warned == [], (props, warned)
+
+
+def test_pins_tells_a_constant_product_from_a_relation():
+    """An equality with a constant product pins the sizes; a relation the inputs keep
+    as they grow (a flattened size equal to another input's, a product of four) does
+    not."""
+    from experimental_experiment.torch_interpreter.capture.guard_ranges import _pins
+
+    names = ["a", "b", "c", "d", "e"]
+    values = [2, 3, 4, 5, 120]
+    pinned = eval("lambda a, b, c, d, e: a * b * c == 24")  # noqa: S307
+    flattened = eval("lambda a, b, c, d, e: a * b * c * d == e")  # noqa: S307
+    floors = eval("lambda a, b, c, d, e: (1 + (c - 1) // 4) * (d // 2) == 2")  # noqa: S307
+    assert _pins(pinned, frozenset("abc"), names, values)
+    assert _pins(floors, frozenset("cd"), names, values)
+    assert not _pins(flattened, frozenset("abcde"), names, values)

@@ -51,17 +51,8 @@ STATIC_BATCH: dict[str, str] = {
     )
     for m in ("encode", "decode")
 }
-_MASK_LOOP = (
-    "the causal mask of its mid-block attention is written row by row in a Python loop "
-    "over frames x height x width (HunyuanVideo15AttnBlock.prepare_causal_attention_mask): "
-    "the capture unrolls it at the example's size and the ONNX model keeps that mask; "
-    "the same mask built with arange and where exports and matches on both sizes"
-)
 #: known causes of a failing case, appended to the CSV's cause column
-FAIL_CAUSES: dict[str, str] = {
-    "AutoencoderKLHunyuanVideo15.encode": _MASK_LOOP,
-    "AutoencoderKLHunyuanVideo15.decode": _MASK_LOOP,
-}
+FAIL_CAUSES: dict[str, str] = {}
 #: cases exported and checked with more frames than ``EXPORT_SIZES`` and
 #: ``CHECK_SIZES`` give: ``(export frames, check frames)``. Cosmos' encoder patches
 #: 4 frames into 1 then halves the frames: 5 frames become one latent frame, a

@@ -121,7 +121,12 @@ def bypass_export_some_errors(
         * mixture-of-experts (Mixtral, Qwen2-MoE): *"no converter for
           transformers.grouped_mm_fallback"*, experts run with ``batched_mm``;
         * sliding-window cache layers (Mistral, Gemma 2, Gemma 3) specializing the
-          cache length to the window, only when transformers does not patch them.
+          cache length to the window, only when transformers does not patch them;
+
+      - the patches of
+        :mod:`experimental_experiment.torch_interpreter.patches.patch_diffusers` for
+        the diffusers models already imported (a mask written in a Python loop over
+        frames x height x width, unrolled at the example's sizes).
 
     * ``patch_torch=True``: the patches of
       :mod:`experimental_experiment.torch_interpreter.patches.patch_torch`.
@@ -148,6 +153,7 @@ def bypass_export_some_errors(
             inputs = modificator(inputs)
             onx = to_onnx(model, (), inputs, dynamic_shapes=ds)
     """
+    from .patches.patch_diffusers import get_diffusers_patches
     from .patches.patch_torch import get_torch_patches
     from .patches.patch_transformers import (
         get_transformers_patches,
@@ -176,4 +182,5 @@ def bypass_export_some_errors(
                 lambda _: transformers_own_patch_names(),
             )
             shared.patches("transformers", get_transformers_patches, verbose=verbose)
+            shared.patches("diffusers", get_diffusers_patches, verbose=verbose)
         yield _make_modificator(known)

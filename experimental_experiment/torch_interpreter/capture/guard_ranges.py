@@ -43,6 +43,7 @@ class _Guard:
     function: object  # lambda of all the symbols, in the order of the scan
     symbols: frozenset  # names of its free symbols
     location: SourceLocation | None
+    pins: bool = False  # an equality on several sizes no larger sizes satisfy
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,14 @@ def _hint(env, symbol) -> int | None:
         return None
 
 
-def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
+def _compile_guards(env, names: list[str], recorder, values: list | None = None) -> list[_Guard]:
     """The guards on the independent symbols ``names`` as Python functions. Symbols
     replaced by others are substituted first; an equality between several symbols
     (``mask length == past + sequence``) is a relation the inputs must satisfy together,
-    not a range: it is left out."""
+    not a range: it is left out, unless no sizes larger than the example's (``values``)
+    satisfy it (``frames * height * width == 64``, from ``range(frames * height * width)``
+    unrolled at the example's sizes): such an equality pins the sizes to the example's
+    (:func:`_pins`)."""
     import sympy
     from torch.utils._sympy.printers import PythonPrinter
 
@@ -104,8 +108,9 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
         symbols = frozenset(str(s) for s in expr.free_symbols)
         if not symbols or not symbols <= set(names):
             continue  # a guard on values or unbacked symbols: not a size
-        if len(symbols) > 1 and (isinstance(expr, sympy.Eq) or _difference(expr) in relations):
-            continue
+        relation = len(symbols) > 1 and (
+            isinstance(expr, sympy.Eq) or _difference(expr) in relations
+        )
         code = printer.doprint(expr)
         if code in seen:
             continue
@@ -116,9 +121,48 @@ def _compile_guards(env, names: list[str], recorder) -> list[_Guard]:
         except SyntaxError:
             logger.info("guard not evaluated (not plain Python): %s", code[:200])
             continue
+        pins = relation and values is not None and _pins(function, symbols, names, values)
+        if relation and not pins:
+            continue
         where = recorder.location(g.sloc) if recorder is not None else None
-        guards.append(_Guard(code, function, symbols, where))
+        guards.append(_Guard(code, function, symbols, where, pins))
     return guards
+
+
+def _pins(function, symbols: frozenset, names: list[str], values: list) -> bool:
+    """Whether an equality on several sizes (``function`` of all ``names``) holds at the
+    example (``values``) and at no much larger sizes: each of its sizes in turn is
+    scanned up to 8 times its example (and near ``k ** d`` times it, a product of up to
+    6 sizes), the others at ``k`` (2 to 4) times theirs. A
+    relation the inputs keep as they grow (``mask length == past + sequence``,
+    ``h * w == tokens``) holds somewhere there, an equality of a product with a constant
+    (``frames * (height // 32) * (width // 32) == 2``) nowhere (a few sizes above the
+    example may still satisfy it, the floor divisions hiding them)."""
+    index = [names.index(n) for n in sorted(symbols)]
+
+    def holds(trial: list[int]) -> bool:
+        try:
+            return bool(function(*trial))
+        except Exception:  # noqa: BLE001 - not computable at these sizes
+            return False
+
+    if not holds(values):
+        return False  # not decidable at the example: left out as before
+    for free in index:
+        for k in (2, 3, 4):
+            trial = list(values)
+            for i in index:
+                trial[i] = values[i] * k
+            example = values[free]
+            # a size a few steps larger, or scaled like a product of up to 6 sizes
+            sizes = set(range(example + 1, 8 * example + 65)) | {
+                example * k**d + o for d in range(2, 7) for o in range(-2, 3)
+            }
+            for size in sorted(sizes):
+                trial[free] = size
+                if holds(trial):
+                    return False
+    return True
 
 
 #: what the printed guards call (torch.sym_float, math.floor, ...)
@@ -192,7 +236,7 @@ def guard_ranges(
             dims.setdefault(str(symbol), (symbol, sources[0].name))
     names = sorted(dims)
     values = [_hint(env, dims[n][0]) for n in names]
-    guards = _compile_guards(env, names, recorder)
+    guards = _compile_guards(env, names, recorder, values)
     bounds, failing = {}, {}
     for i, name in enumerate(names):
         mine = [g for g in guards if name in g.symbols]
@@ -215,6 +259,10 @@ def guard_ranges(
         bounds[name] = [low, high, limit, step or 1]
         failing[name] = above or below
     _shrink_for_joint_guards(guards, names, values, bounds, failing)
+    for name in names:  # an equality with the example's sizes is the cause to name
+        pin = next((g for g in guards if g.pins and name in g.symbols), None)
+        if pin is not None:
+            failing[name] = pin
     ranges = []
     for name, (low, high, limit, step) in bounds.items():
         source = dims[name][1]
