@@ -23,7 +23,7 @@ from experimental_experiment.genai.cache_geometry import (
     common_geometry,
     pad_cache_geometry,
 )
-from experimental_experiment.genai.generate import greedy_sequence
+from experimental_experiment.genai.generate import eager_greedy_sequence, greedy_sequence
 from experimental_experiment.torch_models.causal_lm import perturb_norm_weights
 
 og = pytest.importorskip("onnxruntime_genai")
@@ -83,15 +83,7 @@ def latent_decoder(arch: str, seed: int = 0):
 
 
 def eager_tokens(model, ids: torch.Tensor) -> list[int]:
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            pad_token_id=0,
-        )
-    return out[0].tolist()
+    return eager_greedy_sequence(model, ids, NEW_TOKENS)
 
 
 def _prompt(length: int) -> torch.Tensor:

@@ -21,7 +21,7 @@ from experimental_experiment.genai import (
     PackagePrecisionError,
     package_model,
 )
-from experimental_experiment.genai.generate import greedy_sequence
+from experimental_experiment.genai.generate import eager_greedy_sequence, greedy_sequence
 from experimental_experiment.genai.io_names import rename_to_genai
 from experimental_experiment.genai.progress import StepBar, progress_enabled
 from experimental_experiment.torch_models.causal_lm import perturb_norm_weights
@@ -40,15 +40,7 @@ def tiny_decoder(arch: str, seed: int = 0):
 
 
 def eager_tokens(model, ids: torch.Tensor) -> list[int]:
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            pad_token_id=0,
-        )
-    return out[0].tolist()
+    return eager_greedy_sequence(model, ids, NEW_TOKENS)
 
 
 def genai_tokens(folder: str, ids: torch.Tensor) -> list[int]:

@@ -14,6 +14,7 @@ import torch
 from onnx import TensorProto, helper
 
 from experimental_experiment.genai import package_model
+from experimental_experiment.genai.generate import eager_greedy_sequence
 from experimental_experiment.genai.share_buffer import PRESENT_LENGTH, share_past_buffer
 from experimental_experiment.torch_models.causal_lm import perturb_norm_weights
 from experimental_experiment.torch_models.llm_helper import build_causal_lm, get_tiny_config
@@ -46,15 +47,7 @@ def _prompt(model, length: int = PROMPT) -> torch.Tensor:
 
 
 def _eager(model, ids: torch.Tensor) -> list[int]:
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            pad_token_id=0,
-        )
-    return out[0].tolist()
+    return eager_greedy_sequence(model, ids, NEW_TOKENS)
 
 
 def _genai(folder: str, ids: torch.Tensor, max_length: int) -> list[int]:

@@ -81,19 +81,9 @@ def _package_eos(folder: str) -> list[int]:
 def _eager(model, ids, eos: list[int] | None = None) -> list[int]:
     """Eager greedy generation, stopping at ``eos`` (default: the model's end of
     sequence tokens) as genai stops at the package's."""
-    import torch
+    from ..genai.generate import eager_greedy_sequence
 
-    kwargs = {} if eos is None else dict(eos_token_id=eos)
-    with torch.no_grad():
-        out = model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            do_sample=False,
-            max_new_tokens=NEW_TOKENS,
-            pad_token_id=0,
-            **kwargs,
-        )
-    tokens = out[0].tolist()
+    tokens = eager_greedy_sequence(model, ids, NEW_TOKENS, eos_token_id=eos)
     stop = set(eos) if eos is not None else _eos(model)
     if len(tokens) < ids.shape[1] + NEW_TOKENS and tokens[-1] in stop:
         tokens = tokens[:-1]  # genai stops before the end of sequence token

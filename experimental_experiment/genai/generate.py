@@ -35,4 +35,29 @@ def greedy_sequence(model, prompt: Sequence[int], new_tokens: int) -> list[int]:
     return [int(t) for t in generator.get_sequence(0)]
 
 
-__all__ = ["greedy_sequence"]
+def eager_greedy_sequence(model, ids, new_tokens: int, eos_token_id=None) -> list[int]:
+    """The eager counterpart of :func:`greedy_sequence`: transformers' ``generate``
+    without sampling, a mask of ones, padding token 0.
+
+    :param model: a transformers causal LM
+    :param ids: the prompt, a tensor of shape ``(1, length)``
+    :param new_tokens: number of tokens to generate
+    :param eos_token_id: end of sequence token(s), None for the model's own
+    :return: the whole sequence (prompt included)
+    """
+    import torch
+
+    kwargs = {} if eos_token_id is None else dict(eos_token_id=eos_token_id)
+    with torch.no_grad():
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=new_tokens,
+            pad_token_id=0,
+            **kwargs,
+        )
+    return out[0].tolist()
+
+
+__all__ = ["eager_greedy_sequence", "greedy_sequence"]
