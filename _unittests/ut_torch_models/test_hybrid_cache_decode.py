@@ -66,6 +66,19 @@ ALL_TYPES = (
 )
 
 
+def _linear_counter() -> bool:
+    """True when transformers' linear-attention layers count their tokens in a tensor."""
+    import inspect
+
+    from transformers import cache_utils
+
+    mixin = getattr(cache_utils, "LinearAttentionCacheLayerMixin", None)
+    return mixin is not None and "cumulative_length_linear" in inspect.getsource(mixin)
+
+
+_LINEAR_COUNTER = _linear_counter()
+
+
 def _model(model_type):
     config = tiny_config(model_type)
     return config, build_causal_lm(config)
@@ -77,10 +90,18 @@ def test_jamba_cache_leaves_are_named_after_their_layer():
     inputs, ds = make_llm_inputs(config, 2, 1, 5, model=model)
     cache = inputs[cache_argument_name(model)]
     names = cache_leaf_names(cache)
-    # layer 0 is a Mamba layer, layer 1 an attention layer
-    assert names == ["key_1", "value_1", "conv_state_0", "recurrent_state_0"]
-    assert [leaf_kind(n) for n in names] == ["key", "value", "conv_state", "recurrent_state"]
-    assert ds[cache_argument_name(model)] == [{0: "batch", 2: "past"}] * 2 + [{0: "batch"}] * 2
+    # layer 0 is a Mamba layer, layer 1 an attention layer; since transformers 5.25 a
+    # linear layer also counts its tokens in a 0-d tensor (leaf linear_length_<i>)
+    counted = _LINEAR_COUNTER
+    assert names == ["key_1", "value_1", "conv_state_0", "recurrent_state_0"] + (
+        ["linear_length_0"] if counted else []
+    )
+    assert [leaf_kind(n) for n in names] == ["key", "value", "conv_state", "recurrent_state"] + (
+        ["linear_length"] if counted else []
+    )
+    assert ds[cache_argument_name(model)] == [{0: "batch", 2: "past"}] * 2 + [{0: "batch"}] * 2 + (
+        [{}] if counted else []
+    )
     # a decode step: the sequence dimension is not dynamic
     assert ds["input_ids"] == {0: "batch"}
     assert cache.layers[1].keys.shape[:3] == (2, config.num_key_value_heads, 5)
@@ -92,12 +113,16 @@ def test_hybrid_cache_flattens_and_rebuilds_every_layer():
     with register_cache_classes():
         leaves, spec = _pytree.tree_flatten(cache)
         rebuilt = _pytree.tree_unflatten(leaves, spec)
-    assert len(leaves) == 8  # 2 hybrid layers: key, value, conv and recurrent states
+    # 2 hybrid layers: key, value, conv and recurrent states (and the token count of
+    # the linear part since transformers 5.25)
+    assert len(leaves) == (10 if _LINEAR_COUNTER else 8)
     assert [type(la) for la in rebuilt.layers] == [type(la) for la in cache.layers]
     for old, new in zip(cache.layers, rebuilt.layers):
         assert new.keys is old.keys and new.values is old.values
         assert new.conv_states[0] is old.conv_states[0]
         assert new.recurrent_states[0] is old.recurrent_states[0]
+        if _LINEAR_COUNTER:
+            assert new.cumulative_length_linear is old.cumulative_length_linear
         assert new.has_previous_state == old.has_previous_state == {0: True}
         assert new.conv_kernel_size == old.conv_kernel_size
     assert rebuilt.get_seq_length(0) == 4

@@ -61,7 +61,7 @@ def resized_leaf(
     from ..torch_interpreter.patches.cache_layers import leaf_kind
 
     kind = leaf_kind(name)
-    if kind == "cumulative_length":
+    if kind in ("cumulative_length", "linear_length"):
         return torch.tensor(past, dtype=like.dtype)
     if kind == "indexer_position_ids":  # (position dims, batch, past)
         return torch.arange(past, dtype=like.dtype).expand(like.shape[0], batch, past).clone()

@@ -186,6 +186,7 @@ _LEAF_DYNAMIC_AXES = {
     "key": {0: "batch", 2: "past"},
     "value": {0: "batch", 2: "past"},
     "cumulative_length": {},
+    "linear_length": {},
     "indexer_key": {0: "batch", 1: "past"},
     "indexer_position_ids": {1: "batch", 2: "past"},
 }

@@ -18,7 +18,8 @@ A layer may hold, depending on its class:
 Leaves are named after the layer's index in ``cache.layers``: ``key_<i>``,
 ``value_<i>``, ``cumulative_length_<i>``, ``conv_state_<i>``, ``recurrent_state_<i>``
 (``conv_state_<i>_<j>`` when a layer holds several states), ``indexer_key_<i>``,
-``indexer_position_ids_<i>``.
+``indexer_position_ids_<i>``, ``linear_length_<i>`` (the number of tokens a
+linear-attention layer has seen, a 0-d tensor since transformers 5.25).
 """
 
 from __future__ import annotations
@@ -78,9 +79,12 @@ LEAF_KINDS = (
     "recurrent_state",
     "indexer_key",
     "indexer_position_ids",
+    "linear_length",
 )
 
 _SIMPLE = (int, float, bool, str, type(None), torch.dtype, torch.device)
+#: the token count of a linear-attention layer (transformers 5.25), a 0-d tensor
+_LINEAR_LENGTH = "cumulative_length_linear"
 
 
 class UnknownCacheError(TypeError):
@@ -117,6 +121,8 @@ class LayerSpec:
     :param state: the other attributes, ``(name, value)`` sorted by name
     :param indexer: the layer holds indexer keys
     :param indexer_positions: the layer holds indexer position ids
+    :param linear_length: the layer holds the number of tokens its linear attention has
+        seen as a tensor (``cumulative_length_linear``, transformers 5.25)
     """
 
     cls: type
@@ -127,6 +133,7 @@ class LayerSpec:
     state: tuple
     indexer: bool = False
     indexer_positions: bool = False
+    linear_length: bool = False
 
 
 def _linear_mixin():
@@ -171,10 +178,12 @@ def layer_spec(layer) -> LayerSpec:
     length = kv and isinstance(getattr(layer, "cumulative_length", None), torch.Tensor)
     linear = is_linear_layer(layer)
     indexer = isinstance(getattr(layer, "indexer_keys", None), torch.Tensor)
+    linear_length = linear and isinstance(getattr(layer, _LINEAR_LENGTH, None), torch.Tensor)
     skip = (
         (KV_DERIVED if kv else {"_sliding_window_tensor"})
         | (LINEAR_DERIVED if linear else frozenset())
         | (INDEXER_DERIVED if indexer else set())
+        | ({_LINEAR_LENGTH} if linear_length else set())
     )
     state = tuple(
         (name, _freeze(layer, name, value))
@@ -184,7 +193,9 @@ def layer_spec(layer) -> LayerSpec:
     conv = _present(layer.conv_states) if linear else ()
     recurrent = _present(layer.recurrent_states) if linear else ()
     positions = indexer and isinstance(layer.indexer_position_ids, torch.Tensor)
-    return LayerSpec(type(layer), kv, length, conv, recurrent, state, indexer, positions)
+    return LayerSpec(
+        type(layer), kv, length, conv, recurrent, state, indexer, positions, linear_length
+    )
 
 
 def _suffix(i: int, j: int, spec: LayerSpec) -> str:
@@ -215,6 +226,8 @@ def flatten_layers(layers) -> tuple[list[torch.Tensor], list[str], tuple[LayerSp
             groups["indexer_position_ids"].append(
                 (f"indexer_position_ids_{i}", layer.indexer_position_ids)
             )
+        if spec.linear_length:
+            groups["linear_length"].append((f"linear_length_{i}", getattr(layer, _LINEAR_LENGTH)))
     pairs = [p for k in LEAF_KINDS for p in groups[k]]
     return [t for _, t in pairs], [n for n, _ in pairs], specs
 
@@ -269,6 +282,7 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
     recurrent = {(i, j): next(it) for i, s in enumerate(specs) for j in s.recurrent}
     indexer = {i: next(it) for i, s in enumerate(specs) if s.indexer}
     positions = {i: next(it) for i, s in enumerate(specs) if s.indexer_positions}
+    linear_lengths = {i: next(it) for i, s in enumerate(specs) if s.linear_length}
     layers = []
     for i, spec in enumerate(specs):
         layer = _new_layer(spec)
@@ -283,6 +297,8 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
             )
         if spec.indexer:
             _set_indexer(layer, indexer[i], positions.get(i))
+        if spec.linear_length:
+            setattr(layer, _LINEAR_LENGTH, linear_lengths[i])
         layers.append(layer)
     return layers
 
