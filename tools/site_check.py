@@ -8,7 +8,7 @@ browser sees:
   (``naturalWidth > 0``),
 * the browser's console shows no JavaScript error (no SEVERE entry).
 
-The site is served by ``python -m http.server --bind 127.0.0.1`` on a free port. Needs
+The site is served by ``http.server`` on 127.0.0.1 (a free port, ``no-store``). Needs
 Debian's ``chromium`` and ``chromium-driver`` (``make site-check`` installs them).
 
 ``--screenshots DIR`` saves a PNG of each page given by ``--page`` (window 1280x1600)
@@ -20,15 +20,15 @@ Usage: ``python tools/site_check.py [_doc/_build/html] [--screenshots DIR --page
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
+import http.server
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
+import threading
 import time
-import urllib.request
 from contextlib import contextmanager
 
 WINDOW = (1280, 1600)
@@ -42,44 +42,37 @@ class SiteCheckError(RuntimeError):
     "The browser or the server could not be started."
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class _NoStoreHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files with ``Cache-Control: no-store``: a page rewritten within the same
+    second as its first load (same Last-Modified) is fetched again, not answered 304."""
+
+    def end_headers(self):
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def send_head(self):
+        # never answer 304: If-Modified-Since compares whole seconds
+        if "If-Modified-Since" in self.headers:
+            del self.headers["If-Modified-Since"]
+        return super().send_head()
+
+    def log_message(self, format, *args):  # noqa: A002
+        pass
 
 
 @contextmanager
 def serve(root: str):
-    "Serves *root* on 127.0.0.1, yields its base URL."
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
-            root,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}/"
+    "Serves *root* on 127.0.0.1 (uncached, in a thread), yields its base URL."
+    handler = functools.partial(_NoStoreHandler, directory=root)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base, timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise SiteCheckError(f"http.server did not answer on {base}")
-        yield base
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def make_driver():
