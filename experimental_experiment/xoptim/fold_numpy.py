@@ -13,6 +13,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from onnx import AttributeProto, NodeProto, numpy_helper
 
+from ..xbuilder._arrays import contiguous
+
 #: dtypes Range computes directly (the reference stashes float16, bfloat16 in float32)
 _RANGE_TYPES = frozenset(
     np.dtype(t) for t in (np.int32, np.int64, np.int16, np.int8, np.float32, np.float64)
@@ -71,11 +73,6 @@ def _squeeze(x, axes=None):
     return np.squeeze(x) if axes is None else np.squeeze(x, axis=tuple(axes))
 
 
-def _contiguous(x):
-    # np.ascontiguousarray makes a 0-d array 1-d
-    return x if x.flags["C_CONTIGUOUS"] else np.ascontiguousarray(x)
-
-
 def _slice(x, starts, ends, axes=None, steps=None):
     """Slice as the ONNX specification clamps it (Python slices differ for negative
     steps: an end of -1 there means the last element, here one before the first)."""
@@ -98,7 +95,7 @@ def _slice(x, starts, ends, axes=None, steps=None):
 
 
 def _gather(x, indices, axis=0):
-    return np.take(_contiguous(x), _contiguous(indices), axis=axis)
+    return np.take(contiguous(x), contiguous(indices), axis=axis)
 
 
 def _binary(fct):
