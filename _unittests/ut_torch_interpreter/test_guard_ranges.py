@@ -90,6 +90,30 @@ class ProductLoop(torch.nn.Module):
         return mask * x.sum()
 
 
+class PaddedMask(torch.nn.Module):
+    """transformers' ``prepare_padding_mask``: the mask is padded when shorter than the
+    cache and the new tokens, then read at their positions. The capture records
+    ``seq + past - total <= 0`` (the branch not taken), met with equality by the
+    example (a mask of ``past + seq`` positions, as every caller builds it)."""
+
+    def forward(self, x, past, mask):
+        kv = past.shape[1] + x.shape[1]
+        if kv - mask.shape[1] > 0:
+            mask = F.pad(mask, (0, kv - mask.shape[1]))
+        m = mask[:, torch.arange(kv)]
+        keys = torch.cat([past, x], dim=1)
+        return (keys * m.unsqueeze(-1)).sum(dim=1)
+
+
+class AtLeastEight(torch.nn.Module):
+    """A lower bound exactly at the example size (8)."""
+
+    def forward(self, x):
+        if x.shape[1] >= 8:
+            return x.mean(dim=1)
+        return x.sum(dim=1)
+
+
 def _export(model, x, ds):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -279,3 +303,85 @@ def test_pins_tells_a_constant_product_from_a_relation():
     assert _pins(pinned, frozenset("abc"), names, values)
     assert _pins(floors, frozenset("cd"), names, values)
     assert not _pins(flattened, frozenset("abcde"), names, values)
+
+
+def _padded_mask_inputs(seq: int, past: int, total: int):
+    return (
+        torch.randn(2, seq, 4),
+        torch.randn(2, past, 4),
+        (torch.rand(2, total) > 0.3).to(torch.float32),
+    )
+
+
+def test_mask_covering_past_and_sequence_is_a_relation_not_a_range():
+    """``seq + past <= total``, met with equality by the example, is how the inputs are
+    built (Dots3-Note's and Mistral-Large-4's decoders): no range, no warning (scanned
+    one size at a time it read as ``seq`` valid only up to 3, ``past`` up to 5 and
+    ``total`` from 8 by steps of 7), and the model matches eager at sizes outside those."""
+    model = PaddedMask()
+    args = _padded_mask_inputs(3, 5, 8)
+    ds = ({1: "seq"}, {1: "past"}, {1: "total"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onx = to_onnx(model, args, dynamic_shapes=ds)
+    warned = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
+    props = {p.key: p.value for p in onx.metadata_props}
+    assert warned == [] and METADATA_KEY not in props, (warned, props.get(METADATA_KEY))
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seq, past in [(6, 9), (10, 2)]:  # seq > 3 and past > 5 or total < 8
+        x, p, m = _padded_mask_inputs(seq, past, seq + past)
+        expected = model(x, p, m).numpy()
+        got = np.asarray(sess.run(None, {"x": x.numpy(), "past": p.numpy(), "mask": m.numpy()})[0])
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_covers_needs_a_sum_met_exactly():
+    """Two sizes equal at the example (a square image) stay a range; so do a bound by a
+    constant, a strict inequality and a relation the example does not meet exactly."""
+    import sympy
+
+    from experimental_experiment.torch_interpreter.capture.guard_ranges import _covers
+
+    s, p, t = sympy.symbols("s p t", positive=True, integer=True)
+    hints = {"s": 3, "p": 5, "t": 8}
+    assert _covers(sympy.Le(s + p - t, 0), hints)
+    assert _covers(sympy.Ge(t, s + p), hints)
+    assert not _covers(sympy.Le(p, t - 3), hints)  # two sizes
+    assert not _covers(sympy.Le(s + p, 8), hints)  # a constant
+    assert not _covers(sympy.Lt(s + p, t + 1), hints)  # strict
+    assert not _covers(sympy.Le(s + p, t + 1), hints)  # not a homogeneous form
+    assert not _covers(sympy.Le(s + p, 2 * t), hints)  # not met exactly
+    assert not _covers(sympy.Le(s * p, 2 * t - 1), hints)  # a product
+
+
+def test_bound_at_the_example_is_not_a_step():
+    """``size >= 8`` exported at 8 is ``[8, inf]``: the sizes 9 to 14 were reported
+    invalid (a step of 7, the period search seeing no size below 2 to refute it)."""
+    ranges, warned, wrong, outside = _check(
+        AtLeastEight(),
+        torch.randn(2, 8, 3),
+        ({1: "n"},),
+        [(2, n, 3) for n in (3, 7, 8, 9, 10, 11, 14, 20)],
+    )
+    entry = ranges["x.shape[1]"]
+    assert entry["min"] == 8 and entry["max"] is None and "step" not in entry, entry
+    assert entry["code"] == "if x.shape[1] >= 8:", entry
+    assert set(wrong) == set(outside) == {(2, 3, 3), (2, 7, 3)}
+    assert any("x.shape[1] >= 8" in w for w in warned), warned
+
+
+def test_square_example_keeps_the_branch_between_two_sizes():
+    """``if h > w`` exported with a square example: ``h <= w`` holds with equality at
+    the example but two equal sizes are no relation the inputs keep: both dimensions
+    are bounded (``w`` from 8 on, not by steps of 7), never silently wrong."""
+    ranges, warned, wrong, outside = _check(
+        TallOrWide(),
+        torch.randn(2, 8, 8),
+        ({1: "h", 2: "w"},),
+        [(2, 8, 8), (2, 9, 8), (2, 12, 5), (2, 5, 9), (2, 8, 9), (2, 8, 10), (2, 3, 3)],
+    )
+    assert wrong and set(wrong) <= set(outside)
+    assert ranges["x.shape[1]"]["max"] == 8 and ranges["x.shape[1]"]["min"] is None, ranges
+    assert ranges["x.shape[2]"]["min"] == 8 and "step" not in ranges["x.shape[2]"], ranges
+    assert (2, 8, 9) not in outside and (2, 8, 10) not in outside
+    assert len(warned) == 2, warned

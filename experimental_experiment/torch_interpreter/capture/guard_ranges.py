@@ -94,7 +94,8 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
     not a range: it is left out, unless no sizes larger than the example's (``values``)
     satisfy it (``frames * height * width == 64``, from ``range(frames * height * width)``
     unrolled at the example's sizes): such an equality pins the sizes to the example's
-    (:func:`_pins`)."""
+    (:func:`_pins`). So is an inequality the example meets exactly between one size and
+    a sum of others (``past + sequence <= mask length``, :func:`_covers`)."""
     import sympy
     from torch.utils._sympy.printers import PythonPrinter
 
@@ -102,6 +103,7 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
     header = f"lambda {', '.join(names)}: " if names else "lambda: "
     exprs = [(g, env.replace(g.expr)) for g in env.guards]
     relations = _equalities(e for _, e in exprs)
+    hints = dict(zip(names, values)) if values is not None else None
     for g, expr in exprs:
         if expr in (sympy.true, sympy.false) or isinstance(expr, bool):
             continue
@@ -109,7 +111,9 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
         if not symbols or not symbols <= set(names):
             continue  # a guard on values or unbacked symbols: not a size
         relation = len(symbols) > 1 and (
-            isinstance(expr, sympy.Eq) or _difference(expr) in relations
+            isinstance(expr, sympy.Eq)
+            or _difference(expr) in relations
+            or (hints is not None and _covers(expr, hints))
         )
         code = printer.doprint(expr)
         if code in seen:
@@ -178,6 +182,33 @@ def _difference(expr):
     if isinstance(expr, (sympy.GreaterThan, sympy.StrictGreaterThan)):
         return sympy.expand(expr.rhs - expr.lhs)
     return None
+
+
+def _covers(expr, hints: dict[str, int]) -> bool:
+    """Whether ``expr`` is an inequality between one size and a sum of others that the
+    example meets with equality (``past + sequence <= mask length`` with a mask of
+    ``past + sequence`` positions: transformers pads a shorter mask): a homogeneous
+    linear form of three sizes or more, zero at the example's sizes (``hints``). The
+    inputs were built with that relation and keep it at every size, as an equality
+    between sizes; scanned one size at a time, the others at their example, it would
+    read as a bound on each (the sequence "valid only up to 3"). Two sizes equal at the
+    example (a square image, ``height <= width`` from ``if height > width``) are a
+    coincidence the inputs need not keep: that guard stays a range."""
+    import sympy
+
+    diff = _difference(expr)
+    if diff is None or isinstance(expr, (sympy.StrictLessThan, sympy.StrictGreaterThan)):
+        return False
+    symbols = diff.free_symbols
+    if len(symbols) < 3 or any(str(s) not in hints for s in symbols):
+        return False
+    try:
+        poly = sympy.Poly(diff, *sorted(symbols, key=str))
+    except sympy.PolynomialError:  # Min, floor division, ...: not a linear form
+        return False
+    if poly.total_degree() != 1 or poly.coeff_monomial(1) != 0:
+        return False  # a product of sizes, or a bound by a constant
+    return diff.xreplace({s: sympy.Integer(hints[str(s)]) for s in symbols}) == 0
 
 
 def _equalities(exprs) -> set:
@@ -250,8 +281,12 @@ def guard_ranges(
         limit = max(SCAN_LIMIT, 2 * example)
         low, below = _scan(mine, values, i, example, 2, -1) if example > 2 else (example, None)
         high, above = _scan(mine, values, i, example, limit, 1)
-        # a guard failing right next to the example may be a divisibility
-        stuck = (high == example and above is not None) or (low == example and below is not None)
+        # guards failing on both sides next to the example may be a divisibility; failing
+        # on one side only, they are a bound at the example (``size >= 8`` at 8), and a
+        # step would claim the valid sizes just above or below it invalid
+        stuck = (high == example and above is not None) and (
+            (low == example and below is not None) or example in (0, 1, 2)
+        )
         step = _period(mine, values, i) if stuck else None
         if step is not None:  # sizes of one residue modulo step: scanned by steps
             low, below = _scan(mine, values, i, example, 2, -step)
