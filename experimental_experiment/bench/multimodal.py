@@ -79,6 +79,55 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
     return row
 
 
+def render_table(csv_path: str) -> str:
+    """The table of a run as reStructuredText: the counts per status, then one line per
+    model type (status, parts, equal tokens, margin, max difference, the reason)."""
+    from .report_format import list_table
+
+    if not os.path.exists(csv_path):
+        return "*No result yet.*"
+    with open(csv_path, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    body = [
+        [
+            r["type"],
+            r["status"],
+            r["parts"].replace("+", " + "),
+            r["equal_tokens"],
+            r["margin"],
+            r["max_abs_diff"],
+            r["export_time"],
+            r["reason"][:200],
+        ]
+        for r in rows
+    ]
+    return "\n".join(
+        [
+            f"{len(rows)} model types: {total}.",
+            "",
+            list_table(
+                [
+                    "model type",
+                    "status",
+                    "parts",
+                    "equal tokens (of 8)",
+                    "margin",
+                    "max abs diff",
+                    "export (s)",
+                    "reason",
+                ],
+                body,
+                widths=[12, 7, 16, 7, 7, 8, 7, 36],
+                escape=True,
+            ),
+        ]
+    )
+
+
 def _parse(argv):
     from ..torch_models.multimodal.cases import list_types
     from ..torch_models.multimodal.speech import SPEECH_TYPES
