@@ -206,6 +206,17 @@ def run_checks(driver, base: str, root: str) -> list[str]:
     return problems
 
 
+#: scrolls to the element ANCHOR, true once it is at the top of the window
+SCROLLED_TO = """
+var e = document.getElementById('ANCHOR');
+if (!e) return true;
+var top = e.getBoundingClientRect().top;
+if (Math.abs(top) < 60 && document.readyState === 'complete') return true;
+e.scrollIntoView();
+return false;
+"""
+
+
 def take_screenshots(driver, base: str, pages: list[str], folder: str) -> list[str]:
     "Saves one PNG per page (``api/index.html#anchor`` scrolls to the anchor)."
     os.makedirs(folder, exist_ok=True)
@@ -213,6 +224,10 @@ def take_screenshots(driver, base: str, pages: list[str], folder: str) -> list[s
     for page in pages:
         driver.get(base + page)
         wait_for(driver, IMAGES_DONE, timeout=5)
+        if "#" in page:  # the layout above the anchor settles late: scroll until it stays
+            for _ in range(2):  # twice: a late layout shift moves it once more
+                wait_for(driver, SCROLLED_TO.replace("ANCHOR", page.split("#", 1)[1]), timeout=5)
+                time.sleep(0.5)
         name = page.replace("/", "_").replace("#", "__").replace(".html", "") + ".png"
         path = os.path.join(folder, name)
         driver.save_screenshot(path)

@@ -80,8 +80,9 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
 
 
 def render_table(csv_path: str) -> str:
-    """The table of a run as reStructuredText: the counts per status, then one line per
-    model type (status, parts, equal tokens, margin, max difference, the reason)."""
+    """The table of a run as reStructuredText: the counts per status, the types that
+    pass (parts, equal tokens, margin, max difference, export time), then the others
+    with their reason."""
     from .report_format import list_table
 
     if not os.path.exists(csv_path):
@@ -92,36 +93,32 @@ def render_table(csv_path: str) -> str:
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
     total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-    body = [
-        [
-            r["type"],
-            r["status"],
-            r["parts"].replace("+", " + "),
-            r["equal_tokens"],
-            r["margin"],
-            r["max_abs_diff"],
-            r["export_time"],
-            r["reason"][:200],
-        ]
-        for r in rows
-    ]
+    passed = [r for r in rows if r["status"] == "pass"]
+    others = [r for r in rows if r["status"] != "pass"]
     return "\n".join(
         [
             f"{len(rows)} model types: {total}.",
             "",
             list_table(
+                ["model type", "parts", "equal tokens", "margin", "max abs diff", "export (s)"],
                 [
-                    "model type",
-                    "status",
-                    "parts",
-                    "equal tokens (of 8)",
-                    "margin",
-                    "max abs diff",
-                    "export (s)",
-                    "reason",
+                    [
+                        r["type"],
+                        r["parts"].replace("+", " + "),
+                        f"{r['equal_tokens']} / 8",
+                        r["margin"],
+                        r["max_abs_diff"],
+                        r["export_time"],
+                    ]
+                    for r in passed
                 ],
-                body,
-                widths=[12, 7, 16, 7, 7, 8, 7, 36],
+                escape=True,
+            ),
+            "",
+            list_table(
+                ["model type", "status", "reason"],
+                [[r["type"], r["status"], r["reason"][:240]] for r in others],
+                widths=[16, 10, 74],
                 escape=True,
             ),
         ]
