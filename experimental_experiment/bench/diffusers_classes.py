@@ -52,7 +52,15 @@ STATIC_BATCH: dict[str, str] = {
     for m in ("encode", "decode")
 }
 #: known causes of a failing case, appended to the CSV's cause column
-FAIL_CAUSES: dict[str, str] = {}
+FAIL_CAUSES: dict[str, str] = {
+    "AnyFlowFARTransformer3DModel": (
+        "the model pads its token sequence to a multiple of 128 with Python floats "
+        "(math.ceil in _build_far_block_mask_from_far_cfg): torch.export fixes the padded "
+        "length (256) and the flex_attention block mask, so latent height and width stay "
+        "valid only for the sizes giving the same padded length; the export matches eager "
+        "at those sizes"
+    ),
+}
 #: cases exported and checked with more frames than ``EXPORT_SIZES`` and
 #: ``CHECK_SIZES`` give: ``(export frames, check frames)``. Cosmos' encoder patches
 #: 4 frames into 1 then halves the frames: 5 frames become one latent frame, a
