@@ -1,6 +1,7 @@
 """The multimodal benchmark's table on the zoo page (bench.multimodal.render_table)."""
 
 import csv
+import os
 
 from experimental_experiment.bench.multimodal import FIELDS, render_table
 
@@ -23,3 +24,17 @@ def test_render_table_splits_passes_and_failures(tmp_path):
     passes, failures = text.split(".. list-table::")[1:]
     assert "vision + merge + decoder" in passes and "8 / 8" in passes and "blip" not in passes
     assert "no image token" in failures and "llava" not in failures
+
+
+def test_run_isolates_resumes_and_reruns(tmp_path):
+    from experimental_experiment.bench.multimodal import run
+
+    path = str(tmp_path / "multimodal.csv")
+    rows = run(["no_such_type"], path, timeout=120)
+    assert [(r["type"], r["status"]) for r in rows] == [("no_such_type", "eager-fail")]
+    before = os.path.getmtime(path)
+    run(["no_such_type"], path, timeout=120)  # already there: not run again
+    assert os.path.getmtime(path) == before
+    rows = run(["no_such_type"], path, timeout=0.01, rerun=True)  # replaced: a timeout row
+    assert [(r["type"], r["status"]) for r in rows] == [("no_such_type", "fail")]
+    assert rows[0]["reason"].startswith("timeout after"), rows[0]["reason"]

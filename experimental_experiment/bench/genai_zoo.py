@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
-import multiprocessing
 import os
 import tempfile
 import time
@@ -147,46 +146,31 @@ def check_type(model_type: str, folder: str) -> dict:
     return row
 
 
-def _worker(model_type: str, conn) -> None:
+def _check_quietly(model_type: str) -> dict:
     warnings.simplefilter("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
     logging.getLogger("experimental_experiment.genai").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as folder:
-        conn.send(check_type(model_type, folder))
+        return check_type(model_type, folder)
 
 
 def run_type(model_type: str, timeout: float) -> dict:
     """:func:`check_type` in a new process: a crash or a hang is a row too."""
-    # spawn: a fork of a process whose torch started its threads may hang
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_worker, args=(model_type, child))
-    begin = time.perf_counter()
-    proc.start()
-    child.close()
-    row = None
-    if parent.poll(timeout):
-        try:
-            row = parent.recv()
-        except EOFError:
-            row = None
-    proc.join(5)
-    if proc.is_alive():
-        proc.kill()
-        proc.join()
-    if row is None:
-        stage = "timeout" if time.perf_counter() - begin >= timeout else "crash"
-        row = dict(
-            model_type=model_type,
-            status="failed",
-            stage=stage,
-            reason=f"exit code {proc.exitcode}",
-            genai_type="",
-            tokens_equal="",
-            new_tokens="",
-            seconds=round(time.perf_counter() - begin, 1),
-        )
-    return row
+    from ._isolated import run_isolated
+
+    result = run_isolated(_check_quietly, (model_type,), timeout)
+    if result.value is not None:
+        return result.value
+    return dict(
+        model_type=model_type,
+        status="failed",
+        stage=result.stage,
+        reason=f"exit code {result.exitcode}",
+        genai_type="",
+        tokens_equal="",
+        new_tokens="",
+        seconds=result.seconds,
+    )
 
 
 def _write(rows: list[dict], path: str) -> None:

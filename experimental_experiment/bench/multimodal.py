@@ -1,14 +1,16 @@
 """Exports the image-text-to-text models of transformers part by part (vision encoder,
 embedding merge, decoder with a cache), generates 8 greedy tokens with the parts
 chained in onnxruntime and compares them with eager ``generate``; writes
-``_doc/bench/multimodal.csv`` (one row per type, written after each type).
+``_doc/bench/multimodal.csv`` (one row per type, written after each type; every type
+runs in its own process, a crash or a timeout is a ``fail`` row; the run resumes where
+it stopped, ``--rerun`` replaces the rows of the types given).
 Status: ``pass`` (8 equal tokens), ``mismatch``, ``fail`` (an export or onnxruntime
 error), ``eager-fail`` (the tiny model or its eager generation fails before any export:
 a configuration the generic shrinking breaks, an image layout not handled here).
 
 .. code-block:: bash
 
-    python -m experimental_experiment.bench.multimodal --types qwen2_5_vl,llava
+    python -m experimental_experiment.bench.multimodal --types qwen2_5_vl,llava --rerun
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import time
 from typing import Any
 
 FIELDS = [
@@ -138,27 +139,75 @@ def _parse(argv):
         help="comma separated model types",
     )
     parser.add_argument("--output", default=os.path.join("_doc", "bench", "multimodal.csv"))
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per type")
+    parser.add_argument(
+        "--rerun", action="store_true", help="replace the rows of types already in --output"
+    )
     return parser.parse_args(argv)
+
+
+def _run_quietly(model_type: str) -> dict[str, Any]:
+    import logging
+    import warnings
+
+    warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)
+    return run_type(model_type)
+
+
+def run_isolated_type(model_type: str, timeout: float) -> dict[str, Any]:
+    """:func:`run_type` in a new process: a crash or a hang is a ``fail`` row."""
+    from ._isolated import run_isolated
+
+    result = run_isolated(_run_quietly, (model_type,), timeout)
+    if result.value is not None:
+        return result.value
+    return dict(
+        type=model_type,
+        status="fail",
+        reason=f"{result.stage} after {result.seconds:.0f} s (exit code {result.exitcode})",
+    )
+
+
+def _write(rows: list[dict], path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
+    os.replace(tmp, path)
+
+
+def run(types: list[str], output: str, timeout: float = 900, rerun: bool = False) -> list[dict]:
+    """Runs every type in its own process and rewrites ``output`` after each one. The
+    passing types come first, Whisper leading them, then by name. Types already in
+    ``output`` are skipped (the run resumes) unless ``rerun``, which replaces their rows;
+    the rows of other types are kept."""
+    import logging
+
+    rows: list[dict] = []
+    if os.path.exists(output):
+        with open(output, encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    if rerun:
+        rows = [r for r in rows if r["type"] not in set(types)]
+    done = {r["type"] for r in rows}
+    for model_type in types:
+        if model_type in done:
+            continue
+        row = run_isolated_type(model_type, timeout)
+        logging.getLogger(__name__).info("%s %s", model_type, row["status"])
+        rows.append(row)
+        rows.sort(key=lambda r: (r["status"] != "pass", r["type"] != "whisper", r["type"]))
+        _write(rows, output)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     """Writes the table, one row per type; returns 0."""
-    import logging
-
     args = _parse(argv)
-    logging.disable(logging.WARNING)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        for model_type in args.types.split(","):
-            begin = time.perf_counter()
-            row = run_type(model_type)
-            writer.writerow({k: row.get(k, "") for k in FIELDS})
-            f.flush()
-            logging.getLogger(__name__).info(
-                "%s %s in %.1fs", model_type, row["status"], time.perf_counter() - begin
-            )
+    run(args.types.split(","), args.output, args.timeout, rerun=args.rerun)
     return 0
 
 
