@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from experimental_experiment.ext_test_case import OpModule, check_export
-from experimental_experiment.torch_interpreter import ExportOptions, to_onnx
+from experimental_experiment.torch_interpreter import ExportOptions
 from experimental_experiment.torch_interpreter.convert.registry import find_converter
 
 DS1 = ({0: "batch", 2: "n"},)
@@ -157,10 +157,6 @@ POOL2D = {
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_pool2d(name, dynamic):
     fn = OpModule(POOL2D[name])
-    if name.startswith("adaptive_uneven") and dynamic:
-        with pytest.raises(Exception, match="dynamic"):
-            to_onnx(fn, _x2()[0], dynamic_shapes=DS2)
-        return
     if dynamic:
         check_export(fn, _x2(), dynamic_shapes=DS2)
     else:
@@ -209,6 +205,26 @@ def test_adaptive_max_pool_uneven_1d_3d_unbatched():
     fn = OpModule(lambda x: F.adaptive_max_pool2d(x, (3, 3), return_indices=True))
     sets = [(torch.randn(2, 3, 8, 9),), (torch.randn(4, 3, 8, 9),)]
     check_export(fn, sets, dynamic_shapes=({0: "batch"},))
+
+
+@pytest.mark.parametrize("out", [(3, 2), (6, 6), (2, 1)])
+def test_adaptive_avg_pool2d_dynamic_uneven(out):
+    # windows [floor(i * n / o), ceil((i + 1) * n / o)) computed in the graph from the
+    # dynamic sizes (BEiT's pyramid pooling: outputs 1, 2, 3, 6 of height // 16)
+    fn = OpModule(lambda x: F.adaptive_avg_pool2d(x, out))
+    sets = [(torch.randn(2, 3, 7, 9),), (torch.randn(3, 3, 12, 5),), (torch.randn(1, 3, 2, 4),)]
+    ds = ({0: "batch", 2: "height", 3: "width"},)
+    onx = check_export(fn, sets, dynamic_shapes=ds)
+    assert any(n.op_type == "Range" for n in onx.graph.node)  # not a constant matrix
+    f16 = [(t.to(torch.float16),) for (t,) in sets]
+    check_export(fn, f16, dynamic_shapes=ds, **_tol(torch.float16))
+
+
+def test_adaptive_avg_pool_dynamic_1d_3d():
+    fn = OpModule(lambda x: F.adaptive_avg_pool1d(x, 4))
+    check_export(fn, [(torch.randn(2, 3, 10),), (torch.randn(3, 3, 7),)], dynamic_shapes=DS1)
+    fn = OpModule(lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)))
+    check_export(fn, _x3(), dynamic_shapes=DS3)
 
 
 def test_adaptive_avg_pool_1d_3d():

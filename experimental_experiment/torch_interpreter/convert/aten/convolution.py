@@ -12,7 +12,6 @@ import numpy as np
 
 from ....xbuilder import GraphBuilder
 from ....xbuilder.dtypes import i64
-from ...errors import UnsupportedOpError
 from ..registry import converter
 from ._helpers import INT64, aten, cast_to, rank_of
 from ._nn_helpers import expand_param, squeeze_batch, static_ints, unsqueeze_batch
@@ -332,25 +331,40 @@ def _averaging_matrix(n_in: int, n_out: int, np_dtype) -> np.ndarray:
     return a.astype(np_dtype)
 
 
+def _dynamic_averaging_matrix(g: GraphBuilder, x, axis: int, n_out: int):
+    """The transposed averaging matrix ``(n, n_out)`` of a dynamic dimension ``n`` of
+    ``x``, computed in the graph with torch's windows: ``[i * n // n_out,
+    ceil((i + 1) * n / n_out))`` for output ``i``; also returns ``n`` (1-D)."""
+    n = g.op.Shape(x, start=axis, end=axis + 1)
+    i = np.arange(n_out, dtype=np.int64).reshape((-1, 1))
+    start = g.op.Div(g.op.Mul(i, n), i64([n_out]))
+    end = g.op.Div(g.op.Add(g.op.Mul(i + 1, n), i64([n_out - 1])), i64([n_out]))
+    j = g.op.Range(np.array(0, dtype=np.int64), g.op.Squeeze(n), np.array(1, dtype=np.int64))
+    inside = g.op.And(g.op.GreaterOrEqual(j, start), g.op.Less(j, end))
+    itype = g.get_type(x)
+    weights = g.op.Div(g.op.Cast(inside, to=itype), g.op.Cast(g.op.Sub(end, start), to=itype))
+    return g.op.Transpose(weights, perm=[1, 0]), n
+
+
 def _adaptive_axis(g: GraphBuilder, x, axis: int, n_in, n_out: int, rank: int):
-    """Adaptive average pooling along one axis with a matrix product."""
+    """Adaptive average pooling along one axis with a matrix product (the matrix is
+    computed in the graph when the dimension is dynamic)."""
     if n_out == 1:
         return g.op.ReduceMean(x, i64([axis]), keepdims=1)
-    if not isinstance(n_in, int):
-        raise UnsupportedOpError(
-            f"adaptive_avg_pool: input dimension {axis} is dynamic ({n_in!r}) and the "
-            f"output size is {n_out}; only output size 1 is supported for dynamic dims"
-        )
-    from ....xbuilder.dtypes import onnx_to_np_dtype
+    if isinstance(n_in, int):
+        from ....xbuilder.dtypes import onnx_to_np_dtype
 
-    a_t = g.make_constant(_averaging_matrix(n_in, n_out, onnx_to_np_dtype(g.get_type(x))).T)
+        np_dtype = onnx_to_np_dtype(g.get_type(x))
+        a_t, n = g.make_constant(_averaging_matrix(n_in, n_out, np_dtype).T), i64([n_in])
+    else:
+        a_t, n = _dynamic_averaging_matrix(g, x, axis, n_out)
     perm = list(range(rank))
     perm[axis], perm[-1] = perm[-1], perm[axis]
     xt = x if axis == rank - 1 else g.op.Transpose(x, perm=perm)
     # a 2-D product: onnxruntime's MatMul fails to broadcast an empty batch
     lead = g.op.Slice(g.op.Shape(xt), i64([0]), i64([-1]))
     rows = g.op.ReduceProd(lead, keepdims=1)
-    flat = g.op.Reshape(xt, g.op.Concat(rows, i64([n_in]), axis=0))
+    flat = g.op.Reshape(xt, g.op.Concat(rows, n, axis=0))
     y = g.op.Reshape(g.op.MatMul(flat, a_t), g.op.Concat(lead, i64([n_out]), axis=0))
     return y if axis == rank - 1 else g.op.Transpose(y, perm=perm)
 
