@@ -280,3 +280,27 @@ def test_jobs_write_the_same_rows(tmp_path, monkeypatch):
     assert written[1] == written[2] and len(written[2]) == 6
     keys = [(r["model_type"], r["exporter"]) for r in written[2]]
     assert keys == sorted(keys)
+
+
+def test_eager_fallback_failure_is_the_cause(monkeypatch):
+    # a model refusing sdpa is built again with eager attention; when that fails too,
+    # the row names that failure, not the sdpa refusal it followed
+    from experimental_experiment.bench import zoo_cases
+
+    class Refusing:
+        forward = object()
+
+        @classmethod
+        def _from_config(cls, config, attn_implementation=None):
+            if attn_implementation == "eager":
+                raise IndexError("list index out of range (the real cause)")
+            raise ValueError("X does not support torch.nn.functional.scaled_dot_product_attention")
+
+    Refusing._supports_sdpa = True
+    monkeypatch.setattr(zoo_cases, "skip_reason", lambda case: None)
+    monkeypatch.setattr(zoo_cases, "tiny_config", lambda model_type: object())
+    monkeypatch.setattr(zoo_cases, "_model_class", lambda case: Refusing)
+    monkeypatch.setattr(zoo_cases, "_config_for_class", lambda cls, config: config)
+    row = zoo.run_case_inline(ZooCase("refusing", "object-detection"), "to_onnx")
+    assert (row["status"], row["stage"]) == ("fail", "config")
+    assert row["error"] == "IndexError: list index out of range (the real cause)", row["error"]

@@ -215,6 +215,8 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
     except ValueError as e:  # a sub-model without sdpa (a ResNet backbone)
         if "scaled_dot_product_attention" not in str(e):
             raise
+        model = None
+    if model is None:  # outside the handler: its own failure is the row's cause
         model = cls._from_config(config, attn_implementation="eager")
     model = _randomize_zero_weights(model.eval(), seed)
     caches = [True, False] if case.head in ("causal-lm", "seq2seq-lm") else [False]
