@@ -21,7 +21,6 @@ replaces their rows, the others are kept.
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import os
 import tempfile
@@ -173,49 +172,32 @@ def run_type(model_type: str, timeout: float) -> dict:
     )
 
 
-def _write(rows: list[dict], path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(sorted(rows, key=lambda r: r["model_type"]))
-    os.replace(tmp, path)
-
-
 def run(types: list[str], output: str, timeout: float = 300, rerun: bool = False) -> list[dict]:
-    """Runs :func:`run_type` on every type, rewriting ``output`` after each one;
-    types already in ``output`` are skipped (the run resumes) unless ``rerun``, which
-    replaces their rows (the rows of the other types are kept)."""
-    rows = []
-    if os.path.exists(output):
-        with open(output, encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    if rerun:
-        rows = [r for r in rows if r["model_type"] not in set(types)]
-    done = {r["model_type"] for r in rows}
-    for model_type in types:
-        if model_type in done:
-            continue
-        row = run_type(model_type, timeout)
-        logger.info("%s: %s %s %s", model_type, row["status"], row["stage"], row["reason"])
-        rows.append(row)
-        _write(rows, output)
-    return rows
+    """Runs :func:`run_type` on every type, rewriting ``output`` after each one (rows
+    sorted by type); types already in ``output`` are skipped (the run resumes) unless
+    ``rerun``, which replaces their rows (the rows of the other types are kept)."""
+    from ._isolated import run_resumable
+
+    return run_resumable(
+        types,
+        output,
+        "model_type",
+        COLUMNS,
+        lambda model_type: run_type(model_type, timeout),
+        order=lambda r: r["model_type"],
+        rerun=rerun,
+    )
 
 
 def render_table(csv_path: str) -> str:
     """The table of a run as reStructuredText: the counts per status, then one line per
     model type (status, genai's type, tokens equal, the reason of a failure)."""
+    from ._isolated import read_with_counts
     from .report_format import list_table
 
-    if not os.path.exists(csv_path):
+    rows, total = read_with_counts(csv_path)
+    if not total:
         return "*No result yet.*"
-    with open(csv_path, encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     body = [
         [
             r["model_type"],
@@ -228,7 +210,7 @@ def render_table(csv_path: str) -> str:
     ]
     return "\n".join(
         [
-            f"{len(rows)} model types: {total}.",
+            total,
             "",
             list_table(
                 ["model type", "status", "genai type", "new tokens", "stage: reason"],

@@ -16,7 +16,6 @@ a configuration the generic shrinking breaks, an image layout not handled here).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 from typing import Any
 
@@ -84,21 +83,17 @@ def render_table(csv_path: str) -> str:
     """The table of a run as reStructuredText: the counts per status, the types that
     pass (parts, equal tokens, margin, max difference, export time), then the others
     with their reason."""
+    from ._isolated import read_with_counts
     from .report_format import list_table
 
-    if not os.path.exists(csv_path):
+    rows, total = read_with_counts(csv_path)
+    if not total:
         return "*No result yet.*"
-    with open(csv_path, encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["status"]] = counts.get(r["status"], 0) + 1
-    total = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     passed = [r for r in rows if r["status"] == "pass"]
     others = [r for r in rows if r["status"] != "pass"]
     return "\n".join(
         [
-            f"{len(rows)} model types: {total}.",
+            total,
             "",
             list_table(
                 ["model type", "parts", "equal tokens", "margin", "max abs diff", "export (s)"],
@@ -169,38 +164,21 @@ def run_isolated_type(model_type: str, timeout: float) -> dict[str, Any]:
     )
 
 
-def _write(rows: list[dict], path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows({k: r.get(k, "") for k in FIELDS} for r in rows)
-    os.replace(tmp, path)
-
-
 def run(types: list[str], output: str, timeout: float = 900, rerun: bool = False) -> list[dict]:
-    """Runs every type in its own process and rewrites ``output`` after each one. The
-    passing types come first, Whisper leading them, then by name. Types already in
-    ``output`` are skipped (the run resumes) unless ``rerun``, which replaces their rows;
-    the rows of other types are kept."""
-    import logging
+    """Runs every type in its own process (:func:`run_isolated_type`), resumable: see
+    ``bench._isolated.run_resumable``. The passing types come first, Whisper leading
+    them, then by name."""
+    from ._isolated import run_resumable
 
-    rows: list[dict] = []
-    if os.path.exists(output):
-        with open(output, encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    if rerun:
-        rows = [r for r in rows if r["type"] not in set(types)]
-    done = {r["type"] for r in rows}
-    for model_type in types:
-        if model_type in done:
-            continue
-        row = run_isolated_type(model_type, timeout)
-        logging.getLogger(__name__).info("%s %s", model_type, row["status"])
-        rows.append(row)
-        rows.sort(key=lambda r: (r["status"] != "pass", r["type"] != "whisper", r["type"]))
-        _write(rows, output)
-    return rows
+    return run_resumable(
+        types,
+        output,
+        "type",
+        FIELDS,
+        lambda model_type: run_isolated_type(model_type, timeout),
+        order=lambda r: (r["status"] != "pass", r["type"] != "whisper", r["type"]),
+        rerun=rerun,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
