@@ -1,7 +1,7 @@
 """Constructs torch.export captures, through :func:`to_onnx` and
 ``torch.onnx.export(dynamo=True)`` in one run: star arguments, ``**kwargs``, complex
-rotary embeddings, complex inputs and outputs, ``torch.vmap``, custom operators without
-a converter (mutating or not).
+rotary embeddings, complex inputs and outputs, ``torch.vmap``, ``flex_attention`` with a
+``score_mod``, custom operators without a converter (mutating or not).
 
 .. code-block:: bash
 
@@ -101,6 +101,18 @@ class MutatingCustomOp(torch.nn.Module):
         return x * 2
 
 
+class FlexAttention(torch.nn.Module):
+    "flex_attention with a causal, distance-biased score_mod (no block mask)."
+
+    def forward(self, q, k, v):
+        from torch.nn.attention.flex_attention import flex_attention
+
+        def causal_bias(score, b, h, q_idx, kv_idx):
+            return torch.where(q_idx >= kv_idx, score + (kv_idx - q_idx) * 0.1, -float("inf"))
+
+        return flex_attention(q, k, v, score_mod=causal_bias)
+
+
 def _c(*shape):
     return torch.randn(*shape, dtype=torch.complex64)
 
@@ -141,6 +153,11 @@ CASES = {
         VmapInOutDims,
         lambda n: ((torch.randn(3, n, 4), torch.randn(4, 5)), {}),
         ({1: DYN}, None),
+    ),
+    "flex_attention (score_mod)": (
+        FlexAttention,
+        lambda n: (tuple(torch.randn(n, 2, 64, 16) for _ in range(3)), {}),
+        tuple({0: DYN} for _ in range(3)),
     ),
     "custom op (traceable)": (CustomOp, lambda n: ((torch.randn(n, 4),), {}), ({0: DYN},)),
     "mutating custom op": (
