@@ -304,3 +304,15 @@ def test_eager_fallback_failure_is_the_cause(monkeypatch):
     row = zoo.run_case_inline(ZooCase("refusing", "object-detection"), "to_onnx")
     assert (row["status"], row["stage"]) == ("fail", "config")
     assert row["error"] == "IndexError: list index out of range (the real cause)", row["error"]
+
+
+def test_strip_paths_keeps_no_machine_path():
+    from experimental_experiment.bench.zoo import _ROOT, strip_paths
+
+    venv = f"{_ROOT}/.venv/lib/python3.11/site-packages/transformers/models/dpt/m.py:538"
+    text = f"at {venv} ('size = x'), at /usr/lib/python3/dist-packages/x.py and {_ROOT}/a/b.py"
+    assert strip_paths(text) == (
+        "at site-packages/transformers/models/dpt/m.py:538 ('size = x'), "
+        "at /usr/lib/python3/dist-packages/x.py and a/b.py"
+    )
+    assert strip_paths("(/opt/py/lib/site-packages/torch/x.py)") == "(site-packages/torch/x.py)"

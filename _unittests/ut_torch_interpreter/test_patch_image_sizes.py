@@ -110,6 +110,33 @@ def test_prompt_depth_anything_depth_follows_the_image_size():
     )
 
 
+def test_dpt_square_grid_follows_the_image_size():
+    """DPT on its own ViT: the neck reshapes the tokens into a square grid of side
+    ``torch_int(sequence_length ** 0.5)`` (square images only, in eager mode too)."""
+    from transformers import DPTConfig, DPTForDepthEstimation
+
+    torch.manual_seed(0)
+    config = DPTConfig(
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+        backbone_out_indices=[0, 1, 2, 3],
+        neck_hidden_sizes=[16, 32, 48, 64],
+        fusion_hidden_size=32,
+        head_hidden_size=16,
+    )
+    model = DPTForDepthEstimation(config).eval()
+    _check_image_sizes(
+        model,
+        ["modeling_dpt.torch_int"],
+        [(2, 3, 32, 32), (3, 3, 48, 48), (1, 3, 64, 64)],
+        lambda out: (out.predicted_depth,),
+    )
+
+
 def test_zoedepth_relative_position_bias_follows_the_image_size():
     """ZoeDepth on a BEiT backbone: the relative position table is resized to the
     number of patches of the image (``torch_int`` in BEiT)."""

@@ -99,8 +99,9 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 def strip_paths(text: str) -> str:
     """``text`` without machine paths: the checkout's folder is dropped and an
     installed package's path starts at ``site-packages/``."""
-    text = text.replace(_ROOT + os.sep, "")
-    return re.sub(r"(?:/[^\s'\"():,]+)*/site-packages/", "site-packages/", text)
+    # the whole path before site-packages/, a virtual environment in the checkout too
+    text = re.sub(r"[^\s'\"():,]*site-packages/", "site-packages/", text)
+    return text.replace(_ROOT + os.sep, "")
 
 
 def first_line(e: BaseException) -> str:

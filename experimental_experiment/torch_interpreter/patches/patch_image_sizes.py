@@ -117,13 +117,15 @@ def _symbolic_int_in_forward(original):
 
 def _keep_symbolic_torch_int(original):
     """Replaces transformers' ``torch_int`` in one modeling module (BEiT's relative
-    position bias, Prompt Depth Anything's depth head): a symbolic size stays symbolic
+    position bias, Prompt Depth Anything's depth head, DPT's square grid of tokens
+    ``torch_int(sequence_length ** 0.5)``): a symbolic size stays symbolic
     (:func:`sym_int`), anything else goes to the original.
 
     Fixes: ``output 0: shape (3, 128, 128) != eager (3, 160, 160)`` (Prompt Depth
     Anything) and ``The input tensor cannot be reshaped to the requested shape`` at a
     second size (ZoeDepth, through BEiT's ``interpolate`` of its relative position
-    table): ``torch_int`` calls ``int()`` on the symbolic size, which makes it a constant.
+    table; DPT's neck, ``Input shape:{3,400,64}, requested shape:{3,16,16,64}``):
+    ``torch_int`` calls ``int()`` on the symbolic size, which makes it a constant.
     """
 
     def torch_int(x):
@@ -156,6 +158,7 @@ _PATCHES = (
         _symbolic_int_in_forward,
     ),
     ("beit.modeling_beit", None, "torch_int", _keep_symbolic_torch_int),
+    ("dpt.modeling_dpt", None, "torch_int", _keep_symbolic_torch_int),
     (
         "prompt_depth_anything.modeling_prompt_depth_anything",
         None,
