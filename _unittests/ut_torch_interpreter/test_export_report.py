@@ -71,6 +71,10 @@ def test_failed_export_carries_report(tmp_path):
     assert report.status == "failed" and report.error_type == "CaptureError"
     assert report.capture_attempts and not report.capture_attempts[0].success
     assert report.error_location.line == _line("x * torch.ones(4, 1)")
+    # the exception itself says which line made the dimension a constant
+    (note,) = info.value.__notes__
+    assert f"x.shape[0] became 4 at {os.path.abspath(__file__)}:" in note, note
+    assert f":{_line('x * torch.ones(4, 1)')} in forward:" in note, note
     sarif = json.loads(path.read_text())
     result = next(r for r in sarif["runs"][0]["results"] if r["ruleId"] == "export-error")
     region = result["locations"][0]["physicalLocation"]["region"]

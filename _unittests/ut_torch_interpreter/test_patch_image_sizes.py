@@ -10,6 +10,7 @@ import onnxruntime
 import pytest
 import torch
 
+from experimental_experiment.errors import ConstrainedDimensionWarning
 from experimental_experiment.torch_interpreter import to_onnx
 from experimental_experiment.torch_interpreter.onnx_export_errors import (
     bypass_export_some_errors,
@@ -135,6 +136,32 @@ def test_dpt_square_grid_follows_the_image_size():
         [(2, 3, 32, 32), (3, 3, 48, 48), (1, 3, 64, 64)],
         lambda out: (out.predicted_depth,),
     )
+
+
+def test_mobilenet_tf_padding_follows_the_image_size():
+    """MobileNetV2 with TensorFlow's "SAME" padding: ``apply_tf_padding`` reads the
+    feature map's size with ``int()``; patched, the padding follows the image size,
+    valid for sizes of the example's residue modulo 32 (the guards of its branches)."""
+    from transformers import MobileNetV2Config, MobileNetV2ForSemanticSegmentation
+
+    torch.manual_seed(0)
+    config = MobileNetV2Config(depth_multiplier=0.25, image_size=64, tf_padding=True)
+    model = MobileNetV2ForSemanticSegmentation(config).eval()
+    for module in model.modules():  # the default init gives logits near 1e-26
+        if isinstance(module, torch.nn.Conv2d):
+            torch.nn.init.kaiming_normal_(module.weight)
+        elif isinstance(module, torch.nn.BatchNorm2d):
+            torch.nn.init.ones_(module.weight)
+            torch.nn.init.zeros_(module.bias)
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 64, 96)).logits.abs().max() > 0.1
+    with pytest.warns(ConstrainedDimensionWarning, match="size % 32 == 0"):
+        _check_image_sizes(
+            model,
+            ["modeling_mobilenet_v2.apply_tf_padding"],
+            [(2, 3, 64, 96), (3, 3, 128, 32), (1, 3, 96, 160)],
+            lambda out: (out.logits,),
+        )
 
 
 def test_zoedepth_relative_position_bias_follows_the_image_size():

@@ -271,6 +271,10 @@ def run_case_inline(
         msg = first_line(e)
         if root is not e and not (stage == "runtime" and isinstance(e, RuntimeError)):
             msg = f"{msg} <- {first_line(root)}"
+        # the lines the exporter's notes name (a dimension made constant by the model)
+        named = [n[2:] for note in getattr(e, "__notes__", ()) for n in note.splitlines()]
+        if named := [n for n in named if " became " in n]:
+            msg = f"{msg}; {'; '.join(named)}"
         detail = f"{_text(e)[:5000]}\n{_text(root)[:5000]}"
         row.update(
             status="fail",

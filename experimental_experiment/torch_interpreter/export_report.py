@@ -137,6 +137,9 @@ def reporting(report: ExportReport, path: str | None) -> Iterator[ExportReport]:
         )
         with contextlib.suppress(AttributeError):
             e.report = report
+        note = _specialized_note(report, e)
+        if note and note not in getattr(e, "__notes__", ()):
+            e.add_note(note)
         raise
     finally:
         package.removeHandler(handler)
@@ -182,6 +185,29 @@ def _specialized_location(report: ExportReport, exc: BaseException) -> SourceLoc
         if d.kind == "specialized" and d.location is not None:
             return d.location
     return None
+
+
+def _specialized_note(report: ExportReport, exc: BaseException) -> str:
+    """What torch's "Constraints violated" leaves out: which line of the model made
+    each dynamic dimension a constant (a note added to the exception, shown with it)."""
+    text = str(exc)
+    if "specialized" not in text and "Constraints violated" not in text:
+        return ""
+    lines = [
+        f"- {d.dimension} became {d.value} at {d.location}"
+        for d in report.dimensions
+        if d.kind == "specialized" and d.location is not None
+    ]
+    if not lines:
+        return ""
+    return "\n".join(
+        [
+            "The model's code made these dynamic dimensions constants:",
+            *lines,
+            "Fix: compute these sizes with tensors or torch.sym_int instead of int() or "
+            "Python arithmetic, or declare the dimensions static.",
+        ]
+    )
 
 
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\w+))?')

@@ -115,6 +115,18 @@ def _symbolic_int_in_forward(original):
     return _with_globals(original, int=sym_int)
 
 
+def _symbolic_int_in_padding(original):
+    """Replaces MobileNet's ``apply_tf_padding`` (TensorFlow's "SAME" padding) by the
+    same code where ``int`` keeps a symbolic size symbolic (:func:`sym_int`): the
+    padding follows the image size, its branches on ``size % stride`` become guards
+    (a ``ConstrainedDimensionWarning`` gives the sizes they hold for).
+
+    Fixes: ``Constraints violated``, the height and width specialized to the example's
+    by ``in_height = int(features.shape[-2])``.
+    """
+    return _with_globals(original, int=sym_int)
+
+
 def _keep_symbolic_torch_int(original):
     """Replaces transformers' ``torch_int`` in one modeling module (BEiT's relative
     position bias, Prompt Depth Anything's depth head, DPT's square grid of tokens
@@ -166,6 +178,8 @@ _PATCHES = (
         _keep_symbolic_torch_int,
     ),
     ("deformable_detr.modeling_deformable_detr", None, "torch", _torch_keeping_sizes),
+    ("mobilenet_v1.modeling_mobilenet_v1", None, "apply_tf_padding", _symbolic_int_in_padding),
+    ("mobilenet_v2.modeling_mobilenet_v2", None, "apply_tf_padding", _symbolic_int_in_padding),
 )
 
 
