@@ -36,6 +36,7 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
     from ..torch_models.multimodal.cases import build_multimodal
     from ..torch_models.multimodal.export import ExportedParts, export_parts
     from ..torch_models.multimodal.run import check_generation, eager_generate
+    from ..torch_models.multimodal.seq2seq import build_image_seq2seq, is_image_seq2seq
     from ..torch_models.multimodal.speech import (
         SPEECH_TYPES,
         build_speech,
@@ -45,9 +46,13 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
 
     row: dict[str, Any] = dict(type=model_type, parts="", equal_tokens=0)
     parts = ExportedParts()
+    # encoder-decoder models: an encoder part, a decoder part with cross-attention
+    seq2seq = model_type in SPEECH_TYPES or is_image_seq2seq(model_type)
     try:  # the tiny model and eager generation, before any export
         if model_type in SPEECH_TYPES:
             case: Any = build_speech(model_type)
+        elif seq2seq:
+            case = build_image_seq2seq(model_type)
         else:
             case = build_multimodal(model_type)
             eager_generate(case, steps=1)
@@ -58,7 +63,7 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
         )
         return row
     try:
-        if model_type in SPEECH_TYPES:
+        if seq2seq:
             parts = export_speech_parts(case)
             report = check_speech_generation(case, parts, steps=steps)
         else:

@@ -18,6 +18,7 @@ import torch
 
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
+from .prefix import prepare_config, qformer_constants
 
 
 def list_types() -> list[str]:
@@ -71,6 +72,7 @@ def build_model(model_type: str, seed: int = 0):
 
     cls = _model_class(model_type)
     config = tiny_config(model_type)
+    prepare_config(config)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)
@@ -198,6 +200,7 @@ def make_vision_inputs(
         is inspect.Parameter.empty
     ):
         constants["image_sizes"] = torch.tensor([[size, size]], dtype=torch.int64)
+    constants.update(qformer_constants(image_features_function(model), model, seed=seed))
     return inputs, constants
 
 
