@@ -19,6 +19,7 @@ import torch
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
 from .prefix import prepare_config, qformer_constants
+from .seq2seq import prepare_config as prepare_cross_attention_config
 
 
 def list_types() -> list[str]:
@@ -73,6 +74,7 @@ def build_model(model_type: str, seed: int = 0):
     cls = _model_class(model_type)
     config = tiny_config(model_type)
     prepare_config(config)
+    prepare_cross_attention_config(config)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)

@@ -183,12 +183,313 @@ def build_image_seq2seq(
     return ImageSeq2SeqCase(model_type, model, inputs, torch.cat([start, rest], dim=1), ds)
 
 
+# --- a decoder-only language model with cross-attention layers (Mllama) ---
+
+
+def is_cross_attention_lm(model_type: str) -> bool:
+    """True when the image-text-to-text class of ``model_type`` is a decoder-only model
+    whose layers attend to the image states (its forward takes
+    ``cross_attention_states``: Mllama)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+    cls = getattr(transformers, name, None) if name else None
+    return cls is not None and "cross_attention_states" in inspect.signature(cls.forward).parameters
+
+
+def prepare_config(config) -> None:
+    """Fixes what the zoo's shrinking leaves inconsistent in a configuration of a
+    language model with cross-attention layers (``cross_attention_layers``): the last
+    of the shrunk layers attends to the image (the original indices are all beyond
+    them: the image would be ignored), the vision tower returns the states of layers
+    it has (``intermediate_layers_indices``) and the projector reads their size
+    (``vision_output_dim``)."""
+    text = config.get_text_config(decoder=True)
+    layers = getattr(text, "cross_attention_layers", None)
+    if not isinstance(layers, list):
+        return
+    n = text.num_hidden_layers
+    if not any(i < n for i in layers):
+        text.cross_attention_layers = [n - 1]
+    vc = getattr(config, "vision_config", None)
+    indices = getattr(vc, "intermediate_layers_indices", None)
+    if vc is not None and isinstance(indices, list):
+        vc.intermediate_layers_indices = [i for i in indices if i < vc.num_hidden_layers] or [0]
+        if isinstance(getattr(vc, "num_global_layers", None), int):
+            vc.num_global_layers = min(vc.num_global_layers, 2)
+        vc.vision_output_dim = vc.hidden_size * (len(vc.intermediate_layers_indices) + 1)
+
+
+@dataclass
+class CrossAttentionCase:
+    """A tiny language model with cross-attention layers, one image (the pixels of its
+    tiles and their aspect ratio) and a prompt holding the image token."""
+
+    model_type: str
+    model: Any
+    vision_inputs: dict
+    input_ids: torch.Tensor
+
+
+class CrossVisionEncoder(torch.nn.Module):
+    """The image (pixels of its tiles, aspect ratio id and mask) to the states the
+    cross-attention layers attend to, ``(batch, n_states, hidden)``."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values, aspect_ratio_ids, aspect_ratio_mask):
+        inner = self.model.model
+        states = inner.vision_model(
+            pixel_values=pixel_values,
+            aspect_ratio_ids=aspect_ratio_ids,
+            aspect_ratio_mask=aspect_ratio_mask,
+        ).last_hidden_state
+        states = inner.multi_modal_projector(states)
+        return states.reshape(pixel_values.shape[0], -1, states.shape[-1])
+
+
+def _cross_layers(model) -> tuple[int, set[int]]:
+    text = model.config.get_text_config(decoder=True)
+    n = text.num_hidden_layers
+    return n, {i for i in text.cross_attention_layers if i < n}
+
+
+class CrossAttentionDecoder(torch.nn.Module):
+    """Tokens, mask, positions, the cache of the self-attention layers and the image
+    states in, logits and the present self-attention cache out. The cross-attention
+    layers get an empty cache entry at every call: they project the image states again
+    (as Whisper's decoder does here), their keys and values never leave the graph."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.n_layers, self.cross = _cross_layers(model)
+
+    def forward(
+        self, input_ids, attention_mask, position_ids, past_key_values, cross_attention_states
+    ):
+        from transformers.cache_utils import DynamicCache
+
+        from ..causal_lm import output_cache
+
+        cache = DynamicCache()
+        own = iter(past_key_values.layers)
+        first = past_key_values.layers[0].keys
+        for i in range(self.n_layers):
+            if i in self.cross:
+                empty = first[:, :, :0]
+                cache.update(empty, empty, i)
+            else:
+                layer = next(own)
+                cache.update(layer.keys, layer.values, i)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cross_attention_states=cross_attention_states,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        full = output_cache(out)
+        present = DynamicCache()
+        j = 0
+        for i in range(self.n_layers):
+            if i not in self.cross:
+                present.update(full.layers[i].keys, full.layers[i].values, j)
+                j += 1
+        return out.logits, present
+
+
+def build_cross_attention(
+    model_type: str, prompt: tuple[int, int] = (3, 4), seed: int = 0, model=None
+) -> CrossAttentionCase:
+    """The tiny model (``build_model``, or ``model``), one image of one tile (aspect
+    ratio 1x1, the other tiles masked) and a prompt of ``prompt[0]`` tokens, the image
+    token, ``prompt[1]`` tokens."""
+    from .cases import _text_ids, build_model
+    from .parts import image_token_id
+
+    if not is_cross_attention_lm(model_type):
+        raise MultimodalPartsError(f"{model_type!r} has no cross-attention layers")
+    model = build_model(model_type, seed=seed) if model is None else model
+    vc = model.config.vision_config
+    gen = torch.Generator().manual_seed(seed)
+    tiles = vc.max_num_tiles
+    pixels = torch.randn(1, 1, tiles, vc.num_channels, vc.image_size, vc.image_size, generator=gen)
+    ratio_ids = torch.tensor([[1]], dtype=torch.int64)  # (1, 1): one tile
+    ratio_mask = torch.zeros((1, 1, tiles), dtype=torch.int64)
+    ratio_mask[..., 0] = 1
+    pixels[:, :, 1:] = 0
+    token = image_token_id(model)
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    gen = torch.Generator().manual_seed(seed + 2)
+    avoid = {token} | {
+        v
+        for k, v in model.config.to_dict().items()
+        if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)
+    }
+    ids = (
+        _text_ids(vocab, prompt[0], avoid, gen) + [token] + _text_ids(vocab, prompt[1], avoid, gen)
+    )
+    inputs = dict(pixel_values=pixels, aspect_ratio_ids=ratio_ids, aspect_ratio_mask=ratio_mask)
+    return CrossAttentionCase(model_type, model, inputs, torch.tensor([ids], dtype=torch.int64))
+
+
+def _self_cache(model, batch: int, past: int, generator=None):
+    from transformers.cache_utils import DynamicCache
+
+    from ..llm_helper import _cache_geometry
+
+    n, cross = _cross_layers(model)
+    _, n_kv, head_dim = _cache_geometry(model.config)
+    cache = DynamicCache()
+    for j in range(n - len(cross)):
+        shape = (batch, n_kv, past, head_dim)
+        cache.update(
+            torch.randn(*shape, generator=generator), torch.randn(*shape, generator=generator), j
+        )
+    return cache
+
+
+def export_cross_attention_parts(case: CrossAttentionCase):
+    """Exports the vision part (the example image) and the decoder (dynamic batch,
+    sequence, cache length)."""
+    import time
+
+    from ..llm_helper import cache_dynamic_shapes
+    from .export import ExportedParts, export_part
+
+    result = ExportedParts()
+    begin = time.perf_counter()
+    vision = CrossVisionEncoder(case.model)
+    result.models["vision"] = export_part(vision, tuple(case.vision_inputs.values()))
+    result.times["vision"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    with torch.no_grad():
+        shape = vision(*case.vision_inputs.values()).shape
+    gen = torch.Generator().manual_seed(0)
+    batch, seq, past = 2, 3, 5
+    cache = _self_cache(case.model, batch, past, generator=gen)
+    vocab = case.model.config.get_text_config(decoder=True).vocab_size
+    kwargs = dict(
+        input_ids=torch.randint(0, vocab, (batch, seq), generator=gen),
+        attention_mask=torch.ones((batch, past + seq), dtype=torch.int64),
+        position_ids=torch.arange(past, past + seq).expand(batch, -1).contiguous(),
+        past_key_values=cache,
+        cross_attention_states=torch.randn(batch, *shape[1:], generator=gen),
+    )
+    ds = dict(
+        input_ids={0: "batch", 1: "seq"},
+        attention_mask={0: "batch", 1: "total"},
+        position_ids={0: "batch", 1: "seq"},
+        past_key_values=cache_dynamic_shapes(len(cache.layers)),
+        cross_attention_states={0: "batch"},
+    )
+    result.models["decoder"] = export_part(
+        CrossAttentionDecoder(case.model), (), dynamic_shapes=ds, kwargs=kwargs
+    )
+    result.times["decoder"] = time.perf_counter() - begin
+    return result
+
+
+def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int = 8) -> dict:
+    """Greedy tokens of the chained ONNX parts (vision once, the decoder with the image
+    states at every step) against eager ``generate``; the report of
+    ``check_generation``."""
+    import numpy as np
+
+    from ..onnx_outputs import user_outputs
+    from .run import end_token_ids, margin, session
+
+    model, ids = case.model, case.input_ids
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            **case.vision_inputs,
+            do_sample=False,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    eager_tokens = out.sequences[:, ids.shape[1] :].numpy()
+    eager_logits = [t.numpy() for t in out.logits]
+
+    vision, decoder = session(parts.models["vision"]), session(parts.models["decoder"])
+    feeds = dict(
+        zip([i.name for i in vision.get_inputs()], [v.numpy() for v in case.vision_inputs.values()])
+    )
+    states: Any = vision.run(None, feeds)[0]
+    names = [i.name for i in decoder.get_inputs()]
+    batch = ids.shape[0]
+    cache = {
+        i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+        for i in decoder.get_inputs()[3:-1]
+    }
+    eos = end_token_ids(model)
+    tokens_: Any = ids.numpy()
+    past, tokens, logits = 0, [], []
+    for _ in range(steps):
+        seq = tokens_.shape[1]
+        outputs: list[Any] = user_outputs(
+            decoder,
+            list(
+                decoder.run(
+                    None,
+                    {
+                        names[0]: tokens_,
+                        names[1]: np.ones((batch, past + seq), dtype=np.int64),
+                        names[2]: np.arange(past, past + seq, dtype=np.int64)[None].repeat(
+                            batch, 0
+                        ),
+                        names[-1]: states,
+                        **cache,
+                    },
+                )
+            ),
+        )
+        last = outputs[0][:, -1, :]
+        logits.append(last)
+        allowed = last.copy()
+        allowed[:, eos] = -np.inf
+        tokens_ = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens.append(tokens_)
+        cache = dict(zip(names[3:-1], outputs[1:]))
+        past += seq
+    onnx_tokens = np.concatenate(tokens, axis=1)
+    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, logits)]
+    return dict(
+        equal_tokens=equal,
+        same=equal == steps,
+        max_abs_diff=max(diffs),
+        margin=margin(eager_logits, exclude=eos),
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+        eager_logits=eager_logits,
+        onnx_logits=logits,
+    )
+
+
 __all__ = [
+    "CrossAttentionCase",
+    "CrossAttentionDecoder",
+    "CrossVisionEncoder",
     "ENCODER_INPUTS",
     "ImageEncoder",
     "ImageSeq2SeqCase",
+    "build_cross_attention",
     "build_image_seq2seq",
+    "check_cross_attention_generation",
     "decoder_start_token_id",
+    "export_cross_attention_parts",
+    "is_cross_attention_lm",
     "is_image_seq2seq",
     "make_encoder_inputs",
+    "prepare_config",
 ]
