@@ -224,12 +224,16 @@ def prepare_config(config) -> None:
 @dataclass
 class CrossAttentionCase:
     """A tiny language model with cross-attention layers, one image (the pixels of its
-    tiles and their aspect ratio) and a prompt holding the image token."""
+    tiles and their aspect ratio), a prompt holding the image token and the mask of the
+    image tiles every token sees (``cross_attention_mask``, ``(batch, seq, images,
+    tiles)``: the tokens from the image token on see its tile, the ones before see
+    nothing, as the processor builds it)."""
 
     model_type: str
     model: Any
     vision_inputs: dict
     input_ids: torch.Tensor
+    cross_attention_mask: torch.Tensor
 
 
 class CrossVisionEncoder(torch.nn.Module):
@@ -258,8 +262,9 @@ def _cross_layers(model) -> tuple[int, set[int]]:
 
 
 class CrossAttentionDecoder(torch.nn.Module):
-    """Tokens, mask, positions, the cache of the self-attention layers and the image
-    states in, logits and the present self-attention cache out. The cross-attention
+    """Tokens, mask, positions, the cache of the self-attention layers, the image
+    states and the tiles the new tokens see (``cross_attention_mask``) in, logits and
+    the present self-attention cache out. The cross-attention
     layers get an empty cache entry at every call: they project the image states again
     (as Whisper's decoder does here), their keys and values never leave the graph."""
 
@@ -269,7 +274,13 @@ class CrossAttentionDecoder(torch.nn.Module):
         self.n_layers, self.cross = _cross_layers(model)
 
     def forward(
-        self, input_ids, attention_mask, position_ids, past_key_values, cross_attention_states
+        self,
+        input_ids,
+        attention_mask,
+        position_ids,
+        past_key_values,
+        cross_attention_states,
+        cross_attention_mask,
     ):
         from transformers.cache_utils import DynamicCache
 
@@ -290,6 +301,7 @@ class CrossAttentionDecoder(torch.nn.Module):
             attention_mask=attention_mask,
             position_ids=position_ids,
             cross_attention_states=cross_attention_states,
+            cross_attention_mask=cross_attention_mask,
             past_key_values=cache,
             use_cache=True,
         )
@@ -303,6 +315,18 @@ class CrossAttentionDecoder(torch.nn.Module):
         return out.logits, present
 
 
+def open_gates(model, seed: int = 0):
+    """Gives the gates of the cross-attention layers (parameters named ``*gate*``, zeros
+    after initialization: ``tanh(0)`` closes them and the image changes nothing) random
+    values in [0.5, 1]."""
+    gen = torch.Generator().manual_seed(seed + 5)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "gate" in name.rsplit(".", 1)[-1] and not param.any():
+                param.copy_(0.5 + 0.5 * torch.rand(param.shape, generator=gen))
+    return model
+
+
 def build_cross_attention(
     model_type: str, prompt: tuple[int, int] = (3, 4), seed: int = 0, model=None
 ) -> CrossAttentionCase:
@@ -314,7 +338,7 @@ def build_cross_attention(
 
     if not is_cross_attention_lm(model_type):
         raise MultimodalPartsError(f"{model_type!r} has no cross-attention layers")
-    model = build_model(model_type, seed=seed) if model is None else model
+    model = open_gates(build_model(model_type, seed=seed), seed) if model is None else model
     vc = model.config.vision_config
     gen = torch.Generator().manual_seed(seed)
     tiles = vc.max_num_tiles
@@ -335,7 +359,11 @@ def build_cross_attention(
         _text_ids(vocab, prompt[0], avoid, gen) + [token] + _text_ids(vocab, prompt[1], avoid, gen)
     )
     inputs = dict(pixel_values=pixels, aspect_ratio_ids=ratio_ids, aspect_ratio_mask=ratio_mask)
-    return CrossAttentionCase(model_type, model, inputs, torch.tensor([ids], dtype=torch.int64))
+    seen = torch.zeros((1, len(ids), 1, tiles), dtype=torch.int64)
+    seen[:, prompt[0] :, :, 0] = 1
+    return CrossAttentionCase(
+        model_type, model, inputs, torch.tensor([ids], dtype=torch.int64), seen
+    )
 
 
 def _self_cache(model, batch: int, past: int, generator=None):
@@ -380,6 +408,9 @@ def export_cross_attention_parts(case: CrossAttentionCase):
         position_ids=torch.arange(past, past + seq).expand(batch, -1).contiguous(),
         past_key_values=cache,
         cross_attention_states=torch.randn(batch, *shape[1:], generator=gen),
+        cross_attention_mask=case.cross_attention_mask[:, :1]
+        .expand(batch, seq, -1, -1)
+        .contiguous(),
     )
     ds = dict(
         input_ids={0: "batch", 1: "seq"},
@@ -387,6 +418,7 @@ def export_cross_attention_parts(case: CrossAttentionCase):
         position_ids={0: "batch", 1: "seq"},
         past_key_values=cache_dynamic_shapes(len(cache.layers)),
         cross_attention_states={0: "batch"},
+        cross_attention_mask={0: "batch", 1: "seq"},
     )
     result.models["decoder"] = export_part(
         CrossAttentionDecoder(case.model), (), dynamic_shapes=ds, kwargs=kwargs
@@ -409,6 +441,7 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
         out = model.generate(
             input_ids=ids,
             attention_mask=torch.ones_like(ids),
+            cross_attention_mask=case.cross_attention_mask,
             **case.vision_inputs,
             do_sample=False,
             max_new_tokens=steps,
@@ -429,8 +462,9 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
     batch = ids.shape[0]
     cache = {
         i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
-        for i in decoder.get_inputs()[3:-1]
+        for i in decoder.get_inputs()[3:-2]
     }
+    seen: Any = case.cross_attention_mask.numpy()
     eos = end_token_ids(model)
     tokens_: Any = ids.numpy()
     past, tokens, logits = 0, [], []
@@ -447,7 +481,8 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
                         names[2]: np.arange(past, past + seq, dtype=np.int64)[None].repeat(
                             batch, 0
                         ),
-                        names[-1]: states,
+                        names[-2]: states,
+                        names[-1]: seen,
                         **cache,
                     },
                 )
@@ -459,7 +494,8 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
         allowed[:, eos] = -np.inf
         tokens_ = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
         tokens.append(tokens_)
-        cache = dict(zip(names[3:-1], outputs[1:]))
+        cache = dict(zip(names[3:-2], outputs[1:]))
+        seen = seen[:, -1:]  # a new token sees what the last one saw
         past += seq
     onnx_tokens = np.concatenate(tokens, axis=1)
     equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
@@ -491,5 +527,6 @@ __all__ = [
     "is_cross_attention_lm",
     "is_image_seq2seq",
     "make_encoder_inputs",
+    "open_gates",
     "prepare_config",
 ]
