@@ -20,6 +20,7 @@ from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
 from .prefix import prepare_config, qformer_constants
 from .seq2seq import prepare_config as prepare_cross_attention_config
+from .seq2seq import require_image_input
 
 
 def list_types() -> list[str]:
@@ -72,6 +73,7 @@ def build_model(model_type: str, seed: int = 0):
     from ..causal_lm import perturb_norm_weights
 
     cls = _model_class(model_type)
+    require_image_input(cls)  # Evolla, Mistral4: listed, but read no image
     config = tiny_config(model_type)
     prepare_config(config)
     prepare_cross_attention_config(config)

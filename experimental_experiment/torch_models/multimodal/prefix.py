@@ -79,7 +79,7 @@ def language_model_with_head(model):
 # --- models merging the image inside their forward (GIT, Kosmos-2) ---
 
 #: inputs of the forward the prompt (prefill) reads beside the tokens and their mask
-PREFILL_INPUTS = ("pixel_values", "image_embeds_position_mask")
+PREFILL_INPUTS = ("pixel_values", "flattened_patches", "image_embeds_position_mask")
 
 
 def is_prefill_merging(model_type: str) -> bool:
@@ -99,7 +99,7 @@ def is_prefill_merging(model_type: str) -> bool:
         return False
     params = set(inspect.signature(cls.forward).parameters)
     return (
-        "pixel_values" in params
+        bool(params & {"pixel_values", "flattened_patches"})
         and bool(params & set(CACHE_ARGUMENT_NAMES))
         and not params & {"encoder_outputs", "cross_attention_states", "image_attention_mask"}
     )
@@ -217,9 +217,15 @@ def build_prefill(
     params = set(inspect.signature(model.forward).parameters)
     vc: Any = getattr(model.config, "vision_config", None) or model.config
     gen = torch.Generator().manual_seed(seed)
-    size = vc.image_size if isinstance(vc.image_size, int) else vc.image_size[0]
-    channels = getattr(vc, "num_channels", 3)
-    inputs: dict = {"pixel_values": torch.randn(1, channels, size, size, generator=gen)}
+    inputs: dict = {}
+    if "flattened_patches" in params:  # Kosmos-2.5
+        from .seq2seq import flattened_patches
+
+        inputs["flattened_patches"] = flattened_patches(vc, gen)
+    else:
+        size = vc.image_size if isinstance(vc.image_size, int) else vc.image_size[0]
+        channels = getattr(vc, "num_channels", 3)
+        inputs["pixel_values"] = torch.randn(1, channels, size, size, generator=gen)
     text = model.config.get_text_config(decoder=True)
     avoid = {
         v

@@ -31,6 +31,25 @@ from .errors import MultimodalPartsError
 ENCODER_INPUTS = ("pixel_values", "flattened_patches", "input_ids", "attention_mask")
 
 
+#: inputs of a forward carrying an image (or a video)
+IMAGE_INPUTS = ("pixel_values", "flattened_patches", "pixel_values_videos", "image_embeds")
+
+
+def require_image_input(cls) -> None:
+    """Raises ``MultimodalPartsError`` when the forward of the model class ``cls`` takes
+    no image: a class transformers lists as image-text-to-text that reads only text
+    (Mistral4ForCausalLM) or protein sequences (Evolla) has no image part to export."""
+    params = set(inspect.signature(cls.forward).parameters)
+    if params & set(IMAGE_INPUTS):
+        return
+    others = sorted(p for p in params if p.endswith("_input_ids") and p != "decoder_input_ids")
+    what = f"it reads {others} besides the text" if others else "it reads text only"
+    raise MultimodalPartsError(
+        f"{cls.__name__} takes no image (none of {list(IMAGE_INPUTS)} in its forward): "
+        f"{what}, not an image-to-text generation"
+    )
+
+
 def is_image_seq2seq(model_type: str) -> bool:
     """True when the image-text-to-text class of ``model_type`` is an encoder-decoder
     model reading an image (its forward takes ``encoder_outputs`` and pixels or
@@ -43,7 +62,23 @@ def is_image_seq2seq(model_type: str) -> bool:
     if cls is None:
         return False
     params = set(inspect.signature(cls.forward).parameters)
-    return "encoder_outputs" in params and bool(params & {"pixel_values", "flattened_patches"})
+    if "encoder_outputs" in params and bool(params & {"pixel_values", "flattened_patches"}):
+        return True
+    return _is_vision_text_decoder(cls)
+
+
+def _is_vision_text_decoder(cls) -> bool:
+    """A vision model and a text decoder attending to its states, the forward taking the
+    pixels and no cache, no image features merged into the prompt (BLIP)."""
+    from ..llm_helper import CACHE_ARGUMENT_NAMES
+
+    params = set(inspect.signature(cls.forward).parameters)
+    return (
+        "pixel_values" in params
+        and not params & set(CACHE_ARGUMENT_NAMES)
+        and not any(hasattr(cls, f) for f in ("get_image_features", "get_video_features"))
+        and "text_decoder" in inspect.getsource(cls.__init__)
+    )
 
 
 @dataclass
@@ -59,12 +94,40 @@ class ImageSeq2SeqCase:
     encoder_dynamic_shapes: dict = field(default_factory=dict)
 
     def encoder(self) -> torch.nn.Module:
+        """The encoder part."""
         return ImageEncoder(self.model, list(self.encoder_inputs))
+
+    @property
+    def decoder_model(self):
+        """The model the decoder part calls: the text decoder of BLIP, else the model."""
+        return getattr(self.model, "text_decoder", None) or self.model
+
+    def end_tokens(self) -> list[int]:
+        """The end-of-sequence tokens ``generate`` never chooses here: BLIP's generate
+        ends on the separator token."""
+        from .run import end_token_ids
+
+        if self.decoder_model is self.model:
+            return end_token_ids(self.model)
+        return [self.model.config.text_config.sep_token_id]
+
+    def generate_inputs(self) -> dict:
+        """The inputs of ``generate``: BLIP's generate drops the last token of
+        ``input_ids`` (the separator its processor appends), starts with the
+        beginning-of-sequence token and sets the padding token itself."""
+        if self.decoder_model is self.model:
+            return dict(
+                **self.encoder_inputs, decoder_input_ids=self.decoder_input_ids, pad_token_id=0
+            )
+        sep = torch.zeros_like(self.decoder_input_ids[:, :1])
+        ids = torch.cat([self.decoder_input_ids, sep], dim=1)
+        return dict(**self.encoder_inputs, input_ids=ids)
 
 
 class ImageEncoder(torch.nn.Module):
     """The encoder inputs (named ``names``, in order) to the encoder states: the model's
-    forward with the decoder start token, ``encoder_last_hidden_state``."""
+    forward with the decoder start token, ``encoder_last_hidden_state``, or the last
+    states of the vision model when the forward takes no encoder outputs (BLIP)."""
 
     def __init__(self, model, names: list[str]):
         super().__init__()
@@ -74,6 +137,8 @@ class ImageEncoder(torch.nn.Module):
 
     def forward(self, *args):
         kwargs = dict(zip(self.names, args))
+        if "encoder_outputs" not in inspect.signature(self.model.forward).parameters:
+            return self.model.vision_model(**kwargs).last_hidden_state
         batch = args[0].shape[0]
         start = torch.full((batch, 1), self.start, dtype=torch.int64, device=args[0].device)
         out = self.model(**kwargs, decoder_input_ids=start, use_cache=False)
@@ -115,6 +180,16 @@ def _image_size(vc) -> int:
     return size if isinstance(size, int) else 64
 
 
+def flattened_patches(vc, gen, side: int = 4) -> torch.Tensor:
+    """Random patches of an image of ``side`` x ``side`` patches as Pix2Struct's and
+    Kosmos-2.5's processors flatten them, ``(1, side * side, 2 + patch size)``: the row
+    and the column of every patch (from 1), then its pixels."""
+    rows, cols = torch.meshgrid(torch.arange(1, side + 1), torch.arange(1, side + 1), indexing="ij")
+    values = torch.randn(side * side, vc.patch_embed_hidden_size, generator=gen)
+    patches = torch.cat([rows.reshape(-1, 1), cols.reshape(-1, 1), values], dim=1)
+    return patches.unsqueeze(0).to(torch.float32)
+
+
 def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, dict]:
     """Random encoder inputs ``(inputs, dynamic shapes)``: pixels of the image size of the
     vision configuration, or the flattened patches of Pix2Struct (row and column
@@ -127,21 +202,21 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
     inputs: dict[str, Any] = {}
     ds: dict[str, Any] = {}
     if "flattened_patches" in params:
-        side = 4
-        rows, cols = torch.meshgrid(
-            torch.arange(1, side + 1), torch.arange(1, side + 1), indexing="ij"
+        inputs["flattened_patches"] = flattened_patches(vc, gen)
+        inputs["attention_mask"] = torch.ones(
+            inputs["flattened_patches"].shape[:2], dtype=torch.int64
         )
-        values = torch.randn(side * side, vc.patch_embed_hidden_size, generator=gen)
-        patches = torch.cat([rows.reshape(-1, 1), cols.reshape(-1, 1), values], dim=1)
-        inputs["flattened_patches"] = patches.unsqueeze(0).to(torch.float32)
-        inputs["attention_mask"] = torch.ones((1, side * side), dtype=torch.int64)
         ds = {"flattened_patches": {0: "batch"}, "attention_mask": {0: "batch"}}
         return inputs, ds
     channels = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", 3)
     size = _image_size(vc)
     inputs["pixel_values"] = torch.randn(1, channels, size, size, generator=gen)
     ds["pixel_values"] = {0: "batch"}
-    if "input_ids" in params and "image_token_id" in config.to_dict():
+    if (
+        "input_ids" in params
+        and "encoder_outputs" in params
+        and "image_token_id" in config.to_dict()
+    ):
         from .parts import image_features_function
 
         with torch.no_grad():
@@ -167,8 +242,16 @@ def build_image_seq2seq(
 
     if not is_image_seq2seq(model_type):
         raise MultimodalPartsError(f"{model_type!r} is not an image encoder-decoder model")
-    model = build_model(model_type, seed=seed) if model is None else model
+    if model is None:
+        model = build_model(model_type, seed=seed)
+        decoder = getattr(model, "text_decoder", None)
+        if decoder is not None and model.get_output_embeddings() is None:
+            from .cases import sharpen_logits
+
+            sharpen_logits(decoder)  # BLIP: the head is the text decoder's
     _prepare(model)
+    if getattr(model, "text_decoder", None) is not None:
+        _prepare(model.text_decoder)
     if "bbox" in inspect.signature(model.forward).parameters:
         raise MultimodalPartsError(
             f"{type(model).__name__} reads a document layout (bbox, visual_bbox): "
@@ -513,6 +596,7 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
 
 
 __all__ = [
+    "IMAGE_INPUTS",
     "CrossAttentionCase",
     "CrossAttentionDecoder",
     "CrossVisionEncoder",
@@ -524,9 +608,11 @@ __all__ = [
     "check_cross_attention_generation",
     "decoder_start_token_id",
     "export_cross_attention_parts",
+    "flattened_patches",
     "is_cross_attention_lm",
     "is_image_seq2seq",
     "make_encoder_inputs",
     "open_gates",
     "prepare_config",
+    "require_image_input",
 ]

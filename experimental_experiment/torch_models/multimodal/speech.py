@@ -12,6 +12,7 @@ computed again from the encoder states at every step), chained in onnxruntime.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,25 @@ class SpeechCase:
         """The encoder part."""
         return AudioEncoder(self.model)
 
+    @property
+    def decoder_model(self):
+        """The model the decoder part calls."""
+        return self.model
+
+    def end_tokens(self) -> list[int]:
+        """The end-of-sequence tokens ``generate`` never chooses here."""
+        from .run import end_token_ids
+
+        return end_token_ids(self.model)
+
+    def generate_inputs(self) -> dict:
+        """The inputs of ``generate``."""
+        return dict(
+            input_features=self.input_features,
+            decoder_input_ids=self.decoder_input_ids,
+            pad_token_id=0,
+        )
+
 
 class AudioEncoder(torch.nn.Module):
     """Log-mel features to the encoder states the decoder attends to."""
@@ -82,6 +102,15 @@ class SpeechDecoder(torch.nn.Module):
         from ..causal_lm import output_cache
 
         cache = EncoderDecoderCache(past_key_values, DynamicCache())
+        if "encoder_outputs" not in inspect.signature(self.model.forward).parameters:
+            # a text decoder attending to the image states (BLIP's text_decoder)
+            out = self.model(
+                input_ids=decoder_input_ids,
+                encoder_hidden_states=encoder_hidden_states,
+                use_cache=True,
+                **{self.cache_name: cache},
+            )
+            return out.logits, output_cache(out).self_attention_cache
         out = self.model(
             # a model output, not a tuple: Florence-2 reads its last_hidden_state
             encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states),
@@ -137,7 +166,7 @@ def export_speech_parts(case) -> ExportedParts:
     image encoder-decoder models of ``seq2seq``)."""
     from ..llm_helper import cache_dynamic_shapes, make_dynamic_cache
 
-    model, result = case.model, ExportedParts()
+    model, result = case.decoder_model, ExportedParts()
     begin = time.perf_counter()
     encoder = case.encoder()
     inputs = {k: v.expand(2, *v.shape[1:]).contiguous() for k, v in case.encoder_inputs.items()}
@@ -175,7 +204,7 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
     excluded as ``generate(min_new_tokens=steps)`` does; returns ``(tokens (batch,
     steps), logits of the last position per step)``."""
     from ..onnx_outputs import user_outputs
-    from .run import end_token_ids, session
+    from .run import session
 
     encoder, decoder = session(parts.models["encoder"]), session(parts.models["decoder"])
     feeds = [v.numpy() for v in case.encoder_inputs.values()]
@@ -188,7 +217,7 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
         for i in decoder.get_inputs()[2:]
     }
     tokens, logits = [], []
-    eos = end_token_ids(case.model)
+    eos = case.end_tokens()
     for _ in range(steps):
         outputs: list[Any] = user_outputs(
             decoder, list(decoder.run(None, {names[0]: ids, names[1]: states, **cache}))
@@ -206,18 +235,16 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
 def check_speech_generation(case, parts: ExportedParts, steps: int = 8) -> dict[str, Any]:
     """Greedy tokens of the chained ONNX parts against eager ``model.generate``; the
     same report as ``check_generation``."""
-    from .run import end_token_ids, margin
+    from .run import margin
 
     with torch.no_grad():
         out = case.model.generate(
-            **case.encoder_inputs,
-            decoder_input_ids=case.decoder_input_ids,
+            **case.generate_inputs(),
             do_sample=False,
             max_new_tokens=steps,
             min_new_tokens=steps,
             output_logits=True,
             return_dict_in_generate=True,
-            pad_token_id=0,
         )
     prompt = case.decoder_input_ids.shape[1]
     eager_tokens = out.sequences[:, prompt:].numpy()
@@ -229,7 +256,7 @@ def check_speech_generation(case, parts: ExportedParts, steps: int = 8) -> dict[
         equal_tokens=equal,
         same=equal == steps,
         max_abs_diff=max(diffs),
-        margin=margin(eager_logits, exclude=end_token_ids(case.model)),
+        margin=margin(eager_logits, exclude=case.end_tokens()),
         eager_tokens=eager_tokens.tolist(),
         onnx_tokens=onnx_tokens.tolist(),
         eager_logits=eager_logits,
