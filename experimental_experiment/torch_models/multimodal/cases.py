@@ -18,7 +18,7 @@ import torch
 
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
-from .prefix import prepare_config, qformer_constants
+from .prefix import prepare_config, qformer_constants, video_frames
 from .seq2seq import prepare_config as prepare_cross_attention_config
 from .seq2seq import require_image_input
 
@@ -193,7 +193,9 @@ def make_vision_inputs(
         return {"pixel_values": pixels}, {"image_grid_thw": grid}
     size = getattr(vc, "image_size", 224)
     size = size if isinstance(size, int) else size[0]
-    pixels = torch.randn(1, channels, size, size, generator=gen)
+    pixels = video_frames(
+        image_features_function(model), torch.randn(1, channels, size, size, generator=gen)
+    )
     inputs: dict[str, Any] = {"pixel_values": pixels}
     constants: dict[str, Any] = {}
     if "pixel_attention_mask" in params:  # idefics3, smolvlm: (batch, images, c, h, w)

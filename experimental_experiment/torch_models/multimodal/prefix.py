@@ -59,6 +59,29 @@ def qformer_constants(fct, model, seed: int = 0, length: int = 4) -> dict:
     return out
 
 
+#: frames of a video InstructBLIP-Video's generate expects (4 times the query tokens)
+VIDEO_FRAMES = 4
+
+
+def video_features_function(model):
+    """``get_video_features`` of a model reading videos only (InstructBLIP-Video, no
+    ``get_image_features``), None for the others."""
+    inner = getattr(model, "model", None)
+    for owner in (inner, model):
+        fct = getattr(owner, "get_video_features", None) if owner is not None else None
+        if fct is not None and not hasattr(owner, "get_image_features"):
+            return fct
+    return None
+
+
+def video_frames(fct, pixels: torch.Tensor) -> torch.Tensor:
+    """The image ``pixels`` ``(1, c, h, w)`` repeated as ``VIDEO_FRAMES`` frames
+    ``(1, frames, c, h, w)`` when ``fct`` is ``get_video_features``, else unchanged."""
+    if getattr(fct, "__name__", "") != "get_video_features":
+        return pixels
+    return pixels.unsqueeze(1).expand(-1, VIDEO_FRAMES, -1, -1, -1).contiguous()
+
+
 def language_model_with_head(model):
     """The causal language model of ``model`` when ``model.forward`` takes no cache but
     ``model.language_model`` is a model with its head (BLIP-2, InstructBLIP: ``generate``
@@ -375,6 +398,7 @@ def check_prefill_generation(case: PrefillCase, parts, steps: int = 8) -> dict:
 
 __all__ = [
     "PREFILL_INPUTS",
+    "VIDEO_FRAMES",
     "Prefill",
     "PrefillCase",
     "Step",
@@ -387,4 +411,6 @@ __all__ = [
     "prepare_config",
     "qformer_constants",
     "takes_positions",
+    "video_features_function",
+    "video_frames",
 ]
