@@ -271,14 +271,30 @@ def build_image_seq2seq(
 
 def is_cross_attention_lm(model_type: str) -> bool:
     """True when the image-text-to-text class of ``model_type`` is a decoder-only model
-    whose layers attend to the image states (its forward takes
-    ``cross_attention_states``: Mllama)."""
+    whose layers attend to the image states (its forward takes them:
+    ``cross_attention_states`` for Mllama, ``image_encoder_embeddings`` for IDEFICS)."""
     import transformers
     from transformers.models.auto import modeling_auto
 
     name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
     cls = getattr(transformers, name, None) if name else None
-    return cls is not None and "cross_attention_states" in inspect.signature(cls.forward).parameters
+    if cls is None:
+        return False
+    params = inspect.signature(cls.forward).parameters
+    return "cross_attention_states" in params or "image_encoder_embeddings" in params
+
+
+def cross_attention_names(model) -> tuple[str, str]:
+    """The arguments of the forward taking the image states and the mask of what every
+    token sees: ``(cross_attention_states, cross_attention_mask)`` (Mllama),
+    ``(perceiver_embeddings or image_encoder_embeddings, image_attention_mask)``
+    (IDEFICS, with or without its perceiver)."""
+    params = inspect.signature(model.forward).parameters
+    if "cross_attention_states" in params:
+        return "cross_attention_states", "cross_attention_mask"
+    if getattr(model.config, "use_resampler", False):
+        return "perceiver_embeddings", "image_attention_mask"
+    return "image_encoder_embeddings", "image_attention_mask"
 
 
 def prepare_config(config) -> None:
@@ -320,15 +336,24 @@ class CrossAttentionCase:
 
 
 class CrossVisionEncoder(torch.nn.Module):
-    """The image (pixels of its tiles, aspect ratio id and mask) to the states the
-    cross-attention layers attend to, ``(batch, n_states, hidden)``."""
+    """The image (pixels of its tiles, aspect ratio id and mask for Mllama, the pixels
+    of ``(batch, images, c, h, w)`` for IDEFICS) to the states the cross-attention
+    layers attend to, ``(batch, n_states, hidden)`` (Mllama), ``(batch, images,
+    n_states, hidden)`` (IDEFICS)."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, pixel_values, aspect_ratio_ids, aspect_ratio_mask):
+    def forward(self, pixel_values, aspect_ratio_ids=None, aspect_ratio_mask=None):
         inner = self.model.model
+        if aspect_ratio_ids is None:  # IDEFICS
+            batch, images = pixel_values.shape[:2]
+            flat = pixel_values.reshape(batch * images, *pixel_values.shape[2:])
+            states = inner.vision_model(pixel_values=flat).last_hidden_state
+            if getattr(self.model.config, "use_resampler", False):
+                states = inner.perceiver_resampler(states)
+            return states.reshape(batch, images, *states.shape[1:])
         states = inner.vision_model(
             pixel_values=pixel_values,
             aspect_ratio_ids=aspect_ratio_ids,
@@ -339,9 +364,11 @@ class CrossVisionEncoder(torch.nn.Module):
 
 
 def _cross_layers(model) -> tuple[int, set[int]]:
+    """The number of layers of the cache, the indices of those of cross-attention
+    (Mllama; none for IDEFICS, whose gated cross-attention layers have no cache)."""
     text = model.config.get_text_config(decoder=True)
     n = text.num_hidden_layers
-    return n, {i for i in text.cross_attention_layers if i < n}
+    return n, {i for i in getattr(text, "cross_attention_layers", []) if i < n}
 
 
 class CrossAttentionDecoder(torch.nn.Module):
@@ -355,6 +382,7 @@ class CrossAttentionDecoder(torch.nn.Module):
         super().__init__()
         self.model = model
         self.n_layers, self.cross = _cross_layers(model)
+        self.states_name, self.mask_name = cross_attention_names(model)
 
     def forward(
         self,
@@ -383,9 +411,8 @@ class CrossAttentionDecoder(torch.nn.Module):
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            cross_attention_states=cross_attention_states,
-            cross_attention_mask=cross_attention_mask,
             past_key_values=cache,
+            **{self.states_name: cross_attention_states, self.mask_name: cross_attention_mask},
             use_cache=True,
         )
         full = output_cache(out)
@@ -399,13 +426,15 @@ class CrossAttentionDecoder(torch.nn.Module):
 
 
 def open_gates(model, seed: int = 0):
-    """Gives the gates of the cross-attention layers (parameters named ``*gate*``, zeros
+    """Gives the gates of the cross-attention layers (parameters named ``*gate*`` or
+    ``alpha_*`` (IDEFICS), zeros
     after initialization: ``tanh(0)`` closes them and the image changes nothing) random
     values in [0.5, 1]."""
     gen = torch.Generator().manual_seed(seed + 5)
     with torch.no_grad():
         for name, param in model.named_parameters():
-            if "gate" in name.rsplit(".", 1)[-1] and not param.any():
+            last = name.rsplit(".", 1)[-1]
+            if ("gate" in last or last.startswith("alpha_")) and not param.any():
                 param.copy_(0.5 + 0.5 * torch.rand(param.shape, generator=gen))
     return model
 
@@ -424,14 +453,20 @@ def build_cross_attention(
     model = open_gates(build_model(model_type, seed=seed), seed) if model is None else model
     vc = model.config.vision_config
     gen = torch.Generator().manual_seed(seed)
-    tiles = vc.max_num_tiles
-    pixels = torch.randn(1, 1, tiles, vc.num_channels, vc.image_size, vc.image_size, generator=gen)
-    ratio_ids = torch.tensor([[1]], dtype=torch.int64)  # (1, 1): one tile
-    ratio_mask = torch.zeros((1, 1, tiles), dtype=torch.int64)
-    ratio_mask[..., 0] = 1
-    pixels[:, :, 1:] = 0
-    token = image_token_id(model)
+    size, channels = vc.image_size, getattr(vc, "num_channels", 3)
     vocab = model.config.get_text_config(decoder=True).vocab_size
+    tiles = getattr(vc, "max_num_tiles", None)
+    if tiles is None:  # IDEFICS: one image, any token (the processor's <image>) marks it
+        token = 4
+        inputs: dict = {"pixel_values": torch.randn(1, 1, channels, size, size, generator=gen)}
+    else:
+        pixels = torch.randn(1, 1, tiles, channels, size, size, generator=gen)
+        pixels[:, :, 1:] = 0
+        ratio_ids = torch.tensor([[1]], dtype=torch.int64)  # (1, 1): one tile
+        ratio_mask = torch.zeros((1, 1, tiles), dtype=torch.int64)
+        ratio_mask[..., 0] = 1
+        inputs = dict(pixel_values=pixels, aspect_ratio_ids=ratio_ids, aspect_ratio_mask=ratio_mask)
+        token = image_token_id(model)
     gen = torch.Generator().manual_seed(seed + 2)
     avoid = {token} | {
         v
@@ -441,9 +476,12 @@ def build_cross_attention(
     ids = (
         _text_ids(vocab, prompt[0], avoid, gen) + [token] + _text_ids(vocab, prompt[1], avoid, gen)
     )
-    inputs = dict(pixel_values=pixels, aspect_ratio_ids=ratio_ids, aspect_ratio_mask=ratio_mask)
-    seen = torch.zeros((1, len(ids), 1, tiles), dtype=torch.int64)
-    seen[:, prompt[0] :, :, 0] = 1
+    # the tokens from the image token on see the image (its first tile)
+    seen = torch.zeros((1, len(ids), 1) + ((tiles,) if tiles else ()), dtype=torch.int64)
+    if tiles:
+        seen[:, prompt[0] :, :, 0] = 1
+    else:
+        seen[:, prompt[0] :, :] = 1
     return CrossAttentionCase(
         model_type, model, inputs, torch.tensor([ids], dtype=torch.int64), seen
     )
@@ -491,8 +529,8 @@ def export_cross_attention_parts(case: CrossAttentionCase):
         position_ids=torch.arange(past, past + seq).expand(batch, -1).contiguous(),
         past_key_values=cache,
         cross_attention_states=torch.randn(batch, *shape[1:], generator=gen),
-        cross_attention_mask=case.cross_attention_mask[:, :1]
-        .expand(batch, seq, -1, -1)
+        cross_attention_mask=case.cross_attention_mask[:, -1:]
+        .expand(batch, seq, *case.cross_attention_mask.shape[2:])
         .contiguous(),
     )
     ds = dict(
@@ -524,7 +562,7 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
         out = model.generate(
             input_ids=ids,
             attention_mask=torch.ones_like(ids),
-            cross_attention_mask=case.cross_attention_mask,
+            **{cross_attention_names(model)[1]: case.cross_attention_mask},
             **case.vision_inputs,
             do_sample=False,
             max_new_tokens=steps,
@@ -604,6 +642,7 @@ __all__ = [
     "ImageEncoder",
     "ImageSeq2SeqCase",
     "build_cross_attention",
+    "cross_attention_names",
     "build_image_seq2seq",
     "check_cross_attention_generation",
     "decoder_start_token_id",
