@@ -94,7 +94,16 @@ class ImageSeq2SeqCase:
     encoder_dynamic_shapes: dict = field(default_factory=dict)
 
     def encoder(self) -> torch.nn.Module:
-        """The encoder part."""
+        """The encoder part; ``MultimodalPartsError`` for an encoder reading word boxes
+        (UDOP): it drops the image patches the boxes cover, a number of positions
+        computed from the values of ``bbox`` (``patch_inds[rows, cols] = False``) no
+        graph of torch.export holds; eager generation works."""
+        if "bbox" in self.encoder_inputs:
+            raise MultimodalPartsError(
+                f"{type(self.model).__name__}: its encoder drops the image patches the word "
+                "boxes cover (patch_inds[rows, cols] = False with indices computed from the "
+                "values of bbox), a data-dependent sequence length torch.export cannot capture"
+            )
         return ImageEncoder(self.model, list(self.encoder_inputs))
 
     @property
@@ -212,6 +221,18 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
     size = _image_size(vc)
     inputs["pixel_values"] = torch.randn(1, channels, size, size, generator=gen)
     ds["pixel_values"] = {0: "batch"}
+    if "bbox" in params:  # UDOP: the words of a document and their boxes
+        vocab = config.get_text_config(decoder=True).vocab_size
+        ids = torch.randint(4, vocab - 64, (1, prompt), generator=gen)
+        corners = torch.rand(1, prompt, 2, 2, generator=gen).sort(dim=2).values
+        inputs["input_ids"] = ids
+        inputs["bbox"] = corners.transpose(2, 3).reshape(1, prompt, 4)  # x0, y0, x1, y1
+        inputs["attention_mask"] = torch.ones_like(ids)
+        ds.update(
+            input_ids={0: "batch", 1: "seq"},
+            bbox={0: "batch", 1: "seq"},
+            attention_mask={0: "batch", 1: "seq"},
+        )
     if (
         "input_ids" in params
         and "encoder_outputs" in params
@@ -252,11 +273,6 @@ def build_image_seq2seq(
     _prepare(model)
     if getattr(model, "text_decoder", None) is not None:
         _prepare(model.text_decoder)
-    if "bbox" in inspect.signature(model.forward).parameters:
-        raise MultimodalPartsError(
-            f"{type(model).__name__} reads a document layout (bbox, visual_bbox): "
-            "no generic encoder inputs"
-        )
     inputs, ds = make_encoder_inputs(model, seed=seed)
     inputs = {k: v.expand(batch, *v.shape[1:]).contiguous() for k, v in inputs.items()}
     gen = torch.Generator().manual_seed(seed + 1)

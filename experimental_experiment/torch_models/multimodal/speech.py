@@ -83,6 +83,22 @@ class AudioEncoder(torch.nn.Module):
         return self.encoder(input_features=input_features).last_hidden_state
 
 
+def _encoder_states_class():
+    from transformers.modeling_outputs import BaseModelOutput
+
+    @dataclass
+    class EncoderStates(BaseModelOutput):
+        """The encoder outputs the decoder reads: the states, and no attention mask (UDOP
+        reads ``encoder_outputs.attention_mask``; None, every position is seen)."""
+
+        attention_mask: torch.Tensor | None = None
+
+    return EncoderStates
+
+
+EncoderStates = _encoder_states_class()
+
+
 class SpeechDecoder(torch.nn.Module):
     """Tokens, encoder states and the self-attention cache in, logits and the present
     self-attention cache out."""
@@ -97,7 +113,6 @@ class SpeechDecoder(torch.nn.Module):
 
     def forward(self, decoder_input_ids, encoder_hidden_states, past_key_values):
         from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-        from transformers.modeling_outputs import BaseModelOutput
 
         from ..causal_lm import output_cache
 
@@ -113,7 +128,7 @@ class SpeechDecoder(torch.nn.Module):
             return out.logits, output_cache(out).self_attention_cache
         out = self.model(
             # a model output, not a tuple: Florence-2 reads its last_hidden_state
-            encoder_outputs=BaseModelOutput(last_hidden_state=encoder_hidden_states),
+            encoder_outputs=EncoderStates(last_hidden_state=encoder_hidden_states),
             decoder_input_ids=decoder_input_ids,
             use_cache=True,
             **{self.cache_name: cache},
