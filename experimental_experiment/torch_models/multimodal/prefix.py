@@ -82,6 +82,11 @@ def video_frames(fct, pixels: torch.Tensor) -> torch.Tensor:
     return pixels.unsqueeze(1).expand(-1, VIDEO_FRAMES, -1, -1, -1).contiguous()
 
 
+def _has_head(module) -> bool:
+    head: Any = getattr(module, "get_output_embeddings", None)
+    return callable(head) and head() is not None
+
+
 def language_model_with_head(model):
     """The causal language model of ``model`` when ``model.forward`` takes no cache but
     ``model.language_model`` is a model with its head (BLIP-2, InstructBLIP: ``generate``
@@ -94,7 +99,7 @@ def language_model_with_head(model):
     except ValueError:
         pass
     lm = getattr(model, "language_model", None)
-    if isinstance(lm, torch.nn.Module) and lm.get_output_embeddings() is not None:
+    if isinstance(lm, torch.nn.Module) and _has_head(lm):
         return lm
     return model
 
@@ -166,11 +171,11 @@ def generating_model(model):
     ``model``."""
     from transformers import GenerationMixin
 
-    if getattr(type(model), "generate", None) is GenerationMixin.generate:
+    if getattr(type(model), "generate", None) is getattr(GenerationMixin, "generate"):  # noqa: B009
         return model
     for name in ("text_model", "language_model"):
         sub = getattr(model, name, None)
-        if isinstance(sub, torch.nn.Module) and sub.get_output_embeddings() is not None:
+        if isinstance(sub, torch.nn.Module) and _has_head(sub):
             return sub
     return model
 

@@ -45,8 +45,8 @@ def require_image_input(cls) -> None:
     others = sorted(p for p in params if p.endswith("_input_ids") and p != "decoder_input_ids")
     what = f"it reads {others} besides the text" if others else "it reads text only"
     raise MultimodalPartsError(
-        f"{cls.__name__} takes no image (none of {list(IMAGE_INPUTS)} in its forward): "
-        f"{what}, not an image-to-text generation"
+        f"{cls.__name__} takes no image: {what}, not an image-to-text generation "
+        f"(none of {list(IMAGE_INPUTS)} in its forward)"
     )
 
 
@@ -431,7 +431,7 @@ class CrossAttentionDecoder(torch.nn.Module):
             **{self.states_name: cross_attention_states, self.mask_name: cross_attention_mask},
             use_cache=True,
         )
-        full = output_cache(out)
+        full: Any = output_cache(out)
         present = DynamicCache()
         j = 0
         for i in range(self.n_layers):

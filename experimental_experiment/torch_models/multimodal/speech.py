@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -125,7 +125,8 @@ class SpeechDecoder(torch.nn.Module):
                 use_cache=True,
                 **{self.cache_name: cache},
             )
-            return out.logits, output_cache(out).self_attention_cache
+            cache = output_cache(out)
+            return out.logits, cast(Any, cache).self_attention_cache
         out = self.model(
             # a model output, not a tuple: Florence-2 reads its last_hidden_state
             encoder_outputs=EncoderStates(last_hidden_state=encoder_hidden_states),
@@ -133,7 +134,7 @@ class SpeechDecoder(torch.nn.Module):
             use_cache=True,
             **{self.cache_name: cache},
         )
-        return out.logits, output_cache(out).self_attention_cache
+        return out.logits, cast(Any, output_cache(out)).self_attention_cache
 
 
 def build_speech_model(model_type: str = "whisper", seed: int = 0):
