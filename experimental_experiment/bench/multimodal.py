@@ -35,7 +35,21 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
     """One row of the table; never raises."""
     from ..torch_models.multimodal.cases import build_multimodal
     from ..torch_models.multimodal.export import ExportedParts, export_parts
+    from ..torch_models.multimodal.prefix import (
+        build_prefill,
+        check_prefill_generation,
+        export_prefill_parts,
+        is_prefill_merging,
+    )
     from ..torch_models.multimodal.run import check_generation, eager_generate
+    from ..torch_models.multimodal.seq2seq import (
+        build_cross_attention,
+        build_image_seq2seq,
+        check_cross_attention_generation,
+        export_cross_attention_parts,
+        is_cross_attention_lm,
+        is_image_seq2seq,
+    )
     from ..torch_models.multimodal.speech import (
         SPEECH_TYPES,
         build_speech,
@@ -45,9 +59,19 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
 
     row: dict[str, Any] = dict(type=model_type, parts="", equal_tokens=0)
     parts = ExportedParts()
+    # encoder-decoder models: an encoder part, a decoder part with cross-attention
+    seq2seq = model_type in SPEECH_TYPES or is_image_seq2seq(model_type)
+    cross = is_cross_attention_lm(model_type)  # Mllama: the image states at every step
+    prefill = is_prefill_merging(model_type)  # GIT, Kosmos-2: the image in the forward
     try:  # the tiny model and eager generation, before any export
         if model_type in SPEECH_TYPES:
             case: Any = build_speech(model_type)
+        elif seq2seq:
+            case = build_image_seq2seq(model_type)
+        elif cross:
+            case = build_cross_attention(model_type)
+        elif prefill:
+            case = build_prefill(model_type)
         else:
             case = build_multimodal(model_type)
             eager_generate(case, steps=1)
@@ -58,9 +82,15 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
         )
         return row
     try:
-        if model_type in SPEECH_TYPES:
+        if seq2seq:
             parts = export_speech_parts(case)
             report = check_speech_generation(case, parts, steps=steps)
+        elif cross:
+            parts = export_cross_attention_parts(case)
+            report = check_cross_attention_generation(case, parts, steps=steps)
+        elif prefill:
+            parts = export_prefill_parts(case)
+            report = check_prefill_generation(case, parts, steps=steps)
         else:
             parts = export_parts(case)
             report = check_generation(case, parts, steps=steps)

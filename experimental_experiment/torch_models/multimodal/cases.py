@@ -18,6 +18,9 @@ import torch
 
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
+from .prefix import prepare_config, qformer_constants, video_frames
+from .seq2seq import prepare_config as prepare_cross_attention_config
+from .seq2seq import require_image_input
 
 
 def list_types() -> list[str]:
@@ -70,7 +73,10 @@ def build_model(model_type: str, seed: int = 0):
     from ..causal_lm import perturb_norm_weights
 
     cls = _model_class(model_type)
+    require_image_input(cls)  # Evolla, Mistral4: listed, but read no image
     config = tiny_config(model_type)
+    prepare_config(config)
+    prepare_cross_attention_config(config)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)
@@ -187,7 +193,9 @@ def make_vision_inputs(
         return {"pixel_values": pixels}, {"image_grid_thw": grid}
     size = getattr(vc, "image_size", 224)
     size = size if isinstance(size, int) else size[0]
-    pixels = torch.randn(1, channels, size, size, generator=gen)
+    pixels = video_frames(
+        image_features_function(model), torch.randn(1, channels, size, size, generator=gen)
+    )
     inputs: dict[str, Any] = {"pixel_values": pixels}
     constants: dict[str, Any] = {}
     if "pixel_attention_mask" in params:  # idefics3, smolvlm: (batch, images, c, h, w)
@@ -198,6 +206,7 @@ def make_vision_inputs(
         is inspect.Parameter.empty
     ):
         constants["image_sizes"] = torch.tensor([[size, size]], dtype=torch.int64)
+    constants.update(qformer_constants(image_features_function(model), model, seed=seed))
     return inputs, constants
 
 

@@ -18,6 +18,7 @@ import torch
 
 from .cases import MultimodalCase
 from .parts import Decoder, EmbeddingMerge, VisionEncoder
+from .prefix import language_model_with_head
 
 #: sizes of the random example the decoder is exported with
 DECODER_EXAMPLE = dict(batch=2, seq=3, past=5)
@@ -150,20 +151,19 @@ def export_parts(
                 dynamic_shapes=({0: "batch", 1: "seq"}, {0: "n_image_tokens"}),
             )
         elif name == "decoder":
-            layout = cache_layout(model)
-            args, ds = decoder_example(model, case.mrope, **DECODER_EXAMPLE, layout=layout)
+            lm = language_model_with_head(model)  # BLIP-2: the language model generates
+            layout = cache_layout(lm)
+            args, ds = decoder_example(lm, case.mrope, **DECODER_EXAMPLE, layout=layout)
             names = list(ds)
-            onx = export_part(Decoder(model), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
+            onx = export_part(Decoder(lm), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
             if layout == "hybrid":  # one new token: another path in the linear layers
                 result.models[name] = onx
                 result.times[name] = time.perf_counter() - begin
                 begin = time.perf_counter()
                 example = {**DECODER_EXAMPLE, "seq": 1}
-                args, ds = decoder_example(model, case.mrope, **example, layout=layout)
+                args, ds = decoder_example(lm, case.mrope, **example, layout=layout)
                 name = "decoder_step"
-                onx = export_part(
-                    Decoder(model), (), dynamic_shapes=ds, kwargs=dict(zip(names, args))
-                )
+                onx = export_part(Decoder(lm), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
         else:
             raise ValueError(f"unknown part {name!r}")
         result.models[name] = onx

@@ -25,7 +25,12 @@ import torch
 from .errors import MultimodalPartsError
 
 #: configuration attributes holding the image token id, first found wins
-IMAGE_TOKEN_ATTRIBUTES = ("image_token_id", "image_token_index", "image_token")
+IMAGE_TOKEN_ATTRIBUTES = (
+    "image_token_id",
+    "image_token_index",
+    "image_token",
+    "video_token_index",  # InstructBLIP-Video: the video features replace them
+)
 
 
 def _inner(model):
@@ -60,6 +65,11 @@ def image_features_function(model):
         fct = getattr(owner, "get_image_features", None)
         if fct is not None:
             return fct
+    from .prefix import video_features_function
+
+    fct = video_features_function(model)
+    if fct is not None:
+        return fct
     raise MultimodalPartsError(f"{type(model).__name__} has no get_image_features")
 
 

@@ -206,7 +206,7 @@ def eager_generate(case: MultimodalCase, steps: int = 8) -> tuple[np.ndarray, li
     ids = case.input_ids
     with torch.no_grad():
         out = case.model.generate(
-            ids,
+            input_ids=ids,  # a keyword: BLIP-2's generate takes pixel_values first
             attention_mask=torch.ones_like(ids),
             **case.vision_inputs,
             **case.generate_kwargs,

@@ -12,9 +12,10 @@ computed again from the encoder states at every step), chained in onnxruntime.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -35,6 +36,39 @@ class SpeechCase:
     input_features: torch.Tensor
     decoder_input_ids: torch.Tensor
 
+    @property
+    def encoder_inputs(self) -> dict:
+        """The inputs of the encoder part, by name."""
+        return {"input_features": self.input_features}
+
+    @property
+    def encoder_dynamic_shapes(self) -> dict:
+        """The dynamic dimensions of the encoder inputs."""
+        return {"input_features": {0: "batch"}}
+
+    def encoder(self) -> torch.nn.Module:
+        """The encoder part."""
+        return AudioEncoder(self.model)
+
+    @property
+    def decoder_model(self):
+        """The model the decoder part calls."""
+        return self.model
+
+    def end_tokens(self) -> list[int]:
+        """The end-of-sequence tokens ``generate`` never chooses here."""
+        from .run import end_token_ids
+
+        return end_token_ids(self.model)
+
+    def generate_inputs(self) -> dict:
+        """The inputs of ``generate``."""
+        return dict(
+            input_features=self.input_features,
+            decoder_input_ids=self.decoder_input_ids,
+            pad_token_id=0,
+        )
+
 
 class AudioEncoder(torch.nn.Module):
     """Log-mel features to the encoder states the decoder attends to."""
@@ -47,6 +81,22 @@ class AudioEncoder(torch.nn.Module):
 
     def forward(self, input_features):
         return self.encoder(input_features=input_features).last_hidden_state
+
+
+def _encoder_states_class():
+    from transformers.modeling_outputs import BaseModelOutput
+
+    @dataclass
+    class EncoderStates(BaseModelOutput):
+        """The encoder outputs the decoder reads: the states, and no attention mask (UDOP
+        reads ``encoder_outputs.attention_mask``; None, every position is seen)."""
+
+        attention_mask: torch.Tensor | None = None
+
+    return EncoderStates
+
+
+EncoderStates = _encoder_states_class()
 
 
 class SpeechDecoder(torch.nn.Module):
@@ -67,13 +117,24 @@ class SpeechDecoder(torch.nn.Module):
         from ..causal_lm import output_cache
 
         cache = EncoderDecoderCache(past_key_values, DynamicCache())
+        if "encoder_outputs" not in inspect.signature(self.model.forward).parameters:
+            # a text decoder attending to the image states (BLIP's text_decoder)
+            out = self.model(
+                input_ids=decoder_input_ids,
+                encoder_hidden_states=encoder_hidden_states,
+                use_cache=True,
+                **{self.cache_name: cache},
+            )
+            cache = output_cache(out)
+            return out.logits, cast(Any, cache).self_attention_cache
         out = self.model(
-            encoder_outputs=(encoder_hidden_states,),
+            # a model output, not a tuple: Florence-2 reads its last_hidden_state
+            encoder_outputs=EncoderStates(last_hidden_state=encoder_hidden_states),
             decoder_input_ids=decoder_input_ids,
             use_cache=True,
             **{self.cache_name: cache},
         )
-        return out.logits, output_cache(out).self_attention_cache
+        return out.logits, cast(Any, output_cache(out)).self_attention_cache
 
 
 def build_speech_model(model_type: str = "whisper", seed: int = 0):
@@ -113,22 +174,31 @@ def build_speech(
     return SpeechCase(model_type, model, features, torch.cat([start, rest], dim=1))
 
 
-def export_speech_parts(case: SpeechCase) -> ExportedParts:
-    """Exports the encoder (dynamic batch) and the decoder (dynamic batch, sequence,
-    cache length) with ``to_onnx``."""
+def export_speech_parts(case) -> ExportedParts:
+    """Exports the encoder (dynamic batch, and the dimensions of
+    ``case.encoder_dynamic_shapes``) and the decoder (dynamic batch, sequence, cache
+    length) with ``to_onnx``. ``case`` is a ``SpeechCase`` or any case with the same
+    ``model``, ``encoder()``, ``encoder_inputs`` and ``encoder_dynamic_shapes`` (the
+    image encoder-decoder models of ``seq2seq``)."""
     from ..llm_helper import cache_dynamic_shapes, make_dynamic_cache
 
-    model, result = case.model, ExportedParts()
+    model, result = case.decoder_model, ExportedParts()
     begin = time.perf_counter()
-    features = case.input_features.expand(2, -1, -1).contiguous()
+    encoder = case.encoder()
+    inputs = {k: v.expand(2, *v.shape[1:]).contiguous() for k, v in case.encoder_inputs.items()}
     result.models["encoder"] = export_part(
-        AudioEncoder(model), (features,), dynamic_shapes=({0: "batch"},)
+        encoder,
+        tuple(inputs.values()),
+        dynamic_shapes=tuple(case.encoder_dynamic_shapes.get(k, {}) for k in inputs),
     )
     result.times["encoder"] = time.perf_counter() - begin
     begin = time.perf_counter()
     gen = torch.Generator().manual_seed(0)
-    states = torch.randn(2, model.config.max_source_positions, model.config.d_model, generator=gen)
-    ids = torch.randint(0, model.config.vocab_size, (2, 3), generator=gen)
+    with torch.no_grad():
+        shape = encoder(*inputs.values()).shape
+    states = torch.randn(*shape, generator=gen)
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    ids = torch.randint(0, vocab, (2, 3), generator=gen)
     cache = make_dynamic_cache(model.config, 2, 5, generator=gen)
     ds = {
         "decoder_input_ids": {0: "batch", 1: "seq"},
@@ -145,14 +215,16 @@ def export_speech_parts(case: SpeechCase) -> ExportedParts:
     return result
 
 
-def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8):
-    """Greedy generation with the ONNX encoder and decoder; returns
-    ``(tokens (batch, steps), logits of the last position per step)``."""
+def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
+    """Greedy generation with the ONNX encoder and decoder, the end-of-sequence tokens
+    excluded as ``generate(min_new_tokens=steps)`` does; returns ``(tokens (batch,
+    steps), logits of the last position per step)``."""
     from ..onnx_outputs import user_outputs
     from .run import session
 
     encoder, decoder = session(parts.models["encoder"]), session(parts.models["decoder"])
-    states: Any = encoder.run(None, {encoder.get_inputs()[0].name: case.input_features.numpy()})[0]
+    feeds = [v.numpy() for v in case.encoder_inputs.values()]
+    states: Any = encoder.run(None, dict(zip([i.name for i in encoder.get_inputs()], feeds)))[0]
     names = [i.name for i in decoder.get_inputs()]
     ids = case.decoder_input_ids.numpy()
     batch = ids.shape[0]
@@ -161,35 +233,34 @@ def onnx_speech_generate(case: SpeechCase, parts: ExportedParts, steps: int = 8)
         for i in decoder.get_inputs()[2:]
     }
     tokens, logits = [], []
+    eos = case.end_tokens()
     for _ in range(steps):
         outputs: list[Any] = user_outputs(
             decoder, list(decoder.run(None, {names[0]: ids, names[1]: states, **cache}))
         )
         last = outputs[0][:, -1, :]
         logits.append(last)
-        ids = last.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        allowed = last.copy()
+        allowed[:, eos] = -np.inf  # generate(min_new_tokens=steps) never ends early
+        ids = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
         tokens.append(ids)
         cache = dict(zip(names[2:], outputs[1:]))
     return np.concatenate(tokens, axis=1), logits
 
 
-def check_speech_generation(
-    case: SpeechCase, parts: ExportedParts, steps: int = 8
-) -> dict[str, Any]:
+def check_speech_generation(case, parts: ExportedParts, steps: int = 8) -> dict[str, Any]:
     """Greedy tokens of the chained ONNX parts against eager ``model.generate``; the
     same report as ``check_generation``."""
     from .run import margin
 
     with torch.no_grad():
         out = case.model.generate(
-            case.input_features,
-            decoder_input_ids=case.decoder_input_ids,
+            **case.generate_inputs(),
             do_sample=False,
             max_new_tokens=steps,
             min_new_tokens=steps,
             output_logits=True,
             return_dict_in_generate=True,
-            pad_token_id=0,
         )
     prompt = case.decoder_input_ids.shape[1]
     eager_tokens = out.sequences[:, prompt:].numpy()
@@ -201,7 +272,7 @@ def check_speech_generation(
         equal_tokens=equal,
         same=equal == steps,
         max_abs_diff=max(diffs),
-        margin=margin(eager_logits),
+        margin=margin(eager_logits, exclude=case.end_tokens()),
         eager_tokens=eager_tokens.tolist(),
         onnx_tokens=onnx_tokens.tolist(),
         eager_logits=eager_logits,

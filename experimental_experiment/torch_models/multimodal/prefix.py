@@ -1,0 +1,421 @@
+"""Image-text-to-text models whose image features come from a Q-Former (BLIP-2,
+InstructBLIP): a fixed number of query embeddings per image, placed at image tokens the
+processor of the real checkpoints inserts, then a causal language model with its own
+head (``model.language_model``) generates.
+
+Their tiny configurations have no image token id (``image_token_index`` is None, the id
+of the real checkpoints is a token added to the tokenizer); InstructBLIP's Q-Former also
+reads the text prompt (``qformer_input_ids``), a constant of the vision part here.
+
+.. code-block:: python
+
+    case = build_multimodal("blip-2")  # prepare_config gave it an image token
+    parts = export_parts(case)          # the decoder is model.language_model
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .errors import MultimodalPartsError
+
+
+def prepare_config(config) -> None:
+    """Gives a Q-Former configuration (``num_query_tokens``) without an image token id
+    the last id of the text vocabulary as its image token (``image_token_index``, and
+    ``video_token_index`` when it has one), an id the random prompts never draw, and an
+    OPT language model its word embeddings of the hidden size (``word_embed_proj_dim``,
+    left at its original value by the zoo's shrinking, is the size the projection of the
+    Q-Former must return)."""
+    if not isinstance(getattr(config, "num_query_tokens", None), int):
+        return
+    text = config.get_text_config(decoder=True)
+    if isinstance(getattr(text, "word_embed_proj_dim", None), int):
+        text.word_embed_proj_dim = text.hidden_size
+    last = text.vocab_size - 1
+    for name in ("image_token_index", "video_token_index"):
+        if hasattr(config, name) and getattr(config, name) is None:
+            setattr(config, name, last)
+
+
+def qformer_constants(fct, model, seed: int = 0, length: int = 4) -> dict:
+    """The inputs of ``get_image_features`` (``fct``) reading the text prompt in the
+    Q-Former (``qformer_input_ids``, InstructBLIP), random tokens of its vocabulary and
+    a full mask, as constants of the vision part; empty for other models."""
+    params = inspect.signature(fct).parameters
+    if "qformer_input_ids" not in params:
+        return {}
+    gen = torch.Generator().manual_seed(seed + 3)
+    qc: Any = getattr(model.config, "qformer_config", None)
+    vocab = getattr(qc, "vocab_size", None) or 32
+    ids = torch.randint(1, vocab, (1, length), generator=gen)
+    out: dict = {"qformer_input_ids": ids}
+    if "qformer_attention_mask" in params:
+        out["qformer_attention_mask"] = torch.ones_like(ids)
+    return out
+
+
+#: frames of a video InstructBLIP-Video's generate expects (4 times the query tokens)
+VIDEO_FRAMES = 4
+
+
+def video_features_function(model):
+    """``get_video_features`` of a model reading videos only (InstructBLIP-Video, no
+    ``get_image_features``), None for the others."""
+    inner = getattr(model, "model", None)
+    for owner in (inner, model):
+        fct = getattr(owner, "get_video_features", None) if owner is not None else None
+        if fct is not None and not hasattr(owner, "get_image_features"):
+            return fct
+    return None
+
+
+def video_frames(fct, pixels: torch.Tensor) -> torch.Tensor:
+    """The image ``pixels`` ``(1, c, h, w)`` repeated as ``VIDEO_FRAMES`` frames
+    ``(1, frames, c, h, w)`` when ``fct`` is ``get_video_features``, else unchanged."""
+    if getattr(fct, "__name__", "") != "get_video_features":
+        return pixels
+    return pixels.unsqueeze(1).expand(-1, VIDEO_FRAMES, -1, -1, -1).contiguous()
+
+
+def _has_head(module) -> bool:
+    head: Any = getattr(module, "get_output_embeddings", None)
+    return callable(head) and head() is not None
+
+
+def language_model_with_head(model):
+    """The causal language model of ``model`` when ``model.forward`` takes no cache but
+    ``model.language_model`` is a model with its head (BLIP-2, InstructBLIP: ``generate``
+    calls ``language_model.generate`` with the merged embeddings); else ``model``."""
+    from ..llm_helper import cache_argument_name
+
+    try:
+        cache_argument_name(model)
+        return model
+    except ValueError:
+        pass
+    lm = getattr(model, "language_model", None)
+    if isinstance(lm, torch.nn.Module) and _has_head(lm):
+        return lm
+    return model
+
+
+# --- models merging the image inside their forward (GIT, Kosmos-2) ---
+
+#: inputs of the forward the prompt (prefill) reads beside the tokens and their mask
+PREFILL_INPUTS = ("pixel_values", "flattened_patches", "image_embeds_position_mask")
+
+
+def is_prefill_merging(model_type: str) -> bool:
+    """True when the image-text-to-text class of ``model_type`` reads the pixels in its
+    forward with a cache and exposes no ``get_image_features`` (GIT prepends the image
+    states to the prompt, Kosmos-2 places them where ``image_embeds_position_mask``
+    says): the image goes through the prompt's graph, the following tokens through a
+    one-token graph reading the cache."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    from ..llm_helper import CACHE_ARGUMENT_NAMES
+
+    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+    cls = getattr(transformers, name, None) if name else None
+    if cls is None or hasattr(cls, "get_image_features"):
+        return False
+    params = set(inspect.signature(cls.forward).parameters)
+    return (
+        bool(params & {"pixel_values", "flattened_patches"})
+        and bool(params & set(CACHE_ARGUMENT_NAMES))
+        and not params & {"encoder_outputs", "cross_attention_states", "image_attention_mask"}
+    )
+
+
+@dataclass
+class PrefillCase:
+    """A tiny model merging the image in its forward, the inputs of its prompt (tokens,
+    pixels, the image positions) and the prompt's tokens."""
+
+    model_type: str
+    model: Any
+    image_inputs: dict
+    input_ids: torch.Tensor
+
+
+class Prefill(torch.nn.Module):
+    """The prompt with its image (``PREFILL_INPUTS`` the model reads, in the order of
+    ``names``) to the logits and the cache."""
+
+    def __init__(self, model, names: list[str]):
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, input_ids, attention_mask, *args):
+        from ..causal_lm import output_cache
+
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            use_cache=True,
+            **dict(zip(self.names, args)),
+        )
+        return out.logits, output_cache(out)
+
+
+def generating_model(model):
+    """The model ``generate`` runs after the prompt: the text model with its head when
+    ``model`` overrides ``generate`` to call it (Kosmos-2: ``text_model``), else
+    ``model``."""
+    from transformers import GenerationMixin
+
+    if getattr(type(model), "generate", None) is getattr(GenerationMixin, "generate"):  # noqa: B009
+        return model
+    for name in ("text_model", "language_model"):
+        sub = getattr(model, name, None)
+        if isinstance(sub, torch.nn.Module) and _has_head(sub):
+            return sub
+    return model
+
+
+def takes_positions(model) -> bool:
+    """Whether ``generate`` gives ``model`` the position ids of the new tokens (counted
+    on the attention mask of the tokens, the image states of the cache left out: GIT)
+    or lets the model compute them (Kosmos-2 sets them to None), read from
+    ``prepare_inputs_for_generation``."""
+    from transformers.cache_utils import DynamicCache
+
+    if "position_ids" not in inspect.signature(model.forward).parameters:
+        return False
+    cache = DynamicCache()
+    cache.update(torch.zeros((1, 1, 2, 2)), torch.zeros((1, 1, 2, 2)), 0)
+    ids = torch.ones((1, 3), dtype=torch.int64)
+    found = model.prepare_inputs_for_generation(
+        ids,
+        past_key_values=cache,
+        attention_mask=torch.ones_like(ids),
+        position_ids=torch.arange(3).reshape((1, 3)),
+        use_cache=True,
+        is_first_iteration=False,
+    )
+    return found.get("position_ids") is not None
+
+
+class Step(torch.nn.Module):
+    """New tokens, the mask of every token so far and the cache to the logits and the
+    present cache, with the model ``generate`` runs after the prompt
+    (``generating_model``); the positions are counted on the mask when ``generate``
+    gives them (``takes_positions``), else the model computes them from the cache."""
+
+    def __init__(self, model):
+        from ..llm_helper import cache_argument_name
+
+        super().__init__()
+        self.model = generating_model(model)
+        self.cache_name = cache_argument_name(self.model)
+        self.positions = takes_positions(self.model)
+
+    def forward(self, input_ids, attention_mask, past_key_values):
+        from ..causal_lm import output_cache
+
+        kwargs = {self.cache_name: past_key_values}
+        if self.positions:
+            positions = attention_mask.cumsum(-1) - 1
+            kwargs["position_ids"] = positions[:, -input_ids.shape[1] :]
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, use_cache=True, **kwargs
+        )
+        return out.logits, output_cache(out)
+
+
+def build_prefill(
+    model_type: str, prompt: tuple[int, int] = (3, 4), seed: int = 0, model=None
+) -> PrefillCase:
+    """The tiny model (``build_model``, or ``model``), one image of the size of its
+    vision configuration and a prompt of ``prompt[0] + prompt[1]`` random tokens; a
+    model placing the image at masked positions (Kosmos-2) gets ``latent_query_num``
+    placeholder tokens between the two parts."""
+    from .cases import _text_ids, build_model
+
+    if not is_prefill_merging(model_type):
+        raise MultimodalPartsError(f"{model_type!r} does not merge the image in its forward")
+    model = build_model(model_type, seed=seed) if model is None else model
+    params = set(inspect.signature(model.forward).parameters)
+    vc: Any = getattr(model.config, "vision_config", None) or model.config
+    gen = torch.Generator().manual_seed(seed)
+    inputs: dict = {}
+    if "flattened_patches" in params:  # Kosmos-2.5
+        from .seq2seq import flattened_patches
+
+        inputs["flattened_patches"] = flattened_patches(vc, gen)
+    else:
+        size = vc.image_size if isinstance(vc.image_size, int) else vc.image_size[0]
+        channels = getattr(vc, "num_channels", 3)
+        inputs["pixel_values"] = torch.randn(1, channels, size, size, generator=gen)
+    text = model.config.get_text_config(decoder=True)
+    avoid = {
+        v
+        for k, v in model.config.to_dict().items()
+        if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)
+    } | {getattr(text, "pad_token_id", None), getattr(text, "bos_token_id", None)}
+    avoid = {a for a in avoid if isinstance(a, int)}
+    gen = torch.Generator().manual_seed(seed + 2)
+    first = _text_ids(text.vocab_size, prompt[0], avoid, gen)
+    last = _text_ids(text.vocab_size, prompt[1], avoid, gen)
+    n = (
+        getattr(model.config, "latent_query_num", 0)
+        if "image_embeds_position_mask" in params
+        else 0
+    )
+    placeholder = next(i for i in range(4, text.vocab_size) if i not in avoid)
+    ids = torch.tensor([first + [placeholder] * n + last], dtype=torch.int64)
+    if "image_embeds_position_mask" in params:
+        mask = torch.zeros(ids.shape, dtype=torch.bool)
+        mask[:, len(first) : len(first) + n] = True
+        inputs["image_embeds_position_mask"] = mask
+    return PrefillCase(model_type, model, inputs, ids)
+
+
+def _random_cache_like(cache, batch: int, past: int, generator=None):
+    """A DynamicCache with the layers and head shapes of ``cache``, ``batch`` rows and
+    ``past`` positions of random keys and values."""
+    from transformers.cache_utils import DynamicCache
+
+    out = DynamicCache()
+    for i, layer in enumerate(cache.layers):
+        shape = (batch, layer.keys.shape[1], past, layer.keys.shape[3])
+        out.update(
+            torch.randn(*shape, generator=generator), torch.randn(*shape, generator=generator), i
+        )
+    return out
+
+
+def export_prefill_parts(case: PrefillCase):
+    """Exports the prompt's graph (dynamic batch and sequence, the image of the example)
+    as ``prefill`` and the one-token graph (dynamic batch and cache length) as
+    ``step``."""
+    import time
+
+    from ..llm_helper import cache_dynamic_shapes
+    from .export import ExportedParts, export_part
+
+    model, result = case.model, ExportedParts()
+    names = list(case.image_inputs)
+    begin = time.perf_counter()
+    prefill = Prefill(model, names)
+    ids = case.input_ids.expand(2, -1).contiguous()
+    args = [ids, torch.ones_like(ids)]
+    ds: list = [{0: "batch", 1: "seq"}, {0: "batch", 1: "seq"}]
+    for name in names:
+        value = case.image_inputs[name]
+        args.append(value.expand(2, *value.shape[1:]).contiguous())
+        ds.append({0: "batch", 1: "seq"} if value.dim() == 2 else {0: "batch"})
+    result.models["prefill"] = export_part(prefill, tuple(args), dynamic_shapes=tuple(ds))
+    result.times["prefill"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    with torch.no_grad():
+        probe = prefill(*args)[1]
+    gen = torch.Generator().manual_seed(0)
+    past = probe.get_seq_length() + 2  # the positions of the image included (GIT)
+    cache = _random_cache_like(probe, 2, past, generator=gen)
+    text_past = case.input_ids.shape[1] + 2
+    kwargs = dict(
+        input_ids=torch.randint(4, 64, (2, 1), generator=gen),
+        attention_mask=torch.ones((2, text_past + 1), dtype=torch.int64),
+        past_key_values=cache,
+    )
+    dss = dict(
+        input_ids={0: "batch"},
+        attention_mask={0: "batch", 1: "total"},
+        past_key_values=cache_dynamic_shapes(len(cache.layers)),
+    )
+    result.models["step"] = export_part(Step(model), (), dynamic_shapes=dss, kwargs=kwargs)
+    result.times["step"] = time.perf_counter() - begin
+    return result
+
+
+def check_prefill_generation(case: PrefillCase, parts, steps: int = 8) -> dict:
+    """Greedy tokens of the ONNX prompt graph then the one-token graph against eager
+    ``generate``; the report of ``check_generation``."""
+    import numpy as np
+
+    from ..onnx_outputs import user_outputs
+    from .run import end_token_ids, margin, session
+
+    model, ids = case.model, case.input_ids
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            **case.image_inputs,
+            do_sample=False,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    eager_tokens = out.sequences[:, -steps:].numpy()
+    eager_logits = [t.numpy() for t in out.logits]
+
+    prefill, step = session(parts.models["prefill"]), session(parts.models["step"])
+    batch = ids.shape[0]
+    values = [ids.numpy(), np.ones(ids.shape, dtype=np.int64)]
+    values += [v.numpy() for v in case.image_inputs.values()]
+    outputs: list[Any] = user_outputs(
+        prefill, list(prefill.run(None, dict(zip([i.name for i in prefill.get_inputs()], values))))
+    )
+    names = [i.name for i in step.get_inputs()]
+    eos = end_token_ids(model)
+    total, tokens, logits = ids.shape[1], [], []
+    token = ids.numpy()[:, -1:]
+    for i in range(steps):
+        if i > 0:
+            feeds = {
+                names[0]: token,
+                names[1]: np.ones((batch, total), dtype=np.int64),
+                **dict(zip(names[2:], outputs[1:])),
+            }
+            outputs = user_outputs(step, list(step.run(None, feeds)))
+        last = outputs[0][:, -1, :]
+        logits.append(last)
+        allowed = last.copy()
+        allowed[:, eos] = -np.inf
+        token = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens.append(token)
+        total += 1
+    onnx_tokens = np.concatenate(tokens, axis=1)
+    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, logits)]
+    return dict(
+        equal_tokens=equal,
+        same=equal == steps,
+        max_abs_diff=max(diffs),
+        margin=margin(eager_logits, exclude=eos),
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+        eager_logits=eager_logits,
+        onnx_logits=logits,
+    )
+
+
+__all__ = [
+    "PREFILL_INPUTS",
+    "VIDEO_FRAMES",
+    "Prefill",
+    "PrefillCase",
+    "Step",
+    "build_prefill",
+    "check_prefill_generation",
+    "export_prefill_parts",
+    "generating_model",
+    "is_prefill_merging",
+    "language_model_with_head",
+    "prepare_config",
+    "qformer_constants",
+    "takes_positions",
+    "video_features_function",
+    "video_frames",
+]

@@ -1,0 +1,673 @@
+"""Image-to-text encoder-decoder models (VisionEncoderDecoder, Pix2Struct, Florence-2,
+PP-FormulaNet): the image (and the encoder's text prompt, if the encoder takes one) goes
+through the encoder once, a text decoder with cross-attention generates. They take the
+path of Whisper (``speech``): the encoder part returns the encoder states, the decoder part
+takes the tokens, the encoder states and the self-attention cache.
+
+The encoder part calls the model's own forward with a one-token decoder prompt and returns
+``encoder_last_hidden_state`` (the decoder nodes, unused, are removed from the graph): the
+model merges the image features into its encoder's prompt (Florence-2) as ``generate``
+does, whatever the inputs of its encoder are called (``pixel_values``,
+``flattened_patches``).
+
+.. code-block:: python
+
+    case = build_image_seq2seq("vision-encoder-decoder")
+    parts = export_speech_parts(case)
+    report = check_speech_generation(case, parts, steps=8)
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .errors import MultimodalPartsError
+
+#: inputs of the forward of an encoder-decoder model that the encoder reads
+ENCODER_INPUTS = ("pixel_values", "flattened_patches", "input_ids", "attention_mask")
+
+
+#: inputs of a forward carrying an image (or a video)
+IMAGE_INPUTS = ("pixel_values", "flattened_patches", "pixel_values_videos", "image_embeds")
+
+
+def require_image_input(cls) -> None:
+    """Raises ``MultimodalPartsError`` when the forward of the model class ``cls`` takes
+    no image: a class transformers lists as image-text-to-text that reads only text
+    (Mistral4ForCausalLM) or protein sequences (Evolla) has no image part to export."""
+    params = set(inspect.signature(cls.forward).parameters)
+    if params & set(IMAGE_INPUTS):
+        return
+    others = sorted(p for p in params if p.endswith("_input_ids") and p != "decoder_input_ids")
+    what = f"it reads {others} besides the text" if others else "it reads text only"
+    raise MultimodalPartsError(
+        f"{cls.__name__} takes no image: {what}, not an image-to-text generation "
+        f"(none of {list(IMAGE_INPUTS)} in its forward)"
+    )
+
+
+def is_image_seq2seq(model_type: str) -> bool:
+    """True when the image-text-to-text class of ``model_type`` is an encoder-decoder
+    model reading an image (its forward takes ``encoder_outputs`` and pixels or
+    patches)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+    cls = getattr(transformers, name, None) if name else None
+    if cls is None:
+        return False
+    params = set(inspect.signature(cls.forward).parameters)
+    if "encoder_outputs" in params and bool(params & {"pixel_values", "flattened_patches"}):
+        return True
+    return _is_vision_text_decoder(cls)
+
+
+def _is_vision_text_decoder(cls) -> bool:
+    """A vision model and a text decoder attending to its states, the forward taking the
+    pixels and no cache, no image features merged into the prompt (BLIP)."""
+    from ..llm_helper import CACHE_ARGUMENT_NAMES
+
+    params = set(inspect.signature(cls.forward).parameters)
+    return (
+        "pixel_values" in params
+        and not params & set(CACHE_ARGUMENT_NAMES)
+        and not any(hasattr(cls, f) for f in ("get_image_features", "get_video_features"))
+        and "text_decoder" in inspect.getsource(cls.__init__)
+    )
+
+
+@dataclass
+class ImageSeq2SeqCase:
+    """A tiny image-to-text encoder-decoder model, the inputs of its encoder (the image,
+    the encoder prompt) and the decoder prompt; ``encoder`` and ``encoder_inputs`` are
+    what ``export_speech_parts`` and ``check_speech_generation`` read."""
+
+    model_type: str
+    model: Any
+    encoder_inputs: dict
+    decoder_input_ids: torch.Tensor
+    encoder_dynamic_shapes: dict = field(default_factory=dict)
+
+    def encoder(self) -> torch.nn.Module:
+        """The encoder part; ``MultimodalPartsError`` for an encoder reading word boxes
+        (UDOP): it drops the image patches the boxes cover, a number of positions
+        computed from the values of ``bbox`` (``patch_inds[rows, cols] = False``) no
+        graph of torch.export holds; eager generation works."""
+        if "bbox" in self.encoder_inputs:
+            raise MultimodalPartsError(
+                f"{type(self.model).__name__}: its encoder drops the image patches the word "
+                "boxes cover (patch_inds[rows, cols] = False with indices computed from the "
+                "values of bbox), a data-dependent sequence length torch.export cannot capture"
+            )
+        return ImageEncoder(self.model, list(self.encoder_inputs))
+
+    @property
+    def decoder_model(self):
+        """The model the decoder part calls: the text decoder of BLIP, else the model."""
+        return getattr(self.model, "text_decoder", None) or self.model
+
+    def end_tokens(self) -> list[int]:
+        """The end-of-sequence tokens ``generate`` never chooses here: BLIP's generate
+        ends on the separator token."""
+        from .run import end_token_ids
+
+        if self.decoder_model is self.model:
+            return end_token_ids(self.model)
+        return [self.model.config.text_config.sep_token_id]
+
+    def generate_inputs(self) -> dict:
+        """The inputs of ``generate``: BLIP's generate drops the last token of
+        ``input_ids`` (the separator its processor appends), starts with the
+        beginning-of-sequence token and sets the padding token itself."""
+        if self.decoder_model is self.model:
+            return dict(
+                **self.encoder_inputs, decoder_input_ids=self.decoder_input_ids, pad_token_id=0
+            )
+        sep = torch.zeros_like(self.decoder_input_ids[:, :1])
+        ids = torch.cat([self.decoder_input_ids, sep], dim=1)
+        return dict(**self.encoder_inputs, input_ids=ids)
+
+
+class ImageEncoder(torch.nn.Module):
+    """The encoder inputs (named ``names``, in order) to the encoder states: the model's
+    forward with the decoder start token, ``encoder_last_hidden_state``, or the last
+    states of the vision model when the forward takes no encoder outputs (BLIP)."""
+
+    def __init__(self, model, names: list[str]):
+        super().__init__()
+        self.model = model
+        self.names = names
+        self.start = decoder_start_token_id(model)
+
+    def forward(self, *args):
+        kwargs = dict(zip(self.names, args))
+        if "encoder_outputs" not in inspect.signature(self.model.forward).parameters:
+            return self.model.vision_model(**kwargs).last_hidden_state
+        batch = args[0].shape[0]
+        start = torch.full((batch, 1), self.start, dtype=torch.int64, device=args[0].device)
+        out = self.model(**kwargs, decoder_input_ids=start, use_cache=False)
+        return out.encoder_last_hidden_state
+
+
+def decoder_start_token_id(model) -> int:
+    """The first token of the decoder prompt: ``decoder_start_token_id`` of the model,
+    the generation or the text configuration, else ``bos_token_id``, else 0."""
+    text = model.config.get_text_config(decoder=True)
+    for owner in (model.generation_config, model.config, text):
+        for name in ("decoder_start_token_id", "bos_token_id"):
+            value = getattr(owner, name, None)
+            if isinstance(value, int):
+                return value
+    return 0
+
+
+def _prepare(model) -> None:
+    """The generation configuration ``generate`` needs: a start and a padding token
+    (tiny VisionEncoderDecoder configurations have none), no forced first or last token
+    (the runtime chooses the greedy token at every step)."""
+    start = decoder_start_token_id(model)
+    gc: Any = model.generation_config
+    gc.decoder_start_token_id = start
+    model.config.decoder_start_token_id = start
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = 0
+    if gc.pad_token_id is None:
+        gc.pad_token_id = 0
+    # BART-like decoders force the end-of-sequence token at the last step
+    gc.forced_eos_token_id, gc.forced_bos_token_id = None, None
+
+
+def _image_size(vc) -> int:
+    size = getattr(vc, "image_size", None)
+    if isinstance(size, (list, tuple)):
+        size = size[0]
+    return size if isinstance(size, int) else 64
+
+
+def flattened_patches(vc, gen, side: int = 4) -> torch.Tensor:
+    """Random patches of an image of ``side`` x ``side`` patches as Pix2Struct's and
+    Kosmos-2.5's processors flatten them, ``(1, side * side, 2 + patch size)``: the row
+    and the column of every patch (from 1), then its pixels."""
+    rows, cols = torch.meshgrid(torch.arange(1, side + 1), torch.arange(1, side + 1), indexing="ij")
+    values = torch.randn(side * side, vc.patch_embed_hidden_size, generator=gen)
+    patches = torch.cat([rows.reshape(-1, 1), cols.reshape(-1, 1), values], dim=1)
+    return patches.unsqueeze(0).to(torch.float32)
+
+
+def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, dict]:
+    """Random encoder inputs ``(inputs, dynamic shapes)``: pixels of the image size of the
+    vision configuration, or the flattened patches of Pix2Struct (row and column
+    indices first) with their mask, and, when the encoder reads a prompt, ``prompt``
+    random tokens after the image tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    params = set(inspect.signature(model.forward).parameters)
+    config = model.config
+    vc = getattr(config, "vision_config", None) or getattr(config, "encoder", None) or config
+    inputs: dict[str, Any] = {}
+    ds: dict[str, Any] = {}
+    if "flattened_patches" in params:
+        inputs["flattened_patches"] = flattened_patches(vc, gen)
+        inputs["attention_mask"] = torch.ones(
+            inputs["flattened_patches"].shape[:2], dtype=torch.int64
+        )
+        ds = {"flattened_patches": {0: "batch"}, "attention_mask": {0: "batch"}}
+        return inputs, ds
+    channels = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", 3)
+    size = _image_size(vc)
+    inputs["pixel_values"] = torch.randn(1, channels, size, size, generator=gen)
+    ds["pixel_values"] = {0: "batch"}
+    if "bbox" in params:  # UDOP: the words of a document and their boxes
+        vocab = config.get_text_config(decoder=True).vocab_size
+        ids = torch.randint(4, vocab - 64, (1, prompt), generator=gen)
+        corners = torch.rand(1, prompt, 2, 2, generator=gen).sort(dim=2).values
+        inputs["input_ids"] = ids
+        inputs["bbox"] = corners.transpose(2, 3).reshape(1, prompt, 4)  # x0, y0, x1, y1
+        inputs["attention_mask"] = torch.ones_like(ids)
+        ds.update(
+            input_ids={0: "batch", 1: "seq"},
+            bbox={0: "batch", 1: "seq"},
+            attention_mask={0: "batch", 1: "seq"},
+        )
+    if (
+        "input_ids" in params
+        and "encoder_outputs" in params
+        and "image_token_id" in config.to_dict()
+    ):
+        from .parts import image_features_function
+
+        with torch.no_grad():
+            n = image_features_function(model)(inputs["pixel_values"]).pooler_output.shape[1]
+        token = config.image_token_id
+        vocab = config.get_text_config(decoder=True).vocab_size
+        text = torch.randint(4, vocab - 64, (1, prompt), generator=gen)
+        text[text == token] = 4
+        ids = torch.cat([torch.full((1, n), token, dtype=torch.int64), text], dim=1)
+        inputs["input_ids"] = ids
+        inputs["attention_mask"] = torch.ones_like(ids)
+        ds.update(input_ids={0: "batch", 1: "seq"}, attention_mask={0: "batch", 1: "seq"})
+    return inputs, ds
+
+
+def build_image_seq2seq(
+    model_type: str, prompt: int = 1, batch: int = 1, seed: int = 0, model=None
+) -> ImageSeq2SeqCase:
+    """The tiny model (``build_model``, or ``model``), its encoder inputs
+    (``make_encoder_inputs``) and a decoder prompt of the start token followed by
+    ``prompt - 1`` random tokens; ``batch`` copies of both."""
+    from .cases import build_model
+
+    if not is_image_seq2seq(model_type):
+        raise MultimodalPartsError(f"{model_type!r} is not an image encoder-decoder model")
+    if model is None:
+        model = build_model(model_type, seed=seed)
+        decoder = getattr(model, "text_decoder", None)
+        if decoder is not None and model.get_output_embeddings() is None:
+            from .cases import sharpen_logits
+
+            sharpen_logits(decoder)  # BLIP: the head is the text decoder's
+    _prepare(model)
+    if getattr(model, "text_decoder", None) is not None:
+        _prepare(model.text_decoder)
+    inputs, ds = make_encoder_inputs(model, seed=seed)
+    inputs = {k: v.expand(batch, *v.shape[1:]).contiguous() for k, v in inputs.items()}
+    gen = torch.Generator().manual_seed(seed + 1)
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    start = torch.full((batch, 1), decoder_start_token_id(model), dtype=torch.int64)
+    rest = torch.randint(4, vocab - 64, (batch, prompt - 1), generator=gen)
+    return ImageSeq2SeqCase(model_type, model, inputs, torch.cat([start, rest], dim=1), ds)
+
+
+# --- a decoder-only language model with cross-attention layers (Mllama) ---
+
+
+def is_cross_attention_lm(model_type: str) -> bool:
+    """True when the image-text-to-text class of ``model_type`` is a decoder-only model
+    whose layers attend to the image states (its forward takes them:
+    ``cross_attention_states`` for Mllama, ``image_encoder_embeddings`` for IDEFICS)."""
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
+    cls = getattr(transformers, name, None) if name else None
+    if cls is None:
+        return False
+    params = inspect.signature(cls.forward).parameters
+    return "cross_attention_states" in params or "image_encoder_embeddings" in params
+
+
+def cross_attention_names(model) -> tuple[str, str]:
+    """The arguments of the forward taking the image states and the mask of what every
+    token sees: ``(cross_attention_states, cross_attention_mask)`` (Mllama),
+    ``(perceiver_embeddings or image_encoder_embeddings, image_attention_mask)``
+    (IDEFICS, with or without its perceiver)."""
+    params = inspect.signature(model.forward).parameters
+    if "cross_attention_states" in params:
+        return "cross_attention_states", "cross_attention_mask"
+    if getattr(model.config, "use_resampler", False):
+        return "perceiver_embeddings", "image_attention_mask"
+    return "image_encoder_embeddings", "image_attention_mask"
+
+
+def prepare_config(config) -> None:
+    """Fixes what the zoo's shrinking leaves inconsistent in a configuration of a
+    language model with cross-attention layers (``cross_attention_layers``): the last
+    of the shrunk layers attends to the image (the original indices are all beyond
+    them: the image would be ignored), the vision tower returns the states of layers
+    it has (``intermediate_layers_indices``) and the projector reads their size
+    (``vision_output_dim``)."""
+    text = config.get_text_config(decoder=True)
+    layers = getattr(text, "cross_attention_layers", None)
+    if not isinstance(layers, list):
+        return
+    n = text.num_hidden_layers
+    if not any(i < n for i in layers):
+        text.cross_attention_layers = [n - 1]
+    vc = getattr(config, "vision_config", None)
+    indices = getattr(vc, "intermediate_layers_indices", None)
+    if vc is not None and isinstance(indices, list):
+        vc.intermediate_layers_indices = [i for i in indices if i < vc.num_hidden_layers] or [0]
+        if isinstance(getattr(vc, "num_global_layers", None), int):
+            vc.num_global_layers = min(vc.num_global_layers, 2)
+        vc.vision_output_dim = vc.hidden_size * (len(vc.intermediate_layers_indices) + 1)
+
+
+@dataclass
+class CrossAttentionCase:
+    """A tiny language model with cross-attention layers, one image (the pixels of its
+    tiles and their aspect ratio), a prompt holding the image token and the mask of the
+    image tiles every token sees (``cross_attention_mask``, ``(batch, seq, images,
+    tiles)``: the tokens from the image token on see its tile, the ones before see
+    nothing, as the processor builds it)."""
+
+    model_type: str
+    model: Any
+    vision_inputs: dict
+    input_ids: torch.Tensor
+    cross_attention_mask: torch.Tensor
+
+
+class CrossVisionEncoder(torch.nn.Module):
+    """The image (pixels of its tiles, aspect ratio id and mask for Mllama, the pixels
+    of ``(batch, images, c, h, w)`` for IDEFICS) to the states the cross-attention
+    layers attend to, ``(batch, n_states, hidden)`` (Mllama), ``(batch, images,
+    n_states, hidden)`` (IDEFICS)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values, aspect_ratio_ids=None, aspect_ratio_mask=None):
+        inner = self.model.model
+        if aspect_ratio_ids is None:  # IDEFICS
+            batch, images = pixel_values.shape[:2]
+            flat = pixel_values.reshape(batch * images, *pixel_values.shape[2:])
+            states = inner.vision_model(pixel_values=flat).last_hidden_state
+            if getattr(self.model.config, "use_resampler", False):
+                states = inner.perceiver_resampler(states)
+            return states.reshape(batch, images, *states.shape[1:])
+        states = inner.vision_model(
+            pixel_values=pixel_values,
+            aspect_ratio_ids=aspect_ratio_ids,
+            aspect_ratio_mask=aspect_ratio_mask,
+        ).last_hidden_state
+        states = inner.multi_modal_projector(states)
+        return states.reshape(pixel_values.shape[0], -1, states.shape[-1])
+
+
+def _cross_layers(model) -> tuple[int, set[int]]:
+    """The number of layers of the cache, the indices of those of cross-attention
+    (Mllama; none for IDEFICS, whose gated cross-attention layers have no cache)."""
+    text = model.config.get_text_config(decoder=True)
+    n = text.num_hidden_layers
+    return n, {i for i in getattr(text, "cross_attention_layers", []) if i < n}
+
+
+class CrossAttentionDecoder(torch.nn.Module):
+    """Tokens, mask, positions, the cache of the self-attention layers, the image
+    states and the tiles the new tokens see (``cross_attention_mask``) in, logits and
+    the present self-attention cache out. The cross-attention
+    layers get an empty cache entry at every call: they project the image states again
+    (as Whisper's decoder does here), their keys and values never leave the graph."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.n_layers, self.cross = _cross_layers(model)
+        self.states_name, self.mask_name = cross_attention_names(model)
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask,
+        position_ids,
+        past_key_values,
+        cross_attention_states,
+        cross_attention_mask,
+    ):
+        from transformers.cache_utils import DynamicCache
+
+        from ..causal_lm import output_cache
+
+        cache = DynamicCache()
+        own = iter(past_key_values.layers)
+        first = past_key_values.layers[0].keys
+        for i in range(self.n_layers):
+            if i in self.cross:
+                empty = first[:, :, :0]
+                cache.update(empty, empty, i)
+            else:
+                layer = next(own)
+                cache.update(layer.keys, layer.values, i)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            **{self.states_name: cross_attention_states, self.mask_name: cross_attention_mask},
+            use_cache=True,
+        )
+        full: Any = output_cache(out)
+        present = DynamicCache()
+        j = 0
+        for i in range(self.n_layers):
+            if i not in self.cross:
+                present.update(full.layers[i].keys, full.layers[i].values, j)
+                j += 1
+        return out.logits, present
+
+
+def open_gates(model, seed: int = 0):
+    """Gives the gates of the cross-attention layers (parameters named ``*gate*`` or
+    ``alpha_*`` (IDEFICS), zeros
+    after initialization: ``tanh(0)`` closes them and the image changes nothing) random
+    values in [0.5, 1]."""
+    gen = torch.Generator().manual_seed(seed + 5)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            last = name.rsplit(".", 1)[-1]
+            if ("gate" in last or last.startswith("alpha_")) and not param.any():
+                param.copy_(0.5 + 0.5 * torch.rand(param.shape, generator=gen))
+    return model
+
+
+def build_cross_attention(
+    model_type: str, prompt: tuple[int, int] = (3, 4), seed: int = 0, model=None
+) -> CrossAttentionCase:
+    """The tiny model (``build_model``, or ``model``), one image of one tile (aspect
+    ratio 1x1, the other tiles masked) and a prompt of ``prompt[0]`` tokens, the image
+    token, ``prompt[1]`` tokens."""
+    from .cases import _text_ids, build_model
+    from .parts import image_token_id
+
+    if not is_cross_attention_lm(model_type):
+        raise MultimodalPartsError(f"{model_type!r} has no cross-attention layers")
+    model = open_gates(build_model(model_type, seed=seed), seed) if model is None else model
+    vc = model.config.vision_config
+    gen = torch.Generator().manual_seed(seed)
+    size, channels = vc.image_size, getattr(vc, "num_channels", 3)
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    tiles = getattr(vc, "max_num_tiles", None)
+    if tiles is None:  # IDEFICS: one image, any token (the processor's <image>) marks it
+        token = 4
+        inputs: dict = {"pixel_values": torch.randn(1, 1, channels, size, size, generator=gen)}
+    else:
+        pixels = torch.randn(1, 1, tiles, channels, size, size, generator=gen)
+        pixels[:, :, 1:] = 0
+        ratio_ids = torch.tensor([[1]], dtype=torch.int64)  # (1, 1): one tile
+        ratio_mask = torch.zeros((1, 1, tiles), dtype=torch.int64)
+        ratio_mask[..., 0] = 1
+        inputs = dict(pixel_values=pixels, aspect_ratio_ids=ratio_ids, aspect_ratio_mask=ratio_mask)
+        token = image_token_id(model)
+    gen = torch.Generator().manual_seed(seed + 2)
+    avoid = {token} | {
+        v
+        for k, v in model.config.to_dict().items()
+        if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)
+    }
+    ids = (
+        _text_ids(vocab, prompt[0], avoid, gen) + [token] + _text_ids(vocab, prompt[1], avoid, gen)
+    )
+    # the tokens from the image token on see the image (its first tile)
+    seen = torch.zeros((1, len(ids), 1) + ((tiles,) if tiles else ()), dtype=torch.int64)
+    if tiles:
+        seen[:, prompt[0] :, :, 0] = 1
+    else:
+        seen[:, prompt[0] :, :] = 1
+    return CrossAttentionCase(
+        model_type, model, inputs, torch.tensor([ids], dtype=torch.int64), seen
+    )
+
+
+def _self_cache(model, batch: int, past: int, generator=None):
+    from transformers.cache_utils import DynamicCache
+
+    from ..llm_helper import _cache_geometry
+
+    n, cross = _cross_layers(model)
+    _, n_kv, head_dim = _cache_geometry(model.config)
+    cache = DynamicCache()
+    for j in range(n - len(cross)):
+        shape = (batch, n_kv, past, head_dim)
+        cache.update(
+            torch.randn(*shape, generator=generator), torch.randn(*shape, generator=generator), j
+        )
+    return cache
+
+
+def export_cross_attention_parts(case: CrossAttentionCase):
+    """Exports the vision part (the example image) and the decoder (dynamic batch,
+    sequence, cache length)."""
+    import time
+
+    from ..llm_helper import cache_dynamic_shapes
+    from .export import ExportedParts, export_part
+
+    result = ExportedParts()
+    begin = time.perf_counter()
+    vision = CrossVisionEncoder(case.model)
+    result.models["vision"] = export_part(vision, tuple(case.vision_inputs.values()))
+    result.times["vision"] = time.perf_counter() - begin
+    begin = time.perf_counter()
+    with torch.no_grad():
+        shape = vision(*case.vision_inputs.values()).shape
+    gen = torch.Generator().manual_seed(0)
+    batch, seq, past = 2, 3, 5
+    cache = _self_cache(case.model, batch, past, generator=gen)
+    vocab = case.model.config.get_text_config(decoder=True).vocab_size
+    kwargs = dict(
+        input_ids=torch.randint(0, vocab, (batch, seq), generator=gen),
+        attention_mask=torch.ones((batch, past + seq), dtype=torch.int64),
+        position_ids=torch.arange(past, past + seq).expand(batch, -1).contiguous(),
+        past_key_values=cache,
+        cross_attention_states=torch.randn(batch, *shape[1:], generator=gen),
+        cross_attention_mask=case.cross_attention_mask[:, -1:]
+        .expand(batch, seq, *case.cross_attention_mask.shape[2:])
+        .contiguous(),
+    )
+    ds = dict(
+        input_ids={0: "batch", 1: "seq"},
+        attention_mask={0: "batch", 1: "total"},
+        position_ids={0: "batch", 1: "seq"},
+        past_key_values=cache_dynamic_shapes(len(cache.layers)),
+        cross_attention_states={0: "batch"},
+        cross_attention_mask={0: "batch", 1: "seq"},
+    )
+    result.models["decoder"] = export_part(
+        CrossAttentionDecoder(case.model), (), dynamic_shapes=ds, kwargs=kwargs
+    )
+    result.times["decoder"] = time.perf_counter() - begin
+    return result
+
+
+def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int = 8) -> dict:
+    """Greedy tokens of the chained ONNX parts (vision once, the decoder with the image
+    states at every step) against eager ``generate``; the report of
+    ``check_generation``."""
+    import numpy as np
+
+    from ..onnx_outputs import user_outputs
+    from .run import end_token_ids, margin, session
+
+    model, ids = case.model, case.input_ids
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            **{cross_attention_names(model)[1]: case.cross_attention_mask},
+            **case.vision_inputs,
+            do_sample=False,
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=0,
+        )
+    eager_tokens = out.sequences[:, ids.shape[1] :].numpy()
+    eager_logits = [t.numpy() for t in out.logits]
+
+    vision, decoder = session(parts.models["vision"]), session(parts.models["decoder"])
+    feeds = dict(
+        zip([i.name for i in vision.get_inputs()], [v.numpy() for v in case.vision_inputs.values()])
+    )
+    states: Any = vision.run(None, feeds)[0]
+    names = [i.name for i in decoder.get_inputs()]
+    batch = ids.shape[0]
+    cache = {
+        i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
+        for i in decoder.get_inputs()[3:-2]
+    }
+    seen: Any = case.cross_attention_mask.numpy()
+    eos = end_token_ids(model)
+    tokens_: Any = ids.numpy()
+    past, tokens, logits = 0, [], []
+    for _ in range(steps):
+        seq = tokens_.shape[1]
+        outputs: list[Any] = user_outputs(
+            decoder,
+            list(
+                decoder.run(
+                    None,
+                    {
+                        names[0]: tokens_,
+                        names[1]: np.ones((batch, past + seq), dtype=np.int64),
+                        names[2]: np.arange(past, past + seq, dtype=np.int64)[None].repeat(
+                            batch, 0
+                        ),
+                        names[-2]: states,
+                        names[-1]: seen,
+                        **cache,
+                    },
+                )
+            ),
+        )
+        last = outputs[0][:, -1, :]
+        logits.append(last)
+        allowed = last.copy()
+        allowed[:, eos] = -np.inf
+        tokens_ = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens.append(tokens_)
+        cache = dict(zip(names[3:-2], outputs[1:]))
+        seen = seen[:, -1:]  # a new token sees what the last one saw
+        past += seq
+    onnx_tokens = np.concatenate(tokens, axis=1)
+    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, logits)]
+    return dict(
+        equal_tokens=equal,
+        same=equal == steps,
+        max_abs_diff=max(diffs),
+        margin=margin(eager_logits, exclude=eos),
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+        eager_logits=eager_logits,
+        onnx_logits=logits,
+    )
+
+
+__all__ = [
+    "IMAGE_INPUTS",
+    "CrossAttentionCase",
+    "CrossAttentionDecoder",
+    "CrossVisionEncoder",
+    "ENCODER_INPUTS",
+    "ImageEncoder",
+    "ImageSeq2SeqCase",
+    "build_cross_attention",
+    "cross_attention_names",
+    "build_image_seq2seq",
+    "check_cross_attention_generation",
+    "decoder_start_token_id",
+    "export_cross_attention_parts",
+    "flattened_patches",
+    "is_cross_attention_lm",
+    "is_image_seq2seq",
+    "make_encoder_inputs",
+    "open_gates",
+    "prepare_config",
+    "require_image_input",
+]
