@@ -204,8 +204,9 @@ def _specialized_note(report: ExportReport, exc: BaseException) -> str:
         [
             "The model's code made these dynamic dimensions constants:",
             *lines,
-            "Fix: compute these sizes with tensors or torch.sym_int instead of int() or "
-            "Python arithmetic, or declare the dimensions static.",
+            "Fix: keep these sizes symbolic at those lines (tensor operations or "
+            "torch.sym_int instead of int(), len() or a Python loop over the dimension), "
+            "or declare the dimensions static.",
         ]
     )
 
