@@ -338,8 +338,10 @@ TORCH_EXPORT_CASES = [
         "value by the code (a constant shape, a reshape with fixed sizes, a branch on "
         "the size).",
         _specialized,
-        'Find the line with ``TORCH_LOGS="+dynamic"`` or the export report, which names '
-        "the user's line of every specialized dimension "
+        "With to_onnx, the error carries a note naming the line that made each "
+        "dimension a constant (``x.shape[0] became 2 at model.py:12 in forward: ...``, "
+        "shown under the traceback, in ``err.__notes__``); the export report names it "
+        'too. With torch.export alone, find it with ``TORCH_LOGS="+dynamic"`` '
         "(:ref:`l-plot-exporter-lost_dynamic_dimension`); make the code follow the size "
         "(``x.new_ones(x.shape)``, ``reshape(-1, ...)``), or declare the dimension "
         "``Dim.AUTO`` to let torch decide; to_onnx accepts names as strings "
