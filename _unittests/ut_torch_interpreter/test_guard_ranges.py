@@ -385,3 +385,43 @@ def test_square_example_keeps_the_branch_between_two_sizes():
     assert ranges["x.shape[2]"]["min"] == 8 and "step" not in ranges["x.shape[2]"], ranges
     assert (2, 8, 9) not in outside and (2, 8, 10) not in outside
     assert len(warned) == 2, warned
+
+
+class PositionSlice(torch.nn.Module):
+    """Absolute position embeddings read after a cache (BERT's embeddings in a
+    vision-encoder-decoder's text decoder): the rows ``past`` to ``past + seq`` of a
+    table of 16, expanded to the batch. The capture records ``seq == len or len == 1``
+    with ``len = max(0, min(16, past + seq) - min(16, past))``: true while
+    ``past + seq <= 16``, a relation between the two inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.pos = torch.nn.Parameter(torch.randn(16, 4))
+
+    def forward(self, x, past):
+        p, s = past.shape[1], x.shape[1]
+        rows = self.pos[p : p + s].expand(x.shape[0], s, x.shape[2])
+        return x + rows + past.mean(dim=1, keepdim=True)
+
+
+def test_position_slice_after_a_cache_is_a_relation_not_a_range():
+    """The broadcast guard of ``pos[past:past + seq].expand(batch, seq)`` is a relation
+    between ``seq`` and ``past``: no range on either (it read as ``past`` valid only up to
+    its example 5 for BERT's table of 512 rows, ``seq`` up to 3 here: each scanned alone,
+    then narrowed together on a grid where both grew), and the model matches eager with
+    a longer cache."""
+    model = PositionSlice()
+    args = (torch.randn(2, 3, 4), torch.randn(2, 5, 4))
+    ds = ({1: "seq"}, {1: "past"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        onx = to_onnx(model, args, dynamic_shapes=ds)
+    warned = [str(w.message) for w in caught if issubclass(w.category, ConstrainedDimensionWarning)]
+    props = {p.key: p.value for p in onx.metadata_props}
+    assert warned == [] and METADATA_KEY not in props, (warned, props.get(METADATA_KEY))
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seq, past in [(3, 9), (1, 13), (5, 11)]:  # past > 5, past + seq <= 16
+        x, p = torch.randn(2, seq, 4), torch.randn(2, past, 4)
+        expected = model(x, p).detach().numpy()
+        got = np.asarray(sess.run(None, {"x": x.numpy(), "past": p.numpy()})[0])
+        np.testing.assert_allclose(got, expected, atol=1e-5)

@@ -95,7 +95,12 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
     satisfy it (``frames * height * width == 64``, from ``range(frames * height * width)``
     unrolled at the example's sizes): such an equality pins the sizes to the example's
     (:func:`_pins`). So is an inequality the example meets exactly between one size and
-    a sum of others (``past + sequence <= mask length``, :func:`_covers`)."""
+    a sum of others (``past + sequence <= mask length``, :func:`_covers`), and a
+    disjunction one of whose terms is such a relation: ``expand`` of a slice of a
+    position table to the sequence, ``pos[past:past + seq].expand(batch, seq)``,
+    records ``seq == len or len == 1`` with ``len = min(512, past + seq) - min(512,
+    past)``, which the inputs keep as long as ``past + seq <= 512``; scanned one size at
+    a time and then narrowed jointly it read as ``past`` valid only up to its example."""
     import sympy
     from torch.utils._sympy.printers import PythonPrinter
 
@@ -110,10 +115,8 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
         symbols = frozenset(str(s) for s in expr.free_symbols)
         if not symbols or not symbols <= set(names):
             continue  # a guard on values or unbacked symbols: not a size
-        relation = len(symbols) > 1 and (
-            isinstance(expr, sympy.Eq)
-            or _difference(expr) in relations
-            or (hints is not None and _covers(expr, hints))
+        relation = _is_relation(expr, relations, hints) or (
+            isinstance(expr, sympy.Or) and any(_is_relation(a, relations, hints) for a in expr.args)
         )
         code = printer.doprint(expr)
         if code in seen:
@@ -131,6 +134,18 @@ def _compile_guards(env, names: list[str], recorder, values: list | None = None)
         where = recorder.location(g.sloc) if recorder is not None else None
         guards.append(_Guard(code, function, symbols, where, pins))
     return guards
+
+
+def _is_relation(expr, relations: set, hints: dict[str, int] | None) -> bool:
+    """Whether ``expr`` relates several sizes: an equality between them, half of one
+    (:func:`_equalities`), or an inequality the example meets exactly (:func:`_covers`)."""
+    import sympy
+
+    return len(expr.free_symbols) > 1 and (
+        isinstance(expr, sympy.Eq)
+        or _difference(expr) in relations
+        or (hints is not None and _covers(expr, hints))
+    )
 
 
 def _pins(function, symbols: frozenset, names: list[str], values: list) -> bool:
