@@ -85,21 +85,27 @@ def _token_feeds(names: list[str], ids: np.ndarray, past: int) -> dict[str, np.n
     return feeds
 
 
-def eager_greedy_decoding(model, input_ids: torch.Tensor, steps: int) -> tuple[np.ndarray, list]:
-    """Greedy generation with transformers' ``generate`` (no sampling, no stop)."""
+def eager_greedy_decoding(
+    model, input_ids: torch.Tensor | None, steps: int, **inputs
+) -> tuple[np.ndarray, list]:
+    """Greedy generation with transformers' ``generate`` (no sampling, exactly ``steps``
+    new tokens): the new tokens ``(batch, steps)`` and the logits of every step.
+    ``input_ids`` (a keyword for ``generate``: BLIP-2's takes ``pixel_values`` first)
+    comes with a full attention mask unless ``inputs`` gives one; ``inputs`` holds what
+    else the model reads (pixels, audio features, decoder ids)."""
+    if input_ids is not None:
+        base = dict(attention_mask=torch.ones_like(input_ids), pad_token_id=0)
+        inputs = {**base, **inputs, "input_ids": input_ids}
     with torch.no_grad():
         out = model.generate(
-            input_ids,
-            attention_mask=torch.ones_like(input_ids),
+            **inputs,
             do_sample=False,
             max_new_tokens=steps,
             min_new_tokens=steps,
             output_logits=True,
             return_dict_in_generate=True,
-            pad_token_id=0,
         )
-    tokens = out.sequences[:, input_ids.shape[1] :].numpy()
-    return tokens, [t.numpy() for t in out.logits]
+    return out.sequences[:, -steps:].numpy(), [t.numpy() for t in out.logits]
 
 
 def check_greedy_decoding(

@@ -341,24 +341,12 @@ def check_prefill_generation(case: PrefillCase, parts, steps: int = 8) -> dict:
     ``generate``; the report of ``check_generation``."""
     import numpy as np
 
+    from ..decoding_check import eager_greedy_decoding
     from ..onnx_outputs import user_outputs
-    from .run import end_token_ids, margin, session
+    from .run import end_token_ids, generation_report, greedy_token, session
 
     model, ids = case.model, case.input_ids
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            **case.image_inputs,
-            do_sample=False,
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=0,
-        )
-    eager_tokens = out.sequences[:, -steps:].numpy()
-    eager_logits = [t.numpy() for t in out.logits]
+    eager = eager_greedy_decoding(model, ids, steps, **case.image_inputs)
 
     prefill, step = session(parts.models["prefill"]), session(parts.models["step"])
     batch = ids.shape[0]
@@ -381,24 +369,10 @@ def check_prefill_generation(case: PrefillCase, parts, steps: int = 8) -> dict:
             outputs = user_outputs(step, list(step.run(None, feeds)))
         last = outputs[0][:, -1, :]
         logits.append(last)
-        allowed = last.copy()
-        allowed[:, eos] = -np.inf
-        token = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        token = greedy_token(last, eos)
         tokens.append(token)
         total += 1
-    onnx_tokens = np.concatenate(tokens, axis=1)
-    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
-    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, logits)]
-    return dict(
-        equal_tokens=equal,
-        same=equal == steps,
-        max_abs_diff=max(diffs),
-        margin=margin(eager_logits, exclude=eos),
-        eager_tokens=eager_tokens.tolist(),
-        onnx_tokens=onnx_tokens.tolist(),
-        eager_logits=eager_logits,
-        onnx_logits=logits,
-    )
+    return generation_report(eager, (np.concatenate(tokens, axis=1), logits), eos)
 
 
 __all__ = [

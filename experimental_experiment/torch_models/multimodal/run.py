@@ -190,9 +190,7 @@ def onnx_generate(
         outputs: list[Any] = user_outputs(sess, list(sess.run(None, feeds)))
         last = outputs[0][:, -1, :]
         logits.append(last)
-        allowed = last.copy()
-        allowed[:, eos] = -np.inf  # generate(min_new_tokens=steps) never ends early
-        token = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        token = greedy_token(last, eos)
         tokens.append(token)
         cache = dict(zip(names[3:], outputs[1:]))
         past += seq
@@ -203,21 +201,43 @@ def onnx_generate(
 
 def eager_generate(case: MultimodalCase, steps: int = 8) -> tuple[np.ndarray, list[np.ndarray]]:
     """``model.generate`` on the image and the prompt, greedy, exactly ``steps`` tokens."""
-    ids = case.input_ids
-    with torch.no_grad():
-        out = case.model.generate(
-            input_ids=ids,  # a keyword: BLIP-2's generate takes pixel_values first
-            attention_mask=torch.ones_like(ids),
-            **case.vision_inputs,
-            **case.generate_kwargs,
-            do_sample=False,
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=0,
-        )
-    return out.sequences[:, ids.shape[1] :].numpy(), [t.numpy() for t in out.logits]
+    from ..decoding_check import eager_greedy_decoding
+
+    inputs = {**case.vision_inputs, **case.generate_kwargs}
+    return eager_greedy_decoding(case.model, case.input_ids, steps, **inputs)
+
+
+def greedy_token(last: np.ndarray, eos: list[int]) -> np.ndarray:
+    """The next tokens ``(batch, 1)`` from the last logits ``(batch, vocab)``, the
+    end-of-sequence tokens excluded: ``generate(min_new_tokens=steps)`` never ends early."""
+    allowed = last.copy()
+    allowed[:, eos] = -np.inf
+    return allowed.argmax(axis=-1).reshape((last.shape[0], 1)).astype(np.int64)
+
+
+def generation_report(
+    eager: tuple[np.ndarray, list[np.ndarray]],
+    onnx: tuple[np.ndarray, list[np.ndarray]],
+    eos: list[int],
+) -> dict[str, Any]:
+    """Compares the ``(tokens, logits)`` of eager ``generate`` and of the ONNX parts:
+    ``dict(equal_tokens (positions where every batch row agrees), same=bool,
+    max_abs_diff, margin (eager), eager_tokens, onnx_tokens, eager_logits,
+    onnx_logits)``."""
+    (eager_tokens, eager_logits), (onnx_tokens, onnx_logits) = eager, onnx
+    steps = eager_tokens.shape[1]
+    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
+    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
+    return dict(
+        equal_tokens=equal,
+        same=equal == steps,
+        max_abs_diff=max(diffs),
+        margin=margin(eager_logits, exclude=eos),
+        eager_tokens=eager_tokens.tolist(),
+        onnx_tokens=onnx_tokens.tolist(),
+        eager_logits=eager_logits,
+        onnx_logits=onnx_logits,
+    )
 
 
 def margin(logits: list[np.ndarray], exclude: list[int] | None = None) -> float:
@@ -246,20 +266,8 @@ def check_generation(case: MultimodalCase, parts: ExportedParts, steps: int = 8)
         report = check_generation(case, export_parts(case))
         assert report["same"], report
     """
-    eager_tokens, eager_logits = eager_generate(case, steps)
-    onnx_tokens, onnx_logits = onnx_generate(case, parts, steps)
-    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
-    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
-    return dict(
-        equal_tokens=equal,
-        same=equal == steps,
-        max_abs_diff=max(diffs),
-        margin=margin(eager_logits, exclude=end_token_ids(case.model)),
-        eager_tokens=eager_tokens.tolist(),
-        onnx_tokens=onnx_tokens.tolist(),
-        eager_logits=eager_logits,
-        onnx_logits=onnx_logits,
-    )
+    eos = end_token_ids(case.model)
+    return generation_report(eager_generate(case, steps), onnx_generate(case, parts, steps), eos)
 
 
 __all__ = [
@@ -267,6 +275,8 @@ __all__ = [
     "eager_generate",
     "empty_cache_feeds",
     "end_token_ids",
+    "generation_report",
+    "greedy_token",
     "margin",
     "model_rope_positions",
     "mrope_positions",

@@ -570,25 +570,13 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
     ``check_generation``."""
     import numpy as np
 
+    from ..decoding_check import eager_greedy_decoding
     from ..onnx_outputs import user_outputs
-    from .run import end_token_ids, margin, session
+    from .run import end_token_ids, generation_report, greedy_token, session
 
     model, ids = case.model, case.input_ids
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            **{cross_attention_names(model)[1]: case.cross_attention_mask},
-            **case.vision_inputs,
-            do_sample=False,
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=0,
-        )
-    eager_tokens = out.sequences[:, ids.shape[1] :].numpy()
-    eager_logits = [t.numpy() for t in out.logits]
+    mask = {cross_attention_names(model)[1]: case.cross_attention_mask}
+    eager = eager_greedy_decoding(model, ids, steps, **mask, **case.vision_inputs)
 
     vision, decoder = session(parts.models["vision"]), session(parts.models["decoder"])
     feeds = dict(
@@ -627,26 +615,12 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
         )
         last = outputs[0][:, -1, :]
         logits.append(last)
-        allowed = last.copy()
-        allowed[:, eos] = -np.inf
-        tokens_ = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        tokens_ = greedy_token(last, eos)
         tokens.append(tokens_)
         cache = dict(zip(names[3:-2], outputs[1:]))
         seen = seen[:, -1:]  # a new token sees what the last one saw
         past += seq
-    onnx_tokens = np.concatenate(tokens, axis=1)
-    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
-    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, logits)]
-    return dict(
-        equal_tokens=equal,
-        same=equal == steps,
-        max_abs_diff=max(diffs),
-        margin=margin(eager_logits, exclude=eos),
-        eager_tokens=eager_tokens.tolist(),
-        onnx_tokens=onnx_tokens.tolist(),
-        eager_logits=eager_logits,
-        onnx_logits=logits,
-    )
+    return generation_report(eager, (np.concatenate(tokens, axis=1), logits), eos)
 
 
 __all__ = [

@@ -220,7 +220,7 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
     excluded as ``generate(min_new_tokens=steps)`` does; returns ``(tokens (batch,
     steps), logits of the last position per step)``."""
     from ..onnx_outputs import user_outputs
-    from .run import session
+    from .run import greedy_token, session
 
     encoder, decoder = session(parts.models["encoder"]), session(parts.models["decoder"])
     feeds = [v.numpy() for v in case.encoder_inputs.values()]
@@ -240,9 +240,7 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
         )
         last = outputs[0][:, -1, :]
         logits.append(last)
-        allowed = last.copy()
-        allowed[:, eos] = -np.inf  # generate(min_new_tokens=steps) never ends early
-        ids = allowed.argmax(axis=-1).reshape((batch, 1)).astype(np.int64)
+        ids = greedy_token(last, eos)
         tokens.append(ids)
         cache = dict(zip(names[2:], outputs[1:]))
     return np.concatenate(tokens, axis=1), logits
@@ -251,33 +249,12 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
 def check_speech_generation(case, parts: ExportedParts, steps: int = 8) -> dict[str, Any]:
     """Greedy tokens of the chained ONNX parts against eager ``model.generate``; the
     same report as ``check_generation``."""
-    from .run import margin
+    from ..decoding_check import eager_greedy_decoding
+    from .run import generation_report
 
-    with torch.no_grad():
-        out = case.model.generate(
-            **case.generate_inputs(),
-            do_sample=False,
-            max_new_tokens=steps,
-            min_new_tokens=steps,
-            output_logits=True,
-            return_dict_in_generate=True,
-        )
-    prompt = case.decoder_input_ids.shape[1]
-    eager_tokens = out.sequences[:, prompt:].numpy()
-    eager_logits = [t.numpy() for t in out.logits]
-    onnx_tokens, onnx_logits = onnx_speech_generate(case, parts, steps)
-    equal = int((eager_tokens == onnx_tokens).all(axis=0).sum())
-    diffs = [float(np.abs(e - o).max()) for e, o in zip(eager_logits, onnx_logits)]
-    return dict(
-        equal_tokens=equal,
-        same=equal == steps,
-        max_abs_diff=max(diffs),
-        margin=margin(eager_logits, exclude=case.end_tokens()),
-        eager_tokens=eager_tokens.tolist(),
-        onnx_tokens=onnx_tokens.tolist(),
-        eager_logits=eager_logits,
-        onnx_logits=onnx_logits,
-    )
+    eager = eager_greedy_decoding(case.model, None, steps, **case.generate_inputs())
+    onnx = onnx_speech_generate(case, parts, steps)
+    return generation_report(eager, onnx, case.end_tokens())
 
 
 __all__ = [
