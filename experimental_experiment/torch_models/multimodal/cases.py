@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .errors import MultimodalPartsError
+from .image_inputs import family_vision_inputs, fix_image_config
 from .parts import VisionEncoder, image_features_function, image_token_id
 
 
@@ -74,6 +75,7 @@ def build_model(model_type: str, seed: int = 0):
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)
+    fix_image_config(config)
     torch.manual_seed(seed)
     try:
         model = cls._from_config(config, attn_implementation="sdpa")
@@ -172,6 +174,9 @@ def make_vision_inputs(
     vc = _vision_config(model.config)
     channels = getattr(vc, "in_channels", None) or getattr(vc, "num_channels", 3)
     patch = getattr(vc, "patch_size", 14)
+    found = family_vision_inputs(model, params, image_size, gen, channels)
+    if found is not None:
+        return found
     if "image_grid_thw" in params:
         merge = getattr(vc, "spatial_merge_size", 2)
         temporal = getattr(vc, "temporal_patch_size", 1)

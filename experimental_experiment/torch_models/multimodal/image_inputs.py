@@ -1,0 +1,87 @@
+"""The image inputs of the families whose ``get_image_features`` needs more than the
+pixels of one image at the size of the vision tower: what each model's image
+processor would give, derived from the tiny configuration.
+
+* any-resolution tiling (LLaVA-NeXT, LLaVA-OneVision): the image is split into tiles of
+  the size of the vision tower along one of ``image_grid_pinpoints`` (scaled to the
+  tiny tower here), ``pixel_values`` is ``(images, tiles, channels, size, size)`` and
+  ``image_sizes`` the size of the original image.
+
+.. code-block:: python
+
+    config = tiny_config("llava_next")
+    fix_image_config(config)  # the pinpoints in tiles of the tiny tower
+    inputs, constants = family_vision_inputs(model, image_size=None, gen=gen)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .errors import MultimodalPartsError
+
+
+def _scale_pinpoints(config) -> None:
+    """``image_grid_pinpoints`` (the resolutions an image is tiled into) in multiples of
+    the tiny vision tower's image size: the pinpoints are multiples of the original
+    size (336 for LLaVA-NeXT, 384 for LLaVA-OneVision), which the zoo's shrinking
+    leaves as they are, so an image of the tiny size would be tiled in hundreds of
+    tiles."""
+    points = getattr(config, "image_grid_pinpoints", None)
+    vc = getattr(config, "vision_config", None)
+    if not isinstance(points, list) or not points or vc is None:
+        return
+    size = vc.image_size if isinstance(vc.image_size, int) else vc.image_size[0]
+    unit = math.gcd(*[int(v) for p in points for v in p])
+    if unit == size:
+        return
+    config.image_grid_pinpoints = [[int(v) // unit * size for v in p] for p in points]
+
+
+def fix_image_config(config) -> None:
+    """Configuration fixes of the families handled here (called by ``build_model``
+    before the model is created)."""
+    _scale_pinpoints(config)
+
+
+def _anyres_inputs(model, gen, channels: int) -> tuple[dict, dict]:
+    """LLaVA-NeXT tiling of an image twice as wide as the tower: its base image (the
+    whole image resized to the tower size) then the tiles of the best pinpoint."""
+    from transformers.image_processing_utils import select_best_resolution
+
+    config = model.config
+    vc = config.vision_config
+    size = vc.image_size if isinstance(vc.image_size, int) else vc.image_size[0]
+    height, width = size, 2 * size
+    best_h, best_w = select_best_resolution((height, width), config.image_grid_pinpoints)
+    tiles = 1 + (best_h // size) * (best_w // size)
+    pixels = torch.randn(1, tiles, channels, size, size, generator=gen)
+    return {"pixel_values": pixels}, {
+        "image_sizes": torch.tensor([[height, width]], dtype=torch.int64)
+    }
+
+
+def family_vision_inputs(
+    model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
+) -> tuple[dict, dict] | None:
+    """The inputs of ``get_image_features`` for the families handled here,
+    ``(vision_inputs, constants)``, None for the others.
+
+    :param model: the image-text-to-text model
+    :param params: the parameter names of its ``get_image_features``
+    :param image_size: the requested image size (height, width), may be None
+    :param gen: random generator of the pixels
+    :param channels: the number of channels of the image
+    """
+    config = model.config
+    if "image_sizes" in params and isinstance(getattr(config, "image_grid_pinpoints", None), list):
+        return _anyres_inputs(model, gen, channels)
+    return None
+
+
+__all__ = ["MultimodalPartsError", "family_vision_inputs", "fix_image_config"]
+
+_ = Any
