@@ -41,10 +41,87 @@ def _scale_pinpoints(config) -> None:
     config.image_grid_pinpoints = [[int(v) // unit * size for v in p] for p in points]
 
 
-def fix_image_config(config) -> None:
+#: Qwen vocabulary: ``<|vision_start|>`` (``<|vision_bos|>`` of the Omni processors)
+#: and ``<|vision_end|>``
+QWEN_VISION_START, QWEN_VISION_END = 151652, 151653
+
+
+def _rope_index_source(model_or_class) -> str:
+    import inspect
+
+    fct = getattr(model_or_class, "get_rope_index", None)
+    if fct is None:
+        return ""
+    try:
+        return inspect.getsource(fct)
+    except (OSError, TypeError):
+        return ""
+
+
+def _fix_vision_start(config, cls) -> None:
+    """The Qwen-Omni thinkers (Qwen2.5-Omni, Qwen3-Omni-MoE) find the images of the
+    prompt by the token after ``config.vision_start_token_id`` in their
+    ``get_rope_index``, an attribute only the full Omni configuration (or the talker's)
+    defines: the thinker's configuration gets the Qwen vocabulary's ids."""
+    if cls is None or "config.vision_start_token_id" not in _rope_index_source(cls):
+        return
+    vocab = config.get_text_config(decoder=True).vocab_size
+    taken = _token_ids(config)
+    for name, value in (
+        ("vision_start_token_id", QWEN_VISION_START),
+        ("vision_end_token_id", QWEN_VISION_END),
+    ):
+        if isinstance(getattr(config, name, None), int):
+            continue
+        if value >= vocab:  # a shrunk vocabulary: a free id at its end, as the zoo does
+            value = vocab - 1
+            while value in taken:
+                value -= 1
+        setattr(config, name, value)
+        taken.add(value)
+
+
+def _token_ids(config) -> set[int]:
+    """The token ids of a configuration and of its sub-configurations."""
+    ids: set[int] = set()
+
+    def walk(d):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v)
+            elif str(k).endswith(("_token_id", "_token_index")):
+                for x in v if isinstance(v, list) else [v]:
+                    if isinstance(x, int) and not isinstance(x, bool):
+                        ids.add(x)
+
+    walk(config.to_dict())
+    return ids
+
+
+def fix_image_config(config, cls=None) -> None:
     """Configuration fixes of the families handled here (called by ``build_model``
-    before the model is created)."""
+    before the model is created).
+
+    :param config: the tiny configuration
+    :param cls: the model class
+    """
     _scale_pinpoints(config)
+    _fix_vision_start(config, cls)
+
+
+def image_frame_tokens(model) -> tuple[list[int], list[int]]:
+    """The tokens the processor puts before and after the image tokens when the model
+    reads them: ``<|vision_start|>`` and ``<|vision_end|>`` for a ``get_rope_index``
+    finding the images by the token after ``vision_start_token_id`` (Qwen-Omni
+    thinkers), nothing for the others."""
+    config = model.config
+    start = getattr(config, "vision_start_token_id", None)
+    if not isinstance(start, int) or "config.vision_start_token_id" not in _rope_index_source(
+        model
+    ):
+        return [], []
+    end = getattr(config, "vision_end_token_id", None)
+    return [start], [end] if isinstance(end, int) else []
 
 
 def _anyres_inputs(model, gen, channels: int) -> tuple[dict, dict]:
@@ -82,6 +159,4 @@ def family_vision_inputs(
     return None
 
 
-__all__ = ["MultimodalPartsError", "family_vision_inputs", "fix_image_config"]
-
-_ = Any
+__all__ = ["family_vision_inputs", "fix_image_config", "image_frame_tokens"]
