@@ -107,6 +107,39 @@ def fix_image_config(config, cls=None) -> None:
     """
     _scale_pinpoints(config)
     _fix_vision_start(config, cls)
+    _fix_image_token(config)
+    _fix_insert_layer(config)
+
+
+def _free_token_id(config) -> int:
+    """The largest id of the text vocabulary no token id of ``config`` takes."""
+    taken = _token_ids(config)
+    value = config.get_text_config(decoder=True).vocab_size - 1
+    while value in taken:
+        value -= 1
+    return value
+
+
+def _fix_image_token(config) -> None:
+    """A free id of the vocabulary for an image token id left to None in the
+    configuration (MiniCPM-V 4.6 and 4.7, MiniCPM-OCR: the processor reads it from its
+    tokenizer), the model skips the image without it."""
+    if "image_token_id" in config.to_dict() and config.image_token_id is None:
+        config.image_token_id = _free_token_id(config)
+
+
+def _fix_insert_layer(config) -> None:
+    """The layer after which a vision tower merges its patches (``insert_layer_id``,
+    MiniCPM-V 4.6) within the shrunk tower: the original one (6) is past its two
+    blocks, the merge would never happen and the projector would get four times too
+    many patches."""
+    vc = getattr(config, "vision_config", None)
+    layer = getattr(vc, "insert_layer_id", None)
+    n = getattr(vc, "num_hidden_layers", None)
+    if isinstance(layer, int) and isinstance(n, int) and layer >= n - 1:
+        vc.insert_layer_id = max(n - 2, 0)
+        if isinstance(getattr(config, "insert_layer_id", None), int):
+            config.insert_layer_id = vc.insert_layer_id
 
 
 def image_frame_tokens(model) -> tuple[list[int], list[int]]:
@@ -141,6 +174,29 @@ def _anyres_inputs(model, gen, channels: int) -> tuple[dict, dict]:
     }
 
 
+def _navit_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """MiniCPM-V 4.6 and 4.7, MiniCPM-OCR: the patches of an image side by side in one
+    row (``reshape_by_patch`` of the image processor: ``(1, channels, patch, patches x
+    patch)``) and ``target_sizes``, the image size in patches, a multiple of the window
+    of the merger in the tower times the merge kernel of the projector (twice that by
+    default)."""
+    config = model.config
+    vc = config.vision_config
+    patch = vc.patch_size
+    window = getattr(vc, "window_kernel_size", None) or [1, 1]
+    merge = getattr(config, "merge_kernel_size", None) or [1, 1]
+    unit_h, unit_w = window[0] * merge[0] * patch, window[1] * merge[1] * patch
+    height, width = image_size or (2 * unit_h, 2 * unit_w)
+    if height % unit_h or width % unit_w:
+        raise MultimodalPartsError(
+            f"image size {(height, width)} is not a multiple of {(unit_h, unit_w)} (patch "
+            f"size x window of the tower x merge kernel)"
+        )
+    gh, gw = height // patch, width // patch
+    pixels = torch.randn(1, channels, patch, gh * gw * patch, generator=gen)
+    return {"pixel_values": pixels}, {"target_sizes": torch.tensor([[gh, gw]], dtype=torch.int32)}
+
+
 def family_vision_inputs(
     model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
 ) -> tuple[dict, dict] | None:
@@ -154,6 +210,8 @@ def family_vision_inputs(
     :param channels: the number of channels of the image
     """
     config = model.config
+    if "target_sizes" in params:
+        return _navit_inputs(model, image_size, gen, channels)
     if "image_sizes" in params and isinstance(getattr(config, "image_grid_pinpoints", None), list):
         return _anyres_inputs(model, gen, channels)
     return None
