@@ -197,6 +197,31 @@ def _navit_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     return {"pixel_values": pixels}, {"target_sizes": torch.tensor([[gh, gw]], dtype=torch.int32)}
 
 
+def _naflex_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """LFM2-VL (a SigLIP2 tower taking any size): the patches of the image flattened,
+    ``(1, patches, channels x patch x patch)``, ``spatial_shapes`` (the image size in
+    patches, a multiple of the ``downsample_factor`` of the projector, twice that
+    by default) and ``pixel_attention_mask`` (every patch valid: one image, no
+    padding)."""
+    config = model.config
+    vc = config.vision_config
+    patch = vc.patch_size
+    factor = getattr(config, "downsample_factor", 1) or 1
+    unit = factor * patch
+    height, width = image_size or (2 * unit, 2 * unit)
+    if height % unit or width % unit:
+        raise MultimodalPartsError(
+            f"image size {(height, width)} is not a multiple of {unit} (patch size x "
+            f"downsample factor)"
+        )
+    gh, gw = height // patch, width // patch
+    pixels = torch.randn(1, gh * gw, channels * patch * patch, generator=gen)
+    return {"pixel_values": pixels}, {
+        "spatial_shapes": torch.tensor([[gh, gw]], dtype=torch.int64),
+        "pixel_attention_mask": torch.ones((1, gh * gw), dtype=torch.int64),
+    }
+
+
 def family_vision_inputs(
     model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
 ) -> tuple[dict, dict] | None:
@@ -210,6 +235,8 @@ def family_vision_inputs(
     :param channels: the number of channels of the image
     """
     config = model.config
+    if "spatial_shapes" in params and "pixel_attention_mask" in params:
+        return _naflex_inputs(model, image_size, gen, channels)
     if "target_sizes" in params:
         return _navit_inputs(model, image_size, gen, channels)
     if "image_sizes" in params and isinstance(getattr(config, "image_grid_pinpoints", None), list):
