@@ -222,6 +222,49 @@ def _naflex_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     }
 
 
+def _patches_as_images(model) -> bool:
+    """Whether the embeddings of the vision tower read every patch as a small image
+    ``(..., patches, channels, patch, patch)`` (PaddleOCR-VL: its image processor keeps
+    the patches 4D) instead of the flattened rows of the Qwen-VL family."""
+    import inspect
+    import re
+
+    from .parts import _vision_tower
+
+    tower = _vision_tower(model)
+    embeddings = next(
+        (m for m in (tower.modules() if tower is not None else []) if hasattr(m, "patch_embedding")),
+        None,
+    )
+    if embeddings is None:
+        return False
+    try:
+        source = inspect.getsource(type(embeddings).forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"channel\w*,\s*height,\s*width\s*=\s*pixel_values\.shape", source) is not None
+
+
+def _grid_patch_images(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """PaddleOCR-VL: a grid of patches (``image_grid_thw``) as the Qwen-VL family, every
+    patch a ``(channels x temporal, patch, patch)`` image."""
+    vc = model.config.vision_config
+    patch = vc.patch_size
+    merge = getattr(vc, "spatial_merge_size", 2)
+    temporal = getattr(vc, "temporal_patch_size", 1) or 1
+    height, width = image_size or (2 * patch * merge, 2 * patch * merge)
+    gh, gw = height // patch, width // patch
+    if gh % merge or gw % merge or height % patch or width % patch:
+        raise MultimodalPartsError(
+            f"image size {(height, width)} is not a multiple of patch size {patch} x "
+            f"merge size {merge}"
+        )
+    pixels = torch.randn(gh * gw, channels * temporal, patch, patch, generator=gen)
+    return {"pixel_values": pixels}, {
+        "image_grid_thw": torch.tensor([[1, gh, gw]], dtype=torch.int64)
+    }
+
+
 def family_vision_inputs(
     model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
 ) -> tuple[dict, dict] | None:
@@ -235,6 +278,8 @@ def family_vision_inputs(
     :param channels: the number of channels of the image
     """
     config = model.config
+    if "image_grid_thw" in params and _patches_as_images(model):
+        return _grid_patch_images(model, image_size, gen, channels)
     if "spatial_shapes" in params and "pixel_attention_mask" in params:
         return _naflex_inputs(model, image_size, gen, channels)
     if "target_sizes" in params:
