@@ -109,6 +109,19 @@ def fix_image_config(config, cls=None) -> None:
     _fix_vision_start(config, cls)
     _fix_image_token(config)
     _fix_insert_layer(config)
+    _fix_global_attention_layers(config)
+
+
+def _fix_global_attention_layers(config) -> None:
+    """The layers of global attention of a SAM tower (``global_attn_indexes``,
+    DeepSeek-VL-Hybrid: 2, 5, 8, 11 of 12) within the shrunk tower, the last one at
+    least: the model reads the hidden states after the first of them."""
+    for name in ("vision_config", "high_res_vision_config"):
+        vc = getattr(config, name, None)
+        indexes = getattr(vc, "global_attn_indexes", None)
+        n = getattr(vc, "num_hidden_layers", None)
+        if isinstance(indexes, list) and isinstance(n, int) and any(i >= n for i in indexes):
+            vc.global_attn_indexes = [i for i in indexes if i < n - 1] + [n - 1]
 
 
 def _free_token_id(config) -> int:
@@ -265,6 +278,23 @@ def _grid_patch_images(model, image_size, gen, channels: int) -> tuple[dict, dic
     }
 
 
+def _size_of(vc, default: int = 224) -> int:
+    size = getattr(vc, "image_size", default)
+    return size if isinstance(size, int) else size[0]
+
+
+def _hybrid_resolution_inputs(model, gen, channels: int) -> tuple[dict, dict]:
+    """DeepSeek-VL-Hybrid: the image at the size of the low resolution tower
+    (``pixel_values``) and at the size of the high resolution one
+    (``high_res_pixel_values``), both inputs of the vision part."""
+    config = model.config
+    low, high = _size_of(config.vision_config), _size_of(config.high_res_vision_config)
+    return {
+        "pixel_values": torch.randn(1, channels, low, low, generator=gen),
+        "high_res_pixel_values": torch.randn(1, channels, high, high, generator=gen),
+    }, {}
+
+
 def family_vision_inputs(
     model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
 ) -> tuple[dict, dict] | None:
@@ -278,6 +308,8 @@ def family_vision_inputs(
     :param channels: the number of channels of the image
     """
     config = model.config
+    if "high_res_pixel_values" in params:
+        return _hybrid_resolution_inputs(model, gen, channels)
     if "image_grid_thw" in params and _patches_as_images(model):
         return _grid_patch_images(model, image_size, gen, channels)
     if "spatial_shapes" in params and "pixel_attention_mask" in params:
