@@ -295,6 +295,26 @@ def _hybrid_resolution_inputs(model, gen, channels: int) -> tuple[dict, dict]:
     }, {}
 
 
+def _grid_hw_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """Nemotron-H-Omni (a RADIO tower): the flattened patches of the image ``(patches,
+    channels x patch x patch)`` and ``image_grid_hw``, its size in patches, a multiple of
+    the pixel shuffle (``1 / downsample_ratio``), twice that by default."""
+    config = model.config
+    patch = config.vision_config.patch_size
+    ratio = getattr(config, "downsample_ratio", None)
+    factor = round(1 / ratio) if ratio else getattr(config.vision_config, "spatial_merge_size", 1)
+    unit = factor * patch
+    height, width = image_size or (2 * unit, 2 * unit)
+    if height % unit or width % unit:
+        raise MultimodalPartsError(
+            f"image size {(height, width)} is not a multiple of {unit} (patch size x "
+            f"pixel shuffle)"
+        )
+    gh, gw = height // patch, width // patch
+    pixels = torch.randn(gh * gw, channels * patch * patch, generator=gen)
+    return {"pixel_values": pixels}, {"image_grid_hw": torch.tensor([[gh, gw]], dtype=torch.int64)}
+
+
 def family_vision_inputs(
     model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
 ) -> tuple[dict, dict] | None:
@@ -308,6 +328,8 @@ def family_vision_inputs(
     :param channels: the number of channels of the image
     """
     config = model.config
+    if "image_grid_hw" in params:
+        return _grid_hw_inputs(model, image_size, gen, channels)
     if "high_res_pixel_values" in params:
         return _hybrid_resolution_inputs(model, gen, channels)
     if "image_grid_thw" in params and _patches_as_images(model):
