@@ -170,7 +170,7 @@ def image_frame_tokens(model) -> tuple[list[int], list[int]]:
     return [start], [end] if isinstance(end, int) else []
 
 
-def _anyres_inputs(model, gen, channels: int) -> tuple[dict, dict]:
+def _anyres_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     """LLaVA-NeXT tiling of an image twice as wide as the tower: its base image (the
     whole image resized to the tower size) then the tiles of the best pinpoint."""
     from transformers.image_processing_utils import select_best_resolution
@@ -283,7 +283,7 @@ def _size_of(vc, default: int = 224) -> int:
     return size if isinstance(size, int) else size[0]
 
 
-def _hybrid_resolution_inputs(model, gen, channels: int) -> tuple[dict, dict]:
+def _hybrid_resolution_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     """DeepSeek-VL-Hybrid: the image at the size of the low resolution tower
     (``pixel_values``) and at the size of the high resolution one
     (``high_res_pixel_values``), both inputs of the vision part."""
@@ -315,6 +315,106 @@ def _grid_hw_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     return {"pixel_values": pixels}, {"image_grid_hw": torch.tensor([[gh, gw]], dtype=torch.int64)}
 
 
+def _merge_size_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """VideoLLaMA3: a grid of patches (``image_grid_thw``) as the Qwen-VL family and the
+    merge size of every image (``image_merge_sizes``): 1, its image processor merges
+    the patches of videos only."""
+    vc = model.config.vision_config
+    patch = vc.patch_size
+    temporal = getattr(vc, "temporal_patch_size", 1) or 1
+    height, width = image_size or (4 * patch, 4 * patch)
+    if height % patch or width % patch:
+        raise MultimodalPartsError(f"image size {(height, width)} is not a multiple of {patch}")
+    gh, gw = height // patch, width // patch
+    pixels = torch.randn(gh * gw, channels * temporal * patch * patch, generator=gen)
+    return {"pixel_values": pixels}, {
+        "image_grid_thw": torch.tensor([[1, gh, gw]], dtype=torch.int64),
+        "image_merge_sizes": torch.tensor([1], dtype=torch.int64),
+    }
+
+
+class ConstantTensor(torch.Tensor):
+    """A tensor whose value is known while the vision part is exported (the size of the
+    image: ``image_grid_thw``, ``target_sizes``, ``image_grid_hw``): an operation whose
+    tensor inputs are all constant tensors runs on the real values, outside the fake
+    tensors of ``torch.export``, and returns a constant tensor; any other operation
+    takes it as a plain tensor (a constant of the graph).
+
+    The towers of these families compute sizes from these tensors (``grid.prod(-1)
+    .tolist()``, ``for t, h, w in grid``, ``target_sizes // 2``): traced, every value
+    is a data-dependent symbol torch.export cannot guard on (``GuardOnDataDependentSymNode``),
+    computed on the real values they are python integers, the graph is specialized to
+    the size of the example image, as with the precomputed inputs of the Qwen-VL
+    towers."""
+
+    @staticmethod
+    def wrap(tensor: torch.Tensor) -> ConstantTensor:
+        """``tensor`` as a constant tensor (no copy)."""
+        return tensor.as_subclass(ConstantTensor)  # type: ignore[return-value]
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        from torch.utils._pytree import tree_flatten, tree_map
+
+        kwargs = kwargs or {}
+
+        def plain(a):
+            return a.as_subclass(torch.Tensor) if isinstance(a, ConstantTensor) else a
+
+        tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        with torch._C.DisableTorchFunctionSubclass():
+            if not all(isinstance(t, ConstantTensor) for t in tensors):
+                return func(*tree_map(plain, args), **tree_map(plain, kwargs))
+            with unset_fake_temporarily():
+                out = func(*tree_map(plain, args), **tree_map(plain, kwargs))
+        return tree_map(lambda o: ConstantTensor.wrap(o) if type(o) is torch.Tensor else o, out)
+
+
+def handles(model) -> bool:
+    """Whether ``family_vision_inputs`` builds the inputs of ``model``."""
+    import inspect
+
+    from .parts import image_features_function
+
+    params = set(inspect.signature(image_features_function(model)).parameters)
+    return _family(model, params) is not None
+
+
+def graph_constants(model, constants: dict, precomputed: dict) -> tuple[dict, dict]:
+    """The constants of ``get_image_features`` for the families handled here as
+    ``ConstantTensor``, which the tower reads as python integers while it is exported,
+    and no precomputed inputs (computed from the constants, they are constants too);
+    the others unchanged."""
+    if not handles(model):
+        return constants, precomputed
+    return {
+        k: ConstantTensor.wrap(v) if isinstance(v, torch.Tensor) else v
+        for k, v in constants.items()
+    }, {}
+
+
+def _family(model, params: set[str]):
+    """The function building the inputs of the family of ``model``, None if not handled
+    here."""
+    config = model.config
+    if "image_merge_sizes" in params:
+        return _merge_size_inputs
+    if "image_grid_hw" in params:
+        return _grid_hw_inputs
+    if "high_res_pixel_values" in params:
+        return _hybrid_resolution_inputs
+    if "image_grid_thw" in params and _patches_as_images(model):
+        return _grid_patch_images
+    if "spatial_shapes" in params and "pixel_attention_mask" in params:
+        return _naflex_inputs
+    if "target_sizes" in params:
+        return _navit_inputs
+    if "image_sizes" in params and isinstance(getattr(config, "image_grid_pinpoints", None), list):
+        return _anyres_inputs
+    return None
+
+
 def family_vision_inputs(
     model, params: set[str], image_size: tuple[int, int] | None, gen, channels: int
 ) -> tuple[dict, dict] | None:
@@ -327,20 +427,8 @@ def family_vision_inputs(
     :param gen: random generator of the pixels
     :param channels: the number of channels of the image
     """
-    config = model.config
-    if "image_grid_hw" in params:
-        return _grid_hw_inputs(model, image_size, gen, channels)
-    if "high_res_pixel_values" in params:
-        return _hybrid_resolution_inputs(model, gen, channels)
-    if "image_grid_thw" in params and _patches_as_images(model):
-        return _grid_patch_images(model, image_size, gen, channels)
-    if "spatial_shapes" in params and "pixel_attention_mask" in params:
-        return _naflex_inputs(model, image_size, gen, channels)
-    if "target_sizes" in params:
-        return _navit_inputs(model, image_size, gen, channels)
-    if "image_sizes" in params and isinstance(getattr(config, "image_grid_pinpoints", None), list):
-        return _anyres_inputs(model, gen, channels)
-    return None
+    fct = _family(model, params)
+    return None if fct is None else fct(model, image_size, gen, channels)
 
 
 __all__ = ["family_vision_inputs", "fix_image_config", "image_frame_tokens"]
