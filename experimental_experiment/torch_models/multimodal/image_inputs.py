@@ -362,9 +362,23 @@ class ConstantTensor(torch.Tensor):
         def plain(a):
             return a.as_subclass(torch.Tensor) if isinstance(a, ConstantTensor) else a
 
+        def sizes(a):  # a list of sizes (interpolate's size=(h // m, w // m)): integers
+            if isinstance(a, (list, tuple)):
+                return type(a)(
+                    int(x.as_subclass(torch.Tensor).item())
+                    if isinstance(x, ConstantTensor)
+                    and x.numel() == 1
+                    and not x.dtype.is_floating_point
+                    else x
+                    for x in a
+                )
+            return a
+
         tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         with torch._C.DisableTorchFunctionSubclass():
             if not all(isinstance(t, ConstantTensor) for t in tensors):
+                args = tuple(sizes(a) for a in args)
+                kwargs = {k: sizes(v) for k, v in kwargs.items()}
                 return func(*tree_map(plain, args), **tree_map(plain, kwargs))
             with unset_fake_temporarily():
                 out = func(*tree_map(plain, args), **tree_map(plain, kwargs))
