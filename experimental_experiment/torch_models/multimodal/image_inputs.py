@@ -377,6 +377,14 @@ class ConstantTensor(torch.Tensor):
         tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         with torch._C.DisableTorchFunctionSubclass():
             if not all(isinstance(t, ConstantTensor) for t in tensors):
+                if (  # x[mask]: the indices of the true values, no data-dependent size
+                    func is torch.Tensor.__getitem__
+                    and isinstance(args[1], ConstantTensor)
+                    and args[1].dtype == torch.bool
+                ):
+                    with unset_fake_temporarily():
+                        index = args[1].as_subclass(torch.Tensor).nonzero(as_tuple=True)
+                    args = (args[0], index)
                 args = tuple(sizes(a) for a in args)
                 kwargs = {k: sizes(v) for k, v in kwargs.items()}
                 return func(*tree_map(plain, args), **tree_map(plain, kwargs))
@@ -408,6 +416,31 @@ def graph_constants(model, constants: dict, precomputed: dict) -> tuple[dict, di
     }, {}
 
 
+def _tiles_masked(model) -> bool:
+    """Whether ``get_image_features`` selects the real tiles of the image with
+    ``pixel_attention_mask`` (``pixel_values[pixel_attention_mask]``: Granite-Docling),
+    a mask of tiles, not of pixels (Idefics3)."""
+    import inspect
+
+    from .parts import image_features_function
+
+    try:
+        source = inspect.getsource(image_features_function(model))
+    except (OSError, TypeError):
+        return False
+    return "pixel_values[pixel_attention_mask]" in source
+
+
+def _tile_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """Granite-Docling: one tile of the size of the vision tower, ``(1, tiles, channels,
+    size, size)``, and the mask of the real tiles ``(1, tiles)``."""
+    size = _size_of(model.config.vision_config)
+    pixels = torch.randn(1, 1, channels, size, size, generator=gen)
+    return {"pixel_values": pixels}, {
+        "pixel_attention_mask": torch.ones((1, 1), dtype=torch.bool)
+    }
+
+
 def _family(model, params: set[str]):
     """The function building the inputs of the family of ``model``, None if not handled
     here."""
@@ -420,6 +453,8 @@ def _family(model, params: set[str]):
         return _hybrid_resolution_inputs
     if "image_grid_thw" in params and _patches_as_images(model):
         return _grid_patch_images
+    if "pixel_attention_mask" in params and _tiles_masked(model):
+        return _tile_inputs
     if "spatial_shapes" in params and "pixel_attention_mask" in params:
         return _naflex_inputs
     if "target_sizes" in params:
