@@ -98,6 +98,17 @@ def _token_ids(config) -> set[int]:
     return ids
 
 
+def _refuse_layer_injection(config) -> None:
+    """Granite-4-Vision gives no image embeddings: its image features are added to the
+    hidden states of chosen decoder layers (``deepstack_layer_map``, the image tokens
+    are zeros), which a decoder taking ``inputs_embeds`` and a cache cannot receive."""
+    if "deepstack_layer_map" in config.to_dict():
+        raise MultimodalPartsError(
+            f"{type(config).__name__}: the image features are injected into decoder layers "
+            f"(deepstack_layer_map), no image embeddings: the decoder part takes embeddings only"
+        )
+
+
 def fix_image_config(config, cls=None) -> None:
     """Configuration fixes of the families handled here (called by ``build_model``
     before the model is created).
@@ -105,11 +116,26 @@ def fix_image_config(config, cls=None) -> None:
     :param config: the tiny configuration
     :param cls: the model class
     """
+    _refuse_layer_injection(config)
     _scale_pinpoints(config)
     _fix_vision_start(config, cls)
     _fix_image_token(config)
     _fix_insert_layer(config)
     _fix_global_attention_layers(config)
+    _fix_feature_layers(config)
+
+
+def _fix_feature_layers(config) -> None:
+    """The vision layers whose hidden states a projector concatenates
+    (``vision_feature_layer`` as a list, VipLLaVA: -2, -5, -8, -11 and 6 of 24) within
+    the shrunk tower, as many of them (the projector's input size depends on it): an
+    index past the tower becomes its first (negative) or last (positive) hidden
+    states."""
+    layers = getattr(config, "vision_feature_layer", None)
+    n = getattr(getattr(config, "vision_config", None), "num_hidden_layers", None)
+    if not isinstance(layers, list) or not isinstance(n, int):
+        return
+    config.vision_feature_layer = [max(i, -(n + 1)) if i < 0 else min(i, n) for i in layers]
 
 
 def _fix_global_attention_layers(config) -> None:
