@@ -123,6 +123,27 @@ def fix_image_config(config, cls=None) -> None:
     _fix_insert_layer(config)
     _fix_global_attention_layers(config)
     _fix_feature_layers(config)
+    _fix_sam_channels(config)
+
+
+def _sam_config(config):
+    """The configuration of the SAM tower nested in the vision configuration
+    (Unlimited-OCR: SAM then a CLIP encoder), None if none."""
+    return getattr(getattr(config, "vision_config", None), "sam_config", None)
+
+
+def _fix_sam_channels(config) -> None:
+    """The channels of the last convolution of a SAM tower feeding a CLIP encoder
+    (Unlimited-OCR: ``downsample_channels`` 512, 1024 for an encoder of 1024) equal to
+    the shrunk encoder's hidden size, the others scaled alike."""
+    sam = _sam_config(config)
+    encoder = getattr(getattr(config, "vision_config", None), "encoder_config", None)
+    channels = getattr(sam, "downsample_channels", None)
+    hidden = getattr(encoder, "hidden_size", None)
+    if not isinstance(channels, list) or not channels or not isinstance(hidden, int):
+        return
+    if channels[-1] != hidden:
+        sam.downsample_channels = [max(1, c * hidden // channels[-1]) for c in channels]
 
 
 def _fix_feature_layers(config) -> None:
@@ -142,8 +163,8 @@ def _fix_global_attention_layers(config) -> None:
     """The layers of global attention of a SAM tower (``global_attn_indexes``,
     DeepSeek-VL-Hybrid: 2, 5, 8, 11 of 12) within the shrunk tower, the last one at
     least: the model reads the hidden states after the first of them."""
-    for name in ("vision_config", "high_res_vision_config"):
-        vc = getattr(config, name, None)
+    vision = getattr(config, "vision_config", None)
+    for vc in (vision, getattr(config, "high_res_vision_config", None), _sam_config(config)):
         indexes = getattr(vc, "global_attn_indexes", None)
         n = getattr(vc, "num_hidden_layers", None)
         if isinstance(indexes, list) and isinstance(n, int) and any(i >= n for i in indexes):
@@ -467,6 +488,13 @@ def _tile_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     }
 
 
+def _sam_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
+    """Unlimited-OCR: the image at the size of the SAM tower (its absolute position
+    embeddings fix it)."""
+    size = _size_of(_sam_config(model.config))
+    return {"pixel_values": torch.randn(1, channels, size, size, generator=gen)}, {}
+
+
 def _family(model, params: set[str]):
     """The function building the inputs of the family of ``model``, None if not handled
     here."""
@@ -477,6 +505,8 @@ def _family(model, params: set[str]):
         return _grid_hw_inputs
     if "high_res_pixel_values" in params:
         return _hybrid_resolution_inputs
+    if _sam_config(config) is not None:
+        return _sam_inputs
     if "image_grid_thw" in params and _patches_as_images(model):
         return _grid_patch_images
     if "pixel_attention_mask" in params and _tiles_masked(model):
