@@ -124,6 +124,43 @@ def fix_image_config(config, cls=None) -> None:
     _fix_global_attention_layers(config)
     _fix_feature_layers(config)
     _fix_sam_channels(config)
+    _fix_paired_rope_sections(config, cls)
+
+
+def _paired_rope_sections(cls) -> bool:
+    """Whether a rotary embedding of the module of ``cls`` interleaves the height and
+    width frequencies pairwise (``torch.stack([freq_h, freq_w])``, ERNIE-4.5-VL): both
+    sections of its ``mrope_section`` must then be equal."""
+    import inspect
+    import sys
+
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    for obj in vars(module).values() if module is not None else []:
+        fct = getattr(obj, "recomposition_frequencies", None) if inspect.isclass(obj) else None
+        if fct is None:
+            continue
+        try:
+            if "stack([freq_h, freq_w]" in inspect.getsource(fct):
+                return True
+        except (OSError, TypeError):
+            continue
+    return False
+
+
+def _fix_paired_rope_sections(config, cls) -> None:
+    """The sections (height, width, time) of a rotary embedding pairing the height and
+    width frequencies (ERNIE-4.5-VL, 22, 22, 20 of 64) for the shrunk head dimension,
+    height and width equal; the generic shrinking scales them unequally."""
+    if cls is None or not _paired_rope_sections(cls):
+        return
+    text = config.get_text_config(decoder=True)
+    rope = getattr(text, "rope_parameters", None)
+    if not isinstance(rope, dict):
+        return
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    half = head_dim // 2
+    side = max(1, half * 22 // 64)
+    rope["mrope_section"] = [side, side, half - 2 * side]
 
 
 def _sam_config(config):
@@ -302,7 +339,9 @@ def _patches_as_images(model) -> bool:
         source = inspect.getsource(type(embeddings).forward)
     except (OSError, TypeError):
         return False
-    return re.search(r"channel\w*,\s*height,\s*width\s*=\s*pixel_values\.shape", source) is not None
+    # the first read of the shape unpacks five dimensions (HunYuan-VL reshapes flat rows first)
+    first = re.search(r"([\w\s,]*)=\s*pixel_values\.shape", source)
+    return first is not None and first.group(1).count(",") == 4
 
 
 def _grid_patch_images(model, image_size, gen, channels: int) -> tuple[dict, dict]:
@@ -401,7 +440,7 @@ class ConstantTensor(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        from torch.utils._python_dispatch import _disable_current_modes
         from torch.utils._pytree import tree_flatten, tree_map
 
         kwargs = kwargs or {}
@@ -429,13 +468,13 @@ class ConstantTensor(torch.Tensor):
                     and isinstance(args[1], ConstantTensor)
                     and args[1].dtype == torch.bool
                 ):
-                    with unset_fake_temporarily():
+                    with _disable_current_modes():
                         index = args[1].as_subclass(torch.Tensor).nonzero(as_tuple=True)
                     args = (args[0], index)
                 args = tuple(sizes(a) for a in args)
                 kwargs = {k: sizes(v) for k, v in kwargs.items()}
                 return func(*tree_map(plain, args), **tree_map(plain, kwargs))
-            with unset_fake_temporarily():
+            with _disable_current_modes():
                 out = func(*tree_map(plain, args), **tree_map(plain, kwargs))
         return tree_map(lambda o: ConstantTensor.wrap(o) if type(o) is torch.Tensor else o, out)
 
@@ -450,17 +489,38 @@ def handles(model) -> bool:
     return _family(model, params) is not None
 
 
+def _resampler_reads_grid(model) -> bool:
+    """Whether a resampler after the vision tower reads the grid of patches
+    (ERNIE-4.5-VL: ``resampler_model(..., image_grid_thw)`` slices the features of
+    every image with offsets computed from the grid, which no precomputed input
+    replaces)."""
+    import inspect
+    import re
+
+    from .parts import image_features_function
+
+    try:
+        source = inspect.getsource(image_features_function(model))
+    except (OSError, TypeError):
+        return False
+    return re.search(r"resampler\w*\([^)]*image_grid_thw", source) is not None
+
+
 def graph_constants(model, constants: dict, precomputed: dict) -> tuple[dict, dict]:
     """The constants of ``get_image_features`` for the families handled here as
     ``ConstantTensor``, which the tower reads as python integers while it is exported,
     and no precomputed inputs (computed from the constants, they are constants too);
-    the others unchanged."""
-    if not handles(model):
-        return constants, precomputed
-    return {
+    the grid of patches (``image_grid_thw``) a resampler reads as ``ConstantTensor``
+    too, the precomputed inputs of the tower kept; the others unchanged."""
+    wrapped = {
         k: ConstantTensor.wrap(v) if isinstance(v, torch.Tensor) else v
         for k, v in constants.items()
-    }, {}
+    }
+    if handles(model):
+        return wrapped, {}
+    if "image_grid_thw" in constants and _resampler_reads_grid(model):
+        return wrapped, precomputed
+    return constants, precomputed
 
 
 def _tiles_masked(model) -> bool:
