@@ -17,7 +17,6 @@ processor would give, derived from the tiny configuration.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
@@ -180,7 +179,7 @@ def _fix_sam_channels(config) -> None:
     if not isinstance(channels, list) or not channels or not isinstance(hidden, int):
         return
     if channels[-1] != hidden:
-        sam.downsample_channels = [max(1, c * hidden // channels[-1]) for c in channels]
+        setattr(sam, "downsample_channels", [max(1, c * hidden // channels[-1]) for c in channels])
 
 
 def _fix_feature_layers(config) -> None:
@@ -205,7 +204,7 @@ def _fix_global_attention_layers(config) -> None:
         indexes = getattr(vc, "global_attn_indexes", None)
         n = getattr(vc, "num_hidden_layers", None)
         if isinstance(indexes, list) and isinstance(n, int) and any(i >= n for i in indexes):
-            vc.global_attn_indexes = [i for i in indexes if i < n - 1] + [n - 1]
+            setattr(vc, "global_attn_indexes", [i for i in indexes if i < n - 1] + [n - 1])
 
 
 def _free_token_id(config) -> int:
@@ -234,9 +233,9 @@ def _fix_insert_layer(config) -> None:
     layer = getattr(vc, "insert_layer_id", None)
     n = getattr(vc, "num_hidden_layers", None)
     if isinstance(layer, int) and isinstance(n, int) and layer >= n - 1:
-        vc.insert_layer_id = max(n - 2, 0)
+        setattr(vc, "insert_layer_id", max(n - 2, 0))
         if isinstance(getattr(config, "insert_layer_id", None), int):
-            config.insert_layer_id = vc.insert_layer_id
+            config.insert_layer_id = max(n - 2, 0)
 
 
 def image_frame_tokens(model) -> tuple[list[int], list[int]]:
@@ -330,7 +329,11 @@ def _patches_as_images(model) -> bool:
 
     tower = _vision_tower(model)
     embeddings = next(
-        (m for m in (tower.modules() if tower is not None else []) if hasattr(m, "patch_embedding")),
+        (
+            m
+            for m in (tower.modules() if tower is not None else [])
+            if hasattr(m, "patch_embedding")
+        ),
         None,
     )
     if embeddings is None:
@@ -393,8 +396,7 @@ def _grid_hw_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     height, width = image_size or (2 * unit, 2 * unit)
     if height % unit or width % unit:
         raise MultimodalPartsError(
-            f"image size {(height, width)} is not a multiple of {unit} (patch size x "
-            f"pixel shuffle)"
+            f"image size {(height, width)} is not a multiple of {unit} (patch size x pixel shuffle)"
         )
     gh, gw = height // patch, width // patch
     pixels = torch.randn(gh * gw, channels * patch * patch, generator=gen)
@@ -438,6 +440,21 @@ class ConstantTensor(torch.Tensor):
         """``tensor`` as a constant tensor (no copy)."""
         return tensor.as_subclass(ConstantTensor)  # type: ignore[return-value]
 
+    def _value(self):
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with torch._C.DisableTorchFunction(), _disable_current_modes():
+            return self.as_subclass(torch.Tensor).item()
+
+    def __index__(self):  # torch.arange(n) with a constant n: the number
+        return int(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __float__(self):
+        return float(self._value())
+
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from torch.utils._python_dispatch import _disable_current_modes
@@ -474,19 +491,9 @@ class ConstantTensor(torch.Tensor):
                 args = tuple(sizes(a) for a in args)
                 kwargs = {k: sizes(v) for k, v in kwargs.items()}
                 return func(*tree_map(plain, args), **tree_map(plain, kwargs))
-            with _disable_current_modes():
+            with torch._C.DisableTorchFunction(), _disable_current_modes():
                 out = func(*tree_map(plain, args), **tree_map(plain, kwargs))
         return tree_map(lambda o: ConstantTensor.wrap(o) if type(o) is torch.Tensor else o, out)
-
-
-def handles(model) -> bool:
-    """Whether ``family_vision_inputs`` builds the inputs of ``model``."""
-    import inspect
-
-    from .parts import image_features_function
-
-    params = set(inspect.signature(image_features_function(model)).parameters)
-    return _family(model, params) is not None
 
 
 def _resampler_reads_grid(model) -> bool:
@@ -507,18 +514,25 @@ def _resampler_reads_grid(model) -> bool:
 
 
 def graph_constants(model, constants: dict, precomputed: dict) -> tuple[dict, dict]:
-    """The constants of ``get_image_features`` for the families handled here as
-    ``ConstantTensor``, which the tower reads as python integers while it is exported,
-    and no precomputed inputs (computed from the constants, they are constants too);
-    the grid of patches (``image_grid_thw``) a resampler reads as ``ConstantTensor``
-    too, the precomputed inputs of the tower kept; the others unchanged."""
+    """The constants of ``get_image_features`` as ``ConstantTensor``, which the tower
+    reads as python integers while it is exported, for the families handled here
+    (no precomputed inputs: computed from the constants, they are constants too) and
+    for a grid of patches a resampler reads (the precomputed inputs of the tower kept);
+    the others unchanged, and so are the towers of PaddleOCR-VL, whose precomputed
+    inputs suffice (``torch.arange`` of a constant count fails in export's torch
+    function modes)."""
+    import inspect
+
+    from .parts import image_features_function
+
+    family = _family(model, set(inspect.signature(image_features_function(model)).parameters))
     wrapped = {
         k: ConstantTensor.wrap(v) if isinstance(v, torch.Tensor) else v
         for k, v in constants.items()
     }
-    if handles(model):
+    if family is not None and family is not _grid_patch_images:
         return wrapped, {}
-    if "image_grid_thw" in constants and _resampler_reads_grid(model):
+    if family is None and "image_grid_thw" in constants and _resampler_reads_grid(model):
         return wrapped, precomputed
     return constants, precomputed
 
@@ -543,9 +557,7 @@ def _tile_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
     size, size)``, and the mask of the real tiles ``(1, tiles)``."""
     size = _size_of(model.config.vision_config)
     pixels = torch.randn(1, 1, channels, size, size, generator=gen)
-    return {"pixel_values": pixels}, {
-        "pixel_attention_mask": torch.ones((1, 1), dtype=torch.bool)
-    }
+    return {"pixel_values": pixels}, {"pixel_attention_mask": torch.ones((1, 1), dtype=torch.bool)}
 
 
 def _sam_inputs(model, image_size, gen, channels: int) -> tuple[dict, dict]:
