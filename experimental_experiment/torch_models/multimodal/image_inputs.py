@@ -178,8 +178,8 @@ def _fix_sam_channels(config) -> None:
     hidden = getattr(encoder, "hidden_size", None)
     if not isinstance(channels, list) or not channels or not isinstance(hidden, int):
         return
-    if channels[-1] != hidden:
-        setattr(sam, "downsample_channels", [max(1, c * hidden // channels[-1]) for c in channels])
+    if sam is not None and channels[-1] != hidden:
+        sam.downsample_channels = [max(1, c * hidden // channels[-1]) for c in channels]
 
 
 def _fix_feature_layers(config) -> None:
@@ -203,8 +203,10 @@ def _fix_global_attention_layers(config) -> None:
     for vc in (vision, getattr(config, "high_res_vision_config", None), _sam_config(config)):
         indexes = getattr(vc, "global_attn_indexes", None)
         n = getattr(vc, "num_hidden_layers", None)
-        if isinstance(indexes, list) and isinstance(n, int) and any(i >= n for i in indexes):
-            setattr(vc, "global_attn_indexes", [i for i in indexes if i < n - 1] + [n - 1])
+        if vc is None or not isinstance(indexes, list) or not isinstance(n, int):
+            continue
+        if any(i >= n for i in indexes):
+            vc.global_attn_indexes = [i for i in indexes if i < n - 1] + [n - 1]
 
 
 def _free_token_id(config) -> int:
@@ -232,8 +234,8 @@ def _fix_insert_layer(config) -> None:
     vc = getattr(config, "vision_config", None)
     layer = getattr(vc, "insert_layer_id", None)
     n = getattr(vc, "num_hidden_layers", None)
-    if isinstance(layer, int) and isinstance(n, int) and layer >= n - 1:
-        setattr(vc, "insert_layer_id", max(n - 2, 0))
+    if vc is not None and isinstance(layer, int) and isinstance(n, int) and layer >= n - 1:
+        vc.insert_layer_id = max(n - 2, 0)
         if isinstance(getattr(config, "insert_layer_id", None), int):
             config.insert_layer_id = max(n - 2, 0)
 
