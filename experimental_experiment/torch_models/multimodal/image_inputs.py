@@ -1,17 +1,28 @@
 """The image inputs of the families whose ``get_image_features`` needs more than the
 pixels of one image at the size of the vision tower: what each model's image
-processor would give, derived from the tiny configuration.
+processor would give, derived from the tiny configuration, chosen by the parameters
+of ``get_image_features`` (``family_vision_inputs``):
 
-* any-resolution tiling (LLaVA-NeXT, LLaVA-OneVision): the image is split into tiles of
-  the size of the vision tower along one of ``image_grid_pinpoints`` (scaled to the
-  tiny tower here), ``pixel_values`` is ``(images, tiles, channels, size, size)`` and
-  ``image_sizes`` the size of the original image.
+* ``image_sizes`` and ``image_grid_pinpoints`` (LLaVA-NeXT, LLaVA-OneVision): the base
+  image and its tiles ``(1, tiles, c, h, w)``, the pinpoints scaled to the tiny tower;
+* ``target_sizes`` (MiniCPM-V 4.6, 4.7, MiniCPM-OCR): the patches in one row;
+* ``spatial_shapes`` and ``pixel_attention_mask`` (LFM2-VL): flattened patches;
+* ``image_grid_thw`` with patches read as small images (PaddleOCR-VL);
+* ``high_res_pixel_values`` (DeepSeek-VL-Hybrid): two resolutions;
+* ``image_grid_hw`` (Nemotron-H-Omni), ``image_merge_sizes`` (VideoLLaMA3);
+* a mask of tiles (Granite-Docling), a SAM tower before a CLIP encoder (Unlimited-OCR).
+
+``fix_image_config`` repairs what the zoo's generic shrinking breaks in these
+configurations (layer indices past the shrunk towers, channels, missing token ids),
+``image_frame_tokens`` gives the tokens framing the image in the prompt, and
+``graph_constants`` turns the size tensors into ``ConstantTensor`` so that the towers
+computing sizes from them export.
 
 .. code-block:: python
 
     config = tiny_config("llava_next")
-    fix_image_config(config)  # the pinpoints in tiles of the tiny tower
-    inputs, constants = family_vision_inputs(model, image_size=None, gen=gen)
+    fix_image_config(config, cls)  # the pinpoints in tiles of the tiny tower
+    inputs, constants = family_vision_inputs(model, params, None, gen, channels=3)
 """
 
 from __future__ import annotations
@@ -610,4 +621,10 @@ def family_vision_inputs(
     return None if fct is None else fct(model, image_size, gen, channels)
 
 
-__all__ = ["family_vision_inputs", "fix_image_config", "image_frame_tokens"]
+__all__ = [
+    "ConstantTensor",
+    "family_vision_inputs",
+    "fix_image_config",
+    "graph_constants",
+    "image_frame_tokens",
+]
