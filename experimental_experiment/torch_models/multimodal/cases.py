@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .errors import MultimodalPartsError
+from .image_inputs import family_vision_inputs, fix_image_config, image_frame_tokens
 from .parts import VisionEncoder, image_features_function, image_token_id
 from .prefix import prepare_config, qformer_constants, video_frames
 from .seq2seq import prepare_config as prepare_cross_attention_config
@@ -80,6 +81,7 @@ def build_model(model_type: str, seed: int = 0):
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)
+    fix_image_config(config, cls)
     torch.manual_seed(seed)
     try:
         model = cls._from_config(config, attn_implementation="sdpa")
@@ -178,6 +180,9 @@ def make_vision_inputs(
     vc = _vision_config(model.config)
     channels = getattr(vc, "in_channels", None) or getattr(vc, "num_channels", 3)
     patch = getattr(vc, "patch_size", 14)
+    found = family_vision_inputs(model, params, image_size, gen, channels)
+    if found is not None:
+        return found
     if "image_grid_thw" in params:
         merge = getattr(vc, "spatial_merge_size", 2)
         temporal = getattr(vc, "temporal_patch_size", 1)
@@ -246,15 +251,18 @@ def build_multimodal(
         for k, v in model.config.to_dict().items()
         if k.endswith(("_token_id", "_token_index")) and isinstance(v, int)
     }
+    before, after = image_frame_tokens(model)
     ids = (
         _text_ids(vocab, prompt[0], avoid, gen)
+        + before
         + [token] * features.shape[0]
+        + after
         + _text_ids(vocab, prompt[1], avoid, gen)
     )
     input_ids = torch.tensor([ids], dtype=torch.int64)
     mrope = hasattr(getattr(model, "model", model), "get_rope_index")
     generate_kwargs = dict(constants)
-    if mrope:
+    if mrope and "mm_token_type_ids" in inspect.signature(model.forward).parameters:
         generate_kwargs["mm_token_type_ids"] = (input_ids == token).to(torch.int32)
     return MultimodalCase(
         model_type, model, vision_inputs, constants, input_ids, generate_kwargs, mrope

@@ -161,6 +161,9 @@ class VisionEncoder(torch.nn.Module):
         self.fct_name = "get_image_features"
         self.constants = python_constants(constants)
         self.precomputed = precomputed_vision_kwargs(model, constants.get("image_grid_thw"))
+        from .image_inputs import graph_constants
+
+        self.constants, self.precomputed = graph_constants(model, self.constants, self.precomputed)
         image_features_function(model)
 
     def forward(self, pixel_values, *args):

@@ -91,6 +91,8 @@ def model_rope_positions(case: MultimodalCase) -> tuple[np.ndarray, np.ndarray] 
         image_grid_thw=case.constants.get("image_grid_thw"),
         attention_mask=torch.ones_like(ids),
     )
+    # the image size under its own name (target_sizes: MiniCPM-V 4.7)
+    values.update({k: v for k, v in case.constants.items() if k not in values})
     with torch.no_grad():
         positions, delta = fct(**{k: v for k, v in values.items() if k in params})
     return positions.numpy().astype(np.int64), delta.numpy().reshape((-1,)).astype(np.int64)
