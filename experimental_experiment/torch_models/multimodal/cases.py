@@ -18,6 +18,7 @@ import torch
 
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
+from .tiny_configs import repair_tiny_config, vision_inputs
 
 
 def list_types() -> list[str]:
@@ -70,7 +71,7 @@ def build_model(model_type: str, seed: int = 0):
     from ..causal_lm import perturb_norm_weights
 
     cls = _model_class(model_type)
-    config = tiny_config(model_type)
+    config = repair_tiny_config(tiny_config(model_type))
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)
@@ -169,6 +170,9 @@ def make_vision_inputs(
     """
     gen = torch.Generator().manual_seed(seed)
     params = set(inspect.signature(image_features_function(model)).parameters)
+    special = vision_inputs(model, params, gen)
+    if special is not None:
+        return special
     vc = _vision_config(model.config)
     channels = getattr(vc, "in_channels", None) or getattr(vc, "num_channels", 3)
     patch = getattr(vc, "patch_size", 14)

@@ -152,6 +152,9 @@ class VisionEncoder(torch.nn.Module):
         self.constants = python_constants(constants)
         self.precomputed = precomputed_vision_kwargs(model, constants.get("image_grid_thw"))
         image_features_function(model)
+        from .tiny_configs import features_projector
+
+        self.projector = features_projector(model)
 
     def forward(self, pixel_values, *args):
         fct = image_features_function(self.model)
@@ -162,7 +165,8 @@ class VisionEncoder(torch.nn.Module):
         kwargs.update(dict(zip(names[: len(args)], args)) if args else {})
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         kwargs.update(self.precomputed)  # popped by the tower: a new dict every call
-        return features_tensor(fct(pixel_values=pixel_values, **kwargs))
+        features = features_tensor(fct(pixel_values=pixel_values, **kwargs))
+        return features if self.projector is None else self.projector(features)
 
 
 class EmbeddingMerge(torch.nn.Module):

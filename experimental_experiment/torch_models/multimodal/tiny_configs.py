@@ -1,0 +1,224 @@
+"""Repairs of the tiny configurations of image-text-to-text models, applied after the
+generic shrinking of the zoo (``experimental_experiment.bench.zoo_configs.tiny_config``)
+and before the model is built: every repair reads the configuration's own fields (a
+vision configuration the default leaves out, per-layer lists longer than the shrunk
+number of layers, a patch size the shrunk image no longer matches...).
+
+.. code-block:: python
+
+    config = repair_tiny_config(tiny_config("gemma4"))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def _fill_missing_vision_config(config) -> None:
+    """A vision configuration the default configuration leaves out (``None``, an
+    optional sub-configuration: Gemma 4 builds no vision tower then) becomes the
+    default one of its class, shrunk like the others."""
+    from ...bench.zoo_configs import shrink_config_dict
+
+    classes = getattr(type(config), "sub_configs", {}) or {}
+    cls = classes.get("vision_config")
+    if cls is None or getattr(config, "vision_config", 0) is not None:
+        return
+    d = shrink_config_dict(cls().to_dict())
+    config.vision_config = cls.from_dict(d)
+
+
+def _position_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """A vision tower taking flattened patches with their (x, y) positions
+    (``image_position_ids``, Gemma 4) and pooling ``k x k`` patches into one token: a
+    grid of ``2k x 2k`` patches, ``(1, patches, channels * patch * patch)``."""
+    if "image_position_ids" not in params:
+        return None
+    vc = model.config.vision_config
+    patch = vc.patch_size
+    kernel = getattr(vc, "pooling_kernel_size", 1) or 1
+    side = 2 * kernel
+    ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+    positions = torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1).unsqueeze(0)
+    pixels = torch.rand(1, side * side, 3 * patch * patch, generator=gen)
+    return {"pixel_values": pixels}, {"image_position_ids": positions.to(torch.int64)}
+
+
+def _linear_patch_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """A vision embedding which is a linear layer on flattened patches (Fuyu: no
+    vision tower, ``vision_embed_tokens`` takes ``channels * patch * patch`` values per
+    patch): the image of the configuration cut into patches,
+    ``(1, patches, channels * patch * patch)``."""
+    config = model.config
+    patch = getattr(config, "patch_size", None)
+    channels = getattr(config, "num_channels", 3)
+    size = getattr(config, "image_size", None)
+    if not isinstance(patch, int) or not isinstance(size, int):
+        return None
+    inner = getattr(model, "model", model)
+    width = channels * patch * patch
+    if not any(isinstance(m, torch.nn.Linear) and m.in_features == width for m in inner.children()):
+        return None
+    n = (size // patch) ** 2
+    return {"pixel_values": torch.randn(1, n, width, generator=gen)}, {}
+
+
+def _vq_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """An image tokenizer (``vqmodel``, a VQ-VAE downsampling ``2 ** (levels - 1)``
+    times): an image of twice that many pixels per side (2 x 2 codes), its size as
+    ``image_sizes`` when ``get_image_features`` takes it."""
+    vq = getattr(getattr(model, "model", model), "vqmodel", None)
+    if vq is None:
+        return None
+    levels = len(vq.config.channel_multiplier)
+    size = 2 * 2 ** (levels - 1)
+    channels = getattr(vq.config, "in_channels", 3)
+    pixels = torch.randn(1, channels, size, size, generator=gen)
+    constants = {}
+    if "image_sizes" in params:
+        constants["image_sizes"] = torch.tensor([[size, size]], dtype=torch.int64)
+    return {"pixel_values": pixels}, constants
+
+
+#: builders of the vision inputs of towers with their own pixel layout, first found wins
+INPUT_BUILDERS = [_position_grid_inputs, _linear_patch_inputs, _vq_inputs]
+
+
+def vision_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """The vision inputs ``(inputs, constants)`` of a tower with its own pixel layout
+    (flattened patches with positions...), None for the layouts ``make_vision_inputs``
+    knows.
+
+    :param model: the image-text-to-text model
+    :param params: the parameter names of its ``get_image_features``
+    :param gen: the random generator
+    :return: the inputs and constants or None
+    """
+    for builder in INPUT_BUILDERS:
+        found = builder(model, params, gen)
+        if found is not None:
+            return found
+    return None
+
+
+def _no_per_layer_inputs(config) -> None:
+    """No per-layer token embeddings (``hidden_size_per_layer_input``, the PLE of the
+    small Gemma 4 models; the large ones have none): they are looked up from the token
+    ids, and a decoder given ``inputs_embeds`` only recovers the ids by matching every
+    row with the embedding table, which fails at the image tokens (their rows are image
+    features). The decoder part takes embeddings, so the tiny model is the variant
+    without them."""
+    text = config.get_text_config(decoder=True)
+    if getattr(text, "hidden_size_per_layer_input", None):
+        text.hidden_size_per_layer_input = 0
+
+
+def _fix_pixel_shuffle(config) -> None:
+    """A vision adapter shuffling pixels (``pixel_shuffle_ratio``, Llama 4): its input
+    is the shrunk hidden size divided by the square of the ratio (``intermediate_size``
+    in the default configuration), the projector dimensions (left at 4096 by the
+    shrinking) become the hidden size."""
+    vc = getattr(config, "vision_config", None)
+    ratio = getattr(vc, "pixel_shuffle_ratio", None)
+    if not isinstance(ratio, float) or not isinstance(
+        getattr(vc, "projector_input_dim", None), int
+    ):
+        return
+    vc.intermediate_size = int(vc.hidden_size / ratio**2)
+    for name in ("projector_input_dim", "projector_output_dim", "vision_output_dim"):
+        setattr(vc, name, vc.hidden_size)
+
+
+def features_projector(model) -> torch.nn.Module | None:
+    """The projector the model applies to the output of ``get_image_features`` in its
+    forward when ``get_image_features`` does not (Llama 4 returns the vision tower's
+    output, its forward calls ``multi_modal_projector``), None otherwise.
+
+    :param model: the image-text-to-text model
+    :return: the projector module or None
+    """
+    import inspect
+
+    inner = getattr(model, "model", model)
+    projector = getattr(inner, "multi_modal_projector", None)
+    fct = getattr(inner, "get_image_features", None)
+    if not isinstance(projector, torch.nn.Module) or fct is None:
+        return None
+    try:
+        forward, features = inspect.getsource(type(inner).forward), inspect.getsource(fct)
+    except (OSError, TypeError):
+        return None
+    if "multi_modal_projector(" in forward and "multi_modal_projector" not in features:
+        return projector
+    return None
+
+
+#: codebook entries of a tiny VQ-VAE image tokenizer
+CODEBOOK = 32
+
+
+_LETTERS = {str(i): chr(ord("A") + i) for i in range(10)}
+
+#: the name of codebook entry ``code`` in the tokenizer vocabulary, per VQ-VAE type
+_CODE_NAMES = {
+    # IMGIMG, the digits as letters A-J, Z
+    "chameleon_vqgan": lambda code: "IMGIMG" + "".join(_LETTERS[c] for c in str(code)) + "Z",
+    "emu3_vqgan": lambda code: f"<|visual token{code:06d}|>",
+}
+
+
+def _vq_vocabulary(config) -> None:
+    """An image tokenizer (a VQ-VAE, ``vq_config``: Chameleon, Emu3) maps its codebook
+    entries to token ids of the text vocabulary with ``vocabulary_map`` (the tokenizer's
+    vocabulary, None by default): a codebook of ``CODEBOOK`` entries (the zoo's
+    shrinking leaves 8192 or 32768) whose ids are the last ones of the vocabulary, the
+    image placeholder (and Emu3's end-of-line token) just below them; the VQ-VAE gets
+    32 base channels (its group normalizations have 32 groups)."""
+    vq = getattr(config, "vq_config", None)
+    if (
+        vq is None
+        or getattr(config, "vocabulary_map", 0) is not None
+        or vq.model_type not in _CODE_NAMES
+    ):
+        return
+    for name in ("num_embeddings", "codebook_size"):
+        if isinstance(getattr(vq, name, None), int):
+            setattr(vq, name, CODEBOOK)
+    vq.base_channels = 32
+    if isinstance(getattr(vq, "hidden_size", None), int):  # attention at the last level
+        vq.hidden_size = 32 * vq.channel_multiplier[-1]
+    if getattr(vq, "latent_channels", 0) > 32:
+        vq.latent_channels = 32
+    vocab = config.get_text_config(decoder=True).vocab_size
+    first = vocab - CODEBOOK
+    mapping = {"<image>": first - 1, "<|extra_200|>": first - 2}
+    for code in range(CODEBOOK):
+        mapping[_CODE_NAMES[vq.model_type](code)] = first + code
+    config.vocabulary_map = mapping
+    config.image_token_id = mapping["<image>"]
+
+
+#: the repairs, in order
+REPAIRS = [
+    _fill_missing_vision_config,
+    _no_per_layer_inputs,
+    _fix_pixel_shuffle,
+    _vq_vocabulary,
+]
+
+
+def repair_tiny_config(config) -> Any:
+    """The configuration ``config`` (the shrunk default of an image-text-to-text model
+    type) repaired so that its tiny model builds and runs on one image (in place).
+
+    :param config: the tiny configuration
+    :return: the same configuration
+    """
+    for repair in REPAIRS:
+        repair(config)
+    return config
+
+
+__all__ = ["features_projector", "repair_tiny_config", "vision_inputs"]
