@@ -18,7 +18,7 @@ import torch
 
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
-from .tiny_configs import repair_tiny_config, vision_inputs
+from .tiny_configs import tiny_multimodal_config, vision_inputs
 
 
 def list_types() -> list[str]:
@@ -67,11 +67,10 @@ def build_model(model_type: str, seed: int = 0):
     """The tiny model of ``model_type`` (the zoo's tiny configuration), random weights
     drawn after ``torch.manual_seed(seed)``, normalization weights perturbed so that
     greedy decoding meets no near-tie."""
-    from ...bench.zoo_configs import tiny_config
     from ..causal_lm import perturb_norm_weights
 
     cls = _model_class(model_type)
-    config = repair_tiny_config(tiny_config(model_type))
+    config = tiny_multimodal_config(model_type)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
     _fix_projection(config)

@@ -86,6 +86,13 @@ def _vision_tower(model):
     return None
 
 
+def _source(fct) -> str:
+    try:
+        return inspect.getsource(fct)
+    except (OSError, TypeError):
+        return ""
+
+
 def precomputed_vision_kwargs(model, grid) -> dict:
     """What a vision tower taking a grid of patches (``image_grid_thw``) computes from
     the grid with operators no graph holds (``repeat_interleave``, loops over
@@ -102,7 +109,10 @@ def precomputed_vision_kwargs(model, grid) -> dict:
         return {}
     from transformers import vision_utils
 
-    source = inspect.getsource(type(tower).forward)
+    # the tower's forward or its encoder's (Cosmos 3 computes the boundaries there)
+    source = "".join(
+        _source(t.forward) for t in {type(m) for m in tower.children()} | {type(tower)}
+    )
     merge = getattr(tower, "spatial_merge_size", 2)
     kwargs: dict = {}
     if "get_vision_position_ids(" in source:

@@ -200,13 +200,143 @@ def _vq_vocabulary(config) -> None:
     config.image_token_id = mapping["<image>"]
 
 
+#: names of the grid parameters ``make_vision_inputs`` reads -> other names for them
+_GRID_ALIASES = {
+    "temporal_patch_size": "patch_temporal",
+    "spatial_merge_size": "merge_size",
+}
+
+
+def _grid_aliases(config) -> None:
+    """A vision configuration naming the temporal patch size ``patch_temporal`` and the
+    merge size ``merge_size`` (Muse Spark, Muse Glimmer) also gets them under the names
+    of the Qwen-VL family (``temporal_patch_size``, ``spatial_merge_size``), which
+    ``make_vision_inputs`` reads to cut the image into patches."""
+    vc = getattr(config, "vision_config", None)
+    if vc is None:
+        return
+    for name, other in _GRID_ALIASES.items():
+        value = getattr(vc, other, None)
+        if getattr(vc, name, None) is None and isinstance(value, int):
+            setattr(vc, name, value)
+
+
+def _fix_merged_projector(config) -> None:
+    """A projector reading the merged patches (``out_hidden_size``: vision hidden size
+    times the square of ``merge_size``, Muse Spark) of the shrunk vision tower, its
+    hidden size (``projector_hidden_size``, left at 4096) the text hidden size."""
+    vc = getattr(config, "vision_config", None)
+    merge = getattr(vc, "merge_size", None)
+    if not isinstance(merge, int) or not isinstance(getattr(config, "out_hidden_size", None), int):
+        return
+    config.out_hidden_size = vc.hidden_size * merge * merge
+    if isinstance(getattr(config, "projector_hidden_size", None), int):
+        config.projector_hidden_size = config.get_text_config(decoder=True).hidden_size
+
+
 #: the repairs, in order
 REPAIRS = [
     _fill_missing_vision_config,
     _no_per_layer_inputs,
     _fix_pixel_shuffle,
     _vq_vocabulary,
+    _grid_aliases,
+    _fix_merged_projector,
 ]
+
+
+def _scale_sections(section: list[int], total: int) -> list[int]:
+    new = [max(1, v * total // sum(section)) for v in section]
+    new[0] += total - sum(new)
+    return new
+
+
+def _dict_mrope_sections(d: dict, before: dict) -> None:
+    """The sections of a 3D rotary embedding (``rope_parameters.mrope_section``) add up
+    to half the shrunk head dimension (Cosmos 3 validates it), nested configurations
+    included."""
+    for v in d.values():
+        if isinstance(v, dict) and "model_type" in v:
+            _dict_mrope_sections(v, {})
+    rope = d.get("rope_parameters")
+    section = rope.get("mrope_section") if isinstance(rope, dict) else None
+    if not isinstance(section, list):
+        return
+    head_dim = d.get("head_dim") or d["hidden_size"] // d["num_attention_heads"]
+    if sum(section) != head_dim // 2:
+        rope["mrope_section"] = _scale_sections(section, head_dim // 2)
+
+
+#: per-stage lists validated against the number of stages (``num_hidden_layers``)
+_STAGE_LISTS = ("patch_sizes", "hidden_sizes", "depths")
+
+
+def _dict_stage_lists(d: dict, before: dict) -> None:
+    """Per-stage lists (``patch_sizes``, ``hidden_sizes``, ``depths``: Muse Spark's
+    audio pyramid) keep the first ``num_hidden_layers`` stages when the shrinking cut
+    the stages but not the lists, nested configurations included."""
+    for v in d.values():
+        if isinstance(v, dict) and "model_type" in v:
+            _dict_stage_lists(v, {})
+    n = d.get("num_hidden_layers")
+    lists = [k for k in _STAGE_LISTS if isinstance(d.get(k), list)]
+    if not isinstance(n, int) or len(lists) != len(_STAGE_LISTS):
+        return
+    if all(len(d[k]) == len(d[lists[0]]) > n for k in lists):
+        for k in lists:
+            d[k] = d[k][:n]
+
+
+def _dict_feature_layers(d: dict, before: dict) -> None:
+    """The vision layers an adapter reads (``vision_feature_layer`` of a nested
+    configuration, Molmo 2: ``[24, 18]``) index the shrunk vision tower: each layer at
+    the same distance from the last one, as a negative index, clamped to the first one,
+    and distinct."""
+    vision, old = d.get("vision_config"), before.get("vision_config")
+    if not isinstance(vision, dict) or not isinstance(old, dict):
+        return
+    n, n_before = vision.get("num_hidden_layers"), old.get("num_hidden_layers")
+    if not isinstance(n, int) or not isinstance(n_before, int):
+        return
+    for sub in [d, *(v for v in d.values() if isinstance(v, dict))]:
+        layers = sub.get("vision_feature_layer")
+        if not isinstance(layers, list) or all(-n <= i < n for i in layers):
+            continue
+        new: list[int] = []
+        for i in layers:
+            j = max(-n, (i - n_before) if i >= 0 else i)
+            while j in new and j < -1:
+                j += 1
+            while j in new and j > -n:
+                j -= 1
+            new.append(j)
+        sub["vision_feature_layer"] = new
+
+
+#: the repairs of the configuration dictionary, before the configuration validates it
+DICT_REPAIRS = [_dict_mrope_sections, _dict_stage_lists, _dict_feature_layers]
+
+
+def tiny_multimodal_config(model_type: str):
+    """The tiny configuration of ``model_type``: the zoo's (``tiny_config``: the
+    default shrunk, then the overrides), its dictionary repaired by ``DICT_REPAIRS``
+    before the configuration class validates it, the configuration then repaired by
+    ``repair_tiny_config``.
+
+    :param model_type: an image-text-to-text model type
+    :return: the configuration
+    """
+    from transformers import AutoConfig
+
+    from ...bench.zoo_configs import OVERRIDES, _deep_update, shrink_config_dict
+
+    default = AutoConfig.for_model(model_type)
+    before = default.to_dict()
+    d = shrink_config_dict(default.to_dict())
+    _deep_update(d, OVERRIDES.get(model_type, {}))
+    for repair in DICT_REPAIRS:
+        repair(d, before)
+    return repair_tiny_config(type(default).from_dict(d))
 
 
 def repair_tiny_config(config) -> Any:
@@ -221,4 +351,9 @@ def repair_tiny_config(config) -> Any:
     return config
 
 
-__all__ = ["features_projector", "repair_tiny_config", "vision_inputs"]
+__all__ = [
+    "features_projector",
+    "repair_tiny_config",
+    "tiny_multimodal_config",
+    "vision_inputs",
+]
