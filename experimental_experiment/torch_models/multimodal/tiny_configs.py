@@ -82,8 +82,58 @@ def _vq_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
     return {"pixel_values": pixels}, constants
 
 
+def _raw_patch_conv(inner, patch) -> torch.nn.Conv2d | None:
+    """The 2D convolution of kernel ``patch`` a module applies to the input of its
+    forward as it comes (``self.proj(pixel_values)``, the input never reshaped before),
+    None if there is none."""
+    import inspect
+    import re
+
+    if not isinstance(patch, int):
+        return None
+    for parent in inner.modules():
+        for name, conv in parent.named_children():
+            if not isinstance(conv, torch.nn.Conv2d) or tuple(conv.kernel_size) != (patch, patch):
+                continue
+            try:
+                source = inspect.getsource(type(parent).forward)
+                first = list(inspect.signature(type(parent).forward).parameters)[1]
+            except (OSError, TypeError, IndexError):
+                continue
+            if re.search(rf"self\.{name}\(\s*{first}\b", source) and not re.search(
+                rf"\b{first}\s*=[^=]", source
+            ):
+                return conv
+    return None
+
+
+def _conv_patch_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """A vision tower taking a grid of patches (``image_grid_thw``) embedded by a 2D
+    convolution of the patch size (Kimi K2.5): every patch is an image
+    ``(patches, channels, patch, patch)``, not a flattened row; a grid of
+    ``2 merge x 2 merge`` patches (``merge_kernel_size`` or ``spatial_merge_size``)."""
+    if "image_grid_thw" not in params:
+        return None
+    vc = model.config.vision_config
+    patch = getattr(vc, "patch_size", None)
+    conv = _raw_patch_conv(getattr(model, "model", model), patch)
+    if conv is None:
+        return None
+    kernel = getattr(vc, "merge_kernel_size", None)
+    merge = kernel[0] if isinstance(kernel, (list, tuple)) else getattr(vc, "spatial_merge_size", 2)
+    side = 2 * merge
+    pixels = torch.randn(side * side, conv.in_channels, patch, patch, generator=gen)
+    grid = torch.tensor([[1, side, side]], dtype=torch.int64)
+    return {"pixel_values": pixels}, {"image_grid_thw": grid}
+
+
 #: builders of the vision inputs of towers with their own pixel layout, first found wins
-INPUT_BUILDERS = [_position_grid_inputs, _linear_patch_inputs, _vq_inputs]
+INPUT_BUILDERS = [
+    _position_grid_inputs,
+    _linear_patch_inputs,
+    _vq_inputs,
+    _conv_patch_grid_inputs,
+]
 
 
 def vision_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
