@@ -18,7 +18,7 @@ import torch
 
 from .errors import MultimodalPartsError
 from .parts import VisionEncoder, image_features_function, image_token_id
-from .tiny_configs import tiny_multimodal_config, vision_inputs
+from .tiny_configs import check_generation_path, tiny_multimodal_config, vision_inputs
 
 
 def list_types() -> list[str]:
@@ -70,6 +70,7 @@ def build_model(model_type: str, seed: int = 0):
     from ..causal_lm import perturb_norm_weights
 
     cls = _model_class(model_type)
+    check_generation_path(cls)
     config = tiny_multimodal_config(model_type)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from .errors import MultimodalPartsError
+
 
 def _fill_missing_vision_config(config) -> None:
     """A vision configuration the default configuration leaves out (``None``, an
@@ -284,6 +286,52 @@ def _fix_merged_projector(config) -> None:
         config.projector_hidden_size = config.get_text_config(decoder=True).hidden_size
 
 
+def _rope_per_layer_type(config) -> None:
+    """Rotary parameters per layer type (``rope_parameters[layer_type]``, Cohere
+    Compass) the default configuration leaves empty: the default rotary embedding of
+    the configuration's base (``default_theta``) for every layer type."""
+    text = config.get_text_config(decoder=True)
+    rope, types = getattr(text, "rope_parameters", None), getattr(text, "layer_types", None)
+    if not isinstance(rope, dict) or not isinstance(types, list) or rope:
+        return
+    theta = getattr(text, "default_theta", None) or 10000.0
+    text.rope_parameters = {t: {"rope_type": "default", "rope_theta": theta} for t in types}
+
+
+def _sliding_window_without_sliding_layers(config) -> None:
+    """A decoder building the mask of sliding layers whatever its layer types (Step 3.7
+    calls ``create_sliding_window_causal_mask`` for every configuration) needs a
+    ``sliding_window`` even when no layer slides (``layer_types`` all full attention):
+    ``max_position_embeddings``, which changes nothing."""
+    text = config.get_text_config(decoder=True)
+    types = getattr(text, "layer_types", None)
+    if (
+        not isinstance(types, list)
+        or "sliding_window" not in type(text).__dataclass_fields__
+        or text.sliding_window is not None
+        or any("sliding" in t for t in types)
+    ):
+        return
+    text.sliding_window = text.max_position_embeddings
+
+
+def _experts_left_unset(config) -> None:
+    """A mixture of experts whose default configuration leaves the routing unset
+    (DeepSeek-OCR-2: ``num_experts_per_tok`` and ``mlp_layer_types`` None, its layers
+    index the list): 2 experts per token and, as the documented example, a dense first
+    layer then sparse ones."""
+    text = config.get_text_config(decoder=True)
+    experts = getattr(text, "n_routed_experts", None) or getattr(text, "num_local_experts", None)
+    if not isinstance(experts, int):
+        return
+    fields = type(text).__dataclass_fields__
+    if "num_experts_per_tok" in fields and text.num_experts_per_tok is None:
+        text.num_experts_per_tok = min(2, experts)
+    if "mlp_layer_types" in fields and text.mlp_layer_types is None:
+        n = text.num_hidden_layers
+        text.mlp_layer_types = ["dense"] + ["sparse"] * (n - 1)
+
+
 #: the repairs, in order
 REPAIRS = [
     _fill_missing_vision_config,
@@ -292,6 +340,9 @@ REPAIRS = [
     _vq_vocabulary,
     _grid_aliases,
     _fix_merged_projector,
+    _rope_per_layer_type,
+    _sliding_window_without_sliding_layers,
+    _experts_left_unset,
 ]
 
 
@@ -367,6 +418,30 @@ def _dict_feature_layers(d: dict, before: dict) -> None:
 DICT_REPAIRS = [_dict_mrope_sections, _dict_stage_lists, _dict_feature_layers]
 
 
+def check_generation_path(cls) -> None:
+    """Raises ``MultimodalPartsError`` when the model class ``cls`` does not generate
+    text token by token with transformers' ``GenerationMixin`` (greedy decoding with a
+    cache, what the parts reproduce): PI0 predicts robot actions (``sample_actions``),
+    DiffusionGemma denoises blocks of tokens with its own ``generate``.
+
+    :param cls: the model class
+    """
+    from transformers import GenerationMixin
+
+    if issubclass(cls, GenerationMixin):
+        return
+    owner = next((k for k in cls.__mro__ if "generate" in k.__dict__), None)
+    if owner is not None:
+        how = (
+            f"it generates with {owner.__name__}.generate (not transformers' "
+            f"GenerationMixin: no greedy decoding one token at a time with a cache)"
+        )
+    else:
+        others = sorted(n for n in dir(cls) if n.startswith(("sample", "predict")))
+        how = f"it generates no text (it has {', '.join(others) or 'no generation method'})"
+    raise MultimodalPartsError(f"{cls.__name__} is not a GenerationMixin: {how}")
+
+
 def tiny_multimodal_config(model_type: str):
     """The tiny configuration of ``model_type``: the zoo's (``tiny_config``: the
     default shrunk, then the overrides), its dictionary repaired by ``DICT_REPAIRS``
@@ -402,6 +477,7 @@ def repair_tiny_config(config) -> Any:
 
 
 __all__ = [
+    "check_generation_path",
     "features_projector",
     "repair_tiny_config",
     "tiny_multimodal_config",
