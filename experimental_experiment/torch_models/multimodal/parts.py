@@ -18,6 +18,7 @@ one with ``to_onnx``.
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 import torch
@@ -115,7 +116,8 @@ def precomputed_vision_kwargs(model, grid) -> dict:
     )
     merge = getattr(tower, "spatial_merge_size", 2)
     kwargs: dict = {}
-    if "get_vision_position_ids(" in source:
+    # from the grid as given (Inkling 2 computes them from a grid of patches it derives)
+    if re.search(r"get_vision_position_ids\(\s*(image_)?grid_thw\b", source):
         kwargs["position_ids"] = vision_utils.get_vision_position_ids(grid, merge)
     if "get_vision_attention_seqlens(" in source or "get_vision_cu_seqlens(" in source:
         kwargs["cu_seqlens"] = vision_utils.get_vision_cu_seqlens(grid)

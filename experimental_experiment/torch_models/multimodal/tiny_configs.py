@@ -35,12 +35,17 @@ def _fill_missing_vision_config(config) -> None:
 def _position_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
     """A vision tower taking flattened patches with their (x, y) positions
     (``image_position_ids``, Gemma 4) and pooling ``k x k`` patches into one token: a
-    grid of ``2k x 2k`` patches, ``(1, patches, channels * patch * patch)``."""
+    grid of ``2k x 2k`` patches, ``(1, patches, channels * patch * patch)``; patches of
+    ``model_patch_size`` when the configuration has one (Gemma 4 unified: one token per
+    patch, merged by the image processor), a grid of ``2 x 2``."""
     if "image_position_ids" not in params:
         return None
     vc = model.config.vision_config
     patch = vc.patch_size
     kernel = getattr(vc, "pooling_kernel_size", 1) or 1
+    if isinstance(getattr(vc, "model_patch_size", None), int):
+        # Gemma 4 unified: the patches are merged by the image processor, not pooled
+        patch, kernel = vc.model_patch_size, 1
     side = 2 * kernel
     ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
     positions = torch.stack([xs.reshape(-1), ys.reshape(-1)], dim=-1).unsqueeze(0)
@@ -129,12 +134,51 @@ def _conv_patch_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | None
     return {"pixel_values": pixels}, {"image_grid_thw": grid}
 
 
+def _runs(model, inputs: dict, constants: dict) -> bool:
+    from .parts import VisionEncoder
+
+    try:
+        with torch.no_grad():
+            VisionEncoder(model, **constants)(*inputs.values())
+    except Exception:
+        return False
+    return True
+
+
+def _token_block_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """A vision tower taking a grid (``image_grid_thw``) counted in language model
+    tokens, one block of ``merge x merge`` patches of pixels per token, channels last
+    (Inkling 2: ``(tokens, patch * merge, patch * merge, channels)``), where the layout
+    of the Qwen-VL family (a grid of patches, one flattened row per patch) fails: a
+    grid of ``2 x 2`` tokens. The tower is probed with both layouts; None when the
+    Qwen-VL one runs or this one does not."""
+    if "image_grid_thw" not in params:
+        return None
+    vc = model.config.vision_config
+    patch, merge = getattr(vc, "patch_size", None), getattr(vc, "spatial_merge_size", None)
+    channels = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", 3)
+    if not isinstance(patch, int) or not isinstance(merge, int):
+        return None
+    temporal = getattr(vc, "temporal_patch_size", 1) or 1
+    side = 2 * merge
+    qwen = torch.randn(side * side, channels * temporal * patch * patch)
+    if _runs(model, {"pixel_values": qwen}, {"image_grid_thw": torch.tensor([[1, side, side]])}):
+        return None
+    block = patch * merge
+    pixels = torch.rand(4, block, block, channels, generator=gen) * 2 - 1
+    constants = {"image_grid_thw": torch.tensor([[1, 2, 2]], dtype=torch.int64)}
+    if not _runs(model, {"pixel_values": pixels}, constants):
+        return None
+    return {"pixel_values": pixels}, constants
+
+
 #: builders of the vision inputs of towers with their own pixel layout, first found wins
 INPUT_BUILDERS = [
     _position_grid_inputs,
     _linear_patch_inputs,
     _vq_inputs,
     _conv_patch_grid_inputs,
+    _token_block_grid_inputs,
 ]
 
 
@@ -332,6 +376,20 @@ def _experts_left_unset(config) -> None:
         text.mlp_layer_types = ["dense"] + ["sparse"] * (n - 1)
 
 
+def _fix_neck_channels(config) -> None:
+    """A vision tower chaining two encoders (DeepSeek-OCR-2: a SAM encoder whose neck
+    downsamples to ``downsample_channels``, then an encoder reading them): the last
+    channels of the neck are the hidden size of the second encoder (896 in the
+    default, which the shrinking leaves), the others scaled alike."""
+    vc = getattr(config, "vision_config", None)
+    sam, encoder = getattr(vc, "sam_config", None), getattr(vc, "encoder_config", None)
+    channels = getattr(sam, "downsample_channels", None)
+    if not isinstance(channels, list) or not isinstance(getattr(encoder, "hidden_size", None), int):
+        return
+    hidden = encoder.hidden_size
+    sam.downsample_channels = [max(1, c * hidden // channels[-1]) for c in channels]
+
+
 #: the repairs, in order
 REPAIRS = [
     _fill_missing_vision_config,
@@ -343,6 +401,7 @@ REPAIRS = [
     _rope_per_layer_type,
     _sliding_window_without_sliding_layers,
     _experts_left_unset,
+    _fix_neck_channels,
 ]
 
 
