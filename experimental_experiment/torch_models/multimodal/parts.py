@@ -194,6 +194,9 @@ class EmbeddingMerge(torch.nn.Module):
         if self.embed is None:
             raise MultimodalPartsError(f"{type(model).__name__} has no input embeddings")
         self.token_id = image_token_id(model)
+        from .tiny_configs import adds_image_features
+
+        self.add = adds_image_features(model)
 
     def forward(self, input_ids, image_features):
         embeds = self.embed(input_ids)
@@ -202,6 +205,8 @@ class EmbeddingMerge(torch.nn.Module):
         index = (torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1).clamp(min=0)
         index = torch.clamp(index, max=image_features.shape[0] - 1)
         placed = image_features.to(embeds.dtype)[index].reshape(embeds.shape)
+        if self.add:  # Molmo 2 adds the features to the embeddings of the image tokens
+            placed = embeds + placed
         return torch.where(mask.unsqueeze(-1), placed, embeds)
 
 

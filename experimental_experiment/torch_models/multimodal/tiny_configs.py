@@ -172,6 +172,26 @@ def _token_block_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | Non
     return {"pixel_values": pixels}, constants
 
 
+def _pooled_crop_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """A vision tower pooling the patches of crops with indices from the image
+    processor (``image_token_pooling``, ``image_grids``: Molmo 2): one crop of
+    ``num_position_embeddings`` patches (a square), ``(1, patches, patch * patch *
+    channels)``, every token pooling a block of ``2 x 2`` patches, the grid of tokens
+    as the low resolution grid of ``image_grids`` (no high resolution one)."""
+    if not {"image_token_pooling", "image_grids"} <= params:
+        return None
+    vc = model.config.vision_config
+    side = int(round(vc.num_position_embeddings**0.5))
+    if side * side != vc.num_position_embeddings or side % 2:
+        return None
+    width = vc.patch_size * vc.patch_size * vc.num_channels
+    pixels = torch.randn(1, side * side, width, generator=gen)
+    index = torch.arange(side * side).reshape(side // 2, 2, side // 2, 2)
+    pooling = index.permute(0, 2, 1, 3).reshape(-1, 4)
+    grids = torch.tensor([[side // 2, side // 2, 0, 0]], dtype=torch.int64)
+    return {"pixel_values": pixels}, {"image_token_pooling": pooling, "image_grids": grids}
+
+
 #: builders of the vision inputs of towers with their own pixel layout, first found wins
 INPUT_BUILDERS = [
     _position_grid_inputs,
@@ -179,6 +199,7 @@ INPUT_BUILDERS = [
     _vq_inputs,
     _conv_patch_grid_inputs,
     _token_block_grid_inputs,
+    _pooled_crop_inputs,
 ]
 
 
@@ -390,6 +411,37 @@ def _fix_neck_channels(config) -> None:
     sam.downsample_channels = [max(1, c * hidden // channels[-1]) for c in channels]
 
 
+def _image_token_in_vocabulary(config) -> None:
+    """An image token id outside the shrunk text vocabulary (Molmo 2's
+    ``image_patch_id``: the zoo's shrinking moves the ids named ``*_token_id`` only)
+    becomes the largest id of the vocabulary no other token id uses."""
+    token = getattr(config, "image_token_id", None)
+    vocab = config.get_text_config(decoder=True).vocab_size
+    if not isinstance(token, int) or token < vocab:
+        return
+    used = {v for k, v in config.to_dict().items() if k.endswith("_id") and isinstance(v, int)}
+    config.image_token_id = next(i for i in range(vocab - 1, 0, -1) if i not in used)
+
+
+def adds_image_features(model) -> bool:
+    """Whether the model adds the image features to the embeddings of the image tokens
+    instead of replacing them (Molmo 2: ``inputs_embeds[mask] + image_features``), read
+    from the source of its forward.
+
+    :param model: the image-text-to-text model
+    :return: True when the features are added
+    """
+    import inspect
+    import re
+
+    inner = getattr(model, "model", model)
+    try:
+        source = inspect.getsource(type(inner).forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"inputs_embeds\[\w+\]\s*\+\s*image_features", source) is not None
+
+
 #: the repairs, in order
 REPAIRS = [
     _fill_missing_vision_config,
@@ -402,6 +454,7 @@ REPAIRS = [
     _sliding_window_without_sliding_layers,
     _experts_left_unset,
     _fix_neck_channels,
+    _image_token_in_vocabulary,
 ]
 
 
@@ -473,8 +526,43 @@ def _dict_feature_layers(d: dict, before: dict) -> None:
         sub["vision_feature_layer"] = new
 
 
+def _dict_positions_of_image(d: dict, before: dict) -> None:
+    """A vision tower with one learned position per patch of its image
+    (``num_position_embeddings`` equal to ``(image_size / patch_size) ** 2`` in the
+    default, Molmo 2: 729) keeps one per patch of the shrunk image."""
+    vision, old = d.get("vision_config"), before.get("vision_config")
+    if not isinstance(vision, dict) or not isinstance(old, dict):
+        return
+
+    def patches(c):
+        size, patch = c.get("image_size"), c.get("patch_size")
+        size = size[0] if isinstance(size, list) else size
+        return (size // patch) ** 2 if isinstance(size, int) and isinstance(patch, int) else None
+
+    n = old.get("num_position_embeddings")
+    if isinstance(n, int) and n == patches(old) and patches(vision):
+        vision["num_position_embeddings"] = patches(vision)
+
+
+def _dict_text_hidden_size(d: dict, before: dict) -> None:
+    """A nested configuration (Molmo 2's adapter) holding the text hidden size
+    (``text_hidden_size``) gets the shrunk one."""
+    text = d.get("text_config")
+    if not isinstance(text, dict):
+        return
+    for sub in d.values():
+        if isinstance(sub, dict) and isinstance(sub.get("text_hidden_size"), int):
+            sub["text_hidden_size"] = text["hidden_size"]
+
+
 #: the repairs of the configuration dictionary, before the configuration validates it
-DICT_REPAIRS = [_dict_mrope_sections, _dict_stage_lists, _dict_feature_layers]
+DICT_REPAIRS = [
+    _dict_mrope_sections,
+    _dict_stage_lists,
+    _dict_feature_layers,
+    _dict_positions_of_image,
+    _dict_text_hidden_size,
+]
 
 
 def check_generation_path(cls) -> None:
@@ -536,6 +624,7 @@ def repair_tiny_config(config) -> Any:
 
 
 __all__ = [
+    "adds_image_features",
     "check_generation_path",
     "features_projector",
     "repair_tiny_config",
