@@ -192,6 +192,29 @@ def _pooled_crop_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
     return {"pixel_values": pixels}, {"image_token_pooling": pooling, "image_grids": grids}
 
 
+def _nested_vision_inputs(model, params: set, gen) -> tuple[dict, dict] | None:
+    """A vision configuration nested in a sub-configuration (an encoder-decoder,
+    T5Gemma 2: ``config.encoder.vision_config``) gives the image size, an image
+    ``(1, channels, size, size)``."""
+    config = model.config
+    if getattr(config, "vision_config", None) is not None or params - {"pixel_values", "kwargs"}:
+        return None
+    vc = next(
+        (
+            getattr(sub, "vision_config", None)
+            for name in getattr(type(config), "sub_configs", {})
+            if (sub := getattr(config, name, None)) is not None
+            and getattr(sub, "vision_config", None) is not None
+        ),
+        None,
+    )
+    size = getattr(vc, "image_size", None)
+    if not isinstance(size, int):
+        return None
+    channels = getattr(vc, "num_channels", 3)
+    return {"pixel_values": torch.randn(1, channels, size, size, generator=gen)}, {}
+
+
 #: builders of the vision inputs of towers with their own pixel layout, first found wins
 INPUT_BUILDERS = [
     _position_grid_inputs,
@@ -200,6 +223,7 @@ INPUT_BUILDERS = [
     _conv_patch_grid_inputs,
     _token_block_grid_inputs,
     _pooled_crop_inputs,
+    _nested_vision_inputs,
 ]
 
 
@@ -589,6 +613,22 @@ def check_generation_path(cls) -> None:
     raise MultimodalPartsError(f"{cls.__name__} is not a GenerationMixin: {how}")
 
 
+def check_decoder_only(model) -> None:
+    """Raises ``MultimodalPartsError`` when ``model`` is an encoder-decoder (T5Gemma 2):
+    the image and the prompt go through its encoder, its decoder attends to the encoder
+    states; the decoder part takes ``inputs_embeds`` holding the image.
+
+    :param model: the image-text-to-text model
+    """
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise MultimodalPartsError(
+            f"{type(model).__name__} is an encoder-decoder: the image and the prompt go "
+            f"through its encoder and its decoder attends to the encoder states (an encoder "
+            f"part and a decoder part with cross-attention, as speech.py does for Whisper); "
+            f"the decoder part here is a decoder-only language model fed with inputs_embeds"
+        )
+
+
 def tiny_multimodal_config(model_type: str):
     """The tiny configuration of ``model_type``: the zoo's (``tiny_config``: the
     default shrunk, then the overrides), its dictionary repaired by ``DICT_REPAIRS``
@@ -625,6 +665,7 @@ def repair_tiny_config(config) -> Any:
 
 __all__ = [
     "adds_image_features",
+    "check_decoder_only",
     "check_generation_path",
     "features_projector",
     "repair_tiny_config",
