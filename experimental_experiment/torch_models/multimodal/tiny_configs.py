@@ -124,7 +124,7 @@ def _conv_patch_grid_inputs(model, params: set, gen) -> tuple[dict, dict] | None
     vc = model.config.vision_config
     patch = getattr(vc, "patch_size", None)
     conv = _raw_patch_conv(getattr(model, "model", model), patch)
-    if conv is None:
+    if conv is None or not isinstance(patch, int):
         return None
     kernel = getattr(vc, "merge_kernel_size", None)
     merge = kernel[0] if isinstance(kernel, (list, tuple)) else getattr(vc, "spatial_merge_size", 2)
@@ -261,7 +261,7 @@ def _fix_pixel_shuffle(config) -> None:
     is the shrunk hidden size divided by the square of the ratio (``intermediate_size``
     in the default configuration), the projector dimensions (left at 4096 by the
     shrinking) become the hidden size."""
-    vc = getattr(config, "vision_config", None)
+    vc: Any = getattr(config, "vision_config", None)
     ratio = getattr(vc, "pixel_shuffle_ratio", None)
     if not isinstance(ratio, float) or not isinstance(
         getattr(vc, "projector_input_dim", None), int
@@ -353,7 +353,7 @@ def _grid_aliases(config) -> None:
     merge size ``merge_size`` (Muse Spark, Muse Glimmer) also gets them under the names
     of the Qwen-VL family (``temporal_patch_size``, ``spatial_merge_size``), which
     ``make_vision_inputs`` reads to cut the image into patches."""
-    vc = getattr(config, "vision_config", None)
+    vc: Any = getattr(config, "vision_config", None)
     if vc is None:
         return
     for name, other in _GRID_ALIASES.items():
@@ -366,7 +366,7 @@ def _fix_merged_projector(config) -> None:
     """A projector reading the merged patches (``out_hidden_size``: vision hidden size
     times the square of ``merge_size``, Muse Spark) of the shrunk vision tower, its
     hidden size (``projector_hidden_size``, left at 4096) the text hidden size."""
-    vc = getattr(config, "vision_config", None)
+    vc: Any = getattr(config, "vision_config", None)
     merge = getattr(vc, "merge_size", None)
     if not isinstance(merge, int) or not isinstance(getattr(config, "out_hidden_size", None), int):
         return
@@ -426,8 +426,9 @@ def _fix_neck_channels(config) -> None:
     downsamples to ``downsample_channels``, then an encoder reading them): the last
     channels of the neck are the hidden size of the second encoder (896 in the
     default, which the shrinking leaves), the others scaled alike."""
-    vc = getattr(config, "vision_config", None)
-    sam, encoder = getattr(vc, "sam_config", None), getattr(vc, "encoder_config", None)
+    vc: Any = getattr(config, "vision_config", None)
+    sam: Any = getattr(vc, "sam_config", None)
+    encoder: Any = getattr(vc, "encoder_config", None)
     channels = getattr(sam, "downsample_channels", None)
     if not isinstance(channels, list) or not isinstance(getattr(encoder, "hidden_size", None), int):
         return
@@ -495,7 +496,7 @@ def _dict_mrope_sections(d: dict, before: dict) -> None:
     for v in d.values():
         if isinstance(v, dict) and "model_type" in v:
             _dict_mrope_sections(v, {})
-    rope = d.get("rope_parameters")
+    rope: Any = d.get("rope_parameters")
     section = rope.get("mrope_section") if isinstance(rope, dict) else None
     if not isinstance(section, list):
         return
