@@ -387,10 +387,23 @@ def _rope_per_layer_type(config) -> None:
     text.rope_parameters = {t: {"rope_type": "default", "rope_theta": theta} for t in types}
 
 
+def _modeling_source(config) -> str:
+    """The source of the modeling module next to the module of ``config``'s class."""
+    import importlib
+    import inspect
+
+    name = type(config).__module__.replace(".configuration_", ".modeling_")
+    try:
+        return inspect.getsource(importlib.import_module(name))
+    except (ImportError, OSError, TypeError):
+        return ""
+
+
 def _sliding_window_without_sliding_layers(config) -> None:
-    """A decoder building the mask of sliding layers whatever its layer types (Step 3.7
-    calls ``create_sliding_window_causal_mask`` for every configuration) needs a
-    ``sliding_window`` even when no layer slides (``layer_types`` all full attention):
+    """A decoder building the mask of sliding layers whatever its layer types (the
+    modeling module of Step 3.7 maps ``"sliding_attention"`` to
+    ``create_sliding_window_causal_mask`` in every case) needs a ``sliding_window``
+    even when no layer slides (``layer_types`` all full attention):
     ``max_position_embeddings``, which changes nothing."""
     text = config.get_text_config(decoder=True)
     types = getattr(text, "layer_types", None)
@@ -399,6 +412,7 @@ def _sliding_window_without_sliding_layers(config) -> None:
         or "sliding_window" not in type(text).__dataclass_fields__
         or text.sliding_window is not None
         or any("sliding" in t for t in types)
+        or '"sliding_attention": create_sliding_window_causal_mask(' not in _modeling_source(text)
     ):
         return
     text.sliding_window = text.max_position_embeddings
