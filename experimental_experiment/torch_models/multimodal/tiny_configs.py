@@ -550,7 +550,8 @@ def _dict_feature_layers(d: dict, before: dict) -> None:
     n, n_before = vision.get("num_hidden_layers"), old.get("num_hidden_layers")
     if not isinstance(n, int) or not isinstance(n_before, int):
         return
-    for sub in [d, *(v for v in d.values() if isinstance(v, dict))]:
+    # nested only: a top-level list (VipLLaVA) indexes the hidden states, one more
+    for sub in (v for v in d.values() if isinstance(v, dict)):
         layers = sub.get("vision_feature_layer")
         if not isinstance(layers, list) or all(-n <= i < n for i in layers):
             continue
