@@ -1,12 +1,18 @@
-"""Repairs of the tiny configurations of image-text-to-text models, applied after the
-generic shrinking of the zoo (``experimental_experiment.bench.zoo_configs.tiny_config``)
-and before the model is built: every repair reads the configuration's own fields (a
-vision configuration the default leaves out, per-layer lists longer than the shrunk
-number of layers, a patch size the shrunk image no longer matches...).
+"""Repairs of the tiny configurations of image-text-to-text models the generic
+shrinking of the zoo (``experimental_experiment.bench.zoo_configs.tiny_config``) breaks,
+and the vision inputs of towers with their own pixel layout. Every repair reads the
+configuration's own fields: ``DICT_REPAIRS`` fix the shrunk dictionary before the
+configuration class validates it (3D rotary sections, per-stage lists, the vision
+layers an adapter reads), ``REPAIRS`` the configuration (a vision configuration the
+default leaves out, a VQ-VAE codebook and its vocabulary map, projector sizes the
+shrinking leaves at their original values...); ``INPUT_BUILDERS`` give the image of a
+tower taking patches with positions, flattened patches, patches as images, blocks of
+pixels per token, pooled crops.
 
 .. code-block:: python
 
-    config = repair_tiny_config(tiny_config("gemma4"))
+    config = tiny_multimodal_config("gemma4")    # used by cases.build_model
+    inputs, constants = vision_inputs(model, params, generator)  # or None
 """
 
 from __future__ import annotations
