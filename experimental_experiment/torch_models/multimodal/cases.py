@@ -22,6 +22,7 @@ from .parts import VisionEncoder, image_features_function, image_token_id
 from .prefix import prepare_config, qformer_constants, video_frames
 from .seq2seq import prepare_config as prepare_cross_attention_config
 from .seq2seq import require_image_input
+from .tiny_configs import check_generation_path, tiny_multimodal_config, vision_inputs
 
 
 def list_types() -> list[str]:
@@ -70,12 +71,12 @@ def build_model(model_type: str, seed: int = 0):
     """The tiny model of ``model_type`` (the zoo's tiny configuration), random weights
     drawn after ``torch.manual_seed(seed)``, normalization weights perturbed so that
     greedy decoding meets no near-tie."""
-    from ...bench.zoo_configs import tiny_config
     from ..causal_lm import perturb_norm_weights
 
     cls = _model_class(model_type)
     require_image_input(cls)  # Evolla, Mistral4: listed, but read no image
-    config = tiny_config(model_type)
+    check_generation_path(cls)  # pi0, DiffusionGemma: no token-by-token text
+    config = tiny_multimodal_config(model_type)
     prepare_config(config)
     prepare_cross_attention_config(config)
     _fix_mrope_section(config.get_text_config(decoder=True))
@@ -177,6 +178,9 @@ def make_vision_inputs(
     """
     gen = torch.Generator().manual_seed(seed)
     params = set(inspect.signature(image_features_function(model)).parameters)
+    special = vision_inputs(model, params, gen)
+    if special is not None:
+        return special
     vc = _vision_config(model.config)
     channels = getattr(vc, "in_channels", None) or getattr(vc, "num_channels", 3)
     patch = getattr(vc, "patch_size", 14)

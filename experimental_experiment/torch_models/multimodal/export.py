@@ -70,7 +70,9 @@ def cache_layout(model) -> str:
     from ...torch_interpreter.patches.cache_layers import flatten_cache, is_linear_layer, leaf_kind
     from ..hybrid_cache import prefilled_cache
     from ..llm_helper import _cache_geometry
+    from .tiny_configs import check_decoder_only
 
+    check_decoder_only(model)
     probe = prefilled_cache(model)
     if any(is_linear_layer(layer) for layer in probe.layers):
         return "hybrid"

@@ -18,6 +18,7 @@ one with ``to_onnx``.
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any
 
 import torch
@@ -96,6 +97,13 @@ def _vision_tower(model):
     return None
 
 
+def _source(fct) -> str:
+    try:
+        return inspect.getsource(fct)
+    except (OSError, TypeError):
+        return ""
+
+
 def precomputed_vision_kwargs(model, grid) -> dict:
     """What a vision tower taking a grid of patches (``image_grid_thw``) computes from
     the grid with operators no graph holds (``repeat_interleave``, loops over
@@ -112,10 +120,14 @@ def precomputed_vision_kwargs(model, grid) -> dict:
         return {}
     from transformers import vision_utils
 
-    source = inspect.getsource(type(tower).forward)
+    # the tower's forward or its encoder's (Cosmos 3 computes the boundaries there)
+    source = "".join(
+        _source(t.forward) for t in {type(m) for m in tower.children()} | {type(tower)}
+    )
     merge = getattr(tower, "spatial_merge_size", 2)
     kwargs: dict = {}
-    if "get_vision_position_ids(" in source:
+    # from the grid as given (Inkling 2 computes them from a grid of patches it derives)
+    if re.search(r"get_vision_position_ids\(\s*(image_)?grid_thw\b", source):
         kwargs["position_ids"] = vision_utils.get_vision_position_ids(grid, merge)
     if "get_vision_attention_seqlens(" in source or "get_vision_cu_seqlens(" in source:
         kwargs["cu_seqlens"] = vision_utils.get_vision_cu_seqlens(grid)
@@ -165,6 +177,9 @@ class VisionEncoder(torch.nn.Module):
 
         self.constants, self.precomputed = graph_constants(model, self.constants, self.precomputed)
         image_features_function(model)
+        from .tiny_configs import features_projector
+
+        self.projector = features_projector(model)
 
     def forward(self, pixel_values, *args):
         fct = image_features_function(self.model)
@@ -175,7 +190,8 @@ class VisionEncoder(torch.nn.Module):
         kwargs.update(dict(zip(names[: len(args)], args)) if args else {})
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         kwargs.update(self.precomputed)  # popped by the tower: a new dict every call
-        return features_tensor(fct(pixel_values=pixel_values, **kwargs))
+        features = features_tensor(fct(pixel_values=pixel_values, **kwargs))
+        return features if self.projector is None else self.projector(features)
 
 
 class EmbeddingMerge(torch.nn.Module):
@@ -191,6 +207,9 @@ class EmbeddingMerge(torch.nn.Module):
         if self.embed is None:
             raise MultimodalPartsError(f"{type(model).__name__} has no input embeddings")
         self.token_id = image_token_id(model)
+        from .tiny_configs import adds_image_features
+
+        self.add = adds_image_features(model)
 
     def forward(self, input_ids, image_features):
         embeds = self.embed(input_ids)
@@ -199,6 +218,8 @@ class EmbeddingMerge(torch.nn.Module):
         index = (torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1).clamp(min=0)
         index = torch.clamp(index, max=image_features.shape[0] - 1)
         placed = image_features.to(embeds.dtype)[index].reshape(embeds.shape)
+        if self.add:  # Molmo 2 adds the features to the embeddings of the image tokens
+            placed = embeds + placed
         return torch.where(mask.unsqueeze(-1), placed, embeds)
 
 

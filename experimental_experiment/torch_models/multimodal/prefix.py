@@ -16,6 +16,8 @@ reads the text prompt (``qformer_input_ids``), a constant of the vision part her
 from __future__ import annotations
 
 import inspect
+import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,6 +126,11 @@ def is_prefill_merging(model_type: str) -> bool:
     name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
     cls = getattr(transformers, name, None) if name else None
     if cls is None or hasattr(cls, "get_image_features"):
+        return False
+    # the base model it wraps as ``self.model`` (FuyuModel, Emu3Model) has it
+    wrapped = re.search(r"self\.model\s*=\s*(\w+)\(", inspect.getsource(cls.__init__))
+    base = getattr(sys.modules[cls.__module__], wrapped.group(1), None) if wrapped else None
+    if base is not None and hasattr(base, "get_image_features"):
         return False
     params = set(inspect.signature(cls.forward).parameters)
     return (
