@@ -426,6 +426,21 @@ def test_upsample_1d_3d():
     check_export(fn, _x3(), dynamic_shapes=DS3)
 
 
+@pytest.mark.parametrize("static", [True, False])
+def test_upsample_between_transposes_loads_in_onnxruntime(static):
+    # channels last -> Resize -> channels last (VideoLLaMA 3's projector): onnxruntime's
+    # transpose optimizer (default level) pushing the transposes through a Resize with an
+    # axes attribute empties its sizes and refuses the model
+    fn = OpModule(
+        lambda x: F.interpolate(x.permute(0, 3, 1, 2), size=(4, 4), mode="bilinear").permute(
+            0, 2, 3, 1
+        )
+    )
+    sets = [(torch.randn(2, 6, 6, 8),), (torch.randn(3, 5, 7, 8),)]
+    ds = None if static else ({0: "batch", 1: "h", 2: "w"},)
+    check_export(fn, sets[:1] if static else sets, dynamic_shapes=ds)
+
+
 def test_upsample_dynamic_size():
     fn = OpModule(lambda x, y: F.interpolate(x, size=y.shape[-2:], mode="bilinear"))
     sets = [(x, torch.randn(1, 1, 11, 12)) for (x,) in _x2()]

@@ -25,16 +25,23 @@ def _interp(mode: str, align_corners: bool) -> dict:
 
 
 def _resize(g: GraphBuilder, x, output_size, scales, spatial: int, attrs: dict):
-    """Resizes the last ``spatial`` axes to ``output_size`` or by ``scales``."""
+    """Resizes the last ``spatial`` axes to ``output_size`` or by ``scales``. Scales and
+    sizes cover every axis (no ``axes`` attribute): onnxruntime 1.32's layout optimizer
+    empties the ``sizes`` of a Resize with ``axes`` and refuses the model."""
     rank = rank_of(g, x)
-    axes = list(range(rank - spatial, rank))
+    lead = rank - spatial
     if scales is not None and all(s is not None for s in scales):
-        values = np.array(expand_param(list(scales), spatial, "scale_factors"), dtype=np.float32)
-        return g.op.Resize(x, None, values, axes=axes, **attrs)
+        values = [1.0] * lead + list(expand_param(list(scales), spatial, "scale_factors"))
+        return g.op.Resize(x, None, np.array(values, dtype=np.float32), **attrs)
     if output_size is None:
         raise ValueError("upsample: neither output_size nor scale_factors is given")
-    sizes = shape_tensor(g, expand_param(list(output_size), spatial, "output_size"))
-    return g.op.Resize(x, None, None, sizes, axes=axes, **attrs)
+    shape = g.get_shape(x) if g.has_shape(x) else None
+    known = shape is not None and all(isinstance(d, int) for d in shape[:lead])
+    leading = list(shape[:lead]) if known else []
+    sizes = shape_tensor(g, leading + list(expand_param(list(output_size), spatial, "output_size")))
+    if not known:
+        sizes = g.op.Concat(g.op.Shape(x, start=0, end=lead), sizes, axis=0)
+    return g.op.Resize(x, None, None, sizes, **attrs)
 
 
 def _register(name: str, spatial: int, attrs_of):
