@@ -62,6 +62,18 @@ def test_vision_encoder_decoder(prompt):
     _check(check_speech_generation(case, parts, steps=8))
 
 
+@pytest.mark.parametrize("prompt", [1, 3])
+def test_blip_text_prompt(prompt):
+    # BLIP's generate reads input_ids (the text prompt) besides the pixels
+    if "blip" not in _EXPORTED:
+        case = build_image_seq2seq("blip")
+        _EXPORTED["blip"] = case.model, export_speech_parts(case)
+    model, parts = _EXPORTED["blip"]
+    case = build_image_seq2seq("blip", prompt=prompt, model=model, seed=prompt)
+    assert "input_ids" in case.generate_inputs()
+    _check(check_speech_generation(case, parts, steps=8))
+
+
 @pytest.mark.parametrize("prompt", [(3, 4), (6, 2)])
 def test_instructblip(prompt):
     if "iblip" not in _EXPORTED:

@@ -86,13 +86,14 @@ def _token_feeds(names: list[str], ids: np.ndarray, past: int) -> dict[str, np.n
 
 
 def eager_greedy_decoding(
-    model, input_ids: torch.Tensor | None, steps: int, **inputs
+    model, input_ids: torch.Tensor | None, steps: int, /, **inputs
 ) -> tuple[np.ndarray, list]:
     """Greedy generation with transformers' ``generate`` (no sampling, exactly ``steps``
     new tokens): the new tokens ``(batch, steps)`` and the logits of every step.
     ``input_ids`` (a keyword for ``generate``: BLIP-2's takes ``pixel_values`` first)
     comes with a full attention mask unless ``inputs`` gives one; ``inputs`` holds what
-    else the model reads (pixels, audio features, decoder ids)."""
+    else the model reads (pixels, audio features, decoder ids, or the prompt itself
+    when ``input_ids`` is None)."""
     if input_ids is not None:
         base = dict(attention_mask=torch.ones_like(input_ids), pad_token_id=0)
         inputs = {**base, **inputs, "input_ids": input_ids}
