@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from experimental_experiment.torch_models.multimodal.cases import build_model, build_multimodal
+from experimental_experiment.torch_models.multimodal.cases import build_model
 from experimental_experiment.torch_models.multimodal.errors import MultimodalPartsError
-from experimental_experiment.torch_models.multimodal.export import export_part, export_parts
-from experimental_experiment.torch_models.multimodal.parts import (
-    VisionEncoder,
+from experimental_experiment.torch_models.multimodal.export import export_part
+from experimental_experiment.torch_models.multimodal.families import (
     features_tensor,
     image_features_function,
 )
-from experimental_experiment.torch_models.multimodal.run import check_generation, session
+from experimental_experiment.torch_models.multimodal.parts import VisionEncoder
+from experimental_experiment.torch_models.multimodal.run import session
 
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
 
@@ -40,24 +40,14 @@ TYPES = {
     "ernie4_5_vl_moe": "mrope_section h == w, image_grid_thw constant",
 }
 
-_EXPORTED: dict = {}
-
-
-def _exported(model_type):
-    if model_type not in _EXPORTED:
-        model = build_model(model_type)
-        _EXPORTED[model_type] = model, export_parts(build_multimodal(model_type, model=model))
-    return _EXPORTED[model_type]
-
 
 @pytest.mark.parametrize("prompt", [(3, 4), (6, 2)])
 @pytest.mark.parametrize("model_type", sorted(TYPES))
-def test_generates_eager_tokens(model_type, prompt):
-    model, parts = _exported(model_type)
-    case = build_multimodal(model_type, prompt=prompt, model=model, seed=0)
-    report = check_generation(case, parts, steps=8)
-    assert report["max_abs_diff"] < 1e-3, report["max_abs_diff"]
-    assert report["equal_tokens"] == 8, (report["eager_tokens"], report["onnx_tokens"])
+def test_generates_eager_tokens(model_type, prompt, eager_tokens_check):
+    eager_tokens_check(model_type, prompt)
+
+
+_MODELS: dict = {}
 
 
 def _vision_at(model_type, size):
@@ -65,7 +55,9 @@ def _vision_at(model_type, size):
     features, with eager ``get_image_features``'s."""
     from experimental_experiment.torch_models.multimodal.cases import make_vision_inputs
 
-    model = _EXPORTED.setdefault(f"model-{model_type}", build_model(model_type))
+    if model_type not in _MODELS:
+        _MODELS[model_type] = build_model(model_type)
+    model = _MODELS[model_type]
     inputs, constants = make_vision_inputs(model, image_size=size)
     onx = export_part(VisionEncoder(model, **constants), tuple(inputs.values()))
     fct = image_features_function(model)

@@ -13,11 +13,15 @@ import torch
 
 from experimental_experiment.torch_models.multimodal.cases import build_model, build_multimodal
 from experimental_experiment.torch_models.multimodal.export import export_parts
+from experimental_experiment.torch_models.multimodal.families import (
+    is_cross_attention_lm,
+    is_image_seq2seq,
+    is_prefill_merging,
+)
 from experimental_experiment.torch_models.multimodal.prefix import (
     build_prefill,
     check_prefill_generation,
     export_prefill_parts,
-    is_prefill_merging,
 )
 from experimental_experiment.torch_models.multimodal.run import check_generation
 from experimental_experiment.torch_models.multimodal.seq2seq import (
@@ -25,8 +29,6 @@ from experimental_experiment.torch_models.multimodal.seq2seq import (
     build_image_seq2seq,
     check_cross_attention_generation,
     export_cross_attention_parts,
-    is_cross_attention_lm,
-    is_image_seq2seq,
 )
 from experimental_experiment.torch_models.multimodal.speech import (
     check_speech_generation,

@@ -35,11 +35,15 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
     """One row of the table; never raises."""
     from ..torch_models.multimodal.cases import build_multimodal
     from ..torch_models.multimodal.export import ExportedParts, export_parts
+    from ..torch_models.multimodal.families import (
+        is_cross_attention_lm,
+        is_image_seq2seq,
+        is_prefill_merging,
+    )
     from ..torch_models.multimodal.prefix import (
         build_prefill,
         check_prefill_generation,
         export_prefill_parts,
-        is_prefill_merging,
     )
     from ..torch_models.multimodal.run import check_generation, eager_generate
     from ..torch_models.multimodal.seq2seq import (
@@ -47,8 +51,6 @@ def run_type(model_type: str, steps: int = 8) -> dict[str, Any]:
         build_image_seq2seq,
         check_cross_attention_generation,
         export_cross_attention_parts,
-        is_cross_attention_lm,
-        is_image_seq2seq,
     )
     from ..torch_models.multimodal.speech import (
         SPEECH_TYPES,

@@ -17,11 +17,17 @@ from typing import Any
 import torch
 
 from .errors import MultimodalPartsError
+from .families import (
+    image_features_function,
+    image_token_id,
+    prepare_cross_attention_config,
+    prepare_qformer_config,
+    qformer_constants,
+    require_image_input,
+    video_frames,
+)
 from .image_inputs import family_vision_inputs, fix_image_config, image_frame_tokens
-from .parts import VisionEncoder, image_features_function, image_token_id
-from .prefix import prepare_config, qformer_constants, video_frames
-from .seq2seq import prepare_config as prepare_cross_attention_config
-from .seq2seq import require_image_input
+from .parts import VisionEncoder
 from .tiny_configs import check_generation_path, tiny_multimodal_config, vision_inputs
 
 
@@ -77,7 +83,7 @@ def build_model(model_type: str, seed: int = 0):
     require_image_input(cls)  # Evolla, Mistral4: listed, but read no image
     check_generation_path(cls)  # pi0, DiffusionGemma: no token-by-token text
     config = tiny_multimodal_config(model_type)
-    prepare_config(config)
+    prepare_qformer_config(config)
     prepare_cross_attention_config(config)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from .cases import MultimodalCase
+from .families import language_model_with_head
 from .parts import Decoder, EmbeddingMerge, VisionEncoder
-from .prefix import language_model_with_head
 
 #: sizes of the random example the decoder is exported with
 DECODER_EXAMPLE = dict(batch=2, seq=3, past=5)

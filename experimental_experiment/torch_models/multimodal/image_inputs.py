@@ -338,9 +338,9 @@ def _patches_as_images(model) -> bool:
     import inspect
     import re
 
-    from .parts import _vision_tower
+    from .families import vision_tower
 
-    tower = _vision_tower(model)
+    tower = vision_tower(model)
     embeddings = next(
         (
             m
@@ -517,7 +517,7 @@ def _resampler_reads_grid(model) -> bool:
     import inspect
     import re
 
-    from .parts import image_features_function
+    from .families import image_features_function
 
     try:
         source = inspect.getsource(image_features_function(model))
@@ -536,7 +536,7 @@ def graph_constants(model, constants: dict, precomputed: dict) -> tuple[dict, di
     function modes)."""
     import inspect
 
-    from .parts import image_features_function
+    from .families import image_features_function
 
     family = _family(model, set(inspect.signature(image_features_function(model)).parameters))
     wrapped = {
@@ -556,7 +556,7 @@ def _tiles_masked(model) -> bool:
     a mask of tiles, not of pixels (Idefics3)."""
     import inspect
 
-    from .parts import image_features_function
+    from .families import image_features_function
 
     try:
         source = inspect.getsource(image_features_function(model))

@@ -24,77 +24,7 @@ from typing import Any
 import torch
 
 from .errors import MultimodalPartsError
-
-#: configuration attributes holding the image token id, first found wins
-IMAGE_TOKEN_ATTRIBUTES = (
-    "image_token_id",
-    "image_token_index",
-    "image_token",
-    "video_token_index",  # InstructBLIP-Video: the video features replace them
-)
-
-
-def _inner(model):
-    """The base model of a ``...ForConditionalGeneration`` (``model.model``) or itself."""
-    inner = getattr(model, "model", None)
-    return inner if isinstance(inner, torch.nn.Module) else model
-
-
-def image_token_id(model) -> int:
-    """The id of the placeholder token the image features replace.
-
-    :param model: a transformers image-text-to-text model
-    :return: the token id, ``MultimodalPartsError`` when the configuration has none
-    """
-    for name in IMAGE_TOKEN_ATTRIBUTES:
-        value = getattr(model.config, name, None)
-        if isinstance(value, int):
-            return value
-    raise MultimodalPartsError(
-        f"{type(model).__name__}: no image token id in its configuration "
-        f"(looked for {list(IMAGE_TOKEN_ATTRIBUTES)})"
-    )
-
-
-def image_features_function(model):
-    """``get_image_features`` of the model (or of its base model).
-
-    :param model: a transformers image-text-to-text model
-    :return: the bound method, ``MultimodalPartsError`` when there is none
-    """
-    for owner in (_inner(model), model):
-        fct = getattr(owner, "get_image_features", None)
-        if fct is not None:
-            return fct
-    from .prefix import video_features_function
-
-    fct = video_features_function(model)
-    if fct is not None:
-        return fct
-    raise MultimodalPartsError(f"{type(model).__name__} has no get_image_features")
-
-
-def features_tensor(output) -> torch.Tensor:
-    """The image features returned by ``get_image_features`` as one tensor
-    ``(n_image_tokens, hidden)``: the ``pooler_output`` of a model output (a tensor or
-    a tuple of tensors, one per image), else the output itself."""
-    value = output
-    if not isinstance(output, (torch.Tensor, list, tuple)):
-        value = getattr(output, "pooler_output", None)
-        if value is None:
-            value = output.last_hidden_state
-    if isinstance(value, (list, tuple)):
-        value = torch.cat([v.reshape(-1, v.shape[-1]) for v in value], dim=0)
-    return value.reshape(-1, value.shape[-1])
-
-
-def _vision_tower(model):
-    inner = _inner(model)
-    for name in ("visual", "vision_tower", "vision_model"):
-        tower = getattr(inner, name, None)
-        if isinstance(tower, torch.nn.Module):
-            return tower
-    return None
+from .families import features_tensor, image_features_function, image_token_id, vision_tower
 
 
 def _source(fct) -> str:
@@ -115,7 +45,7 @@ def precomputed_vision_kwargs(model, grid) -> dict:
     :param grid: the grid ``(images, 3)`` or None
     :return: the keyword arguments (empty without a grid)
     """
-    tower: Any = _vision_tower(model)
+    tower: Any = vision_tower(model)
     if grid is None or tower is None:
         return {}
     from transformers import vision_utils
@@ -177,7 +107,7 @@ class VisionEncoder(torch.nn.Module):
 
         self.constants, self.precomputed = graph_constants(model, self.constants, self.precomputed)
         image_features_function(model)
-        from .tiny_configs import features_projector
+        from .families import features_projector
 
         self.projector = features_projector(model)
 
@@ -207,7 +137,7 @@ class EmbeddingMerge(torch.nn.Module):
         if self.embed is None:
             raise MultimodalPartsError(f"{type(model).__name__} has no input embeddings")
         self.token_id = image_token_id(model)
-        from .tiny_configs import adds_image_features
+        from .families import adds_image_features
 
         self.add = adds_image_features(model)
 
@@ -268,9 +198,6 @@ __all__ = [
     "Decoder",
     "EmbeddingMerge",
     "VisionEncoder",
-    "features_tensor",
-    "image_features_function",
-    "image_token_id",
     "precomputed_vision_kwargs",
     "python_constants",
 ]

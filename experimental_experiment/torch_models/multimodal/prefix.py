@@ -1,143 +1,27 @@
-"""Image-text-to-text models whose image features come from a Q-Former (BLIP-2,
-InstructBLIP): a fixed number of query embeddings per image, placed at image tokens the
-processor of the real checkpoints inserts, then a causal language model with its own
-head (``model.language_model``) generates.
-
-Their tiny configurations have no image token id (``image_token_index`` is None, the id
-of the real checkpoints is a token added to the tokenizer); InstructBLIP's Q-Former also
-reads the text prompt (``qformer_input_ids``), a constant of the vision part here.
+"""Image-text-to-text models merging the image inside their forward (GIT, Kosmos-2,
+Kosmos-2.5): no function returns image features to merge at image tokens, so the
+prompt with its image is one graph (``Prefill``: tokens, pixels, image positions to
+the logits and the cache) and every next token another one (``Step``: one token over
+the cache), with the positions ``generate`` gives. The Q-Former models (BLIP-2,
+InstructBLIP) take the LLaVA layout with the fixes of ``families``.
 
 .. code-block:: python
 
-    case = build_multimodal("blip-2")  # prepare_config gave it an image token
-    parts = export_parts(case)          # the decoder is model.language_model
+    case = build_prefill("git")
+    parts = export_prefill_parts(case)  # "prefill" and "step"
+    report = check_prefill_generation(case, parts, steps=8)
 """
 
 from __future__ import annotations
 
 import inspect
-import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from .errors import MultimodalPartsError
-
-
-def prepare_config(config) -> None:
-    """Gives a Q-Former configuration (``num_query_tokens``) without an image token id
-    the last id of the text vocabulary as its image token (``image_token_index``, and
-    ``video_token_index`` when it has one), an id the random prompts never draw, and an
-    OPT language model its word embeddings of the hidden size (``word_embed_proj_dim``,
-    left at its original value by the zoo's shrinking, is the size the projection of the
-    Q-Former must return)."""
-    if not isinstance(getattr(config, "num_query_tokens", None), int):
-        return
-    text = config.get_text_config(decoder=True)
-    if isinstance(getattr(text, "word_embed_proj_dim", None), int):
-        text.word_embed_proj_dim = text.hidden_size
-    last = text.vocab_size - 1
-    for name in ("image_token_index", "video_token_index"):
-        if hasattr(config, name) and getattr(config, name) is None:
-            setattr(config, name, last)
-
-
-def qformer_constants(fct, model, seed: int = 0, length: int = 4) -> dict:
-    """The inputs of ``get_image_features`` (``fct``) reading the text prompt in the
-    Q-Former (``qformer_input_ids``, InstructBLIP), random tokens of its vocabulary and
-    a full mask, as constants of the vision part; empty for other models."""
-    params = inspect.signature(fct).parameters
-    if "qformer_input_ids" not in params:
-        return {}
-    gen = torch.Generator().manual_seed(seed + 3)
-    qc: Any = getattr(model.config, "qformer_config", None)
-    vocab = getattr(qc, "vocab_size", None) or 32
-    ids = torch.randint(1, vocab, (1, length), generator=gen)
-    out: dict = {"qformer_input_ids": ids}
-    if "qformer_attention_mask" in params:
-        out["qformer_attention_mask"] = torch.ones_like(ids)
-    return out
-
-
-#: frames of a video InstructBLIP-Video's generate expects (4 times the query tokens)
-VIDEO_FRAMES = 4
-
-
-def video_features_function(model):
-    """``get_video_features`` of a model reading videos only (InstructBLIP-Video, no
-    ``get_image_features``), None for the others."""
-    inner = getattr(model, "model", None)
-    for owner in (inner, model):
-        fct = getattr(owner, "get_video_features", None) if owner is not None else None
-        if fct is not None and not hasattr(owner, "get_image_features"):
-            return fct
-    return None
-
-
-def video_frames(fct, pixels: torch.Tensor) -> torch.Tensor:
-    """The image ``pixels`` ``(1, c, h, w)`` repeated as ``VIDEO_FRAMES`` frames
-    ``(1, frames, c, h, w)`` when ``fct`` is ``get_video_features``, else unchanged."""
-    if getattr(fct, "__name__", "") != "get_video_features":
-        return pixels
-    return pixels.unsqueeze(1).expand(-1, VIDEO_FRAMES, -1, -1, -1).contiguous()
-
-
-def _has_head(module) -> bool:
-    head: Any = getattr(module, "get_output_embeddings", None)
-    return callable(head) and head() is not None
-
-
-def language_model_with_head(model):
-    """The causal language model of ``model`` when ``model.forward`` takes no cache but
-    ``model.language_model`` is a model with its head (BLIP-2, InstructBLIP: ``generate``
-    calls ``language_model.generate`` with the merged embeddings); else ``model``."""
-    from ..llm_helper import cache_argument_name
-
-    try:
-        cache_argument_name(model)
-        return model
-    except ValueError:
-        pass
-    lm = getattr(model, "language_model", None)
-    if isinstance(lm, torch.nn.Module) and _has_head(lm):
-        return lm
-    return model
-
-
-# --- models merging the image inside their forward (GIT, Kosmos-2) ---
-
-#: inputs of the forward the prompt (prefill) reads beside the tokens and their mask
-PREFILL_INPUTS = ("pixel_values", "flattened_patches", "image_embeds_position_mask")
-
-
-def is_prefill_merging(model_type: str) -> bool:
-    """True when the image-text-to-text class of ``model_type`` reads the pixels in its
-    forward with a cache and exposes no ``get_image_features`` (GIT prepends the image
-    states to the prompt, Kosmos-2 places them where ``image_embeds_position_mask``
-    says): the image goes through the prompt's graph, the following tokens through a
-    one-token graph reading the cache."""
-    import transformers
-    from transformers.models.auto import modeling_auto
-
-    from ..llm_helper import CACHE_ARGUMENT_NAMES
-
-    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
-    cls = getattr(transformers, name, None) if name else None
-    if cls is None or hasattr(cls, "get_image_features"):
-        return False
-    # the base model it wraps as ``self.model`` (FuyuModel, Emu3Model) has it
-    wrapped = re.search(r"self\.model\s*=\s*(\w+)\(", inspect.getsource(cls.__init__))
-    base = getattr(sys.modules[cls.__module__], wrapped.group(1), None) if wrapped else None
-    if base is not None and hasattr(base, "get_image_features"):
-        return False
-    params = set(inspect.signature(cls.forward).parameters)
-    return (
-        bool(params & {"pixel_values", "flattened_patches"})
-        and bool(params & set(CACHE_ARGUMENT_NAMES))
-        and not params & {"encoder_outputs", "cross_attention_states", "image_attention_mask"}
-    )
+from .families import has_output_head, is_prefill_merging
 
 
 @dataclass
@@ -182,7 +66,7 @@ def generating_model(model):
         return model
     for name in ("text_model", "language_model"):
         sub = getattr(model, name, None)
-        if isinstance(sub, torch.nn.Module) and _has_head(sub):
+        if isinstance(sub, torch.nn.Module) and has_output_head(sub):
             return sub
     return model
 
@@ -254,7 +138,7 @@ def build_prefill(
     gen = torch.Generator().manual_seed(seed)
     inputs: dict = {}
     if "flattened_patches" in params:  # Kosmos-2.5
-        from .seq2seq import flattened_patches
+        from .families import flattened_patches
 
         inputs["flattened_patches"] = flattened_patches(vc, gen)
     else:
@@ -383,8 +267,6 @@ def check_prefill_generation(case: PrefillCase, parts, steps: int = 8) -> dict:
 
 
 __all__ = [
-    "PREFILL_INPUTS",
-    "VIDEO_FRAMES",
     "Prefill",
     "PrefillCase",
     "Step",
@@ -392,11 +274,5 @@ __all__ = [
     "check_prefill_generation",
     "export_prefill_parts",
     "generating_model",
-    "is_prefill_merging",
-    "language_model_with_head",
-    "prepare_config",
-    "qformer_constants",
     "takes_positions",
-    "video_features_function",
-    "video_frames",
 ]

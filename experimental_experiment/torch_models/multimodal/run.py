@@ -23,7 +23,7 @@ import torch
 
 from .cases import MultimodalCase
 from .export import ExportedParts
-from .parts import image_token_id
+from .families import image_token_id
 
 
 def session(onx):

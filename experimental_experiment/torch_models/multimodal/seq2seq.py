@@ -26,59 +26,16 @@ from typing import Any
 import torch
 
 from .errors import MultimodalPartsError
+from .families import (
+    config_image_size,
+    cross_attention_names,
+    flattened_patches,
+    is_cross_attention_lm,
+    is_image_seq2seq,
+)
 
 #: inputs of the forward of an encoder-decoder model that the encoder reads
 ENCODER_INPUTS = ("pixel_values", "flattened_patches", "input_ids", "attention_mask")
-
-
-#: inputs of a forward carrying an image (or a video)
-IMAGE_INPUTS = ("pixel_values", "flattened_patches", "pixel_values_videos", "image_embeds")
-
-
-def require_image_input(cls) -> None:
-    """Raises ``MultimodalPartsError`` when the forward of the model class ``cls`` takes
-    no image: a class transformers lists as image-text-to-text that reads only text
-    (Mistral4ForCausalLM) or protein sequences (Evolla) has no image part to export."""
-    params = set(inspect.signature(cls.forward).parameters)
-    if params & set(IMAGE_INPUTS):
-        return
-    others = sorted(p for p in params if p.endswith("_input_ids") and p != "decoder_input_ids")
-    what = f"it reads {others} besides the text" if others else "it reads text only"
-    raise MultimodalPartsError(
-        f"{cls.__name__} takes no image: {what}, not an image-to-text generation "
-        f"(none of {list(IMAGE_INPUTS)} in its forward)"
-    )
-
-
-def is_image_seq2seq(model_type: str) -> bool:
-    """True when the image-text-to-text class of ``model_type`` is an encoder-decoder
-    model reading an image (its forward takes ``encoder_outputs`` and pixels or
-    patches)."""
-    import transformers
-    from transformers.models.auto import modeling_auto
-
-    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
-    cls = getattr(transformers, name, None) if name else None
-    if cls is None:
-        return False
-    params = set(inspect.signature(cls.forward).parameters)
-    if "encoder_outputs" in params and bool(params & {"pixel_values", "flattened_patches"}):
-        return True
-    return _is_vision_text_decoder(cls)
-
-
-def _is_vision_text_decoder(cls) -> bool:
-    """A vision model and a text decoder attending to its states, the forward taking the
-    pixels and no cache, no image features merged into the prompt (BLIP)."""
-    from ..llm_helper import CACHE_ARGUMENT_NAMES
-
-    params = set(inspect.signature(cls.forward).parameters)
-    return (
-        "pixel_values" in params
-        and not params & set(CACHE_ARGUMENT_NAMES)
-        and not any(hasattr(cls, f) for f in ("get_image_features", "get_video_features"))
-        and "text_decoder" in inspect.getsource(cls.__init__)
-    )
 
 
 @dataclass
@@ -182,23 +139,6 @@ def _prepare(model) -> None:
     gc.forced_eos_token_id, gc.forced_bos_token_id = None, None
 
 
-def _image_size(vc) -> int:
-    size = getattr(vc, "image_size", None)
-    if isinstance(size, (list, tuple)):
-        size = size[0]
-    return size if isinstance(size, int) else 64
-
-
-def flattened_patches(vc, gen, side: int = 4) -> torch.Tensor:
-    """Random patches of an image of ``side`` x ``side`` patches as Pix2Struct's and
-    Kosmos-2.5's processors flatten them, ``(1, side * side, 2 + patch size)``: the row
-    and the column of every patch (from 1), then its pixels."""
-    rows, cols = torch.meshgrid(torch.arange(1, side + 1), torch.arange(1, side + 1), indexing="ij")
-    values = torch.randn(side * side, vc.patch_embed_hidden_size, generator=gen)
-    patches = torch.cat([rows.reshape(-1, 1), cols.reshape(-1, 1), values], dim=1)
-    return patches.unsqueeze(0).to(torch.float32)
-
-
 def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, dict]:
     """Random encoder inputs ``(inputs, dynamic shapes)``: pixels of the image size of the
     vision configuration, or the flattened patches of Pix2Struct (row and column
@@ -218,7 +158,7 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
         ds = {"flattened_patches": {0: "batch"}, "attention_mask": {0: "batch"}}
         return inputs, ds
     channels = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", 3)
-    size = _image_size(vc)
+    size = config_image_size(vc)
     inputs["pixel_values"] = torch.randn(1, channels, size, size, generator=gen)
     ds["pixel_values"] = {0: "batch"}
     if "bbox" in params:  # UDOP: the words of a document and their boxes
@@ -238,7 +178,7 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
         and "encoder_outputs" in params
         and "image_token_id" in config.to_dict()
     ):
-        from .parts import image_features_function
+        from .families import image_features_function
 
         with torch.no_grad():
             n = image_features_function(model)(inputs["pixel_values"]).pooler_output.shape[1]
@@ -283,57 +223,6 @@ def build_image_seq2seq(
 
 
 # --- a decoder-only language model with cross-attention layers (Mllama) ---
-
-
-def is_cross_attention_lm(model_type: str) -> bool:
-    """True when the image-text-to-text class of ``model_type`` is a decoder-only model
-    whose layers attend to the image states (its forward takes them:
-    ``cross_attention_states`` for Mllama, ``image_encoder_embeddings`` for IDEFICS)."""
-    import transformers
-    from transformers.models.auto import modeling_auto
-
-    name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
-    cls = getattr(transformers, name, None) if name else None
-    if cls is None:
-        return False
-    params = inspect.signature(cls.forward).parameters
-    return "cross_attention_states" in params or "image_encoder_embeddings" in params
-
-
-def cross_attention_names(model) -> tuple[str, str]:
-    """The arguments of the forward taking the image states and the mask of what every
-    token sees: ``(cross_attention_states, cross_attention_mask)`` (Mllama),
-    ``(perceiver_embeddings or image_encoder_embeddings, image_attention_mask)``
-    (IDEFICS, with or without its perceiver)."""
-    params = inspect.signature(model.forward).parameters
-    if "cross_attention_states" in params:
-        return "cross_attention_states", "cross_attention_mask"
-    if getattr(model.config, "use_resampler", False):
-        return "perceiver_embeddings", "image_attention_mask"
-    return "image_encoder_embeddings", "image_attention_mask"
-
-
-def prepare_config(config) -> None:
-    """Fixes what the zoo's shrinking leaves inconsistent in a configuration of a
-    language model with cross-attention layers (``cross_attention_layers``): the last
-    of the shrunk layers attends to the image (the original indices are all beyond
-    them: the image would be ignored), the vision tower returns the states of layers
-    it has (``intermediate_layers_indices``) and the projector reads their size
-    (``vision_output_dim``)."""
-    text = config.get_text_config(decoder=True)
-    layers = getattr(text, "cross_attention_layers", None)
-    if not isinstance(layers, list):
-        return
-    n = text.num_hidden_layers
-    if not any(i < n for i in layers):
-        text.cross_attention_layers = [n - 1]
-    vc = getattr(config, "vision_config", None)
-    indices = getattr(vc, "intermediate_layers_indices", None)
-    if vc is not None and isinstance(indices, list):
-        vc.intermediate_layers_indices = [i for i in indices if i < vc.num_hidden_layers] or [0]
-        if isinstance(getattr(vc, "num_global_layers", None), int):
-            vc.num_global_layers = min(vc.num_global_layers, 2)
-        vc.vision_output_dim = vc.hidden_size * (len(vc.intermediate_layers_indices) + 1)
 
 
 @dataclass
@@ -462,7 +351,7 @@ def build_cross_attention(
     ratio 1x1, the other tiles masked) and a prompt of ``prompt[0]`` tokens, the image
     token, ``prompt[1]`` tokens."""
     from .cases import _text_ids, build_model
-    from .parts import image_token_id
+    from .families import image_token_id
 
     if not is_cross_attention_lm(model_type):
         raise MultimodalPartsError(f"{model_type!r} has no cross-attention layers")
@@ -624,7 +513,6 @@ def check_cross_attention_generation(case: CrossAttentionCase, parts, steps: int
 
 
 __all__ = [
-    "IMAGE_INPUTS",
     "CrossAttentionCase",
     "CrossAttentionDecoder",
     "CrossVisionEncoder",
@@ -632,16 +520,10 @@ __all__ = [
     "ImageEncoder",
     "ImageSeq2SeqCase",
     "build_cross_attention",
-    "cross_attention_names",
     "build_image_seq2seq",
     "check_cross_attention_generation",
     "decoder_start_token_id",
     "export_cross_attention_parts",
-    "flattened_patches",
-    "is_cross_attention_lm",
-    "is_image_seq2seq",
     "make_encoder_inputs",
     "open_gates",
-    "prepare_config",
-    "require_image_input",
 ]

@@ -278,30 +278,6 @@ def _fix_pixel_shuffle(config) -> None:
         setattr(vc, name, vc.hidden_size)
 
 
-def features_projector(model) -> torch.nn.Module | None:
-    """The projector the model applies to the output of ``get_image_features`` in its
-    forward when ``get_image_features`` does not (Llama 4 returns the vision tower's
-    output, its forward calls ``multi_modal_projector``), None otherwise.
-
-    :param model: the image-text-to-text model
-    :return: the projector module or None
-    """
-    import inspect
-
-    inner = getattr(model, "model", model)
-    projector = getattr(inner, "multi_modal_projector", None)
-    fct = getattr(inner, "get_image_features", None)
-    if not isinstance(projector, torch.nn.Module) or fct is None:
-        return None
-    try:
-        forward, features = inspect.getsource(type(inner).forward), inspect.getsource(fct)
-    except (OSError, TypeError):
-        return None
-    if "multi_modal_projector(" in forward and "multi_modal_projector" not in features:
-        return projector
-    return None
-
-
 #: codebook entries of a tiny VQ-VAE image tokenizer
 CODEBOOK = 32
 
@@ -466,25 +442,6 @@ def _image_token_in_vocabulary(config) -> None:
         return
     used = {v for k, v in config.to_dict().items() if k.endswith("_id") and isinstance(v, int)}
     config.image_token_id = next(i for i in range(vocab - 1, 0, -1) if i not in used)
-
-
-def adds_image_features(model) -> bool:
-    """Whether the model adds the image features to the embeddings of the image tokens
-    instead of replacing them (Molmo 2: ``inputs_embeds[mask] + image_features``), read
-    from the source of its forward.
-
-    :param model: the image-text-to-text model
-    :return: True when the features are added
-    """
-    import inspect
-    import re
-
-    inner = getattr(model, "model", model)
-    try:
-        source = inspect.getsource(type(inner).forward)
-    except (OSError, TypeError):
-        return False
-    return re.search(r"inputs_embeds\[\w+\]\s*\+\s*image_features", source) is not None
 
 
 #: the repairs, in order
@@ -686,10 +643,8 @@ def repair_tiny_config(config) -> Any:
 
 
 __all__ = [
-    "adds_image_features",
     "check_decoder_only",
     "check_generation_path",
-    "features_projector",
     "repair_tiny_config",
     "tiny_multimodal_config",
     "vision_inputs",
