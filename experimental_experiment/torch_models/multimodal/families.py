@@ -187,19 +187,28 @@ def is_prefill_merging(model_type: str) -> bool:
 
     name = modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(model_type)
     cls = getattr(transformers, name, None) if name else None
-    if cls is None or hasattr(cls, "get_image_features"):
+    if cls is None:
+        return False
+    params = set(inspect.signature(cls.forward).parameters)
+    reads = bool(params & {"pixel_values", "flattened_patches"}) and bool(
+        params & set(CACHE_ARGUMENT_NAMES)
+    )
+    if reads and "image_embeds_position_mask" in params:
+        # Kosmos-2 places the image where this mask says, no image token: in the forward
+        # (transformers 5.25 gives it a get_image_features too)
+        return True
+    if hasattr(cls, "get_image_features"):
         return False
     # the base model it wraps as ``self.model`` (FuyuModel, Emu3Model) has it
     wrapped = re.search(r"self\.model\s*=\s*(\w+)\(", inspect.getsource(cls.__init__))
     base = getattr(sys.modules[cls.__module__], wrapped.group(1), None) if wrapped else None
     if base is not None and hasattr(base, "get_image_features"):
         return False
-    params = set(inspect.signature(cls.forward).parameters)
-    return (
-        bool(params & {"pixel_values", "flattened_patches"})
-        and bool(params & set(CACHE_ARGUMENT_NAMES))
-        and not params & {"encoder_outputs", "cross_attention_states", "image_attention_mask"}
-    )
+    return reads and not params & {
+        "encoder_outputs",
+        "cross_attention_states",
+        "image_attention_mask",
+    }
 
 
 #: inputs of a forward carrying an image (or a video)
