@@ -129,12 +129,46 @@ def test_multiple_choice_and_prompt_layouts():
     assert n_image > 0 and ids.shape[1] == n_image + EXPORT_SIZES["seq"]
 
 
+def _row(model_type, head, status, cause="", exporter="to_onnx", stage="", **kw):
+    return dict(
+        model_type=model_type,
+        head=head,
+        status=status,
+        cause=cause,
+        exporter=exporter,
+        stage=stage,
+        **kw,
+    )
+
+
 def test_render_heads():
     rows = [
-        dict(model_type="a", head="qa", status="pass", cause=""),
-        dict(model_type="b", head="qa", status="fail", cause="numerical mismatch"),
-        dict(model_type="c", head="km", status="skip", cause="two images"),
+        _row("a", "qa", "pass"),
+        _row("b", "qa", "fail", "numerical mismatch", stage="check"),
+        _row("c", "km", "skip", "two images"),
     ]
     text = render_heads(rows)
     assert "* - km" in text and "two images" in text
     assert "numerical mismatch (1)" in text
+    assert "On the" not in text  # one exporter: nothing to compare
+
+
+def test_render_heads_compares_exporters_on_common_cases():
+    rows = [
+        _row("a", "qa", "pass", export_time="1.0", nodes="10"),
+        _row("a", "qa", "pass", exporter="torch.onnx", export_time="3.0", nodes="30"),
+        _row("b", "qa", "pass", export_time="2.0", nodes="20"),
+        _row("b", "qa", "fail", "capture", exporter="torch.onnx", stage="export"),
+        # the tiny model of c does not build: neither exporter ran it
+        _row("c", "qa", "fail", "config", stage="config"),
+        _row("c", "qa", "fail", "config", exporter="torch.onnx", stage="config"),
+        # d only ran with to_onnx: not a common case
+        _row("d", "qa", "pass", export_time="9.0", nodes="90"),
+    ]
+    text = render_heads(rows)
+    # per head, passed out of the cases whose tiny model built
+    assert "- 3 / 3" in text and "- 1 / 2" in text
+    assert "On the 2 cases every exporter ran" in text
+    assert "``to_onnx`` 2, ``torch.onnx`` 1" in text
+    # medians over the one case both passed (a), not over b or d
+    assert "``to_onnx`` 1.00 s and 10 nodes; ``torch.onnx`` 3.00 s and 30 nodes" in text

@@ -303,28 +303,82 @@ def render_table(rows: list[dict], genai: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def common_cases(rows: list[dict], exporters: list[str]) -> set[tuple[str, str]]:
+    """The (model type, head) pairs every exporter of ``exporters`` ran (``ran``)."""
+    sets = [
+        {(r["model_type"], r["head"]) for r in rows if r["exporter"] == e and ran(r)}
+        for e in exporters
+    ]
+    return set.intersection(*sets) if sets else set()
+
+
 def render_heads(rows: list[dict]) -> str:
-    """One line per head of a ``--heads all`` CSV: model types tried, passed, failed,
-    skipped, the most frequent cause of failure, and the reason of the skipped cases."""
+    """One line per head of a ``--heads all`` CSV: model types tried, then per exporter
+    the cases passed out of those whose tiny model ran (``built``), to_onnx's failures
+    and skipped cases, the most frequent cause of its failures or the skip reason; with
+    several exporters, a sentence comparing them on the cases all of them ran."""
+    exporters = _exporters(rows)
     by_head: dict[str, list[dict]] = collections.defaultdict(list)
     for r in rows:
         by_head[r["head"]].append(r)
     body = []
     for head in sorted(by_head):
         rs = by_head[head]
-        count = collections.Counter(r["status"] for r in rs)
-        causes = collections.Counter(r["cause"] for r in rs if r["status"] == "fail")
-        skips = sorted({r["cause"] for r in rs if r["status"] == "skip"})
+        first = [r for r in rs if r["exporter"] == exporters[0]]
+        count = collections.Counter(r["status"] for r in first)
+        causes = collections.Counter(r["cause"] for r in first if r["status"] == "fail")
+        skips = sorted({r["cause"] for r in first if r["status"] == "skip"})
         top = ", ".join(f"{c} ({n})" for c, n in causes.most_common(2))
+        passed = []
+        for e in exporters:
+            done = [r for r in rs if r["exporter"] == e and ran(r)]
+            passed.append(f"{sum(r['status'] == 'pass' for r in done)} / {len(done)}")
         body.append(
             [
                 head,
-                str(len(rs)),
-                str(count["pass"]),
+                str(len(first)),
+                *passed,
                 str(count["fail"]),
                 str(count["skip"]),
                 top or "; ".join(skips),
             ]
         )
-    header = ["head", "tried", "pass", "fail", "skip", "main causes / skip reason"]
-    return "\n".join(_list_table(header, body, "20 6 6 6 6 56"))
+    header = [
+        "head",
+        "tried",
+        *[f"{e} pass / built" for e in exporters],
+        f"{exporters[0]} fail",
+        "skip",
+        "main causes / skip reason",
+    ]
+    widths = " ".join(["18", "5", *["9"] * len(exporters), "5", "5", "40"])
+    lines = _list_table(header, body, widths)
+    if len(exporters) > 1:
+        lines += ["", _compare_heads(rows, exporters)]
+    return "\n".join(lines)
+
+
+def _compare_heads(rows: list[dict], exporters: list[str]) -> str:
+    """Pass counts, median export time and node count of every exporter on the cases
+    all of them ran."""
+    common = common_cases(rows, exporters)
+    same = [r for r in rows if (r["model_type"], r["head"]) in common]
+    both = common_cases([r for r in same if r["status"] == "pass"], exporters)
+    summary = exporter_summary(same, exporters)
+    passed = exporter_summary([r for r in same if (r["model_type"], r["head"]) in both], exporters)
+    parts = [f"``{e}`` {summary[e]['passed']}" for e in exporters]
+    medians = [
+        f"``{e}`` {passed[e]['median_time']:.2f} s and {passed[e]['median_nodes']:.0f} nodes"
+        for e in exporters
+        if passed[e]["median_time"] is not None
+    ]
+    text = (
+        f"On the {len(common)} cases every exporter ran (the tiny model built, not "
+        f"refused), cases passed: {', '.join(parts)}."
+    )
+    if medians:
+        text += (
+            f" On the {len(both)} cases all of them passed, median export time and node "
+            f"count: {'; '.join(medians)}."
+        )
+    return text
