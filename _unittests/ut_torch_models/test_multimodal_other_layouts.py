@@ -76,6 +76,21 @@ def test_blip_text_prompt(prompt):
     _check(check_speech_generation(case, parts, steps=8))
 
 
+@pytest.mark.parametrize("prompt", [1, 3])
+def test_t5gemma2_encoder_reads_image_tokens(prompt):
+    # T5Gemma 2: the image token is image_token_index, the vision configuration is the
+    # encoder's (config.encoder.vision_config); the encoder merges the image features at
+    # the image tokens of its prompt
+    if "t5gemma2" not in _EXPORTED:
+        case = build_image_seq2seq("t5gemma2")
+        _EXPORTED["t5gemma2"] = case.model, export_speech_parts(case)
+    model, parts = _EXPORTED["t5gemma2"]
+    case = build_image_seq2seq("t5gemma2", prompt=prompt, model=model, seed=prompt)
+    ids = case.encoder_inputs["input_ids"]
+    assert int((ids == model.config.encoder.image_token_index).sum()) > 0
+    _check(check_speech_generation(case, parts, steps=8))
+
+
 @pytest.mark.parametrize("prompt", [(3, 4), (6, 2)])
 def test_instructblip(prompt):
     if "iblip" not in _EXPORTED:

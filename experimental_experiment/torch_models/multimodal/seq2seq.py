@@ -30,6 +30,7 @@ from .families import (
     config_image_size,
     cross_attention_names,
     flattened_patches,
+    image_token_id,
     is_cross_attention_lm,
     is_image_seq2seq,
 )
@@ -147,7 +148,13 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
     gen = torch.Generator().manual_seed(seed)
     params = set(inspect.signature(model.forward).parameters)
     config = model.config
-    vc = getattr(config, "vision_config", None) or getattr(config, "encoder", None) or config
+    encoder = getattr(config, "encoder", None)
+    vc = (
+        getattr(config, "vision_config", None)
+        or getattr(encoder, "vision_config", None)  # T5Gemma 2: a Gemma 3 encoder
+        or encoder
+        or config
+    )
     inputs: dict[str, Any] = {}
     ds: dict[str, Any] = {}
     if "flattened_patches" in params:
@@ -173,16 +180,12 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
             bbox={0: "batch", 1: "seq"},
             attention_mask={0: "batch", 1: "seq"},
         )
-    if (
-        "input_ids" in params
-        and "encoder_outputs" in params
-        and "image_token_id" in config.to_dict()
-    ):
+    token = _image_token(model)
+    if "input_ids" in params and "encoder_outputs" in params and token is not None:
         from .families import image_features_function
 
         with torch.no_grad():
             n = image_features_function(model)(inputs["pixel_values"]).pooler_output.shape[1]
-        token = config.image_token_id
         vocab = config.get_text_config(decoder=True).vocab_size
         text = torch.randint(4, vocab - 64, (1, prompt), generator=gen)
         text[text == token] = 4
@@ -191,6 +194,15 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
         inputs["attention_mask"] = torch.ones_like(ids)
         ds.update(input_ids={0: "batch", 1: "seq"}, attention_mask={0: "batch", 1: "seq"})
     return inputs, ds
+
+
+def _image_token(model) -> int | None:
+    """The image token of an encoder reading a prompt with image placeholders
+    (Florence-2 ``image_token_id``, T5Gemma 2 ``image_token_index``), else None."""
+    try:
+        return image_token_id(model)
+    except MultimodalPartsError:
+        return None
 
 
 def build_image_seq2seq(
