@@ -337,6 +337,41 @@ def _glm5_next_all_pools(original):
 
 
 #: (module of transformers, class, method, replacement) of every patch of this file
+def _deepstack_by_gather(original):
+    """Replaces ``_deepstack_process`` of the models adding vision features to the
+    hidden states of their first decoder layers (Qwen3-VL, Qwen3-VL-MoE, Qwen3-Omni,
+    Granite-Docling): the k-th position the mask marks (row-major) receives the k-th
+    feature row through a gather, as in eager mode, where a boolean index selects them.
+
+    Fixes: ``GuardOnDataDependentSymNode`` (or a size specialized to the example): the
+    boolean index ``hidden_states[visual_pos_masks, :]`` has as many rows as the mask
+    has true values, a size only the data knows.
+    """
+
+    def deepstack_process(self, hidden_states, visual_pos_masks, visual_embeds):
+        mask = visual_pos_masks.to(hidden_states.device)
+        embeds = visual_embeds.to(hidden_states.device, hidden_states.dtype)
+        index = torch.cumsum(mask.reshape(-1).to(torch.int64), 0) - 1
+        index = index.clamp(min=0, max=embeds.shape[0] - 1)
+        placed = embeds[index].reshape(hidden_states.shape)
+        return torch.where(mask.unsqueeze(-1), hidden_states + placed, hidden_states)
+
+    return deepstack_process
+
+
+def imported_model_classes(keep) -> list[type]:
+    """The classes defined by the imported transformers model modules for which
+    ``keep(cls)`` is true (never imports a module)."""
+    out = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("transformers.models.") or module is None:
+            continue
+        for cls in list(vars(module).values()):
+            if isinstance(cls, type) and cls.__module__ == name and keep(cls):
+                out.append(cls)
+    return out
+
+
 _PATCHES = (
     ("cpmant.modeling_cpmant", "CpmAntModel", "_prepare_attention_mask", _cpmant_attention_mask),
     ("dbrx.modeling_dbrx", "DbrxExperts", "forward", _dbrx_dense_experts),
@@ -388,4 +423,8 @@ def get_model_patches() -> list:
         cls = getattr(sys.modules.get(f"transformers.models.{module}"), cls_name, None)
         if cls is not None and method in vars(cls):
             patches.append(Patch(cls, method, replacement, replacement.__doc__))
+    for cls in imported_model_classes(lambda c: "_deepstack_process" in vars(c)):
+        patches.append(
+            Patch(cls, "_deepstack_process", _deepstack_by_gather, _deepstack_by_gather.__doc__)
+        )
     return patches

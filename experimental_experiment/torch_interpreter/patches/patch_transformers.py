@@ -159,17 +159,13 @@ def _rope_wrapper(function):
 def _dynamic_rope_classes() -> list[type]:
     """Rotary embeddings of the imported transformers models whose forward is decorated
     by ``dynamic_rope_update``."""
-    out = []
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("transformers.models.") or module is None:
-            continue
-        for cls in list(vars(module).values()):
-            if not isinstance(cls, type) or cls.__module__ != name:
-                continue
-            forward = vars(cls).get("forward")
-            if callable(forward) and _rope_wrapper(forward) is not None:
-                out.append(cls)
-    return out
+    from .patch_models import imported_model_classes
+
+    def decorated(cls) -> bool:
+        forward = vars(cls).get("forward")
+        return callable(forward) and _rope_wrapper(forward) is not None
+
+    return imported_model_classes(decorated)
 
 
 def _experts_as_batched_mm(original):

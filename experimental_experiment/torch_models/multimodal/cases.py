@@ -87,6 +87,7 @@ def build_model(model_type: str, seed: int = 0):
     prepare_cross_attention_config(config)
     _fix_mrope_section(config.get_text_config(decoder=True))
     _shrink_vision_depth(config)
+    _deepstack_within_tower(config)
     _fix_projection(config)
     fix_image_config(config, cls)
     torch.manual_seed(seed)
@@ -134,6 +135,20 @@ def _shrink_vision_depth(config) -> None:
     vc.depth = 2
     if isinstance(getattr(vc, "fullatt_block_indexes", None), list):
         vc.fullatt_block_indexes = [1]
+
+
+def _deepstack_within_tower(config) -> None:
+    """The vision layers whose features are added to the first decoder layers
+    (``deepstack_visual_indexes``, Qwen3-VL: 8, 16 and 24 of 27 blocks) within the shrunk
+    tower, spread over it: left past its last layer, the tiny model adds none, where
+    the real one does, and a check of the parts would miss what they must carry."""
+    vc = getattr(config, "vision_config", None)
+    indexes = getattr(vc, "deepstack_visual_indexes", None)
+    n = getattr(vc, "depth", None) or getattr(vc, "num_hidden_layers", None)
+    if not indexes or not isinstance(n, int) or all(0 <= i < n for i in indexes):
+        return
+    k = min(len(indexes), n)
+    vc.deepstack_visual_indexes = [round(j * (n - 1) / max(k - 1, 1)) for j in range(k)]
 
 
 def _fix_mrope_section(text) -> None:
@@ -252,7 +267,7 @@ def build_multimodal(
     model = build_model(model_type, seed=seed) if model is None else model
     vision_inputs, constants = make_vision_inputs(model, image_size, seed=seed)
     with torch.no_grad():
-        features = VisionEncoder(model, **constants)(*vision_inputs.values())
+        features = VisionEncoder(model, **constants).features(*vision_inputs.values())
     token = image_token_id(model)
     vocab = model.config.get_text_config(decoder=True).vocab_size
     gen = torch.Generator().manual_seed(seed + 2)

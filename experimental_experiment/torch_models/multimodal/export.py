@@ -93,11 +93,13 @@ def decoder_example(
     past: int = 5,
     seed: int = 0,
     layout: str = "plain",
+    deepstack: int = 0,
 ) -> tuple[tuple, dict]:
     """Random inputs of ``Decoder`` (``inputs_embeds``, ``attention_mask``,
     ``position_ids`` (3, batch, seq) when ``mrope``, the cache) and their dynamic shapes.
     ``seq=1`` leaves the sequence dimension static (a decode step). ``layout`` is
-    given by ``cache_layout``.
+    given by ``cache_layout``. ``deepstack``: the number of decoder layers receiving
+    vision features (Qwen3-VL), given with the image positions (two per row).
     """
     from ..hybrid_cache import make_hybrid_cache
     from ..llm_helper import cache_dynamic_shapes, dynamic_shapes_of_cache, make_dynamic_cache
@@ -124,7 +126,15 @@ def decoder_example(
         "position_ids": pos_ds,
         "past_key_values": cache_ds,
     }
-    return (embeds, mask, positions.contiguous(), cache), ds
+    args: tuple = (embeds, mask, positions.contiguous(), cache)
+    if deepstack:
+        image = torch.zeros((batch, seq), dtype=torch.bool)
+        image[:, : min(2, seq)] = True
+        features = torch.randn(deepstack, int(image.sum()), text.hidden_size, generator=gen)
+        args = (*args, image, features)
+        ds["visual_pos_masks"] = {0: "batch", **seq_ds}
+        ds["deepstack_visual_embeds"] = {1: "n_image_tokens"}
+    return args, ds
 
 
 def export_parts(
@@ -139,13 +149,18 @@ def export_parts(
     result = ExportedParts()
     model = case.model
     vision = VisionEncoder(model, **case.constants)
+    deepstack = 0  # decoder layers receiving vision features (Qwen3-VL)
+    if vision.deepstack:
+        with torch.no_grad():
+            seen = vision(*case.vision_inputs.values())
+        deepstack = seen[1].shape[0] if isinstance(seen, tuple) else 0
     for name in parts:
         begin = time.perf_counter()
         if name == "vision":
             onx = export_part(vision, tuple(case.vision_inputs.values()))
         elif name == "merge":
             with torch.no_grad():
-                features = vision(*case.vision_inputs.values())
+                features = vision.features(*case.vision_inputs.values())
             ids = case.input_ids.expand(2, -1).contiguous()
             onx = export_part(
                 EmbeddingMerge(model),
@@ -155,7 +170,9 @@ def export_parts(
         elif name == "decoder":
             lm = language_model_with_head(model)  # BLIP-2: the language model generates
             layout = cache_layout(lm)
-            args, ds = decoder_example(lm, case.mrope, **DECODER_EXAMPLE, layout=layout)
+            args, ds = decoder_example(
+                lm, case.mrope, **DECODER_EXAMPLE, layout=layout, deepstack=deepstack
+            )
             names = list(ds)
             onx = export_part(Decoder(lm), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
             if layout == "hybrid":  # one new token: another path in the linear layers

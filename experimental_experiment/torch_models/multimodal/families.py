@@ -78,6 +78,32 @@ def features_tensor(output) -> torch.Tensor:
     return value.reshape(-1, value.shape[-1])
 
 
+#: the inputs of a decoder part receiving the deepstack features (Qwen3-VL): which
+#: positions are image tokens, and the features added there after the first layers
+DEEPSTACK_INPUTS = ("visual_pos_masks", "deepstack_visual_embeds")
+
+
+def deepstack_language_model(model):
+    """The inner language model (without head) of a model adding vision features to the
+    hidden states of its first decoder layers at the image tokens (Qwen3-VL, Qwen3-VL-MoE,
+    Granite-Docling: ``deepstack_visual_embeds``), None for any other model."""
+    lm = getattr(_inner(model), "language_model", None)
+    if not isinstance(lm, torch.nn.Module):
+        return None
+    params = inspect.signature(lm.forward).parameters
+    return lm if all(name in params for name in DEEPSTACK_INPUTS) else None
+
+
+def deepstack_tensor(output) -> torch.Tensor | None:
+    """The deepstack features of ``get_image_features`` as one tensor ``(layers,
+    n_image_tokens, hidden)`` (every image concatenated, as ``features_tensor`` does),
+    None when the output has none."""
+    layers = getattr(output, "deepstack_features", None)
+    if not layers:
+        return None
+    return torch.stack([features_tensor(layer) for layer in layers])
+
+
 def vision_tower(model):
     """The vision tower module of the model (``visual``, ``vision_tower`` or
     ``vision_model`` of its base model), None when it has none of them."""

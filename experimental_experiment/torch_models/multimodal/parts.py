@@ -24,7 +24,14 @@ from typing import Any
 import torch
 
 from .errors import MultimodalPartsError
-from .families import features_tensor, image_features_function, image_token_id, vision_tower
+from .families import (
+    deepstack_language_model,
+    deepstack_tensor,
+    features_tensor,
+    image_features_function,
+    image_token_id,
+    vision_tower,
+)
 
 
 def _source(fct) -> str:
@@ -110,6 +117,8 @@ class VisionEncoder(torch.nn.Module):
         from .families import features_projector
 
         self.projector = features_projector(model)
+        # Qwen3-VL: features of intermediate vision layers the decoder adds (deepstack)
+        self.deepstack = deepstack_language_model(model) is not None
 
     def forward(self, pixel_values, *args):
         fct = image_features_function(self.model)
@@ -120,8 +129,16 @@ class VisionEncoder(torch.nn.Module):
         kwargs.update(dict(zip(names[: len(args)], args)) if args else {})
         kwargs = {k: v for k, v in kwargs.items() if v is not None}
         kwargs.update(self.precomputed)  # popped by the tower: a new dict every call
-        features = features_tensor(fct(pixel_values=pixel_values, **kwargs))
-        return features if self.projector is None else self.projector(features)
+        output = fct(pixel_values=pixel_values, **kwargs)
+        features = features_tensor(output)
+        features = features if self.projector is None else self.projector(features)
+        deepstack = deepstack_tensor(output) if self.deepstack else None
+        return features if deepstack is None else (features, deepstack)
+
+    def features(self, *inputs) -> torch.Tensor:
+        """The image features alone (the first output), ``(n_image_tokens, hidden)``."""
+        out = self(*inputs)
+        return out[0] if isinstance(out, tuple) else out
 
 
 class EmbeddingMerge(torch.nn.Module):
@@ -180,10 +197,28 @@ class Decoder(torch.nn.Module):
         self.model = model
         # the cache argument is found by its role: 'cache' since transformers 5.24
         self.cache_name = cache_name
+        self.deepstack_lm = deepstack_language_model(model)
 
-    def forward(self, inputs_embeds, attention_mask, position_ids, past_key_values):
+    def forward(
+        self,
+        inputs_embeds,
+        attention_mask,
+        position_ids,
+        past_key_values,
+        visual_pos_masks=None,
+        deepstack_visual_embeds=None,
+    ):
         from ..causal_lm import output_cache
 
+        if deepstack_visual_embeds is not None:
+            return self._deepstack_forward(
+                inputs_embeds,
+                attention_mask,
+                position_ids,
+                past_key_values,
+                visual_pos_masks,
+                deepstack_visual_embeds,
+            )
         out = self.model(
             inputs_embeds=inputs_embeds,
             attention_mask=attention_mask,
@@ -192,6 +227,28 @@ class Decoder(torch.nn.Module):
             **{self.cache_name: past_key_values},
         )
         return out.logits, output_cache(out)
+
+    def _deepstack_forward(
+        self, inputs_embeds, attention_mask, position_ids, cache, masks, deepstack
+    ):
+        """The language model with the deepstack features (``(layers, n, hidden)``,
+        added at the positions ``masks`` marks after the first layers), then the head:
+        what the model's forward does when it computed them from the pixels itself."""
+        from ..causal_lm import output_cache
+        from ..llm_helper import cache_argument_name
+
+        lm: Any = self.deepstack_lm
+        out = lm(
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            visual_pos_masks=masks,
+            deepstack_visual_embeds=list(deepstack.unbind(0)),
+            **{cache_argument_name(lm): cache},
+        )
+        logits = self.model.get_output_embeddings()(out.last_hidden_state)
+        return logits, output_cache(out)
 
 
 __all__ = [

@@ -23,7 +23,7 @@ import torch
 
 from .cases import MultimodalCase
 from .export import ExportedParts
-from .families import image_token_id
+from .families import DEEPSTACK_INPUTS, image_token_id
 
 
 def session(onx):
@@ -141,6 +141,8 @@ def empty_cache_feeds(decoder, batch: int) -> dict[str, np.ndarray]:
     states of a hybrid decoder) keep their size, filled with zeros (an empty state)."""
     feeds = {}
     for inp in decoder.get_inputs()[3:]:
+        if inp.name in DEEPSTACK_INPUTS:
+            continue
         shape = [batch if d == "batch" else d if isinstance(d, int) else 0 for d in inp.shape]
         feeds[inp.name] = np.zeros(shape, dtype=_ORT_TYPES[inp.type])
     return feeds
@@ -170,13 +172,16 @@ def onnx_generate(
     vision, merge, decoder = (session(parts.models[n]) for n in ("vision", "merge", "decoder"))
     step = session(parts.models["decoder_step"]) if "decoder_step" in parts.models else decoder
     pixels = [v.numpy() for v in case.vision_inputs.values()]
-    features: Any = vision.run(None, dict(zip([i.name for i in vision.get_inputs()], pixels)))[0]
+    seen = vision.run(None, dict(zip([i.name for i in vision.get_inputs()], pixels)))
+    features: Any = seen[0]
     merge_names = [i.name for i in merge.get_inputs()]
     ids = case.input_ids.numpy()
     embeds: Any = merge.run(None, dict(zip(merge_names, [ids, features])))[0]
-    names = [i.name for i in decoder.get_inputs()]
+    names = [i.name for i in decoder.get_inputs() if i.name not in DEEPSTACK_INPUTS]
     batch = ids.shape[0]
     cache = empty_cache_feeds(decoder, batch)
+    # Qwen3-VL: the deepstack features at the image tokens of the prompt, none after
+    deepstack = _deepstack_feeds(decoder, ids == image_token_id(case.model), seen[1:])
     eos = end_token_ids(case.model)
     positions = _Positions(case)
     pos, past, tokens, logits = positions.prefill, 0, [], []
@@ -187,6 +192,7 @@ def onnx_generate(
             names[1]: np.ones((batch, past + seq), dtype=np.int64),
             names[2]: pos,
             **cache,
+            **deepstack,
         }
         sess = decoder if i == 0 else step
         outputs: list[Any] = user_outputs(sess, list(sess.run(None, feeds)))
@@ -198,7 +204,21 @@ def onnx_generate(
         past += seq
         pos = positions.step(past)
         embeds = merge.run(None, dict(zip(merge_names, [token, features])))[0]
+        deepstack = _deepstack_feeds(decoder, token == image_token_id(case.model), seen[1:])
     return np.concatenate(tokens, axis=1), logits
+
+
+def _deepstack_feeds(decoder, image: np.ndarray, deepstack: list) -> dict[str, np.ndarray]:
+    """The deepstack inputs of a decoder taking them (empty dict otherwise): the image
+    positions of the tokens given, and the features of the vision encoder when some
+    position is one, one row of zeros otherwise (a new token is never an image)."""
+    names = [i.name for i in decoder.get_inputs() if i.name in DEEPSTACK_INPUTS]
+    if not names:
+        return {}
+    features = deepstack[0]
+    if not image.any():
+        features = np.zeros((features.shape[0], 1, features.shape[2]), dtype=features.dtype)
+    return dict(zip(names, [image, features]))
 
 
 def eager_generate(case: MultimodalCase, steps: int = 8) -> tuple[np.ndarray, list[np.ndarray]]:
