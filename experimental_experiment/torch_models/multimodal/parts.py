@@ -64,8 +64,16 @@ def precomputed_vision_kwargs(model, grid) -> dict:
     merge = getattr(tower, "spatial_merge_size", 2)
     kwargs: dict = {}
     # from the grid as given (Inkling 2 computes them from a grid of patches it derives)
-    if re.search(r"get_vision_position_ids\(\s*(image_)?grid_thw\b", source):
-        kwargs["position_ids"] = vision_utils.get_vision_position_ids(grid, merge)
+    call = re.search(
+        r"get_vision_position_ids\(\s*(?:image_)?grid_thw\b\s*"
+        r"(?:,\s*(?:spatial_merge_size\s*=\s*)?(\d+)\b)?",
+        source,
+    )
+    if call:
+        # a merge size written in the call (Kimi K2.5: 1, it has none) wins over the default
+        kwargs["position_ids"] = vision_utils.get_vision_position_ids(
+            grid, int(call.group(1)) if call.group(1) else merge
+        )
     if "get_vision_attention_seqlens(" in source or "get_vision_cu_seqlens(" in source:
         kwargs["cu_seqlens"] = vision_utils.get_vision_cu_seqlens(grid)
     if "get_vision_window_index(" in source:
@@ -75,7 +83,31 @@ def precomputed_vision_kwargs(model, grid) -> dict:
             window_size=tower.window_size,
             patch_size=tower.patch_size,
         )
+    kwargs.update(temporal_merge_kwargs(tower, grid))
     return kwargs
+
+
+def temporal_merge_kwargs(tower, grid) -> dict:
+    """The index pooling the patches of every frame into the merged tokens (Kimi K2.5),
+    computed by the tower's own ``get_vision_temporal_merge_index`` and given to it as
+    ``temporal_merge_index``, which the function pops from the tower's keyword
+    arguments instead of computing it again. In the tower it reads a data-dependent
+    count (``int(patches.sum())`` since transformers 5.25: ``GuardOnDataDependentSymNode``,
+    a loop over ``grid.tolist()`` before); here the grid is known. The value has the
+    form the tower's version expects (a gather index, or the scatter index, the frame
+    weights and the number of merged tokens), whatever that version is.
+
+    :param tower: the vision tower
+    :param grid: the grid ``(images, 3)``
+    :return: ``{"temporal_merge_index": ...}``, empty for the other towers
+    """
+    fct = getattr(inspect.getmodule(type(tower)), "get_vision_temporal_merge_index", None)
+    kernel = getattr(tower, "merge_kernel_size", None)
+    if fct is None or kernel is None or "kwargs" not in inspect.signature(fct).parameters:
+        return {}
+    if not re.search(r"""kwargs\.pop\(\s*["']temporal_merge_index["']""", _source(fct)):
+        return {}
+    return {"temporal_merge_index": fct(grid, *kernel)}
 
 
 def python_constants(constants: dict) -> dict:
@@ -257,4 +289,5 @@ __all__ = [
     "VisionEncoder",
     "precomputed_vision_kwargs",
     "python_constants",
+    "temporal_merge_kwargs",
 ]
