@@ -108,3 +108,70 @@ def test_timesfm_exports_a_dynamic_batch_and_length():
         for e, g in zip(expected, got):
             assert g.shape == tuple(e.shape), (g.shape, e.shape)
             np.testing.assert_allclose(g, e.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def _superpoint(max_keypoints):
+    from transformers import SuperPointConfig, SuperPointForKeypointDetection
+
+    config = SuperPointConfig(
+        max_keypoints=max_keypoints,
+        keypoint_threshold=0.016,
+        nms_radius=2,
+        encoder_hidden_sizes=[8, 8, 16, 16],
+        decoder_hidden_size=32,
+        descriptor_decoder_dim=16,
+    )
+    torch.manual_seed(0)
+    model = SuperPointForKeypointDetection(config).eval()
+    with torch.no_grad():  # scores that vary: some pixels pass the threshold, not all
+        for p in model.parameters():
+            p.normal_(0, 0.2)
+    return model
+
+
+def _keypoint_outputs(out):
+    return (out.keypoints, out.scores, out.descriptors, out.mask)
+
+
+def _assert_keypoints_close(expected, got):
+    for e, g in zip(expected, got):
+        g = torch.as_tensor(np.asarray(g))
+        assert g.shape == e.shape, (g.shape, e.shape)
+        torch.testing.assert_close(g.to(e.dtype), e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("max_keypoints", [-1, 20])
+def test_superpoint_batched_keypoints_equal_the_loop(max_keypoints):
+    """Every image keeps its own number of keypoints (the others padded with zeros,
+    masked): the same keypoints, scores and descriptors as the loop over the images."""
+    model = _superpoint(max_keypoints)
+    counts = set()
+    for shape in ((2, 3, 64, 64), (3, 3, 96, 64)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            expected = _keypoint_outputs(model(x))
+            with apply_patches(get_batch_loop_patches()) as active:
+                assert active == ["SuperPointForKeypointDetection.forward"], active
+                got = _keypoint_outputs(model(x))
+                as_tuple = model(x, return_dict=False)
+        _assert_keypoints_close(expected, got)
+        _assert_keypoints_close(expected, as_tuple)
+        counts.update(expected[3].sum(dim=1).tolist())
+    if max_keypoints < 0:
+        assert len(counts) > 1, counts  # the padding is tested
+
+
+def test_superpoint_exports_a_dynamic_batch_and_image_size():
+    model = _superpoint(-1)
+    x = torch.randn(2, 3, 64, 64)
+    ds = ({0: "batch", 2: "height", 3: "width"},)
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        assert "SuperPointForKeypointDetection.forward" in " ".join(active_patches())
+        onx = to_onnx(model, (x,), dynamic_shapes=ds)
+    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
+    assert dims[0] == "batch" and dims[2:] == ["height", "width"], dims
+    for shape in ((3, 3, 96, 64), (1, 3, 64, 128)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            expected = _keypoint_outputs(model(x))
+        _assert_keypoints_close(expected, _run_ort(onx, [x]))

@@ -144,6 +144,121 @@ def _timesfm_batched_forward(original):
     return forward
 
 
+def _float_row(*values) -> torch.Tensor:
+    """A float32 row of sizes, some symbolic (``torch.tensor`` would make them
+    constants): the same numbers as ``torch.tensor([values])``."""
+    return torch.stack([torch.scalar_tensor(v, dtype=torch.float32) for v in values])[None]
+
+
+def _superpoint_keypoints(decoder, encoded: torch.Tensor):
+    """SuperPoint's keypoints of every image at once: the pixels whose score (after the
+    non-maximum suppression) is above the threshold and which are not too close to the
+    border, in raster order, or the ``max_keypoints`` best ones by decreasing score for
+    an image that has more; padded with zeros up to the largest number of keypoints of
+    the batch (data-dependent). Returns the ``(x, y)`` keypoints in pixels, their scores
+    and the mask of the keypoints that are not padding."""
+    scores = decoder._get_pixel_scores(encoded)
+    batch, height, width = scores.shape
+    flat = scores.reshape(batch, -1)
+    position = torch.arange(flat.shape[1], device=flat.device)
+    y, x = position // width, position % width
+    border = decoder.border_removal_distance
+    # the border is measured on 8 times the size of the score map, as the original does
+    keep = (flat > decoder.keypoint_threshold) & (y >= border) & (x >= border)
+    keep = keep & (y < height * 8 - border) & (x < width * 8 - border)
+    count = keep.sum(dim=1)
+    # positions of the kept pixels first, in raster order (a stable sort)
+    order = torch.argsort((~keep).to(torch.int32), dim=1, stable=True)
+    if decoder.max_keypoints >= 0:
+        k = decoder.max_keypoints
+        ranked = torch.argsort(
+            torch.where(keep, flat, torch.full_like(flat, float("-inf"))),
+            dim=1,
+            descending=True,
+            stable=True,
+        )
+        order = torch.where((count > k)[:, None], ranked, order)
+        count = count.clamp(max=k)
+    n = count.max().item()
+    torch._check(n >= 0)
+    torch._check(n <= flat.shape[1])
+    order = order[:, :n]
+    valid = torch.arange(n, device=flat.device)[None, :] < count[:, None]
+    keypoints = torch.stack([order % width, order // width], dim=-1).to(scores.dtype)
+    keypoints = torch.where(valid[..., None], keypoints, torch.zeros_like(keypoints))
+    kept = torch.where(valid, flat.gather(1, order), torch.zeros_like(order, dtype=flat.dtype))
+    return keypoints, kept, valid
+
+
+def _superpoint_descriptors(decoder, encoded, keypoints, valid, scale: int = 8):
+    """SuperPoint's descriptors of every keypoint of every image at once: the
+    normalized descriptor map sampled (bilinear, corners aligned) at each keypoint and
+    normalized again, zeros for the padding."""
+    descriptors = decoder.conv_descriptor_b(decoder.relu(decoder.conv_descriptor_a(encoded)))
+    descriptors = torch.nn.functional.normalize(descriptors, p=2, dim=1)
+    batch, channels, height, width = descriptors.shape
+    grid = keypoints - scale / 2 + 0.5
+    half = scale / 2 + 0.5
+    grid = grid / _float_row(width * scale - half, height * scale - half).to(grid)
+    grid = (grid * 2 - 1).view(batch, 1, -1, 2)
+    sampled = torch.nn.functional.grid_sample(
+        descriptors, grid, mode="bilinear", align_corners=True
+    )
+    sampled = torch.nn.functional.normalize(sampled.reshape(batch, channels, -1), p=2, dim=1)
+    sampled = sampled.transpose(1, 2)
+    return torch.where(valid[..., None], sampled, torch.zeros_like(sampled))
+
+
+def _superpoint_batched_forward(original):
+    """Replaces ``SuperPointForKeypointDetection.forward``: the keypoints, scores and
+    descriptors of every image are computed on the whole batch
+    (:func:`_superpoint_keypoints`, :func:`_superpoint_descriptors`) instead of one
+    image at a time; the number of keypoints (the largest of the batch) stays a
+    data-dependent size, the image size stays symbolic.
+
+    Fixes: ``Constraints violated (dimension 0 ('batch') of input 'pixel_values')``:
+    ``[self.keypoint_decoder(h[None, ...]) for h in last_hidden_state]`` iterates over
+    the batch (and ``torch.tensor([width, height])`` makes the image size a constant).
+    """
+    from transformers.models.superpoint import modeling_superpoint as ms
+
+    def forward(
+        self, pixel_values, labels=None, output_hidden_states=None, return_dict=None, **kwargs
+    ):
+        if labels is not None:  # the original refuses it
+            return original(self, pixel_values, labels, output_hidden_states, return_dict, **kwargs)
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+        if return_dict is None:
+            return_dict = self.config.return_dict
+        pixel_values = self.extract_one_channel_pixel_values(pixel_values)
+        _, _, height, width = pixel_values.shape
+        encoder_outputs = self.encoder(
+            pixel_values, output_hidden_states=output_hidden_states, return_dict=return_dict
+        )
+        encoded = encoder_outputs[0]
+        keypoints, scores, valid = _superpoint_keypoints(self.keypoint_decoder, encoded)
+        descriptors = _superpoint_descriptors(self.descriptor_decoder, encoded, keypoints, valid)
+        keypoints = keypoints / _float_row(width, height).to(keypoints.device)
+        mask = valid.to(torch.int32)
+        hidden_states = encoder_outputs[1] if output_hidden_states else None
+        if not return_dict:
+            values = [keypoints, scores, descriptors, mask, hidden_states]
+            return tuple(v for v in values if v is not None)
+        return ms.SuperPointKeypointDescriptionOutput(
+            loss=None,
+            keypoints=keypoints,
+            scores=scores,
+            descriptors=descriptors,
+            mask=mask,
+            hidden_states=hidden_states,
+        )
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    return forward
+
+
 def get_batch_loop_patches() -> list:
     """Patches of the loops over the batch of the modules already imported."""
     from . import Patch
@@ -154,5 +269,11 @@ def get_batch_loop_patches() -> list:
     if cls is not None and "forward" in vars(cls) and "_preprocess" in vars(cls):
         patches.append(
             Patch(cls, "forward", _timesfm_batched_forward, _timesfm_batched_forward.__doc__)
+        )
+    module = sys.modules.get("transformers.models.superpoint.modeling_superpoint")
+    cls = getattr(module, "SuperPointForKeypointDetection", None)
+    if cls is not None and "forward" in vars(cls) and hasattr(module, "top_k_keypoints"):
+        patches.append(
+            Patch(cls, "forward", _superpoint_batched_forward, _superpoint_batched_forward.__doc__)
         )
     return patches
