@@ -13,6 +13,7 @@ from experimental_experiment.torch_interpreter.onnx_export_errors import (
 )
 from experimental_experiment.torch_interpreter.patches import active_patches, apply_patches
 from experimental_experiment.torch_interpreter.patches.patch_batch_loops import (
+    _fastspeech2_length_regulator,
     get_batch_loop_patches,
 )
 
@@ -175,3 +176,71 @@ def test_superpoint_exports_a_dynamic_batch_and_image_size():
         with torch.no_grad():
             expected = _keypoint_outputs(model(x))
         _assert_keypoints_close(expected, _run_ort(onx, [x]))
+
+
+def _fastspeech2():
+    from transformers import FastSpeech2ConformerConfig, FastSpeech2ConformerModel
+
+    config = FastSpeech2ConformerConfig(
+        hidden_size=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_linear_units=64,
+        decoder_linear_units=64,
+        vocab_size=30,
+        num_mel_bins=8,
+    )
+    torch.manual_seed(0)
+    model = FastSpeech2ConformerModel(config).eval()
+    with torch.no_grad():  # durations of several frames, not the same for every token
+        model.duration_predictor.linear.bias.fill_(1.0)
+    return model
+
+
+def _tokens(batch, seq, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(1, 30, (batch, seq), generator=generator)
+
+
+def test_fastspeech2_length_regulator_equals_the_loop():
+    from transformers.models.fastspeech2_conformer import modeling_fastspeech2_conformer as mf
+
+    patched = _fastspeech2_length_regulator(mf.length_regulator)
+    embeddings = torch.randn(3, 4, 5)
+    cases = [
+        torch.tensor([[1, 0, 2, 3], [0, 0, 1, 0], [2, 2, 2, 2]]),  # rows of other lengths
+        torch.tensor([[0, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 0]]),  # zero rows stay zero
+        torch.zeros((3, 4), dtype=torch.int64),  # all zero: every duration becomes 1
+    ]
+    for durations in cases:
+        for speed in (1.0, 1.7):
+            original, ours = durations.clone(), durations.clone()
+            expected = mf.length_regulator(embeddings, original, speed)
+            got = patched(embeddings, ours, speed)
+            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+            torch.testing.assert_close(ours, original, rtol=0, atol=0)  # same in place change
+
+
+def test_fastspeech2_exports_a_dynamic_batch_and_length():
+    model = _fastspeech2()
+    ids = _tokens(2, 5, 0)
+    ds = ({0: "batch", 1: "seq"},)
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        names = " ".join(active_patches())
+        assert "length_regulator" in names, names
+        assert "FastSpeech2ConformerRelPositionalEncoding.forward" in names, names
+        onx = to_onnx(model, (ids,), dynamic_shapes=ds)
+    frames = set()
+    for batch, seq, seed in ((3, 7, 1), (4, 4, 2)):
+        ids = _tokens(batch, seq, seed)
+        with torch.no_grad():
+            out = model(ids)
+        expected = out.to_tuple()
+        got = _run_ort(onx, [ids])
+        assert len(got) == len(expected), (len(got), len(expected))
+        for e, g in zip(expected, got):
+            assert g.shape == tuple(e.shape), (g.shape, e.shape)
+            np.testing.assert_allclose(g, e.numpy(), atol=1e-4, rtol=1e-4)
+        frames.update(out.duration_outputs.sum(dim=1).tolist())
+        assert out.spectrogram.shape[1] == max(out.duration_outputs.sum(dim=1).tolist())
+    assert len(frames) > 2, frames  # rows of several lengths, padded

@@ -259,6 +259,65 @@ def _superpoint_batched_forward(original):
     return forward
 
 
+def _fastspeech2_length_regulator(original):
+    """Replaces FastSpeech2Conformer's ``length_regulator``: every row repeats its
+    token embeddings by their durations at once, frame ``t`` of a row taking the token
+    whose cumulated duration first exceeds ``t`` (the ``repeat_interleave`` of the
+    original), padded with zeros up to the longest row (a data-dependent size); rows
+    all of zero duration get a duration of 1 in place, as in the original.
+
+    Fixes: ``Could not guard on data-dependent expression Eq(u0, 1)``: ``for i, ... in
+    enumerate(zip(encoded_embeddings, duration_labels))`` iterates over the batch and
+    ``repeat_interleave`` gives each row a data-dependent length.
+    """
+
+    def length_regulator(encoded_embeddings, duration_labels, speaking_speed=1.0):
+        if speaking_speed <= 0:
+            raise ValueError("`speaking_speed` must be greater than 0.")
+        if speaking_speed != 1.0:
+            duration_labels = torch.round(duration_labels.float() * speaking_speed).long()
+        rows = duration_labels.sum(dim=1)
+        duration_labels.masked_fill_(((rows.sum() == 0) & rows.eq(0))[:, None], 1)
+        total = duration_labels.sum(dim=1)
+        frames = total.max().item()
+        torch._check(frames >= 0)
+        step = torch.arange(frames, device=duration_labels.device)
+        ends = duration_labels.cumsum(dim=1)
+        token = (ends[:, None, :] <= step[None, :, None]).sum(dim=-1)
+        token = token.clamp(max=encoded_embeddings.shape[1] - 1)
+        index = token[..., None].expand(-1, -1, encoded_embeddings.shape[2])
+        hidden = encoded_embeddings.gather(1, index).to(torch.float)
+        valid = (step[None, :] < total[:, None])[..., None]
+        return torch.where(valid, hidden, torch.zeros_like(hidden))
+
+    length_regulator.__wrapped__ = original  # type: ignore[attr-defined]
+    return length_regulator
+
+
+def _fastspeech2_positions_of_any_length(original):
+    """Replaces ``FastSpeech2ConformerRelPositionalEncoding.forward`` for a symbolic
+    length (during the capture): the relative positions ``-(length - 1)`` to
+    ``length - 1`` are computed for that length by the model's own ``extend_pos_enc``
+    (the rows the original slices from its table of 5000 positions, or computes when
+    the sequence is longer), the table kept in the module is left as it is. A length
+    known in eager mode goes to the original.
+
+    Fixes: ``Could not guard on data-dependent expression 2*u0 - 1 <= 9999``: the
+    decoder's length is the number of frames the durations give (data-dependent), and
+    the original compares it with the length of its table.
+    """
+
+    def forward(self, feature_representation):
+        if not isinstance(feature_representation.size(1), torch.SymInt):
+            return original(self, feature_representation)
+        positions = self.extend_pos_enc(feature_representation)
+        hidden_states = feature_representation * self.input_scale
+        return self.dropout(hidden_states), self.dropout(positions)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    return forward
+
+
 def get_batch_loop_patches() -> list:
     """Patches of the loops over the batch of the modules already imported."""
     from . import Patch
@@ -275,5 +334,27 @@ def get_batch_loop_patches() -> list:
     if cls is not None and "forward" in vars(cls) and hasattr(module, "top_k_keypoints"):
         patches.append(
             Patch(cls, "forward", _superpoint_batched_forward, _superpoint_batched_forward.__doc__)
+        )
+    module = sys.modules.get(
+        "transformers.models.fastspeech2_conformer.modeling_fastspeech2_conformer"
+    )
+    if module is not None and callable(getattr(module, "length_regulator", None)):
+        patches.append(
+            Patch(
+                module,
+                "length_regulator",
+                _fastspeech2_length_regulator,
+                _fastspeech2_length_regulator.__doc__,
+            )
+        )
+    cls = getattr(module, "FastSpeech2ConformerRelPositionalEncoding", None)
+    if cls is not None and "forward" in vars(cls) and "extend_pos_enc" in vars(cls):
+        patches.append(
+            Patch(
+                cls,
+                "forward",
+                _fastspeech2_positions_of_any_length,
+                _fastspeech2_positions_of_any_length.__doc__,
+            )
         )
     return patches
