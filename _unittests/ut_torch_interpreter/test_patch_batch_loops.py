@@ -244,3 +244,81 @@ def test_fastspeech2_exports_a_dynamic_batch_and_length():
         frames.update(out.duration_outputs.sum(dim=1).tolist())
         assert out.spectrogram.shape[1] == max(out.duration_outputs.sum(dim=1).tolist())
     assert len(frames) > 2, frames  # rows of several lengths, padded
+
+
+class _CounterCell(torch.nn.Module):
+    """Features counting the steps, each row at its own speed (the mean of its
+    memory): a stand-in for SLANeXt's attention GRU cell."""
+
+    def forward(self, prev_hidden, batch_hidden, char_onehots):
+        speed = batch_hidden.mean(dim=(1, 2))[:, None]
+        return prev_hidden + speed + 0 * char_onehots.sum(), None
+
+
+class _BumpGenerator(torch.nn.Module):
+    """The end token wins while the count is between 5 and 8 (then other tokens win
+    again: a row that ended stays ended for the stop rule)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.channels = channels
+
+    def forward(self, features):
+        count = features[:, :1]
+        logits = torch.nn.functional.one_hot(
+            (count.squeeze(1) * 7).long().abs() % (self.channels - 1), self.channels
+        ).float()
+        bump = ((count > 5) & (count < 8)).float() * 2
+        return torch.cat([logits[:, :-1], bump], dim=1)
+
+
+def _slanext_head(max_text_length=20):
+    from transformers import SLANeXtConfig
+    from transformers.models.slanext.modeling_slanext import SLANeXtSLAHead
+
+    config = SLANeXtConfig(hidden_size=4, out_channels=6, max_text_length=max_text_length)
+    head = SLANeXtSLAHead(config).eval()
+    head.structure_attention_cell = _CounterCell()
+    head.structure_generator = _BumpGenerator(config.out_channels)
+    return head
+
+
+def _memory(speeds, length=3):
+    return torch.tensor(speeds, dtype=torch.float32)[:, None, None].expand(-1, length, 4)
+
+
+@pytest.mark.parametrize(
+    ("speeds", "steps"),
+    [
+        ([1.0, 2.0, 3.0], 6),  # every row ends, the slowest at step 6: the loop stops
+        ([3.0, 1.5], 4),
+        ([1.0, 0.1], 21),  # a row never ends: every step
+        ([6.0], 1),
+    ],
+)
+def test_slanext_all_steps_cut_where_the_loop_stops(speeds, steps):
+    head = _slanext_head()
+    memory = _memory(speeds)
+    with torch.no_grad():
+        expected = head(memory).last_hidden_state
+        with apply_patches(get_batch_loop_patches()) as active:
+            assert active == ["SLANeXtSLAHead.forward"], active
+            got = head(memory).last_hidden_state
+    assert expected.shape[1] == steps, expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_slanext_exports_a_dynamic_batch_and_number_of_steps():
+    head = _slanext_head()
+    memory = _memory([1.0, 2.0])
+    ds = ({0: "batch", 1: "length"},)
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        assert "SLANeXtSLAHead.forward" in " ".join(active_patches())
+        onx = to_onnx(head, (memory,), dynamic_shapes=ds)
+    for speeds, length in (([1.0, 2.0, 3.0], 5), ([3.0, 1.5], 2), ([1.0, 0.1, 2.0, 9.0], 4)):
+        memory = _memory(speeds, length)
+        with torch.no_grad():
+            expected = head(memory).last_hidden_state
+        (got,) = _run_ort(onx, [memory])
+        assert got.shape == tuple(expected.shape), (got.shape, expected.shape)
+        np.testing.assert_allclose(got, expected.numpy(), atol=1e-6)

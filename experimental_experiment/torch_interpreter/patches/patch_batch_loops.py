@@ -318,6 +318,66 @@ def _fastspeech2_positions_of_any_length(original):
     return forward
 
 
+def _slanext_all_steps(original):
+    """Replaces ``SLANeXtSLAHead.forward`` (greedy decoding of the table structure)
+    when neither its attentions nor its hidden states are asked for: the
+    ``max_text_length + 1`` steps run in a ``scan`` (the same step: attention GRU cell,
+    generator, ``argmax`` fed back as a one-hot), then the predictions are cut after
+    the first step at which every row has produced the end token, where the original
+    loop stops (a data-dependent number of steps). The steps are sequential, so the
+    kept ones are those of the original; the extra ones are computed and dropped.
+
+    Fixes: ``Could not guard on data-dependent expression Eq(u0, 1)``: ``if
+    torch.stack(structure_ids_list, dim=1).eq(end).any(-1).all(): break`` decides the
+    number of steps from the predictions.
+    """
+
+    def forward(self, hidden_states, targets=None, **kwargs):
+        config = self.config
+        asked = [kwargs.get(k, getattr(config, k, False)) for k in _RECORDED_OUTPUTS]
+        if any(asked):
+            return original(self, hidden_states, targets, **kwargs)
+        from transformers.modeling_outputs import BaseModelOutput
+
+        from .patch_recurrences import _scan
+
+        batch = hidden_states.shape[0]
+        features = hidden_states.new_zeros((batch, config.hidden_size), dtype=torch.float32)
+        predicted = torch.zeros((batch,), dtype=torch.long, device=hidden_states.device)
+        memory = hidden_states.float()
+        cell, generator = self.structure_attention_cell, self.structure_generator
+        channels, end = config.out_channels, config.out_channels - 1
+        ticks = torch.zeros((config.max_text_length + 1, 1), device=hidden_states.device)
+
+        def step(carry, tick):
+            features, predicted = carry
+            embedding = torch.nn.functional.one_hot(predicted, channels).float()
+            features, _ = cell(features, memory, embedding)
+            logits = generator(features)
+            predicted = logits.argmax(dim=1)
+            return (features, predicted), (logits, predicted.clone())
+
+        _, (logits, ids) = _scan()(step, (features, predicted), ticks)
+        # logits (steps, batch, channels), ids (steps, batch)
+        done = ids.eq(end).to(torch.int64).cumsum(dim=0).gt(0).all(dim=1)
+        # steps kept: up to the first step where every row has ended, all otherwise
+        kept = torch.where(done.any(), done.to(torch.int64).argmax() + 1, done.shape[0])
+        n = kept.item()
+        torch._check(n >= 1)
+        torch._check(n <= done.shape[0])
+        preds = logits[:n].transpose(0, 1)
+        structure_preds = torch.nn.functional.softmax(preds, dim=-1, dtype=torch.float32)
+        return BaseModelOutput(last_hidden_state=structure_preds.to(hidden_states.dtype))
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    return forward
+
+
+#: outputs the original SLANeXt head records step by step (hooks on its cell)
+_RECORDED_OUTPUTS = ("output_attentions", "output_hidden_states")
+
+
 def get_batch_loop_patches() -> list:
     """Patches of the loops over the batch of the modules already imported."""
     from . import Patch
@@ -357,4 +417,8 @@ def get_batch_loop_patches() -> list:
                 _fastspeech2_positions_of_any_length.__doc__,
             )
         )
+    module = sys.modules.get("transformers.models.slanext.modeling_slanext")
+    cls = getattr(module, "SLANeXtSLAHead", None)
+    if cls is not None and "forward" in vars(cls):
+        patches.append(Patch(cls, "forward", _slanext_all_steps, _slanext_all_steps.__doc__))
     return patches
