@@ -322,3 +322,60 @@ def test_slanext_exports_a_dynamic_batch_and_number_of_steps():
         (got,) = _run_ort(onx, [memory])
         assert got.shape == tuple(expected.shape), (got.shape, expected.shape)
         np.testing.assert_allclose(got, expected.numpy(), atol=1e-6)
+
+
+def _vilt():
+    from transformers import ViltConfig, ViltForQuestionAnswering
+
+    config = ViltConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+        vocab_size=50,
+        num_labels=5,
+    )
+    torch.manual_seed(0)
+    return ViltForQuestionAnswering(config).eval()
+
+
+def test_vilt_full_mask_patches_in_order_match_the_shuffled_ones():
+    """No pixel mask: the same answer as the original (which shuffles the patches at
+    random); a partial mask still goes to the original (same draws, same numbers)."""
+    model = _vilt()
+    ids = _tokens(2, 4, 0)
+    pixels = torch.randn(2, 3, 32, 48)
+    partial = torch.ones((2, 32, 48), dtype=torch.int64)
+    partial[0, :, 24:] = 0
+    with torch.no_grad():
+        expected = model(input_ids=ids, pixel_values=pixels).logits
+        torch.manual_seed(5)
+        expected_partial = model(input_ids=ids, pixel_values=pixels, pixel_mask=partial).logits
+        with apply_patches(get_batch_loop_patches()) as active:
+            assert active == ["ViltModel.forward", "ViltEmbeddings.visual_embed"], active
+            got = model(input_ids=ids, pixel_values=pixels).logits
+            torch.manual_seed(5)
+            got_partial = model(input_ids=ids, pixel_values=pixels, pixel_mask=partial).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got_partial, expected_partial, rtol=0, atol=0)
+
+
+def test_vilt_exports_a_dynamic_batch_sequence_and_image_size():
+    model = _vilt()
+    inputs = dict(input_ids=_tokens(2, 4, 0), pixel_values=torch.randn(2, 3, 32, 48))
+    ds = {
+        "input_ids": {0: "batch", 1: "seq"},
+        "pixel_values": {0: "batch", 2: "height", 3: "width"},
+    }
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        assert "ViltEmbeddings.visual_embed" in " ".join(active_patches())
+        onx = to_onnx(model, (), inputs, dynamic_shapes=ds)
+    for batch, seq, height, width in ((3, 6, 48, 32), (1, 3, 64, 64)):
+        ids, pixels = _tokens(batch, seq, batch), torch.randn(batch, 3, height, width)
+        with torch.no_grad():
+            expected = model(input_ids=ids, pixel_values=pixels).logits
+        got = _run_ort(onx, [ids, pixels])[0]
+        assert got.shape == tuple(expected.shape), (got.shape, expected.shape)
+        np.testing.assert_allclose(got, expected.numpy(), atol=1e-4, rtol=1e-4)

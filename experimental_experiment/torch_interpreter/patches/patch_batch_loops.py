@@ -12,6 +12,8 @@ any other input (a list of series of different lengths) goes to the original.
 
 from __future__ import annotations
 
+import contextvars
+import inspect
 import sys
 
 import torch
@@ -378,6 +380,79 @@ def _slanext_all_steps(original):
 _RECORDED_OUTPUTS = ("output_attentions", "output_hidden_states")
 
 
+#: True while ``ViltModel.forward`` runs on a call given no ``pixel_mask``: the mask
+#: it creates (``torch.ones``) covers every pixel of every image
+_VILT_FULL_MASK = contextvars.ContextVar("vilt_full_mask", default=False)
+
+
+def _vilt_model_marks_full_masks(original):
+    """Replaces ``ViltModel.forward`` by the original run with :data:`_VILT_FULL_MASK`
+    set when the call gives no ``pixel_mask`` (the model then makes one of ones): the
+    patched ``visual_embed`` (:func:`_vilt_visual_embed_of_full_masks`) knows every
+    patch of every image is valid. The computation is the original's."""
+    signature = inspect.signature(original)
+
+    def forward(self, *args, **kwargs):
+        arguments = signature.bind_partial(self, *args, **kwargs).arguments
+        token = _VILT_FULL_MASK.set(arguments.get("pixel_mask") is None)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _VILT_FULL_MASK.reset(token)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    forward.__signature__ = signature  # type: ignore[attr-defined]
+    return forward
+
+
+def _vilt_visual_embed_of_full_masks(original):
+    """Replaces ``ViltEmbeddings.visual_embed`` when the pixel mask is the full one
+    ``ViltModel`` creates (:func:`_vilt_model_marks_full_masks`) and
+    ``max_image_length`` is negative (every patch kept, the configuration's default):
+    the position embeddings are interpolated once to the grid of patches, and the
+    patches stay in their order. The original interpolates them image by image to the
+    size the mask gives each image (the same grid for a full mask) and shuffles the
+    patches with ``torch.multinomial`` (a random permutation, the same patches with
+    their positions); keeping their order is one of its outcomes, and the encoder, which
+    attends to every patch, gives the same output for any order (up to rounding). Any
+    other mask or length goes to the original.
+
+    Fixes: ``Could not guard on data-dependent expression u0 > 1``: ``for h, w in
+    zip(x_h, x_w)`` reads each image's size from the mask's values, and the patches
+    are selected image by image.
+    """
+
+    def visual_embed(self, pixel_values, pixel_mask, max_image_length=200):
+        if not (
+            _VILT_FULL_MASK.get() and isinstance(max_image_length, int) and max_image_length < 0
+        ):
+            return original(self, pixel_values, pixel_mask, max_image_length)
+        x = self.patch_embeddings(pixel_values)
+        batch_size, num_channels, height, width = x.shape
+        patch_dim = self.config.image_size // self.config.patch_size
+        spatial_pos = self.position_embeddings[:, 1:, :].transpose(1, 2)
+        spatial_pos = spatial_pos.view(1, num_channels, patch_dim, patch_dim)
+        pos_embed = torch.nn.functional.interpolate(
+            spatial_pos, size=(height, width), mode="bilinear", align_corners=True
+        )
+        pos_embed = pos_embed.expand(batch_size, -1, -1, -1).flatten(2).transpose(1, 2)
+        x = x.flatten(2).transpose(1, 2)
+        rows = torch.arange(height, device=x.device)
+        cols = torch.arange(width, device=x.device)
+        patch_index = torch.stack(torch.meshgrid(rows, cols, indexing="ij"), dim=-1)
+        patch_index = patch_index.reshape(1, -1, 2).expand(batch_size, -1, -1)
+        cls_tokens = self.cls_token.expand(batch_size, -1, -1)
+        x = torch.cat((cls_tokens, x), dim=1)
+        first = self.position_embeddings[:, 0, :][:, None, :].expand(batch_size, -1, -1)
+        x = self.dropout(x + torch.cat((first, pos_embed), dim=1))
+        x_mask = torch.ones(x.shape[:2], dtype=torch.int64, device=x.device)
+        return x, x_mask, (patch_index, (height, width))
+
+    visual_embed.__wrapped__ = original  # type: ignore[attr-defined]
+    return visual_embed
+
+
 def get_batch_loop_patches() -> list:
     """Patches of the loops over the batch of the modules already imported."""
     from . import Patch
@@ -421,4 +496,24 @@ def get_batch_loop_patches() -> list:
     cls = getattr(module, "SLANeXtSLAHead", None)
     if cls is not None and "forward" in vars(cls):
         patches.append(Patch(cls, "forward", _slanext_all_steps, _slanext_all_steps.__doc__))
+    module = sys.modules.get("transformers.models.vilt.modeling_vilt")
+    model = getattr(module, "ViltModel", None)
+    embeddings = getattr(module, "ViltEmbeddings", None)
+    if model is not None and embeddings is not None and "visual_embed" in vars(embeddings):
+        patches.append(
+            Patch(
+                model,
+                "forward",
+                _vilt_model_marks_full_masks,
+                _vilt_model_marks_full_masks.__doc__,
+            )
+        )
+        patches.append(
+            Patch(
+                embeddings,
+                "visual_embed",
+                _vilt_visual_embed_of_full_masks,
+                _vilt_visual_embed_of_full_masks.__doc__,
+            )
+        )
     return patches
