@@ -42,6 +42,12 @@ def _outputs(out):
     return (out.mean_predictions, out.full_predictions)
 
 
+def _assert_applied(active, names):
+    """The patches ``names`` are among those applied (the others depend on the models
+    the test process imported before)."""
+    assert set(names) <= set(active), (names, active)
+
+
 def _run_ort(onx, feeds):
     sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
@@ -67,7 +73,7 @@ def test_timesfm_batched_rows_equal_the_loop(kwargs):
         with torch.no_grad():
             expected = _outputs(model(past_values=values, freq=freq, **kwargs))
             with apply_patches(get_batch_loop_patches()) as active:
-                assert active == ["TimesFmModelForPrediction.forward"], active
+                _assert_applied(active, ["TimesFmModelForPrediction.forward"])
                 got = _outputs(model(past_values=values, freq=freq, **kwargs))
                 # a list of series (several lengths) still goes to the original
                 rows = [values[0], values[1, 5:]]
@@ -152,7 +158,7 @@ def test_superpoint_batched_keypoints_equal_the_loop(max_keypoints):
         with torch.no_grad():
             expected = _keypoint_outputs(model(x))
             with apply_patches(get_batch_loop_patches()) as active:
-                assert active == ["SuperPointForKeypointDetection.forward"], active
+                _assert_applied(active, ["SuperPointForKeypointDetection.forward"])
                 got = _keypoint_outputs(model(x))
                 as_tuple = model(x, return_dict=False)
         _assert_keypoints_close(expected, got)
@@ -302,7 +308,7 @@ def test_slanext_all_steps_cut_where_the_loop_stops(speeds, steps):
     with torch.no_grad():
         expected = head(memory).last_hidden_state
         with apply_patches(get_batch_loop_patches()) as active:
-            assert active == ["SLANeXtSLAHead.forward"], active
+            _assert_applied(active, ["SLANeXtSLAHead.forward"])
             got = head(memory).last_hidden_state
     assert expected.shape[1] == steps, expected.shape
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
@@ -354,7 +360,7 @@ def test_vilt_full_mask_patches_in_order_match_the_shuffled_ones():
         torch.manual_seed(5)
         expected_partial = model(input_ids=ids, pixel_values=pixels, pixel_mask=partial).logits
         with apply_patches(get_batch_loop_patches()) as active:
-            assert active == ["ViltModel.forward", "ViltEmbeddings.visual_embed"], active
+            _assert_applied(active, ["ViltModel.forward", "ViltEmbeddings.visual_embed"])
             got = model(input_ids=ids, pixel_values=pixels).logits
             torch.manual_seed(5)
             got_partial = model(input_ids=ids, pixel_values=pixels, pixel_mask=partial).logits

@@ -389,7 +389,11 @@ def _vilt_model_marks_full_masks(original):
     """Replaces ``ViltModel.forward`` by the original run with :data:`_VILT_FULL_MASK`
     set when the call gives no ``pixel_mask`` (the model then makes one of ones): the
     patched ``visual_embed`` (:func:`_vilt_visual_embed_of_full_masks`) knows every
-    patch of every image is valid. The computation is the original's."""
+    patch of every image is valid. The computation is the original's.
+
+    Fixes, with it: ``Could not guard on data-dependent expression u0 > 1`` (the size of
+    every image read from the values of the mask made of ones).
+    """
     signature = inspect.signature(original)
 
     def forward(self, *args, **kwargs):
