@@ -143,6 +143,7 @@ def _timesfm_batched_forward(original):
 
     forward.__wrapped__ = original  # type: ignore[attr-defined]
     forward.__doc__ = original.__doc__
+    forward.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
     return forward
 
 
