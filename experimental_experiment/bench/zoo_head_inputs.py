@@ -160,18 +160,20 @@ def _image_text_inputs(config, sizes, generator, params):
 
 def _time_series_inputs(model, config, sizes, generator, params):
     """``past_values`` (batch, context, channels) and, when the forward takes them,
-    the observed mask and time features; a list of series for TimesFM."""
+    the observed mask and time features; one series per row (batch, context) for the
+    models declaring no channels (TimesFM)."""
     b = sizes["batch"]
     context = getattr(config, "context_length", None) or getattr(config, "patch_length", 8) * 4
-    channels = getattr(config, "num_input_channels", None) or getattr(config, "input_size", 1)
-    values = torch.randn(b, context, channels, generator=generator)
+    channels = getattr(config, "num_input_channels", None) or getattr(config, "input_size", None)
+    values = torch.randn(b, context, channels or 1, generator=generator)
+    if channels is None:  # univariate series, one per row
+        values = values[..., 0]
     inputs: dict = {"past_values": values}
     ds: dict = {"past_values": {0: "batch"}}
     if "past_observed_mask" in params:
         inputs["past_observed_mask"] = torch.ones_like(values)
         ds["past_observed_mask"] = {0: "batch"}
-    if "freq" in params:  # TimesFM: one series per row, its frequency class
-        inputs["past_values"] = values[..., 0]
+    if "freq" in params:  # TimesFM: the frequency class of every series
         inputs["freq"] = torch.zeros(b, 1, dtype=torch.int64)
         ds["freq"] = {0: "batch"}
     return inputs, ds
