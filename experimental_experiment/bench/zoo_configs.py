@@ -313,6 +313,8 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "timesfm2_5": dict(context_length=64),
     # validator: the flow head is conditioned on the backbone's hidden states
     "gradium_phonon_tts": dict(flow_head_config=dict(condition_dim=64)),
+    # PaliGemma's projector gives features of the text hidden size (projection_dim)
+    "colpali": dict(vlm_config=dict(projection_dim=64)),
     # the projector maps a number of patches to a number of queries: 32 / 8 squared
     "aria": dict(projector_patch_to_query_dict={16: 4}),
     # the segmentation head reads 4 layers; its feature pyramid wants 4 kept layers

@@ -187,10 +187,13 @@ def _patch_inputs(config, sizes, generator):
 
 
 def _image_features_fn(model):
-    """``get_image_features`` of the model or of its inner model, None without one."""
-    return getattr(model, "get_image_features", None) or getattr(
-        getattr(model, "model", None), "get_image_features", None
-    )
+    """``get_image_features`` of the model or of its inner model (``model``, or ``vlm``
+    for a retrieval model wrapping a vision language model: ColPali), None without one."""
+    for owner in (model, getattr(model, "model", None), getattr(model, "vlm", None)):
+        fn = getattr(owner, "get_image_features", None)
+        if fn is not None:
+            return fn
+    return None
 
 
 def _image_text_inputs(model, config, sizes, generator):
