@@ -195,3 +195,42 @@ def test_shrink_keeps_as_many_out_indices():
     assert d["num_hidden_layers"] == 4 and d["out_indices"] == [1, 2, 3, 4]
     d = shrink_config_dict(dict(num_hidden_layers=12, out_indices=[12], hidden_size=64))
     assert d["num_hidden_layers"] == 2 and "out_indices" not in d
+
+
+def test_head_configs_keep_derived_sizes_consistent():
+    """Sizes one module derives from another the generic shrinking changes alone."""
+    for t in ("owlvit", "owlv2"):  # queries projected, compared with text-wide classes
+        c = tiny_config(t)
+        assert c.projection_dim == c.text_config.hidden_size
+    for t in ("swin", "swinv2"):  # masked image modeling decoder on the last stage
+        c = tiny_config(t)
+        assert c.num_layers == len(c.depths)
+        assert c.hidden_size == c.embed_dim * 2 ** (len(c.depths) - 1)
+    detr = tiny_config("detr")  # segmentation head: d_model + heads in groups of 8
+    assert (detr.d_model + detr.encoder_attention_heads) % 8 == 0
+    for t in ("sam2", "sam2_video", "edgetam_video"):
+        vc = tiny_config(t).vision_config
+        hiera = vc.backbone_config
+        assert hiera.hidden_size == hiera.embed_dim_per_stage[0]
+        assert vc.backbone_channel_list == hiera.embed_dim_per_stage[::-1]
+        side = vc.image_size // hiera.patch_stride[0]
+        assert vc.backbone_feature_sizes == [[side >> i] * 2 for i in range(3)]
+    for t in ("d_fine", "deimv2"):  # the encoder reads the backbone's last stages
+        c = tiny_config(t)
+        assert c.encoder_in_channels == c.backbone_config.stage_out_channels[1:]
+        assert len(c.backbone_config.out_features) == c.num_feature_levels
+    slanet = tiny_config("slanet")
+    assert len(slanet.backbone_config.out_features) == 4
+    sapiens2 = tiny_config("sapiens2")
+    assert len(sapiens2.num_key_value_heads_per_layer) == sapiens2.num_hidden_layers
+    assert all(
+        sapiens2.num_attention_heads % k == 0 for k in sapiens2.num_key_value_heads_per_layer
+    )
+    assert sapiens2.head_config.upsample_out_channels
+    vjepa2 = tiny_config("vjepa2")
+    assert vjepa2.crop_size % vjepa2.patch_size == 0
+    assert vjepa2.frames_per_clip % vjepa2.tubelet_size == 0
+    phonon = tiny_config("gradium_phonon_tts")  # the validator runs when it is built
+    assert phonon.flow_head_config.condition_dim == phonon.hidden_size
+    colpali = tiny_config("colpali").vlm_config
+    assert colpali.vision_config.projection_dim == colpali.text_config.hidden_size

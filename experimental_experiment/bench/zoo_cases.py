@@ -18,7 +18,7 @@ import torch
 
 from .zoo_configs import OVERRIDES, shrink_config_dict, tiny_config  # noqa: F401
 from .zoo_diffusers import DIFFUSERS_TYPES, build_diffusers_case, diffusers_available
-from .zoo_head_inputs import adapt_image_size, make_inputs
+from .zoo_head_inputs import PROMPT_HEADS, adapt_image_size, make_inputs
 from .zoo_heads import (  # noqa: F401 (names of this module before the split)
     ALL_HEADS,
     HEADS,
@@ -141,6 +141,24 @@ def _config_for_class(cls, config):
     return config
 
 
+def _repair_for_head(case: ZooCase, cls, config):
+    """The configuration of a model given images and a prompt repaired like the
+    multimodal table's (``torch_models.multimodal``: a VQ-VAE's vocabulary map, a
+    Q-Former's image token and OPT's word embeddings); BLIP-2's retrieval model reads
+    the text in its Q-Former (``use_qformer_text_input``, False by default: its layers
+    then have no text feed-forward)."""
+    from ..torch_models.multimodal.families import prepare_qformer_config
+    from ..torch_models.multimodal.tiny_configs import repair_tiny_config
+
+    if case.head in PROMPT_HEADS:
+        repair_tiny_config(config)
+    prepare_qformer_config(config)
+    qformer = getattr(config, "qformer_config", None)
+    if cls.__name__.endswith("ImageTextRetrieval") and hasattr(qformer, "use_qformer_text_input"):
+        qformer.use_qformer_text_input = True
+    return config
+
+
 def _randomize_zero_weights(model, seed: int):
     """Matrices left at zero by the initialization (MoE routers of AFMoE, DeepSeek-V4)
     get random values: with a zero router every expert ties, and torch and onnxruntime
@@ -205,7 +223,7 @@ def build_case(case: ZooCase, seed: int = 0) -> dict[str, Any]:
         raise ZooCaseSkipped(
             f"{cls.__name__} defines no forward: only its generation loop chains its sub-models"
         )
-    config = _config_for_class(cls, config)
+    config = _config_for_class(cls, _repair_for_head(case, cls, config))
     try:
         model = (
             cls._from_config(config, attn_implementation="sdpa")

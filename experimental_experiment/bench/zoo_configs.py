@@ -95,11 +95,41 @@ _QSA = dict(
     indexer_compress_ratio=2,
 )
 
+#: a small HGNet-V2 backbone read at its last three stages (RT-DETR like detectors):
+#: the shrinking keeps only the last stage of a backbone and not its channels
+_HGNET = dict(
+    model_type="hgnet_v2",
+    embedding_size=16,
+    stem_channels=[3, 16, 16],
+    stage_in_channels=[16, 32, 64, 128],
+    stage_mid_channels=[16, 16, 32, 64],
+    stage_out_channels=[32, 64, 128, 256],
+    hidden_sizes=[32, 64, 128, 256],
+    stage_num_blocks=[1, 1, 1, 1],
+    stage_numb_of_layers=[2, 2, 2, 2],
+    depths=[1, 1, 1, 1],
+    out_features=["stage2", "stage3", "stage4"],
+)
+
+#: a small Swin backbone read at its last three stages (Grounding DINO)
+_SWIN = dict(
+    model_type="swin",
+    image_size=32,
+    embed_dim=32,
+    depths=[1, 1, 1, 1],
+    num_heads=[1, 2, 2, 4],
+    window_size=4,
+    out_features=["stage2", "stage3", "stage4"],
+)
+
 #: per type configuration overrides, applied after the generic shrinking
 OVERRIDES: dict[str, dict[str, Any]] = {
     "whisper": dict(max_source_positions=16, max_target_positions=32),
-    "swin": dict(embed_dim=32, window_size=4, image_size=128),
+    # num_layers is the number of stages (len(depths)), hidden_size the last stage's
+    # width, embed_dim * 2 ** (stages - 1): the masked image modeling decoder reads both
+    "swin": dict(embed_dim=32, window_size=4, image_size=128, num_layers=4, hidden_size=256),
     "donut-swin": dict(embed_dim=32, window_size=4, image_size=128),
+    "swinv2": dict(num_layers=4, hidden_size=512),
     # upstream defaults a model cannot be built with (transformers 5.23)
     "dots1": dict(n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
     "esm": dict(vocab_size=33, pad_token_id=1, mask_token_id=32),
@@ -196,6 +226,99 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         )
         for t in ("sam", "sam_hq")
     },
+    # Hiera backbone (SAM 2): the patch embedding's width is the first stage's, four
+    # stages on 64 pixel images (16, 8, 4, 2 patches a side), a global attention block
+    # that does not pool (not the first of a stage), the feature sizes and the prompt
+    # encoder's embeddings (64 / 16) those of the first three stages
+    **{
+        t: dict(
+            vision_config=dict(
+                backbone_config=dict(
+                    model_type="sam2_hiera_det_model",
+                    hidden_size=32,
+                    image_size=[64, 64],
+                    blocks_per_stage=[1, 1, 2, 1],
+                    embed_dim_per_stage=[32, 64, 128, 256],
+                    num_attention_heads_per_stage=[1, 1, 2, 2],
+                    global_attention_blocks=[3],
+                ),
+                backbone_channel_list=[256, 128, 64, 32],
+                backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]],
+                image_size=64,  # the size of the zoo's images
+            ),
+            prompt_encoder_config=dict(image_size=64, patch_size=16),
+            **({} if t == "sam2" else dict(image_size=64)),
+        )
+        for t in ("sam2", "sam2_video", "edgetam_video")
+    },
+    # SAM 3's ViT gives 32 / 8 patches a side, scaled by 4, 2 and 1
+    "sam3_tracker": dict(vision_config=dict(backbone_feature_sizes=[[16, 16], [8, 8], [4, 4]])),
+    # the neck reads the last three stages of the backbone (the shrinking keeps the last);
+    # the decoder runs max_text_length steps (a loop the capture unrolls)
+    "slanet": dict(
+        max_text_length=4,
+        backbone_config=dict(
+            model_type="pp_lcnet",
+            scale=1,
+            divisor=16,
+            depths=[1, 1, 1, 1, 1],
+            out_features=["stage2", "stage3", "stage4", "stage5"],
+        ),
+    ),
+    # the detail stream (strides 2, 4, 8) is fused with the ViT's features upsampled
+    # by 2: the ViT's patches are 16 pixels wide
+    "vitmatte": dict(
+        backbone_config=dict(
+            model_type="vitdet",
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            image_size=32,
+            patch_size=16,
+            out_features=["stage2"],
+        )
+    ),
+    # the encoder reads the backbone's last three stages; the decoder selects its
+    # queries among the positions of the three levels (21 on 32 pixel images)
+    **{
+        t: dict(
+            backbone_config=_HGNET,
+            encoder_in_channels=[64, 128, 256],
+            encoder_hidden_dim=64,
+            decoder_in_channels=[64, 64, 64],
+            num_queries=8,
+        )
+        for t in ("d_fine", "deimv2")
+    },
+    # four feature levels (three stages and one more), queries selected among their
+    # positions (22 on 32 pixel images)
+    **{
+        t: dict(backbone_config=_SWIN, num_queries=8)
+        for t in ("grounding-dino", "mm-grounding-dino")
+    },
+    # queries selected among the 16 patches of a 32 pixel image
+    "rf_detr": dict(num_queries=8),
+    # the dense heads upsample the ViT's features (the default head has no block); the
+    # key/value heads of the kept layers (the default lists them for 24 layers of 16 heads)
+    "sapiens2": dict(
+        num_key_value_heads_per_layer=[4, 2],
+        head_config=dict(upsample_out_channels=[32, 16], conv_out_channels=[16]),
+    ),
+    # 4 frames of 32 pixels (tubelets of 2 frames, 8 pixels), a small predictor
+    "vjepa2": dict(
+        crop_size=32,
+        frames_per_clip=4,
+        num_pooler_layers=1,
+        pred_hidden_size=64,
+        pred_num_attention_heads=4,
+        pred_num_hidden_layers=1,
+    ),
+    # a context of two patches (16384 time steps by default)
+    "timesfm2_5": dict(context_length=64),
+    # validator: the flow head is conditioned on the backbone's hidden states
+    "gradium_phonon_tts": dict(flow_head_config=dict(condition_dim=64)),
+    # PaliGemma's projector gives features of the text hidden size (projection_dim)
+    "colpali": dict(vlm_config=dict(projection_dim=64)),
     # the projector maps a number of patches to a number of queries: 32 / 8 squared
     "aria": dict(projector_patch_to_query_dict={16: 4}),
     # the segmentation head reads 4 layers; its feature pyramid wants 4 kept layers
@@ -213,6 +336,16 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         num_cross_attention_heads=4,
         max_position_embeddings=64,
     ),
+    # the query embeddings are projected (projection_dim) and compared with the image
+    # class embeddings of the text hidden size
+    **{t: dict(projection_dim=64) for t in ("owlvit", "owlv2")},
+    # text recognition: the backbone reduces the images to 3 rows pooled into one
+    # (by 16 in height for the server and v6 backbones, by 32 for the mobile one)
+    **{
+        t: dict(image_size=[48, 64], head_out_channels=64)
+        for t in ("pp_ocrv5_server_rec", "pp_ocrv6_small_rec", "pp_ocrv6_tiny_rec")
+    },
+    "pp_ocrv5_mobile_rec": dict(image_size=[96, 64], head_out_channels=64),
     # timm is not installed: DETR-like models get transformers' ResNet backbone
     **{
         t: dict(
@@ -228,6 +361,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         for t in ("conditional_detr", "dab-detr", "deformable_detr", "detr", "table-transformer")
     },
 }
+# the segmentation head of DETR takes d_model + encoder_attention_heads channels, split
+# in 8 groups: 64 + 8
+OVERRIDES["detr"].update(encoder_attention_heads=8, decoder_attention_heads=8)
 
 
 def _is_int(v) -> bool:

@@ -28,6 +28,7 @@ from .zoo_inputs import (
     _image_inputs,
     _signature_order,
     _text_inputs,
+    codebooks,
 )
 from .zoo_inputs import make_inputs as _base_inputs
 
@@ -121,14 +122,20 @@ def _count_features(out, batch: int, hidden: int) -> int:
 
 def _prompt_inputs(model, config, sizes, generator):
     """Pixels and a prompt: the image token as many times as the vision tower gives
-    features per image, then ``seq`` text tokens (one prefill call)."""
+    features per image, then ``seq`` text tokens (one prefill call). The configuration
+    of a retrieval model wrapping a vision language model is its ``vlm_config``; a tower
+    taking a pixel mask (Idefics3, ModernVBERT) is given the images of every prompt,
+    ``(batch, images, channels, height, width)``."""
     fn = _image_features_fn(model)
     if fn is None:
         raise TypeError(
             f"{type(model).__name__} has no get_image_features: the number "
             "of image tokens of the prompt is unknown"
         )
+    config = getattr(config, "vlm_config", None) or config
     inputs, ds = _image_inputs(config, sizes, generator)
+    if "pixel_attention_mask" in inspect.signature(fn).parameters:
+        inputs["pixel_values"] = inputs["pixel_values"].unsqueeze(1)
     b, s = sizes["batch"], sizes["seq"]
     text = config.get_text_config()
     with torch.no_grad():
@@ -149,6 +156,15 @@ def _image_text_inputs(config, sizes, generator, params):
     the answer's first tokens for a decoder (BLIP)."""
     text = getattr(config, "text_config", None) or config
     inputs, ds = _text_inputs(text, sizes, generator)
+    queries, image_id = (
+        getattr(config, n, None) for n in ("num_query_tokens", "image_token_index")
+    )
+    if _is_int(queries) and _is_int(image_id):  # BLIP-2: the query tokens' places first
+        b = sizes["batch"]
+        ids = inputs["input_ids"]
+        ids[ids == image_id] = (image_id + 1) % text.vocab_size
+        inputs["input_ids"] = torch.cat([torch.full((b, queries), image_id), ids], dim=1)
+        inputs["attention_mask"] = torch.ones(inputs["input_ids"].shape, dtype=torch.int64)
     pixels, pds = _image_inputs(config, sizes, generator)
     inputs.update(pixels)
     ds.update(pds)
@@ -160,26 +176,52 @@ def _image_text_inputs(config, sizes, generator, params):
 
 def _time_series_inputs(model, config, sizes, generator, params):
     """``past_values`` (batch, context, channels) and, when the forward takes them,
-    the observed mask and time features; a list of series for TimesFM."""
+    the observed mask and time features; one series per row (batch, context) for the
+    models declaring no channels (TimesFM)."""
     b = sizes["batch"]
     context = getattr(config, "context_length", None) or getattr(config, "patch_length", 8) * 4
-    channels = getattr(config, "num_input_channels", None) or getattr(config, "input_size", 1)
-    values = torch.randn(b, context, channels, generator=generator)
+    channels = getattr(config, "num_input_channels", None) or getattr(config, "input_size", None)
+    values = torch.randn(b, context, channels or 1, generator=generator)
+    if channels is None:  # univariate series, one per row
+        values = values[..., 0]
     inputs: dict = {"past_values": values}
     ds: dict = {"past_values": {0: "batch"}}
     if "past_observed_mask" in params:
         inputs["past_observed_mask"] = torch.ones_like(values)
         ds["past_observed_mask"] = {0: "batch"}
-    if "freq" in params:  # TimesFM: one series per row, its frequency class
-        inputs["past_values"] = values[..., 0]
+    if "freq" in params:  # TimesFM: the frequency class of every series
         inputs["freq"] = torch.zeros(b, 1, dtype=torch.int64)
         ds["freq"] = {0: "batch"}
     return inputs, ds
 
 
-def _text_to_audio_inputs(config, sizes, generator, params):
-    """Tokens, and the mel frames of the decoder for a spectrogram decoder (SpeechT5)."""
-    inputs, ds = _text_inputs(config, sizes, generator)
+def _text_encoder_config(config):
+    """The configuration of the model reading the text of a text-to-audio model: the
+    text configuration, the text encoder's (MusicGen: its decoder has a vocabulary
+    too) or the acoustic model's (FastSpeech2 with HiFi-GAN)."""
+    text = getattr(config, "text_encoder", None)
+    if text is not None:
+        return text
+    text = config.get_text_config()
+    model = getattr(config, "model_config", None)
+    if getattr(text, "vocab_size", None) is None and model is not None:
+        return model
+    return text
+
+
+def _text_to_audio_inputs(model, config, sizes, generator, params):
+    """Tokens, the mel frames of the decoder for a spectrogram decoder (SpeechT5), the
+    audio codes of every codebook for a decoder embedding them separately (MusicGen:
+    ``decoder_input_ids`` of shape (batch * codebooks, seq); without them, the forward
+    encodes audio it is not given)."""
+    inputs, ds = _text_inputs(_text_encoder_config(config), sizes, generator)
+    decoder = getattr(model, "decoder", None)  # not the text encoder's embeddings
+    k = codebooks(decoder) if "decoder_input_ids" in params and decoder is not None else 0
+    if k:
+        vocab = config.get_text_config(decoder=True).vocab_size
+        b, s = sizes["batch"], sizes["seq"]
+        inputs["decoder_input_ids"] = torch.randint(0, vocab, (b * k, s), generator=generator)
+        ds["decoder_input_ids"] = {0: "batch_codebooks", 1: "seq"}
     if "decoder_input_values" in params:
         mel = getattr(config, "num_mel_bins", 80)
         inputs["decoder_input_values"] = torch.randn(
@@ -236,7 +278,7 @@ def make_inputs(
     elif kind == "transducer":
         inputs, ds = _transducer_inputs(config, sizes, generator, params)
     elif kind == "text-to-audio":
-        inputs, ds = _text_to_audio_inputs(config, sizes, generator, params)
+        inputs, ds = _text_to_audio_inputs(model, config, sizes, generator, params)
     else:
         inputs, ds = _points_inputs(config, sizes, generator)
     return _signature_order(model, inputs, ds)

@@ -116,12 +116,13 @@ def _multistream_inputs(model, config, sizes, generator):
 
 def _image_inputs(config, sizes, generator, name="pixel_values"):
     """pixel_values (batch, channels, height, width), (batch, frames, ...) for videos
-    (``name`` is ``pixel_values_videos`` for a forward taking only videos)."""
+    (``name`` is ``pixel_values_videos`` for a forward taking only videos); V-JEPA 2
+    names the size ``crop_size`` and the frames ``frames_per_clip``."""
     vision = getattr(config, "vision_config", None) or config
-    size = getattr(vision, "image_size", 32)
+    size = getattr(vision, "image_size", None) or getattr(vision, "crop_size", None) or 32
     h, w = (size, size) if _is_int(size) else tuple(size)[:2]
     c = getattr(vision, "num_channels", 3)
-    frames = getattr(vision, "num_frames", None)
+    frames = getattr(vision, "num_frames", None) or getattr(vision, "frames_per_clip", None)
     shape = (sizes["batch"], frames, c, h, w) if _is_int(frames) else (sizes["batch"], c, h, w)
     return {name: torch.randn(*shape, generator=generator)}, {name: {0: "batch"}}
 
@@ -186,10 +187,13 @@ def _patch_inputs(config, sizes, generator):
 
 
 def _image_features_fn(model):
-    """``get_image_features`` of the model or of its inner model, None without one."""
-    return getattr(model, "get_image_features", None) or getattr(
-        getattr(model, "model", None), "get_image_features", None
-    )
+    """``get_image_features`` of the model or of its inner model (``model``, or ``vlm``
+    for a retrieval model wrapping a vision language model: ColPali), None without one."""
+    for owner in (model, getattr(model, "model", None), getattr(model, "vlm", None)):
+        fn = getattr(owner, "get_image_features", None)
+        if fn is not None:
+            return fn
+    return None
 
 
 def _image_text_inputs(model, config, sizes, generator):
