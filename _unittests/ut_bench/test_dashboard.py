@@ -313,3 +313,34 @@ vit,xnnpack,to_onnx,failed,,
     assert "0.900x" in text and "1.20x" in text and "ours genai" in text
     qdq = dashboard_pages.quantized_latency_table()
     assert "0.500x" in qdq and "vit" not in qdq
+
+
+def test_headline_heads_and_multimodal_rows(bench):
+    _write(
+        bench / "zoo_heads.csv",
+        """
+model_type,head,model_class,exporter,cache,status,stage,cause,error,export_time,nodes,max_diff,wall_time
+a,qa,A,to_onnx,,pass,,,,1,10,0,2
+b,qa,B,to_onnx,,fail,export,capture,x,,,,2
+c,qa,C,to_onnx,,fail,config,config,x,,,,2
+d,km,D,to_onnx,,pass,,,,1,10,0,2
+a,qa,A,torch.onnx,,fail,export,capture,x,,,,2
+b,qa,B,torch.onnx,,fail,export,capture,x,,,,2
+""",
+    )
+    _write(
+        bench / "multimodal.csv",
+        """
+type,parts,equal_tokens,margin,max_abs_diff,export_time,status,reason
+m1,vision+merge+decoder,8,1,1e-5,3,pass,
+m2,vision+merge+decoder,3,1,1,3,mismatch,
+m3,,0,,,,eager-fail,ImportError
+""",
+    )
+    rows = dashboard.headline().split("    * - ")
+    heads = next(r for r in rows if r.startswith("(model type, head) pairs"))
+    # to_onnx over the built cases (c failed at the config stage), then both exporters
+    # on the cases both ran (a and b)
+    assert "- 66.7% (2 / 3); 1 / 2 on the cases both ran\n      - 0 / 2 on the cases" in heads
+    multimodal = next(r for r in rows if r.startswith("multimodal models"))
+    assert "- 50.0% (1 / 2)\n      - not run\n" in multimodal  # m3 never built

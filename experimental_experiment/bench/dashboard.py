@@ -326,6 +326,50 @@ def _constructs() -> list[str] | None:
     )
 
 
+def _heads() -> list[str] | None:
+    """The (model type, head) cases beyond the first head: to_onnx over the cases whose
+    tiny model built, torch.onnx.export over the cases both exporters ran."""
+    from .zoo_report import common_cases, ran
+
+    rows = read_rows("zoo_heads.csv")
+    ours = [r for r in rows if r["exporter"] == "to_onnx" and ran(r)]
+    if not ours:
+        return None
+    passed = sum(r["status"] == "pass" for r in ours)
+    cells = [f"{passed / len(ours):.1%} ({passed} / {len(ours)})", ""]
+    common = common_cases(rows, ["to_onnx", "torch.onnx"])
+    if common:
+        same = [r for r in rows if (r["model_type"], r["head"]) in common]
+        for i, e in enumerate(("to_onnx", "torch.onnx")):
+            ok = sum(r["status"] == "pass" for r in same if r["exporter"] == e)
+            cells[i] += ("; " if cells[i] else "") + f"{ok} / {len(common)} on the cases both ran"
+    return [
+        "(model type, head) pairs beyond the first head, a sample of every head "
+        "(tiny configs; passed / built; higher is better)",
+        *cells,
+        "",
+        run_short("zoo_heads.csv"),
+    ]
+
+
+def _multimodal() -> list[str] | None:
+    """Image-text-to-text models exported part by part, generating the eager tokens."""
+    rows = read_rows("multimodal.csv")
+    built = [r for r in rows if r["status"] != "eager-fail"]
+    if not built:
+        return None
+    passed = sum(r["status"] == "pass" for r in built)
+    return [
+        "multimodal models (image-text-to-text, Whisper) exported part by part, chained in "
+        "onnxruntime: the 8 greedy tokens of eager generate (passed / built; higher is "
+        "better)",
+        f"{passed / len(built):.1%} ({passed} / {len(built)})",
+        "not run",
+        "",
+        run_short("multimodal.csv"),
+    ]
+
+
 def _export_time() -> list[str] | None:
     ratios = [
         r["vs_torch_onnx"]
@@ -394,6 +438,7 @@ def headline() -> str:
     if not third:  # no transformers row: the two exporters of every benchmark
         zoo = [r[:3] + r[4:] for r in zoo]
     body = [row for row in (_coverage(),) if row is not None] + zoo
+    body += [row for row in (_heads(), _multimodal()) if row is not None]
     body += [
         row
         for row in (_constructs(), _export_time(), _model_latency(), _latency())
