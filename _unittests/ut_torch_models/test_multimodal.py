@@ -86,6 +86,23 @@ def test_missing_parts_raise_typed_error():
         build_model("llama")
 
 
+def test_per_layer_embeddings_are_refused_before_export():
+    # Gemma 4 E2B/E4B look up per-layer embeddings from the token ids: a decoder part
+    # taking embeddings cannot, the error says so before any capture
+    from transformers import Gemma4ForConditionalGeneration
+
+    from experimental_experiment.torch_models.multimodal.parts import Decoder
+    from experimental_experiment.torch_models.multimodal.tiny_configs import (
+        tiny_multimodal_config,
+    )
+
+    config = tiny_multimodal_config("gemma4")
+    config.get_text_config(decoder=True).hidden_size_per_layer_input = 8
+    model = Gemma4ForConditionalGeneration(config).eval()
+    with pytest.raises(MultimodalPartsError, match="per-layer embeddings"):
+        Decoder(model)
+
+
 @pytest.fixture(scope="module")
 def whisper():
     """The model and its parts (dynamic batch, prompt and cache length)."""

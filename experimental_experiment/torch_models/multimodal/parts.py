@@ -221,6 +221,15 @@ class Decoder(torch.nn.Module):
             raise MultimodalPartsError(
                 f"{e}: the decoder cannot be called with embeddings and a cache"
             ) from e
+        text = model.config.get_text_config(decoder=True)
+        if getattr(text, "hidden_size_per_layer_input", None):
+            raise MultimodalPartsError(
+                f"{type(model).__name__}: per-layer embeddings looked up from the token ids "
+                "(hidden_size_per_layer_input, Gemma 4 E2B/E4B): the decoder part takes "
+                "embeddings only and would recover the ids by matching the embedding table, "
+                "which fails at the image tokens; not supported yet (the variants without "
+                "per-layer embeddings export)"
+            )
         if "inputs_embeds" not in params:
             raise MultimodalPartsError(
                 f"{type(model).__name__}.forward takes no 'inputs_embeds': the decoder "
