@@ -1,18 +1,29 @@
 """Keeps the attention of bidirectional Gemma text models (PaliGemma, ColPali) the same
 under torch.export as in eager mode.
 
-With ``config.use_bidirectional_attention=True`` the attention modules of Gemma,
-Gemma 2, VaultGemma... set ``is_causal=False``, but ``create_causal_mask`` only looks at
-``config.is_causal``: the mask it builds is causal. In eager mode with SDPA and a
-padding mask made of ones only, ``masking_utils._ignore_causal_mask_sdpa`` drops that
-mask (``None``) and ``sdpa_attention_forward`` passes ``is_causal=False``: every token
-sees every token. With a padded mask the causal mask is built and applied. Under
-torch.export, ``_ignore_causal_mask_sdpa`` returns ``False`` at once (it cannot read the
-mask's values), so the exported model was always causal: a max difference of 0.04 with
-the eager model on a mask of ones (the ColPali row of the heads zoo).
+With ``config.use_bidirectional_attention=True`` (PaliGemma sets it on its Gemma text
+model) the attention modules of Gemma set ``is_causal=False``, but
+``masking_utils.create_causal_mask`` only looks at ``config.is_causal``: the mask it
+builds is causal. In eager mode with SDPA and a padding mask made of ones only,
+``masking_utils._ignore_causal_mask_sdpa`` drops that mask (``None``) and
+``sdpa_attention_forward`` passes the module's ``is_causal=False``: every token sees
+every token. With one padded token anywhere in the batch the causal mask is built and
+applied. transformers itself is therefore inconsistent (a row's output changes when
+another row of the batch is padded). Under torch.export, ``_ignore_causal_mask_sdpa``
+returns ``False`` at once (``is_torchdynamo_exporting()``: it cannot read the mask's
+values), so the exported model was always causal: a max difference of 0.04 with the
+eager model on a mask of ones (the ColPali row of the heads zoo). Our other mask
+patches (``_broadcast_expansion_sdpa``, ``_no_getitem_to_index``) build the same mask
+as transformers and play no part.
 
 :func:`_bidirectional_when_unpadded` rebuilds the eager choice with tensor operations:
-the mask transformers builds, or a mask of ones when the padding mask holds no zero.
+the mask transformers builds, or no masking at all when the padding mask holds no zero
+(and the query and the keys have the same length, or one query).
+
+Not affected: Gemma 3 text models (``or_mask_function`` makes the built mask
+bidirectional, never dropped), Gemma 2 and VaultGemma (no SDPA: the eager mask is always
+built, causal in eager mode and in the exported model alike), PaliGemma called with
+``token_type_ids`` (``block_sequence_ids`` forbids dropping the mask).
 """
 
 from __future__ import annotations
