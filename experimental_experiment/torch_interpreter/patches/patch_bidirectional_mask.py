@@ -22,8 +22,11 @@ the mask transformers builds, or no masking at all when the padding mask holds n
 
 Not affected: Gemma 3 text models (``or_mask_function`` makes the built mask
 bidirectional, never dropped), Gemma 2 and VaultGemma (no SDPA: the eager mask is always
-built, causal in eager mode and in the exported model alike), PaliGemma called with
-``token_type_ids`` (``block_sequence_ids`` forbids dropping the mask).
+built, causal in eager mode and in the exported model alike), Gemma 4 with
+``use_bidirectional_attention="all"`` (its configuration sets ``is_causal=False``:
+``create_bidirectional_mask``), the encoders of T5Gemma and T5Gemma 2
+(``create_bidirectional_mask``), PaliGemma called with ``token_type_ids``
+(``block_sequence_ids`` forbids dropping the mask).
 """
 
 from __future__ import annotations
