@@ -54,6 +54,7 @@ def _state():
         torch.nn.functional.scaled_dot_product_attention,
         dict(vars(ExpertsInterface)),
         dict(vars(LlamaRotaryEmbedding)),
+        dict(vars(masking_utils.AttentionMaskInterface)),
     )
 
 
@@ -77,6 +78,7 @@ def test_nothing_leaks_after_exit():
         assert during[2]["update"] is not before[2]["update"]
         assert during[4]["_global_mapping"] is not before[4]["_global_mapping"]
         assert during[5]["forward"] is not before[5]["forward"]
+        assert during[6]["_global_mapping"] is not before[6]["_global_mapping"]
     assert _state() == before
 
 

@@ -230,11 +230,13 @@ def get_transformers_patches() -> list[Patch]:
             Patch(cls, "forward", _traceable_dynamic_rope, _traceable_dynamic_rope.__doc__)
         )
     from .patch_batch_loops import get_batch_loop_patches
+    from .patch_bidirectional_mask import get_bidirectional_mask_patches
     from .patch_image_sizes import get_image_size_patches
     from .patch_models import get_model_patches
     from .patch_recurrences import get_recurrence_patches
     from .patch_ssm import get_ssm_patches
 
+    patches.extend(get_bidirectional_mask_patches())
     patches.extend(get_ssm_patches())
     patches.extend(get_recurrence_patches())
     patches.extend(get_model_patches())
