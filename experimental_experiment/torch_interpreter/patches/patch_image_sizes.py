@@ -183,13 +183,13 @@ _PATCHES = (
 )
 
 
-def get_image_size_patches() -> list:
-    """Patches of the modules already imported (the model was built), never imports
-    one."""
+def patches_of(table) -> list:
+    """The patches of a table like :data:`_PATCHES` whose module is already imported
+    (the model was built), never imports one."""
     from . import Patch
 
     patches = []
-    for module_name, cls_name, attribute, replacement in _PATCHES:
+    for module_name, cls_name, attribute, replacement in table:
         module = sys.modules.get(f"transformers.models.{module_name}")
         if module is None:
             continue
@@ -199,3 +199,9 @@ def get_image_size_patches() -> list:
         if attribute in vars(owner) and (attribute != "torch" or vars(owner)[attribute] is torch):
             patches.append(Patch(owner, attribute, replacement, replacement.__doc__))
     return patches
+
+
+def get_image_size_patches() -> list:
+    """Patches of the modules already imported (the model was built), never imports
+    one."""
+    return patches_of(_PATCHES)
