@@ -119,3 +119,42 @@ def test_tipsv2_dpt_positions_and_residuals_follow_the_image_size():
         [(2, 3, 48, 64), (3, 3, 40, 56), (1, 3, 32, 32)],
         lambda out: (out.normals,),
     )
+
+
+def test_depth_pro_pyramid_follows_the_image_size():
+    """DepthPro splits three scaled images into patches (a square image of the patch
+    size is not split: exported on a square image, that test made the width the
+    height) and resizes the features to ``size // 2**e`` with ``e = int(log2(width /
+    2))``: 96 gives e = 5, 144 e = 6; 96x64 and 136x144 check an image taller than
+    wide and the other exponent (``math`` and ``torch_int`` of the image-size patches,
+    ``len`` of the model patches)."""
+    from transformers import DepthProConfig, DepthProForDepthEstimation
+
+    def dinov2(image_size):
+        return dict(
+            model_type="dinov2",
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            image_size=image_size,
+            patch_size=8,
+        )
+
+    config = DepthProConfig(
+        patch_size=8,
+        patch_model_config=dinov2(8),
+        image_model_config=dinov2(16),
+        fov_model_config=dinov2(8),
+        use_fov_model=False,
+        intermediate_hook_ids=[1, 0],
+        intermediate_feature_dims=[16, 16],
+        scaled_images_feature_dims=[32, 32, 16],
+        fusion_hidden_size=32,
+    )
+    model = DepthProForDepthEstimation(config).eval()
+    _check_image_sizes(
+        model,
+        ["modeling_depth_pro.split_to_patches"],
+        [(2, 3, 96, 96), (3, 3, 96, 64), (1, 3, 136, 144)],
+        lambda out: (out.predicted_depth,),
+    )

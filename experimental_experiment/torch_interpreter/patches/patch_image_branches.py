@@ -133,6 +133,33 @@ def _residual_resized_when_symbolic(original):
     return forward
 
 
+def _unfolded_when_symbolic(original):
+    """Replaces DepthPro's ``split_to_patches``: on symbolic sizes the image is always
+    unfolded into patches (the original returns an image of the patch size unchanged,
+    ``if height == width == patch_size``, which the unfolding gives as one patch: the
+    same numbers). The chained comparison made the capture assume a square image
+    (``height == width``, the width renamed 'height' in the exported model).
+
+    Fixes: ``Cannot split using values in 'split' attribute`` in onnxruntime on an image
+    whose height and width differ.
+    """
+
+    def split_to_patches(pixel_values: torch.Tensor, patch_size: int, overlap_ratio: float):
+        if not _any_symbolic(*pixel_values.shape):
+            return original(pixel_values, patch_size, overlap_ratio)
+        stride = int(patch_size * (1 - overlap_ratio))
+        patches = torch.nn.functional.unfold(
+            pixel_values, kernel_size=(patch_size, patch_size), stride=(stride, stride)
+        )
+        # (batch, channels * patch_size**2, n) -> (n * batch, channels, patch_size, patch_size)
+        channels = pixel_values.shape[1]
+        return patches.permute(2, 0, 1).reshape(-1, channels, patch_size, patch_size)
+
+    split_to_patches.__wrapped__ = original  # type: ignore[attr-defined]
+    split_to_patches.__doc__ = original.__doc__
+    return split_to_patches
+
+
 #: (module of transformers, class or None for the module itself, attribute, replacement)
 _PATCHES = (
     ("mobilevit.modeling_mobilevit", "MobileViTLayer", "unfolding", _resized_to_patches),
@@ -148,6 +175,7 @@ _PATCHES = (
         "forward",
         _residual_resized_when_symbolic,
     ),
+    ("depth_pro.modeling_depth_pro", None, "split_to_patches", _unfolded_when_symbolic),
 )
 
 
