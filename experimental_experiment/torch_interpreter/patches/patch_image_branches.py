@@ -1,12 +1,14 @@
-"""Patches of vision models branching on the image size: ``if size != native: resize``.
-During torch.export a branch on a symbolic size becomes a guard and the exported model
-keeps the branch of the example's size at every size.
+"""Patches of vision models branching on the image size (``if size != native:
+resize``, ``if height == width == patch_size: return image``). During torch.export a
+branch on a symbolic size becomes a guard and the exported model keeps the branch of the
+example's size at every size.
 
 Each replacement calls the original on plain Python numbers (eager mode computes exactly
-what the model computes) and, on symbolic sizes, always takes the resizing branch: a
-bilinear resize to the same size (``align_corners=False``, with or without antialias)
-is the identity, in PyTorch and in onnxruntime's ``Resize``, so this branch gives the
-numbers of the other one wherever the other one was taken.
+what the model computes) and, on symbolic sizes, always takes the general branch, which
+gives the numbers of the shortcut wherever the shortcut was taken: a bilinear resize to
+the same size (``align_corners=False``, with or without antialias) is the identity, in
+PyTorch and in onnxruntime's ``Resize``; the unfolding of an image of the patch size is
+that image.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ specializes the image size to the example's (the exported model computes the exa
 output size at every size, or fails in onnxruntime on another one).
 
 Every patch runs the model's own code with one name rebound: ``int`` or ``torch_int``
-by :func:`sym_int`, ``torch`` by :data:`TORCH_KEEPING_SIZES`. On plain Python numbers
+by :func:`sym_int`, ``torch`` by :data:`TORCH_KEEPING_SIZES`, ``math`` by
+:data:`MATH_KEEPING_SIZES`. On plain Python numbers
 these call the original functions: in eager mode the patched model computes exactly what
 the original computes; only a symbolic size (during the capture) takes another path,
 which keeps it symbolic.
