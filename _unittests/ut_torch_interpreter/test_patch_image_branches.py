@@ -122,29 +122,28 @@ def test_tipsv2_dpt_positions_and_residuals_follow_the_image_size():
 
 
 def test_depth_pro_pyramid_follows_the_image_size():
-    """DepthPro splits three scaled images into patches (a square image of the patch
-    size is not split: exported on a square image, that test made the width the
-    height) and resizes the features to ``size // 2**e`` with ``e = int(log2(width /
-    2))``: 96 gives e = 5, 144 e = 6; 96x64 and 136x144 check an image taller than
-    wide and the other exponent (``math`` and ``torch_int`` of the image-size patches,
+    """DepthPro splits three scaled images into patches of 16 pixels (an image of the
+    patch size is not split: exported on a square image, that test made the width the
+    height), merges the patches' grids of 4x4 tokens without their inner borders (one
+    token each: a loop over the patches) and resizes the features to ``size // 2**e``
+    with ``e = int(log2(width / 4))``: 128 gives e = 5, 64 e = 4; 160x128 checks an
+    image taller than wide (``math`` and ``torch_int`` of the image-size patches,
     ``len`` of the model patches)."""
     from transformers import DepthProConfig, DepthProForDepthEstimation
 
-    def dinov2(image_size):
-        return dict(
-            model_type="dinov2",
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            image_size=image_size,
-            patch_size=8,
-        )
-
+    dinov2 = dict(
+        model_type="dinov2",
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=16,
+        patch_size=4,
+    )
     config = DepthProConfig(
-        patch_size=8,
-        patch_model_config=dinov2(8),
-        image_model_config=dinov2(16),
-        fov_model_config=dinov2(8),
+        patch_size=16,
+        patch_model_config=dinov2,
+        image_model_config=dinov2,
+        fov_model_config=dinov2,
         use_fov_model=False,
         intermediate_hook_ids=[1, 0],
         intermediate_feature_dims=[16, 16],
@@ -154,7 +153,25 @@ def test_depth_pro_pyramid_follows_the_image_size():
     model = DepthProForDepthEstimation(config).eval()
     _check_image_sizes(
         model,
-        ["modeling_depth_pro.split_to_patches"],
-        [(2, 3, 96, 96), (3, 3, 96, 64), (1, 3, 136, 144)],
+        ["modeling_depth_pro.split_to_patches", "modeling_depth_pro.merge_patches"],
+        [(2, 3, 128, 128), (3, 3, 160, 128), (1, 3, 64, 64)],
         lambda out: (out.predicted_depth,),
     )
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_depth_pro_merge_by_index_matches_the_loop(batch, monkeypatch):
+    """The merge of the patches by one gather per axis, forced on plain numbers, gives
+    the original's numbers bit for bit: grids of 1 to 7 patches a side, a number of
+    patches that is not a square, paddings of 0 to more than a quarter of a patch."""
+    import transformers.models.depth_pro.modeling_depth_pro as depth_pro
+
+    from experimental_experiment.torch_interpreter.patches import patch_image_branches
+
+    merge = patch_image_branches._merged_by_index(depth_pro.merge_patches)
+    monkeypatch.setattr(patch_image_branches, "_any_symbolic", lambda *sizes: True)
+    for n in (1, 2, 3, 4, 5, 9, 12, 49):
+        for out, padding in [(4, 1), (8, 2), (8, 6), (12, 3), (4, 0)]:
+            x = torch.randn(n * batch, 3, out, out)
+            expected = depth_pro.merge_patches(x, batch, padding)
+            torch.testing.assert_close(merge(x, batch, padding), expected, rtol=0, atol=0)

@@ -162,6 +162,52 @@ def _unfolded_when_symbolic(original):
     return split_to_patches
 
 
+def _kept_positions(side, out: int, padding: int, device) -> torch.Tensor:
+    """Rows (or columns) of a grid of ``side`` boxes of ``out`` rows kept when every
+    box loses ``padding`` rows on each side facing another box: output row ``j`` of box
+    ``b`` is row ``j + 2 * padding * b`` of the grid."""
+    length = side * out - 2 * padding * (side - 1)
+    rows = torch.arange(length, device=device)
+    first = out - padding  # rows of the first box
+    box = torch.where(rows < first, 0, 1 + (rows - first) // (out - 2 * padding))
+    last = torch.full((), side - 1, dtype=rows.dtype, device=device)
+    return rows + 2 * padding * torch.minimum(box, last)
+
+
+def _merged_by_index(original):
+    """Replaces DepthPro's ``merge_patches``: on symbolic sizes the patches of a batch
+    row are put on their square grid (the first ``side**2`` of them, ``side =
+    int(n ** 0.5)``) and the rows and columns of the boxes' inner borders are removed
+    by one gather per axis. The original loops over the boxes (``for h in
+    range(sqrt_n_patches_per_batch)``), which makes the number of patches a constant,
+    and branches on it (one patch per batch row, fewer than 4: no padding); both give
+    the numbers of the grid with one box, where no border is inner.
+
+    Fixes: ``valid only for sizes in [128, 135]`` (example size 128) and a model
+    computing the example's grid at every size when the patch encoder's grid is at
+    least 4 tokens wide (the padding of the merge is then not 0).
+    """
+
+    def merge_patches(patches: torch.Tensor, batch_size: int, padding: int) -> torch.Tensor:
+        n_patches, hidden, out, _ = patches.shape
+        if not _any_symbolic(n_patches, batch_size):
+            return original(patches, batch_size, padding)
+        per_batch = n_patches // batch_size
+        side = torch.sym_int(per_batch**0.5)
+        grid = patches.reshape(per_batch, batch_size, hidden, out, out).permute(1, 2, 0, 3, 4)
+        grid = grid[:, :, : side * side].reshape(batch_size, hidden, side, side, out, out)
+        merged = grid.permute(0, 1, 2, 4, 3, 5).reshape(batch_size, hidden, side * out, -1)
+        padding = min(out // 4, padding)
+        if padding == 0:
+            return merged
+        kept = _kept_positions(side, out, padding, patches.device)
+        return merged.index_select(2, kept).index_select(3, kept)
+
+    merge_patches.__wrapped__ = original  # type: ignore[attr-defined]
+    merge_patches.__doc__ = original.__doc__
+    return merge_patches
+
+
 #: (module of transformers, class or None for the module itself, attribute, replacement)
 _PATCHES = (
     ("mobilevit.modeling_mobilevit", "MobileViTLayer", "unfolding", _resized_to_patches),
@@ -178,6 +224,7 @@ _PATCHES = (
         _residual_resized_when_symbolic,
     ),
     ("depth_pro.modeling_depth_pro", None, "split_to_patches", _unfolded_when_symbolic),
+    ("depth_pro.modeling_depth_pro", None, "merge_patches", _merged_by_index),
 )
 
 
