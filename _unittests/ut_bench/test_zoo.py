@@ -316,3 +316,29 @@ def test_strip_paths_keeps_no_machine_path():
         "at /usr/lib/python3/dist-packages/x.py and a/b.py"
     )
     assert strip_paths("(/opt/py/lib/site-packages/torch/x.py)") == "(site-packages/torch/x.py)"
+
+
+def test_outside_valid_ranges():
+    """A warning of the capture bounding a dimension is added to a failure only when a
+    check size lies outside the valid sizes written in the model's metadata."""
+    import json
+
+    import onnx
+    import torch
+
+    from experimental_experiment.bench.zoo import outside_valid_ranges
+
+    def model(ranges):
+        onx = onnx.ModelProto()
+        if ranges is not None:
+            entry = onx.metadata_props.add()
+            entry.key, entry.value = "dynamic_dimension_ranges", json.dumps(ranges)
+        return onx
+
+    x = {"pixel_values": torch.zeros(3, 3, 160, 160)}
+    assert outside_valid_ranges(model(None), x)
+    assert not outside_valid_ranges(model({"pixel_values.shape[2]": {"min": 8, "max": None}}), x)
+    assert outside_valid_ranges(model({"pixel_values.shape[2]": {"min": 121, "max": 128}}), x)
+    assert outside_valid_ranges(model({"pixel_values.shape[3]": {"min": 128, "step": 64}}), x)
+    assert not outside_valid_ranges(model({"pixel_values.shape[3]": {"min": 32, "step": 64}}), x)
+    assert outside_valid_ranges(model({"input_ids.shape[1]": {"min": 2, "max": 9}}), x)

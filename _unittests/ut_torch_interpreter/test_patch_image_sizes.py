@@ -3,6 +3,7 @@ the exported model keeps a dynamic batch, height and width, and onnxruntime matc
 the eager (unpatched) model on two image sizes; in eager mode the patched model
 computes exactly what the original computes."""
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from experimental_experiment.torch_interpreter.patches import (
     patch_image_sizes,
 )
 from experimental_experiment.torch_interpreter.patches.patch_image_sizes import (
+    MATH_KEEPING_SIZES,
     TORCH_KEEPING_SIZES,
     get_image_size_patches,
 )
@@ -274,3 +276,21 @@ def test_plain_numbers_go_to_torch():
         TORCH_KEEPING_SIZES.linspace(0.5, 6.5, 7), torch.linspace(0.5, 6.5, 7), rtol=0, atol=0
     )
     assert patch_image_sizes.sym_int(7.9) == 7
+
+
+def test_log2_of_a_symbolic_size_matches_math():
+    """``int(log2(n / 3))`` with ``n`` a dynamic dimension (DepthPro's exponent of the
+    lowest resolution), exported, against ``math.log2`` on sizes around powers of two
+    (below 3 the logarithm is negative)."""
+
+    class Exponent(torch.nn.Module):
+        def forward(self, x):
+            e = patch_image_sizes.sym_int(MATH_KEEPING_SIZES.log2(x.shape[0] / 3))
+            return torch.arange(e + 40)
+
+    onx = to_onnx(Exponent(), (torch.zeros(50),), dynamic_shapes=({0: "n"},))
+    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
+    sizes = [1, 2, 3, 4, 5] + [3 * 2**k + d for k in range(1, 12) for d in (-1, 0, 1)]
+    for n in sizes:
+        got = sess.run(None, {"x": np.zeros(n, dtype=np.float32)})[0]
+        assert got.shape == (int(math.log2(n / 3)) + 40,), n

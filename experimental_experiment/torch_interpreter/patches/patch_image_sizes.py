@@ -6,7 +6,8 @@ specializes the image size to the example's (the exported model computes the exa
 output size at every size, or fails in onnxruntime on another one).
 
 Every patch runs the model's own code with one name rebound: ``int`` or ``torch_int``
-by :func:`sym_int`, ``torch`` by :data:`TORCH_KEEPING_SIZES`. On plain Python numbers
+by :func:`sym_int`, ``torch`` by :data:`TORCH_KEEPING_SIZES`, ``math`` by
+:data:`MATH_KEEPING_SIZES`. On plain Python numbers
 these call the original functions: in eager mode the patched model computes exactly what
 the original computes; only a symbolic size (during the capture) takes another path,
 which keeps it symbolic.
@@ -14,6 +15,7 @@ which keeps it symbolic.
 
 from __future__ import annotations
 
+import math
 import sys
 import types
 from typing import Any
@@ -84,6 +86,32 @@ class _TorchKeepingSizes:
 
 #: the ``torch`` a patched module sees while the patches are applied
 TORCH_KEEPING_SIZES = _TorchKeepingSizes()
+
+
+class _MathKeepingSizes:
+    """``math`` for the functions of one module, except for ``log2`` of a symbolic
+    size (``math.log2`` calls ``float()``, which makes the size a constant, and
+    torch.export allows no ``torch._sym_log2`` in a graph). Any other attribute is
+    math's."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(math, name)
+
+    @staticmethod
+    def log2(x):
+        """``math.log2``; on a symbolic size, the integer ``trunc(log2(x))`` as a
+        symbolic integer (a model truncates it to get the exponent of a size,
+        ``torch_int(math.log2(width / n))``), a count of the powers of two below
+        ``x`` (above it if ``x < 1``), exact for ``2**-31 < x < 2**32``."""
+        if not _symbolic(x):
+            return math.log2(x)
+        above = [torch.sym_ite(x >= 2**k, 1, 0) for k in range(1, 32)]
+        below = [torch.sym_ite(x <= 2.0**-k, 1, 0) for k in range(1, 32)]
+        return torch.sym_sum(above) - torch.sym_sum(below)
+
+
+#: the ``math`` a patched module sees while the patches are applied
+MATH_KEEPING_SIZES = _MathKeepingSizes()
 
 
 def _with_globals(function, **names):
@@ -161,6 +189,19 @@ def _torch_keeping_sizes(original):
     return TORCH_KEEPING_SIZES
 
 
+def _math_keeping_sizes(original):
+    """Replaces ``math`` in ``modeling_depth_pro`` by :data:`MATH_KEEPING_SIZES`: the
+    exponent of the lowest resolution, ``torch_int(math.log2(width / self.out_size))``,
+    stays symbolic (``torch_int`` is patched too), and so does the size of the features
+    it gives, ``height // 2**exponent_value``.
+
+    Fixes: ``max absolute difference 103`` in onnxruntime at a second image size with the
+    guard ``(pixel_values.shape[2] / 1) == 128.0``: ``math.log2`` made the width a
+    constant.
+    """
+    return MATH_KEEPING_SIZES
+
+
 #: (module of transformers, class or None for the module itself, attribute, replacement)
 _PATCHES = (
     (
@@ -171,6 +212,8 @@ _PATCHES = (
     ),
     ("beit.modeling_beit", None, "torch_int", _keep_symbolic_torch_int),
     ("dpt.modeling_dpt", None, "torch_int", _keep_symbolic_torch_int),
+    ("depth_pro.modeling_depth_pro", None, "torch_int", _keep_symbolic_torch_int),
+    ("depth_pro.modeling_depth_pro", None, "math", _math_keeping_sizes),
     (
         "prompt_depth_anything.modeling_prompt_depth_anything",
         None,
@@ -183,19 +226,27 @@ _PATCHES = (
 )
 
 
-def get_image_size_patches() -> list:
-    """Patches of the modules already imported (the model was built), never imports
-    one."""
+def patches_of(table) -> list:
+    """The patches of a table like :data:`_PATCHES` whose module is already imported
+    (the model was built), never imports one."""
     from . import Patch
 
     patches = []
-    for module_name, cls_name, attribute, replacement in _PATCHES:
+    for module_name, cls_name, attribute, replacement in table:
         module = sys.modules.get(f"transformers.models.{module_name}")
         if module is None:
             continue
         owner = module if cls_name is None else getattr(module, cls_name, None)
         if owner is None:
             continue
-        if attribute in vars(owner) and (attribute != "torch" or vars(owner)[attribute] is torch):
+        if attribute in sys.modules and vars(owner).get(attribute) is not sys.modules[attribute]:
+            continue  # a module (torch, math) already replaced
+        if attribute in vars(owner):
             patches.append(Patch(owner, attribute, replacement, replacement.__doc__))
     return patches
+
+
+def get_image_size_patches() -> list:
+    """Patches of the modules already imported (the model was built), never imports
+    one."""
+    return patches_of(_PATCHES)

@@ -149,21 +149,28 @@ def _depth_pro_patch_counts(original):
     """Replaces ``DepthProPatchEncoder.forward`` by the same code where ``len`` of a
     tensor is its symbolic first dimension: ``[len(i) for i in scaled_images]`` (the
     number of patches of every scaled image, a multiple of the batch) stays symbolic.
+    The code is rebound at every call, to the module's globals of that moment: the
+    image-size patches of ``modeling_depth_pro`` (``math``, ``torch_int``,
+    ``split_to_patches``) apply to it whatever the order the patches were applied in.
 
     Fixes: ``Constraints violated (L['pixel_values'].size()[0])``: ``len(tensor)``
     makes the batch dimension a constant.
     """
-    fn = types.FunctionType(
-        original.__code__,
-        {**original.__globals__, "len": _tensor_len},
-        original.__name__,
-        original.__defaults__,
-        original.__closure__,
-    )
-    fn.__kwdefaults__ = original.__kwdefaults__
-    fn.__doc__ = original.__doc__
-    fn.__wrapped__ = original
-    return fn
+
+    def forward(*args, **kwargs):
+        fn = types.FunctionType(
+            original.__code__,
+            {**original.__globals__, "len": _tensor_len},
+            original.__name__,
+            original.__defaults__,
+            original.__closure__,
+        )
+        fn.__kwdefaults__ = original.__kwdefaults__
+        return fn(*args, **kwargs)
+
+    forward.__doc__ = original.__doc__
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    return forward
 
 
 def _antialias_bilinear_weights(out_size, in_size: int, index):

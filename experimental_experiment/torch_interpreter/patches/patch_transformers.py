@@ -231,6 +231,7 @@ def get_transformers_patches() -> list[Patch]:
         )
     from .patch_batch_loops import get_batch_loop_patches
     from .patch_bidirectional_mask import get_bidirectional_mask_patches
+    from .patch_image_branches import get_image_branch_patches
     from .patch_image_sizes import get_image_size_patches
     from .patch_models import get_model_patches
     from .patch_recurrences import get_recurrence_patches
@@ -242,6 +243,7 @@ def get_transformers_patches() -> list[Patch]:
     patches.extend(get_model_patches())
     patches.extend(get_image_size_patches())
     patches.extend(get_batch_loop_patches())
+    patches.extend(get_image_branch_patches())
     layer = getattr(cache_utils, "DynamicSlidingWindowLayer", None)
     if layer is not None and not _has_own_patches():
         for name in ("update", "get_mask_sizes", "get_seq_length"):
