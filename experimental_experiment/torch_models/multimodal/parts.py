@@ -221,7 +221,8 @@ class Decoder(torch.nn.Module):
             raise MultimodalPartsError(
                 f"{e}: the decoder cannot be called with embeddings and a cache"
             ) from e
-        text = model.config.get_text_config(decoder=True)
+        config = getattr(model, "config", None)
+        text = config.get_text_config(decoder=True) if config is not None else None
         if getattr(text, "hidden_size_per_layer_input", None):
             raise MultimodalPartsError(
                 f"{type(model).__name__}: per-layer embeddings looked up from the token ids "
