@@ -96,23 +96,6 @@ def compare_outputs(expected: list[torch.Tensor], got: list[np.ndarray]) -> floa
     return diff
 
 
-#: float32's relative tolerance in ``torch.testing.assert_close``: outputs of a
-#: thousand differ by about 1e-3 from rounding alone, whatever the exporter
-FLOAT32_RTOL = 1.3e-6
-
-
-def within_tolerance(
-    expected: list[torch.Tensor], got: list[np.ndarray], atol: float, rtol: float = FLOAT32_RTOL
-) -> bool:
-    """Whether every output value is within ``atol + rtol * |eager value|``
-    (``torch.testing.assert_close``'s rule), shapes checked by :func:`compare_outputs`."""
-    for e, g in zip(expected, got):
-        e = e.detach().numpy().astype(np.float64)
-        if e.size and not (np.abs(e - g) <= atol + rtol * np.abs(e)).all():
-            return False
-    return True
-
-
 def check_onnx(model, onx, inputs: dict, *, atol: float = 1e-4) -> float:
     """Runs ``onx`` with onnxruntime on ``inputs``, returns the max absolute difference
     with eager (run without any patch) over the outputs the model returns
