@@ -178,6 +178,9 @@ _PATCHES = (
         _keep_symbolic_torch_int,
     ),
     ("deformable_detr.modeling_deformable_detr", None, "torch", _torch_keeping_sizes),
+    # the sine position embeddings of the feature map (the size of the last level)
+    ("d_fine.modeling_d_fine", None, "torch_int", _keep_symbolic_torch_int),
+    ("deimv2.modeling_deimv2", None, "torch_int", _keep_symbolic_torch_int),
     ("mobilenet_v1.modeling_mobilenet_v1", None, "apply_tf_padding", _symbolic_int_in_padding),
     ("mobilenet_v2.modeling_mobilenet_v2", None, "apply_tf_padding", _symbolic_int_in_padding),
 )
