@@ -274,3 +274,20 @@ def test_plain_numbers_go_to_torch():
         TORCH_KEEPING_SIZES.linspace(0.5, 6.5, 7), torch.linspace(0.5, 6.5, 7), rtol=0, atol=0
     )
     assert patch_image_sizes.sym_int(7.9) == 7
+
+
+def test_rf_detr_feature_map_follows_the_image_size():
+    """RF-DETR's feature map size (``torch.as_tensor(spatial_shapes_list)``) and its
+    proposals follow the image size (the zoo's tiny configuration)."""
+    from transformers import RfDetrForInstanceSegmentation
+
+    from experimental_experiment.bench.zoo_configs import tiny_config
+
+    torch.manual_seed(0)
+    model = RfDetrForInstanceSegmentation._from_config(tiny_config("rf_detr")).eval()
+    _check_image_sizes(
+        model,
+        ["modeling_rf_detr.torch"],
+        [(2, 3, 128, 128), (3, 3, 160, 192)],
+        lambda out: (out.logits, out.pred_boxes),
+    )
