@@ -66,3 +66,19 @@ def test_detector_exports_a_dynamic_batch_and_image_size(model_type):
         assert logits.shape == tuple(expected.logits.shape), (logits.shape, expected.logits.shape)
         np.testing.assert_allclose(logits, expected.logits.numpy(), atol=1e-4, rtol=1e-4)
         np.testing.assert_allclose(boxes, expected.pred_boxes.numpy(), atol=1e-4, rtol=1e-4)
+
+
+def test_builtin_of_a_module_is_overridden_then_removed():
+    import types
+
+    from experimental_experiment.torch_interpreter.patches import Patch
+
+    module = types.ModuleType("fake_modeling")
+    exec("def size(x):\n    return len(x)\n", vars(module))
+    patch = Patch(module, "len", _len_of_symbolic_batch, "")
+    with apply_patches([patch]) as active:
+        assert active == ["fake_modeling.len"]
+        assert vars(module)["len"].__wrapped__ is len
+        assert module.size(torch.zeros((5, 2))) == 5
+    assert "len" not in vars(module)
+    assert module.size([1, 2]) == 2
