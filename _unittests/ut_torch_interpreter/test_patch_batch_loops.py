@@ -278,12 +278,24 @@ class _BumpGenerator(torch.nn.Module):
         return torch.cat([logits[:, :-1], bump], dim=1)
 
 
-def _slanext_head(max_text_length=20):
-    from transformers import SLANeXtConfig
-    from transformers.models.slanext.modeling_slanext import SLANeXtSLAHead
+#: (module, config, head) of the table-structure heads sharing the decoding loop
+_SLA_HEADS = {
+    "slanext": ("slanext", "SLANeXtConfig", "SLANeXtSLAHead"),
+    "slanet": ("slanet", "SLANetConfig", "SLANetSLAHead"),
+}
 
-    config = SLANeXtConfig(hidden_size=4, out_channels=6, max_text_length=max_text_length)
-    head = SLANeXtSLAHead(config).eval()
+
+def _slanext_head(max_text_length=20, kind="slanext"):
+    import importlib
+
+    import transformers
+
+    name, config_name, head_name = _SLA_HEADS[kind]
+    module = importlib.import_module(f"transformers.models.{name}.modeling_{name}")
+    config = getattr(transformers, config_name)(
+        hidden_size=4, out_channels=6, max_text_length=max_text_length
+    )
+    head = getattr(module, head_name)(config).eval()
     head.structure_attention_cell = _CounterCell()
     head.structure_generator = _BumpGenerator(config.out_channels)
     return head
@@ -302,24 +314,26 @@ def _memory(speeds, length=3):
         ([6.0], 1),
     ],
 )
-def test_slanext_all_steps_cut_where_the_loop_stops(speeds, steps):
-    head = _slanext_head()
+@pytest.mark.parametrize("kind", sorted(_SLA_HEADS))
+def test_slanext_all_steps_cut_where_the_loop_stops(speeds, steps, kind):
+    head = _slanext_head(kind=kind)
     memory = _memory(speeds)
     with torch.no_grad():
         expected = head(memory).last_hidden_state
         with apply_patches(get_batch_loop_patches()) as active:
-            _assert_applied(active, ["SLANeXtSLAHead.forward"])
+            _assert_applied(active, [f"{_SLA_HEADS[kind][2]}.forward"])
             got = head(memory).last_hidden_state
     assert expected.shape[1] == steps, expected.shape
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
-def test_slanext_exports_a_dynamic_batch_and_number_of_steps():
-    head = _slanext_head()
+@pytest.mark.parametrize("kind", sorted(_SLA_HEADS))
+def test_slanext_exports_a_dynamic_batch_and_number_of_steps(kind):
+    head = _slanext_head(kind=kind)
     memory = _memory([1.0, 2.0])
     ds = ({0: "batch", 1: "length"},)
     with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
-        assert "SLANeXtSLAHead.forward" in " ".join(active_patches())
+        assert f"{_SLA_HEADS[kind][2]}.forward" in " ".join(active_patches())
         onx = to_onnx(head, (memory,), dynamic_shapes=ds)
     for speeds, length in (([1.0, 2.0, 3.0], 5), ([3.0, 1.5], 2), ([1.0, 0.1, 2.0, 9.0], 4)):
         memory = _memory(speeds, length)

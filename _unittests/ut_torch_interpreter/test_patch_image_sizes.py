@@ -294,3 +294,20 @@ def test_log2_of_a_symbolic_size_matches_math():
     for n in sizes:
         got = sess.run(None, {"x": np.zeros(n, dtype=np.float32)})[0]
         assert got.shape == (int(math.log2(n / 3)) + 40,), n
+
+
+def test_rf_detr_feature_map_follows_the_image_size():
+    """RF-DETR's feature map size (``torch.as_tensor(spatial_shapes_list)``) and its
+    proposals follow the image size (the zoo's tiny configuration)."""
+    from transformers import RfDetrForInstanceSegmentation
+
+    from experimental_experiment.bench.zoo_configs import tiny_config
+
+    torch.manual_seed(0)
+    model = RfDetrForInstanceSegmentation._from_config(tiny_config("rf_detr")).eval()
+    _check_image_sizes(
+        model,
+        ["modeling_rf_detr.torch"],
+        [(2, 3, 128, 128), (3, 3, 160, 192)],
+        lambda out: (out.logits, out.pred_boxes),
+    )

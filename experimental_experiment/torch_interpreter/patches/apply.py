@@ -3,9 +3,11 @@ of them and restores the originals; :mod:`.shared` shares them between threads."
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import logging
+import types
 from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,22 @@ class Patch:
         return f"{owner}.{self.attribute}"
 
 
+def _owns(owner: Any, attribute: str) -> bool:
+    """Whether ``owner`` holds ``attribute`` itself (a class may inherit it, a module
+    may only see it among the builtins, ``len`` for example)."""
+    if isinstance(owner, (type, types.ModuleType)):
+        return attribute in vars(owner)
+    return True
+
+
+def _current(owner: Any, attribute: str, had: bool) -> Any:
+    """The value ``owner.attribute`` has now: a builtin for a module that does not
+    define it (the name its functions see)."""
+    if not had and isinstance(owner, types.ModuleType):
+        return getattr(builtins, attribute)
+    return getattr(owner, attribute)
+
+
 @contextlib.contextmanager
 def apply_patches(patches: list[Patch], verbose: int = 0):
     """Applies the patches, restores every original on exit, even on an exception
@@ -43,8 +61,8 @@ def apply_patches(patches: list[Patch], verbose: int = 0):
     done: list[tuple[Patch, Any, bool]] = []
     try:
         for patch in patches:
-            had = patch.attribute in vars(patch.owner) if isinstance(patch.owner, type) else True
-            original = getattr(patch.owner, patch.attribute)
+            had = _owns(patch.owner, patch.attribute)
+            original = _current(patch.owner, patch.attribute, had)
             # restored as stored: a staticmethod stays one
             stored = vars(patch.owner)[patch.attribute] if had else original
             setattr(patch.owner, patch.attribute, patch.factory(original))
@@ -57,5 +75,6 @@ def apply_patches(patches: list[Patch], verbose: int = 0):
             if had:
                 setattr(patch.owner, patch.attribute, original)
             else:
-                # the attribute came from a base class: remove the override
+                # the attribute came from a base class (or the builtins of a module):
+                # remove the override
                 delattr(patch.owner, patch.attribute)

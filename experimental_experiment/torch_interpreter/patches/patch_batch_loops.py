@@ -322,7 +322,8 @@ def _fastspeech2_positions_of_any_length(original):
 
 
 def _slanext_all_steps(original):
-    """Replaces ``SLANeXtSLAHead.forward`` (greedy decoding of the table structure)
+    """Replaces ``SLANeXtSLAHead.forward`` and ``SLANetSLAHead.forward`` (the same
+    greedy decoding of the table structure)
     when neither its attentions nor its hidden states are asked for: the
     ``max_text_length + 1`` steps run in a ``scan`` (the same step: attention GRU cell,
     generator, ``argmax`` fed back as a one-hot), then the predictions are cut after
@@ -497,10 +498,12 @@ def get_batch_loop_patches() -> list:
                 _fastspeech2_positions_of_any_length.__doc__,
             )
         )
-    module = sys.modules.get("transformers.models.slanext.modeling_slanext")
-    cls = getattr(module, "SLANeXtSLAHead", None)
-    if cls is not None and "forward" in vars(cls):
-        patches.append(Patch(cls, "forward", _slanext_all_steps, _slanext_all_steps.__doc__))
+    # SLANet's head is SLANeXt's (the same decoding loop)
+    for name, head in (("slanext", "SLANeXtSLAHead"), ("slanet", "SLANetSLAHead")):
+        module = sys.modules.get(f"transformers.models.{name}.modeling_{name}")
+        cls = getattr(module, head, None)
+        if cls is not None and "forward" in vars(cls):
+            patches.append(Patch(cls, "forward", _slanext_all_steps, _slanext_all_steps.__doc__))
     module = sys.modules.get("transformers.models.vilt.modeling_vilt")
     model = getattr(module, "ViltModel", None)
     embeddings = getattr(module, "ViltEmbeddings", None)

@@ -158,7 +158,8 @@ def _symbolic_int_in_padding(original):
 def _keep_symbolic_torch_int(original):
     """Replaces transformers' ``torch_int`` in one modeling module (BEiT's relative
     position bias, Prompt Depth Anything's depth head, DPT's square grid of tokens
-    ``torch_int(sequence_length ** 0.5)``): a symbolic size stays symbolic
+    ``torch_int(sequence_length ** 0.5)``, the sine position embeddings of D-FINE's and
+    DEIMv2's last feature map): a symbolic size stays symbolic
     (:func:`sym_int`), anything else goes to the original.
 
     Fixes: ``output 0: shape (3, 128, 128) != eager (3, 160, 160)`` (Prompt Depth
@@ -176,7 +177,8 @@ def _keep_symbolic_torch_int(original):
 
 
 def _torch_keeping_sizes(original):
-    """Replaces ``torch`` in ``modeling_deformable_detr`` by :data:`TORCH_KEEPING_SIZES`:
+    """Replaces ``torch`` in ``modeling_deformable_detr`` and ``modeling_rf_detr`` by
+    :data:`TORCH_KEEPING_SIZES`:
     ``torch.as_tensor(spatial_shapes_list)`` (the height and width of every feature
     level) and ``torch.linspace(0.5, height - 0.5, height)`` (the reference points) keep
     the sizes of the feature maps symbolic.
@@ -184,7 +186,8 @@ def _torch_keeping_sizes(original):
     Fixes: ``Attempting to broadcast an axis by a dimension other than 1. 340 by 534``
     in onnxruntime at a second image size with the guard
     ``1 + ((pixel_values.shape[2] - 1) // 8) == 16``: the sizes of the feature levels
-    became the example's, the split of the flattened levels too.
+    became the example's, the split of the flattened levels too (RF-DETR: ``256 by 400``
+    in ``padding_mask.unsqueeze(-1) | ~output_proposals_valid``).
     """
     return TORCH_KEEPING_SIZES
 
@@ -221,6 +224,10 @@ _PATCHES = (
         _keep_symbolic_torch_int,
     ),
     ("deformable_detr.modeling_deformable_detr", None, "torch", _torch_keeping_sizes),
+    ("rf_detr.modeling_rf_detr", None, "torch", _torch_keeping_sizes),
+    # the sine position embeddings of the feature map (the size of the last level)
+    ("d_fine.modeling_d_fine", None, "torch_int", _keep_symbolic_torch_int),
+    ("deimv2.modeling_deimv2", None, "torch_int", _keep_symbolic_torch_int),
     ("mobilenet_v1.modeling_mobilenet_v1", None, "apply_tf_padding", _symbolic_int_in_padding),
     ("mobilenet_v2.modeling_mobilenet_v2", None, "apply_tf_padding", _symbolic_int_in_padding),
 )

@@ -230,6 +230,7 @@ def get_transformers_patches() -> list[Patch]:
             Patch(cls, "forward", _traceable_dynamic_rope, _traceable_dynamic_rope.__doc__)
         )
     from .patch_batch_loops import get_batch_loop_patches
+    from .patch_batch_sizes import get_batch_size_patches
     from .patch_bidirectional_mask import get_bidirectional_mask_patches
     from .patch_image_branches import get_image_branch_patches
     from .patch_image_sizes import get_image_size_patches
@@ -244,6 +245,7 @@ def get_transformers_patches() -> list[Patch]:
     patches.extend(get_image_size_patches())
     patches.extend(get_batch_loop_patches())
     patches.extend(get_image_branch_patches())
+    patches.extend(get_batch_size_patches())
     layer = getattr(cache_utils, "DynamicSlidingWindowLayer", None)
     if layer is not None and not _has_own_patches():
         for name in ("update", "get_mask_sizes", "get_seq_length"):
