@@ -172,3 +172,7 @@ def test_render_heads_compares_exporters_on_common_cases():
     assert "``to_onnx`` 2, ``torch.onnx`` 1" in text
     # medians over the one case both passed (a), not over b or d
     assert "``to_onnx`` 1.00 s and 10 nodes; ``torch.onnx`` 3.00 s and 30 nodes" in text
+    assert "do not compare" not in text
+    # exporters run at different times: the times do not compare
+    meta = {"runs": {"to_onnx": {"date": "d1"}, "torch.onnx": {"date": "d2"}}}
+    assert "their export times do not compare" in render_heads(rows, meta)

@@ -312,11 +312,12 @@ def common_cases(rows: list[dict], exporters: list[str]) -> set[tuple[str, str]]
     return set.intersection(*sets) if sets else set()
 
 
-def render_heads(rows: list[dict]) -> str:
+def render_heads(rows: list[dict], meta: dict | None = None) -> str:
     """One line per head of a ``--heads all`` CSV: model types tried, then per exporter
     the cases passed out of those whose tiny model ran (``built``), to_onnx's failures
     and skipped cases, the most frequent cause of its failures or the skip reason; with
-    several exporters, a sentence comparing them on the cases all of them ran."""
+    several exporters, a sentence comparing them on the cases all of them ran (``meta``:
+    the JSON of the run; exporters run at different times get a caveat on the times)."""
     exporters = _exporters(rows)
     by_head: dict[str, list[dict]] = collections.defaultdict(list)
     for r in rows:
@@ -354,13 +355,15 @@ def render_heads(rows: list[dict]) -> str:
     widths = " ".join(["18", "5", *["9"] * len(exporters), "5", "5", "40"])
     lines = _list_table(header, body, widths)
     if len(exporters) > 1:
-        lines += ["", _compare_heads(rows, exporters)]
+        runs = (meta or {}).get("runs", {})
+        separate = len({runs[e].get("date") for e in exporters if e in runs}) > 1
+        lines += ["", _compare_heads(rows, exporters, separate)]
     return "\n".join(lines)
 
 
-def _compare_heads(rows: list[dict], exporters: list[str]) -> str:
+def _compare_heads(rows: list[dict], exporters: list[str], separate: bool = False) -> str:
     """Pass counts, median export time and node count of every exporter on the cases
-    all of them ran."""
+    all of them ran; ``separate``: the exporters ran at different times."""
     common = common_cases(rows, exporters)
     same = [r for r in rows if (r["model_type"], r["head"]) in common]
     both = common_cases([r for r in same if r["status"] == "pass"], exporters)
@@ -381,4 +384,9 @@ def _compare_heads(rows: list[dict], exporters: list[str]) -> str:
             f" On the {len(both)} cases all of them passed, median export time and node "
             f"count: {'; '.join(medians)}."
         )
+        if separate:
+            text += (
+                " The exporters ran at different times on a shared machine loaded "
+                "differently: their export times do not compare, their node counts do."
+            )
     return text
