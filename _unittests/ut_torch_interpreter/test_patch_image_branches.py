@@ -3,53 +3,14 @@ resize``): the exported model keeps a dynamic batch, height and width, and onnxr
 matches the eager (unpatched) model on image sizes taking either branch; in eager mode
 the patched model computes exactly what the original computes."""
 
-import numpy as np
-import onnxruntime
 import pytest
 import torch
 
-from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.onnx_export_errors import (
-    bypass_export_some_errors,
-)
-from experimental_experiment.torch_interpreter.patches import active_patches, apply_patches
 from experimental_experiment.torch_interpreter.patches.patch_image_branches import (
     get_image_branch_patches,
 )
 
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
-
-DS = ({0: "batch", 2: "height", 3: "width"},)
-
-
-def _check_image_sizes(model, names, shapes, output):
-    """Exports ``model(pixel_values)`` at ``shapes[0]`` with a dynamic batch, height and
-    width, checks that the patches named ``names`` are applied, that the patched model
-    gives the same outputs in eager mode (bit for bit), then compares onnxruntime with
-    the unpatched eager model on every shape (tolerance relative to the outputs' scale:
-    float32 rounding of values far from 1)."""
-    x = torch.randn(*shapes[0])
-    with torch.no_grad():
-        expected = output(model(x))
-    with torch.no_grad(), apply_patches(get_image_branch_patches()) as active:
-        assert all(any(a.endswith(n) for a in active) for n in names), active
-        torch.testing.assert_close(output(model(x)), expected, rtol=0, atol=0)
-    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
-        active = active_patches()
-        assert all(any(a.endswith(n) for a in active) for n in names), active
-        onx = to_onnx(model, (x,), dynamic_shapes=DS)
-    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
-    assert dims[0] == "batch" and dims[2:] == ["height", "width"], dims
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    for shape in shapes:
-        x = torch.randn(*shape)
-        with torch.no_grad():
-            expected = output(model(x))
-        got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[: len(expected)]
-        for e, g in zip(expected, got):
-            assert g.shape == e.shape, (shape, g.shape, e.shape)
-            atol = 1e-4 * max(1.0, float(e.abs().max()))
-            np.testing.assert_allclose(g, e.numpy(), atol=atol, rtol=1e-4, err_msg=str(shape))
 
 
 def _kaiming(model):
@@ -64,7 +25,7 @@ def _kaiming(model):
     return model
 
 
-def test_mobilevit_patches_follow_the_image_size():
+def test_mobilevit_patches_follow_the_image_size(check_image_sizes):
     """MobileViT resizes a feature map whose size is not a multiple of the patch size
     (2): 64x96 gives even feature maps down to 1/32 (no resize), 72x104 and 80x48 odd
     ones at 1/8, 1/16 or 1/32 (a resize there and back)."""
@@ -81,15 +42,17 @@ def test_mobilevit_patches_follow_the_image_size():
     model = _kaiming(MobileViTForSemanticSegmentation(config).eval())
     with torch.no_grad():
         assert model(torch.randn(1, 3, 72, 104)).logits.abs().max() > 0.1
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["MobileViTLayer.unfolding"],
         [(2, 3, 64, 96), (3, 3, 72, 104), (1, 3, 80, 48)],
         lambda out: (out.logits,),
+        get_image_branch_patches(),
+        scaled_atol=True,
     )
 
 
-def test_tipsv2_dpt_positions_and_residuals_follow_the_image_size():
+def test_tipsv2_dpt_positions_and_residuals_follow_the_image_size(check_image_sizes):
     """TIPSv2's positions are resized to the grid of patches unless it is the native
     one (32x32 here: 4x4 patches of 8); the fusion of the DPT head resizes the residual
     when the grid has an odd size (40x56: 5x7)."""
@@ -110,7 +73,7 @@ def test_tipsv2_dpt_positions_and_residuals_follow_the_image_size():
         backbone_config=backbone, neck_hidden_sizes=[16, 24, 32, 48], fusion_hidden_size=32
     )
     model = Tipsv2DptForNormalEstimation(config).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         [
             "Tipsv2VisionEmbeddings.interpolate_pos_encoding",
@@ -118,10 +81,12 @@ def test_tipsv2_dpt_positions_and_residuals_follow_the_image_size():
         ],
         [(2, 3, 48, 64), (3, 3, 40, 56), (1, 3, 32, 32)],
         lambda out: (out.normals,),
+        get_image_branch_patches(),
+        scaled_atol=True,
     )
 
 
-def test_depth_pro_pyramid_follows_the_image_size():
+def test_depth_pro_pyramid_follows_the_image_size(check_image_sizes):
     """DepthPro splits three scaled images into patches of 16 pixels (an image of the
     patch size is not split: exported on a square image, that test made the width the
     height), merges the patches' grids of 4x4 tokens without their inner borders (one
@@ -151,11 +116,13 @@ def test_depth_pro_pyramid_follows_the_image_size():
         fusion_hidden_size=32,
     )
     model = DepthProForDepthEstimation(config).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["modeling_depth_pro.split_to_patches", "modeling_depth_pro.merge_patches"],
         [(2, 3, 128, 128), (3, 3, 160, 128), (1, 3, 64, 64)],
         lambda out: (out.predicted_depth,),
+        get_image_branch_patches(),
+        scaled_atol=True,
     )
 
 

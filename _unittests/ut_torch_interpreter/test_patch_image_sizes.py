@@ -13,12 +13,7 @@ import torch
 
 from experimental_experiment.errors import ConstrainedDimensionWarning
 from experimental_experiment.torch_interpreter import to_onnx
-from experimental_experiment.torch_interpreter.onnx_export_errors import (
-    bypass_export_some_errors,
-)
 from experimental_experiment.torch_interpreter.patches import (
-    active_patches,
-    apply_patches,
     patch_image_sizes,
 )
 from experimental_experiment.torch_interpreter.patches.patch_image_sizes import (
@@ -28,38 +23,6 @@ from experimental_experiment.torch_interpreter.patches.patch_image_sizes import 
 )
 
 pytestmark = pytest.mark.usefixtures("quiet_transformers")
-
-DS = ({0: "batch", 2: "height", 3: "width"},)
-
-
-def _check_image_sizes(model, names, shapes, output):
-    """Exports ``model(pixel_values)`` at ``shapes[0]`` with a dynamic batch, height
-    and width, checks that the patches named ``names`` are applied, that the model
-    patched by them gives the same outputs in eager mode (bit for bit), then compares
-    onnxruntime with the eager model on every shape."""
-    torch.manual_seed(1)
-    x = torch.randn(*shapes[0])
-    with torch.no_grad():
-        expected = output(model(x))
-    with torch.no_grad(), apply_patches(get_image_size_patches()) as active:
-        assert all(any(a.endswith(n) for a in active) for n in names), active
-        torch.testing.assert_close(output(model(x)), expected, rtol=0, atol=0)
-    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
-        active = active_patches()
-        assert all(any(a.endswith(n) for a in active) for n in names), active
-        onx = to_onnx(model, (x,), dynamic_shapes=DS)
-    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
-    assert dims[0] == "batch" and dims[2:] == ["height", "width"], dims
-    sess = onnxruntime.InferenceSession(onx.SerializeToString(), providers=["CPUExecutionProvider"])
-    for shape in shapes:
-        x = torch.randn(*shape)
-        with torch.no_grad():
-            expected = output(model(x))
-        feeds = {sess.get_inputs()[0].name: x.numpy()}
-        got = [np.asarray(g) for g in sess.run(None, feeds)[: len(expected)]]
-        for e, g in zip(expected, got):
-            assert g.shape == e.shape, (shape, g.shape, e.shape)
-            np.testing.assert_allclose(g, e.numpy(), atol=1e-4, rtol=1e-4, err_msg=str(shape))
 
 
 def _dinov2():
@@ -86,34 +49,38 @@ def _depth_config(cls):
     )
 
 
-def test_depth_anything_depth_follows_the_image_size():
+def test_depth_anything_depth_follows_the_image_size(check_image_sizes):
     from transformers import DepthAnythingConfig, DepthAnythingForDepthEstimation
 
     torch.manual_seed(0)
     model = DepthAnythingForDepthEstimation(_depth_config(DepthAnythingConfig)).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["DepthAnythingDepthEstimationHead.forward"],
         [(2, 3, 32, 48), (3, 3, 48, 40)],
         lambda out: (out.predicted_depth,),
+        get_image_size_patches(),
+        seed=1,
     )
 
 
-def test_prompt_depth_anything_depth_follows_the_image_size():
+def test_prompt_depth_anything_depth_follows_the_image_size(check_image_sizes):
     from transformers import PromptDepthAnythingConfig, PromptDepthAnythingForDepthEstimation
 
     torch.manual_seed(0)
     config = _depth_config(PromptDepthAnythingConfig)
     model = PromptDepthAnythingForDepthEstimation(config).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["modeling_prompt_depth_anything.torch_int"],
         [(2, 3, 32, 48), (3, 3, 48, 40)],
         lambda out: (out.predicted_depth,),
+        get_image_size_patches(),
+        seed=1,
     )
 
 
-def test_dpt_square_grid_follows_the_image_size():
+def test_dpt_square_grid_follows_the_image_size(check_image_sizes):
     """DPT on its own ViT: the neck reshapes the tokens into a square grid of side
     ``torch_int(sequence_length ** 0.5)`` (square images only, in eager mode too)."""
     from transformers import DPTConfig, DPTForDepthEstimation
@@ -132,15 +99,17 @@ def test_dpt_square_grid_follows_the_image_size():
         head_hidden_size=16,
     )
     model = DPTForDepthEstimation(config).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["modeling_dpt.torch_int"],
         [(2, 3, 32, 32), (3, 3, 48, 48), (1, 3, 64, 64)],
         lambda out: (out.predicted_depth,),
+        get_image_size_patches(),
+        seed=1,
     )
 
 
-def test_mobilenet_tf_padding_follows_the_image_size():
+def test_mobilenet_tf_padding_follows_the_image_size(check_image_sizes):
     """MobileNetV2 with TensorFlow's "SAME" padding: ``apply_tf_padding`` reads the
     feature map's size with ``int()``; patched, the padding follows the image size,
     valid for sizes of the example's residue modulo 32 (the guards of its branches)."""
@@ -158,15 +127,17 @@ def test_mobilenet_tf_padding_follows_the_image_size():
     with torch.no_grad():
         assert model(torch.randn(1, 3, 64, 96)).logits.abs().max() > 0.1
     with pytest.warns(ConstrainedDimensionWarning, match="size % 32 == 0"):
-        _check_image_sizes(
+        check_image_sizes(
             model,
             ["modeling_mobilenet_v2.apply_tf_padding"],
             [(2, 3, 64, 96), (3, 3, 128, 32), (1, 3, 96, 160)],
             lambda out: (out.logits,),
+            get_image_size_patches(),
+            seed=1,
         )
 
 
-def test_zoedepth_relative_position_bias_follows_the_image_size():
+def test_zoedepth_relative_position_bias_follows_the_image_size(check_image_sizes):
     """ZoeDepth on a BEiT backbone: the relative position table is resized to the
     number of patches of the image (``torch_int`` in BEiT)."""
     from transformers import ZoeDepthConfig, ZoeDepthForDepthEstimation
@@ -198,17 +169,19 @@ def test_zoedepth_relative_position_bias_follows_the_image_size():
         bin_configurations=[dict(n_bins=8, min_depth=0.001, max_depth=10.0)],
     )
     model = ZoeDepthForDepthEstimation(ZoeDepthConfig(**sizes)).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["modeling_beit.torch_int"],
         # the fusion stages upsample by 2 from 1/32 of the image: multiples of 32
         [(2, 3, 32, 64), (3, 3, 64, 96)],
         lambda out: (out.predicted_depth,),
+        get_image_size_patches(),
+        seed=1,
     )
 
 
 @pytest.mark.parametrize("two_stage", [False, True])
-def test_deformable_detr_feature_levels_follow_the_image_size(two_stage):
+def test_deformable_detr_feature_levels_follow_the_image_size(two_stage, check_image_sizes):
     """The sizes of the feature levels (``spatial_shapes``), the split of the flattened
     levels and the reference points (``linspace``) follow the image size."""
     from transformers import DeformableDetrConfig, DeformableDetrForObjectDetection
@@ -239,11 +212,13 @@ def test_deformable_detr_feature_levels_follow_the_image_size(two_stage):
     )
     model = DeformableDetrForObjectDetection(DeformableDetrConfig(**sizes)).eval()
     # the deepest level keeps two rows at the export size (one would be specialized)
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["modeling_deformable_detr.torch"],
         [(2, 3, 96, 128), (3, 3, 128, 104)],
         lambda out: (out.logits, out.pred_boxes),
+        get_image_size_patches(),
+        seed=1,
     )
 
 
@@ -296,7 +271,7 @@ def test_log2_of_a_symbolic_size_matches_math():
         assert got.shape == (int(math.log2(n / 3)) + 40,), n
 
 
-def test_rf_detr_feature_map_follows_the_image_size():
+def test_rf_detr_feature_map_follows_the_image_size(check_image_sizes):
     """RF-DETR's feature map size (``torch.as_tensor(spatial_shapes_list)``) and its
     proposals follow the image size (the zoo's tiny configuration)."""
     from transformers import RfDetrForInstanceSegmentation
@@ -305,9 +280,11 @@ def test_rf_detr_feature_map_follows_the_image_size():
 
     torch.manual_seed(0)
     model = RfDetrForInstanceSegmentation._from_config(tiny_config("rf_detr")).eval()
-    _check_image_sizes(
+    check_image_sizes(
         model,
         ["modeling_rf_detr.torch"],
         [(2, 3, 128, 128), (3, 3, 160, 192)],
         lambda out: (out.logits, out.pred_boxes),
+        get_image_size_patches(),
+        seed=1,
     )
