@@ -366,6 +366,85 @@ def _deepstack_by_gather(original):
     return deepstack_process
 
 
+def _real_images_first(real: torch.Tensor) -> torch.Tensor:
+    """The indices ordering the images ``real`` marks (a boolean vector) first, in
+    their order, then the others in theirs: a stable partition computed with cumulative
+    sums and a scatter (``arange`` when every image is real)."""
+    flags = real.to(torch.int64)
+    place = torch.where(
+        real, flags.cumsum(0) - 1, flags.sum() + (1 - flags).cumsum(0) - 1
+    )  # where every image goes
+    index = torch.arange(real.shape[0], dtype=torch.int64, device=real.device)
+    return torch.zeros_like(index).scatter(0, place, index)
+
+
+def _modernvbert_every_image(original):
+    """Replaces ``ModernVBertModel.get_image_features``: the vision tower encodes every
+    image of ``pixel_values`` ``(batch, images, channels, height, width)``, the real
+    ones first (a gather, :func:`_real_images_first`), instead of only the real ones
+    (a boolean index) split per row (``split(counts.tolist())``). During the export
+    the image features come back as one tensor, ``pooler_output = [features]``:
+    ``ModernVBertModel.forward`` concatenates the rows' features anyway, and
+    ``masked_scatter`` places the first ones (the real images', in the original's order)
+    on the image tokens.
+
+    Eager mode computes exactly what the original computes: when every image is real
+    (the export inputs of the zoo: one image per row, or a fixed number) the gather is
+    the identity, the tower runs on the same batch, ``pooler_output`` is split per row
+    as the original splits it; with a padding image (all zeros) the original runs.
+    During the export the path without the boolean index is the only one: the exported
+    model gives the same embeddings with padding images (their features come last and
+    are left over by ``masked_scatter``), but its ``image_hidden_states`` then also
+    holds the padding images' features, after the real ones' (onnxruntime runs it: the
+    check of the number of image tokens against the number of features,
+    ``get_placeholder_mask``, does not stop it).
+
+    Fixes: ``Constraints violated (dimension 0 ('batch') of input 'pixel_values')``:
+    ``image_features.split(num_real_images_per_batch.tolist())`` makes the batch
+    (the number of rows split) a constant.
+    """
+    from transformers.utils import can_return_tuple
+
+    @can_return_tuple
+    def get_image_features(self, pixel_values, pixel_attention_mask=None, **kwargs):
+        num_images = pixel_values.shape[1]
+        pixels = pixel_values.to(dtype=self.dtype).flatten(0, 1)
+        # padding images are full 0; with no real image, the first one counts as one
+        real = (pixels == 0.0).sum(dim=(-1, -2, -3)) != pixels.shape[1:].numel()
+        first = torch.arange(real.shape[0], device=real.device) == 0
+        real = real | (first & ~real.any())
+        exporting = torch.compiler.is_exporting()
+        if not exporting and not bool(real.all()):
+            return original(self, pixel_values, pixel_attention_mask, return_dict=True, **kwargs)
+        order = _real_images_first(real)
+        pixels = pixels[order].contiguous()
+        if pixel_attention_mask is None:
+            mask = torch.ones(
+                size=[pixels.shape[i] for i in (0, 2, 3)], dtype=torch.bool, device=pixels.device
+            )
+        else:
+            mask = pixel_attention_mask.flatten(0, 1)[order].contiguous()
+        patch_size = self.config.vision_config.patch_size
+        grid = mask.unfold(dimension=1, size=patch_size, step=patch_size)
+        grid = grid.unfold(dimension=2, size=patch_size, step=patch_size)
+        patch_attention_mask = (grid.sum(dim=(-1, -2)) > 0).bool()
+        outputs = self.vision_model(
+            pixel_values=pixels,
+            patch_attention_mask=patch_attention_mask,
+            return_dict=True,
+            **kwargs,
+        )
+        features = self.connector(outputs.last_hidden_state)
+        if exporting:  # one tensor: a list per row would make the batch a constant
+            outputs.pooler_output = [features.reshape(-1, features.shape[-1])]
+        else:  # every image is real: num_images per row
+            outputs.pooler_output = [f.reshape(-1, f.shape[-1]) for f in features.split(num_images)]
+        return outputs
+
+    get_image_features.__wrapped__ = original  # type: ignore[attr-defined]
+    return get_image_features
+
+
 def imported_model_classes(keep) -> list[type]:
     """The classes defined by the imported transformers model modules for which
     ``keep(cls)`` is true (never imports a module)."""
@@ -417,6 +496,12 @@ _PATCHES = (
         "Glm5NextTextIndexer",
         "get_pooled_states",
         _glm5_next_all_pools,
+    ),
+    (
+        "modernvbert.modeling_modernvbert",
+        "ModernVBertModel",
+        "get_image_features",
+        _modernvbert_every_image,
     ),
 )
 
