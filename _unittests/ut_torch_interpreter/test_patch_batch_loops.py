@@ -117,6 +117,99 @@ def test_timesfm_exports_a_dynamic_batch_and_length():
             np.testing.assert_allclose(g, e.numpy(), atol=1e-4, rtol=1e-4)
 
 
+def _timesfm2_5():
+    from transformers import TimesFm2_5Config, TimesFm2_5ModelForPrediction
+
+    config = TimesFm2_5Config(
+        context_length=64,
+        patch_length=16,
+        horizon_length=32,
+        output_quantile_len=48,
+        hidden_size=32,
+        intermediate_size=64,
+        head_dim=8,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        num_hidden_layers=2,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    return TimesFm2_5ModelForPrediction(config).eval()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"window_size": 5},
+        {"force_flip_invariance": False, "truncate_negative": False},
+        {"forecast_context_len": 48},
+        {"future_values": "yes"},
+    ],
+)
+def test_timesfm2_5_batched_rows_equal_the_loop(kwargs):
+    """Shorter, equal and longer series than the context, positive ones (clamped),
+    with and without the trend/residual decomposition and the flip invariance, with a
+    loss: the same numbers as the loop, bit for bit."""
+    model = _timesfm2_5()
+    for length, positive in ((40, False), (64, True), (80, False)):
+        values = torch.randn(3, length)
+        values = values.abs() if positive else values
+        # the list of two series below takes no targets (three rows)
+        one = {k: v for k, v in kwargs.items() if k != "future_values"}
+        kw = {**one, "future_values": torch.randn(3, 20)} if "future_values" in kwargs else one
+        with torch.no_grad():
+            out = model(past_values=values, **kw)
+            expected = (*_outputs(out), out.last_hidden_state, out.loss)
+            with apply_patches(get_batch_loop_patches()) as active:
+                _assert_applied(active, ["TimesFm2_5ModelForPrediction.forward"])
+                out = model(past_values=values, **kw)
+                got = (*_outputs(out), out.last_hidden_state, out.loss)
+                assert (out.loss is None) == ("future_values" not in kwargs)
+                # a list of series (several lengths) still goes to the original
+                rows = [values[0], values[1, 5:]]
+                listed = _outputs(model(past_values=rows, **one))
+            unpatched = _outputs(model(past_values=rows, **one))
+        for e, g in zip(expected + unpatched, got + listed):
+            torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+def test_timesfm2_5_tuple_output_without_return_dict():
+    model = _timesfm2_5()
+    values = torch.randn(2, 64)
+    with torch.no_grad():
+        expected = model(past_values=values, return_dict=False)
+        with apply_patches(get_batch_loop_patches()):
+            got = model(past_values=values, return_dict=False)
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("exported_length", [40, 80])
+def test_timesfm2_5_exports_a_dynamic_batch_and_length(exported_length):
+    """Exported with series shorter or longer than the context (64), the model pads or
+    cuts series of both kinds."""
+    model = _timesfm2_5()
+    ds = {"past_values": {0: "batch", 1: "length"}}
+    values = torch.randn(2, exported_length)
+    with torch.no_grad(), bypass_export_some_errors(patch_transformers=True):
+        assert "TimesFm2_5ModelForPrediction.forward" in " ".join(active_patches())
+        onx = to_onnx(model, (), dict(past_values=values), dynamic_shapes=ds)
+    dims = [d.dim_param for d in onx.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", "length"], dims
+    for batch, length in ((3, 48), (5, 100)):
+        values = torch.randn(batch, length)
+        with torch.no_grad():
+            # last_hidden_state, mean_predictions, full_predictions
+            expected = model(past_values=values).to_tuple()
+        got = _run_ort(onx, [values])
+        assert len(got) == len(expected) == 3, (len(got), len(expected))
+        for e, g in zip(expected, got):
+            assert g.shape == tuple(e.shape), (g.shape, e.shape)
+            np.testing.assert_allclose(g, e.numpy(), atol=1e-4, rtol=1e-4)
+
+
 def _superpoint(max_keypoints):
     from transformers import SuperPointConfig, SuperPointForKeypointDetection
 

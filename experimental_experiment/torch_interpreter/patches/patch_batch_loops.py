@@ -19,13 +19,16 @@ import sys
 import torch
 
 
-def _timesfm_rows(self, values: torch.Tensor, freq, window_size, fcontext_len: int):
+def _timesfm_rows(
+    self, values: torch.Tensor, freq, window_size, fcontext_len: int, context_len=None
+):
     """TimesFM's preprocessing of a 2-D batch of series ``(batch, length)``: the last
     ``fcontext_len`` values of every row, the smallest value, the trend and residual
     rows when ``window_size`` is given (interleaved: trend then residual of each row),
-    then every row left-padded with zeros or cut to ``self.context_len``, its padding
-    mask (1 on the padded values, 0 on the series and the horizon) and the frequencies
-    as an ``int32`` column."""
+    then every row left-padded with zeros or cut to ``context_len`` (by default
+    ``self.context_len``), its padding mask (1 on the padded values, 0 on the series
+    and the horizon) and the frequencies as an ``int32`` column (zeros when ``freq`` is
+    None)."""
     rows = values[:, -fcontext_len:]
     smallest = torch.min(rows)
     if window_size is not None:
@@ -40,17 +43,18 @@ def _timesfm_rows(self, values: torch.Tensor, freq, window_size, fcontext_len: i
             )
     if freq is None:
         freq = torch.zeros((rows.shape[0],), dtype=torch.int32)
-    context_len, length = self.context_len, rows.shape[-1]
-    padding = torch.zeros(
-        (rows.shape[0], length + self.horizon_len), dtype=rows.dtype, device=rows.device
-    )
-    if length < context_len:
-        front = context_len - length
-        rows = torch.cat([rows.new_zeros((rows.shape[0], front)), rows], dim=1)
-        padding = torch.cat([padding.new_ones((rows.shape[0], front)), padding], dim=1)
-    elif length > context_len:
-        rows = rows[:, -context_len:]
-        padding = padding[:, -(context_len + self.horizon_len) :]
+    if context_len is None:
+        context_len = self.context_len
+    # left-padded with context_len zeros (a padding mask of ones), then cut to the last
+    # context_len values (context_len + horizon for the mask): the values of the
+    # original's padding or cut, without a test on the length (one exported length
+    # stays valid for shorter and longer series)
+    n, length = rows.shape[0], rows.shape[-1]
+    rows = torch.cat([rows.new_zeros((n, context_len)), rows], dim=1)[:, -context_len:]
+    padding = torch.cat(
+        [rows.new_ones((n, context_len)), rows.new_zeros((n, length + self.horizon_len))],
+        dim=1,
+    )[:, -(context_len + self.horizon_len) :]
     if isinstance(freq, torch.Tensor):
         freq = freq[: rows.shape[0]].to(torch.int32)
     else:
@@ -129,6 +133,110 @@ def _timesfm_batched_forward(original):
             last_hidden_state=decoded.last_hidden_state,
             attentions=decoded.attentions,
             hidden_states=decoded.hidden_states,
+            mean_predictions=mean,
+            full_predictions=full,
+            loss=loss,
+        )
+
+    batched = can_return_tuple(batched)
+
+    def forward(self, past_values, *args, **kwargs):
+        if isinstance(past_values, torch.Tensor) and past_values.dim() == 2:
+            return batched(self, past_values, *args, **kwargs)
+        return original(self, past_values, *args, **kwargs)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    forward.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+    return forward
+
+
+def _timesfm2_5_batched_forward(original):
+    """Replaces ``TimesFm2_5ModelForPrediction.forward`` for a 2-D tensor
+    ``past_values`` ``(batch, length)``: the rows are cut to the forecast context,
+    decomposed, left-padded and masked as one tensor (:func:`_timesfm_rows`, padded to
+    the forecast context as the original pads them) instead of one series at a time,
+    then normalized, decoded (twice with the flip invariance) and projected as the
+    original does it, the whole batch at once. A list of series goes to the original.
+
+    Fixes: ``Constraints violated (dimension 0 ('batch') of input 'past_values')``:
+    ``inputs = [ts[-forecast_context_len:] for ts in past_values]`` iterates over the
+    batch, and so does ``_preprocess``.
+    """
+    from transformers.models.timesfm2_5 import modeling_timesfm2_5 as mt
+    from transformers.utils import can_return_tuple
+
+    def flip_quantiles(x):
+        # the mean stays, the quantiles are reversed (those of -x)
+        return torch.cat([x[..., :1], torch.flip(x[..., 1:], dims=(-1,))], dim=-1)
+
+    def batched(
+        self,
+        past_values,
+        window_size=None,
+        future_values=None,
+        forecast_context_len=None,
+        truncate_negative=None,
+        force_flip_invariance=None,
+        **kwargs,
+    ):
+        config, revin = self.config, self.model._revin
+        fcontext_len = forecast_context_len or self.context_len
+        if truncate_negative is None:
+            truncate_negative = config.infer_is_positive
+        if force_flip_invariance is None:
+            force_flip_invariance = config.force_flip_invariance
+        series, padding, _, smallest = _timesfm_rows(
+            self, past_values, None, window_size, fcontext_len, context_len=fcontext_len
+        )
+        series, padding = series.to(past_values.device), padding.to(past_values.device)
+        mu = series.mean(dim=1, keepdim=True)
+        sigma = series.std(dim=1, keepdim=True)
+        normalized = revin(series, mu, sigma, reverse=False)
+        point, spreads, decoded = self._decode_and_project(normalized, padding, **kwargs)
+        if force_flip_invariance:
+            flipped_point, flipped_spreads, _ = self._decode_and_project(
+                -normalized, padding, **kwargs
+            )
+            point = (point - flip_quantiles(flipped_point)) / 2
+            spreads = (spreads - flip_quantiles(flipped_spreads)) / 2
+        horizon = min(self.horizon_len, point.shape[1])
+        forecast = point[:, :horizon, :].clone()
+        median = min(config.decode_index, forecast.shape[-1] - 1)
+        if config.use_continuous_quantile_head:
+            h = min(horizon, spreads.shape[1])
+            # every quantile but the median: its spread around the median forecast
+            for q in range(1, min(len(config.quantiles) + 1, forecast.shape[-1])):
+                if q != median:
+                    forecast[:, :h, q] = (
+                        spreads[:, :h, q] - spreads[:, :h, median] + forecast[:, :h, median]
+                    )
+        full = revin(forecast, mu, sigma, reverse=True)
+        mean = full[:, :, min(config.decode_index, full.shape[-1] - 1)]
+        if window_size is not None:
+            mean = mean[0::2, ...] + mean[1::2, ...]
+            full = full[0::2, ...] + full[1::2, ...]
+        if truncate_negative:
+            zero = torch.zeros(1, device=mean.device, dtype=mean.dtype)
+            clamp = (smallest >= 0).to(mean.device)
+            mean = torch.where(clamp, torch.maximum(mean, zero), mean)
+            full = torch.where(clamp, torch.maximum(full, zero), full)
+        loss = None
+        if future_values is not None:
+            predicted = forecast[:, : future_values.shape[1]]
+            targets = revin(future_values, mu, sigma, reverse=False)
+            index = min(config.decode_index, predicted.shape[-1] - 1)
+            loss = torch.nn.functional.mse_loss(predicted[:, :, index], targets)
+            others = [i for i in range(predicted.shape[-1]) if i != index]
+            if others:
+                others = torch.tensor(others, device=predicted.device, dtype=torch.long)
+                loss = loss + self._quantile_loss(
+                    torch.index_select(predicted, dim=-1, index=others), targets
+                )
+        return mt.TimesFm2_5OutputForPrediction(
+            last_hidden_state=decoded.last_hidden_state,
+            hidden_states=decoded.hidden_states,
+            attentions=decoded.attentions,
             mean_predictions=mean,
             full_predictions=full,
             loss=loss,
@@ -469,6 +577,12 @@ def get_batch_loop_patches() -> list:
     if cls is not None and "forward" in vars(cls) and "_preprocess" in vars(cls):
         patches.append(
             Patch(cls, "forward", _timesfm_batched_forward, _timesfm_batched_forward.__doc__)
+        )
+    module = sys.modules.get("transformers.models.timesfm2_5.modeling_timesfm2_5")
+    cls = getattr(module, "TimesFm2_5ModelForPrediction", None)
+    if cls is not None and "forward" in vars(cls) and "_decode_and_project" in vars(cls):
+        patches.append(
+            Patch(cls, "forward", _timesfm2_5_batched_forward, _timesfm2_5_batched_forward.__doc__)
         )
     module = sys.modules.get("transformers.models.superpoint.modeling_superpoint")
     cls = getattr(module, "SuperPointForKeypointDetection", None)
