@@ -28,7 +28,13 @@ TYPES = {
     "dots3_note": "probed",
     # convolution states: a decoder for the prompt, another one for one token
     "lfm3_vl": "hybrid",
+    # the prompt kept apart from a sliding window (reference sliding-window attention):
+    # prefill keys and values in the cache, a decoder for the prompt, another one after
+    "unlimited_ocr": "reference",
 }
+
+#: layouts exported as two decoders, for the prompt and for one new token
+TWO_DECODERS = ("hybrid", "reference")
 
 
 @pytest.mark.parametrize("prompt", [(3, 4), (6, 2)])
@@ -36,7 +42,7 @@ TYPES = {
 def test_generates_eager_tokens(model_type, prompt, eager_tokens_check):
     model, parts = eager_tokens_check(model_type, prompt)
     assert cache_layout(model) == TYPES[model_type]
-    assert ("decoder_step" in parts.models) == (TYPES[model_type] == "hybrid")
+    assert ("decoder_step" in parts.models) == (TYPES[model_type] in TWO_DECODERS)
 
 
 @pytest.mark.parametrize("size", [(32, 32), (48, 32)])

@@ -54,13 +54,24 @@ def prefilled_cache(model, batch: int = 1, seq: int = 2):
 
 
 def resized_leaf(
-    name: str, like: torch.Tensor, batch: int, past: int, generator=None
+    name: str,
+    like: torch.Tensor,
+    batch: int,
+    past: int,
+    generator=None,
+    prefill: int | None = None,
 ) -> torch.Tensor:
     """A random tensor replacing the cache leaf ``name`` shaped like ``like``: batch
-    ``batch``, and ``past`` positions for keys, values and indexer keys."""
+    ``batch``, ``past`` positions for keys, values and indexer keys, ``prefill``
+    positions (``past`` when None) for the prompt a reference sliding-window layer
+    keeps apart (``prefill_key_<i>``, ``prefill_value_<i>``)."""
     from ..torch_interpreter.patches.cache_layers import leaf_kind
 
     kind = leaf_kind(name)
+    if kind in ("prefill_key", "prefill_value"):
+        shape = [batch, *like.shape[1:]]
+        shape[2] = past if prefill is None else prefill
+        return torch.randn(*shape, dtype=like.dtype, generator=generator)
     if kind in ("cumulative_length", "linear_length"):
         return torch.tensor(past, dtype=like.dtype)
     if kind == "indexer_position_ids":  # (position dims, batch, past)
@@ -73,10 +84,25 @@ def resized_leaf(
     return torch.randn(*shape, dtype=like.dtype, generator=generator)
 
 
-def make_hybrid_cache(config, batch: int, past: int, *, model=None, generator=None):
+def _shape_donors(names: list[str], leaves: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensor whose shape each leaf takes when resized: itself, or for the 1-D empty
+    keys and values of a layer holding only its prompt (the sliding window of a
+    reference layer right after the prefill), the prefill keys or values of that layer."""
+    by_name = dict(zip(names, leaves))
+    return [
+        by_name.get(f"prefill_{n}", t) if t.dim() == 1 and t.numel() == 0 else t
+        for n, t in zip(names, leaves)
+    ]
+
+
+def make_hybrid_cache(
+    config, batch: int, past: int, *, model=None, generator=None, prefill: int | None = None
+):
     """A cache of the class and layers ``model`` uses (built from ``config`` with the
     seed 0 when None), as after a prefill of ``past`` tokens: random keys and values of
-    ``past`` positions, random convolution and recurrent states."""
+    ``past`` positions, random convolution and recurrent states. A layer keeping the
+    prompt apart from its sliding window (reference sliding-window attention) gets
+    ``prefill`` positions of prompt (``past`` when None) and ``past`` in its window."""
     from ..torch_interpreter.patches.cache_layers import flatten_cache
     from ..torch_interpreter.patches.cache_registration import cache_classes
     from .causal_lm import build_causal_lm
@@ -85,6 +111,9 @@ def make_hybrid_cache(config, batch: int, past: int, *, model=None, generator=No
         model = build_causal_lm(config)
     probe = prefilled_cache(model)
     leaves, names, specs = flatten_cache(probe)
-    new = [resized_leaf(n, t, batch, past, generator) for n, t in zip(names, leaves)]
+    new = [
+        resized_leaf(n, t, batch, past, generator, prefill=prefill)
+        for n, t in zip(names, _shape_donors(names, leaves))
+    ]
     _, unflatten, _ = cache_classes()[type(probe)]
     return unflatten(new, specs)

@@ -189,24 +189,29 @@ _LEAF_DYNAMIC_AXES = {
     "linear_length": {},
     "indexer_key": {0: "batch", 1: "past"},
     "indexer_position_ids": {1: "batch", 2: "past"},
+    "prefill_key": {0: "batch", 2: "prefill"},
+    "prefill_value": {0: "batch", 2: "prefill"},
 }
 
 
-def dynamic_shapes_of_cache(cache, batch="batch", past="past") -> list[dict]:
+def dynamic_shapes_of_cache(cache, batch="batch", past="past", prefill="prefill") -> list[dict]:
     """dynamic_shapes of any DynamicCache, one entry per tensor in the order torch.export
     flattens it (:func:`cache_leaf_names
     <experimental_experiment.torch_interpreter.patches.cache_registration.cache_leaf_names>`):
     keys and values ``{0: batch, 2: past}``, convolution and recurrent states
     ``{0: batch}`` (their other dimensions are fixed by the model), indexer keys
-    ``{0: batch, 1: past}``."""
+    ``{0: batch, 1: past}``, the prompt a reference sliding-window layer keeps apart
+    ``{0: batch, 2: prefill}``. A name given as None leaves its axes static (an empty
+    cache before the prompt)."""
     from ..torch_interpreter.patches.cache_layers import leaf_kind
     from ..torch_interpreter.patches.cache_registration import cache_leaf_names
 
-    names = {"batch": batch, "past": past}
+    names = {"batch": batch, "past": past, "prefill": prefill}
     return [
         {
             axis: names[dim]
             for axis, dim in _LEAF_DYNAMIC_AXES.get(leaf_kind(leaf), {0: "batch"}).items()
+            if names[dim] is not None
         }
         for leaf in cache_leaf_names(cache)
     ]

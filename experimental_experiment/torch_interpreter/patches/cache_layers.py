@@ -11,6 +11,11 @@ A layer may hold, depending on its class:
 * both (``LinearAttentionAndFullAttentionLayer``... hybrid layers of Falcon-H1);
 * keys and values plus the keys of a token indexer and optionally their positions
   (``DynamicIndexedLayer``: sparse attention of Qwen4-Exp, GLM-MoE-DSA...);
+* keys and values of a sliding window plus the keys and values of the prompt kept
+  apart, never evicted (``prefill_keys``, ``prefill_values``: the reference
+  sliding-window attention of UnlimitedOCR); the lengths the layer keeps
+  (``prefill_cumulative_length``, ``prefill_length`` once the prompt is complete) are
+  read back from the prefill tensors;
 * nothing (``DummyLayer``, a layer sharing another layer's cache, or a layer not
   filled yet): it is kept in the spec so that the rebuilt cache has every layer at its
   index.
@@ -19,7 +24,12 @@ Leaves are named after the layer's index in ``cache.layers``: ``key_<i>``,
 ``value_<i>``, ``cumulative_length_<i>``, ``conv_state_<i>``, ``recurrent_state_<i>``
 (``conv_state_<i>_<j>`` when a layer holds several states), ``indexer_key_<i>``,
 ``indexer_position_ids_<i>``, ``linear_length_<i>`` (the number of tokens a
-linear-attention layer has seen, a 0-d tensor since transformers 5.25).
+linear-attention layer has seen, a 0-d tensor since transformers 5.25),
+``prefill_key_<i>``, ``prefill_value_<i>``.
+
+A layer initialized but still empty holds 1-D empty tensors (``torch.tensor([])``):
+they are leaves as they are (the sliding part of a reference layer right after the
+prompt).
 """
 
 from __future__ import annotations
@@ -70,6 +80,11 @@ INDEXER_DERIVED = frozenset(
     }
 )
 
+#: attributes of a layer keeping the prompt apart from its sliding window (reference
+#: sliding-window attention) recomputed from its prefill keys; ``prefill_length`` too
+#: when it equals their length (:attr:`LayerSpec.prefill_done`)
+PREFILL_DERIVED = frozenset({"prefill_keys", "prefill_values", "prefill_cumulative_length"})
+
 #: the kinds of leaves, in the order they appear in a flattened cache
 LEAF_KINDS = (
     "key",
@@ -80,6 +95,8 @@ LEAF_KINDS = (
     "indexer_key",
     "indexer_position_ids",
     "linear_length",
+    "prefill_key",
+    "prefill_value",
 )
 
 _SIMPLE = (int, float, bool, str, type(None), torch.dtype, torch.device)
@@ -123,6 +140,12 @@ class LayerSpec:
     :param indexer_positions: the layer holds indexer position ids
     :param linear_length: the layer holds the number of tokens its linear attention has
         seen as a tensor (``cumulative_length_linear``, transformers 5.25)
+    :param prefill: the layer holds the keys and values of the prompt apart from the
+        ones of its sliding window (``prefill_keys``, ``prefill_values``)
+    :param prefill_done: the prompt is complete: ``prefill_length`` is the length of
+        the prefill keys (symbolic in an export); otherwise ``prefill_length`` is kept
+        in ``state`` (None while the next call is the prompt, or the length a chunked
+        prefill declared)
     """
 
     cls: type
@@ -134,6 +157,8 @@ class LayerSpec:
     indexer: bool = False
     indexer_positions: bool = False
     linear_length: bool = False
+    prefill: bool = False
+    prefill_done: bool = False
 
 
 def _linear_mixin():
@@ -171,6 +196,21 @@ def _present(states: dict | None) -> tuple[int, ...]:
     return tuple(j for j, t in (states or {}).items() if t is not None)
 
 
+def _seq_length(t: torch.Tensor):
+    """The number of positions of keys ``(batch, heads, seq, dim)``, 0 for the 1-D empty
+    tensor of a layer initialized but empty."""
+    return t.shape[-2] if t.dim() >= 2 else 0
+
+
+def _prefill_done(layer) -> bool:
+    """True when the prompt of a reference layer is complete: its ``prefill_length``
+    equals the length of its prefill keys (both symbolic in an export)."""
+    length = layer.prefill_length
+    if length is None:
+        return False
+    return bool(length == _seq_length(layer.prefill_keys))
+
+
 def layer_spec(layer) -> LayerSpec:
     """The :class:`LayerSpec` of ``layer``; raises :class:`UnknownCacheError` for an
     attribute it cannot keep (a tensor it does not know, an object)."""
@@ -179,11 +219,15 @@ def layer_spec(layer) -> LayerSpec:
     linear = is_linear_layer(layer)
     indexer = isinstance(getattr(layer, "indexer_keys", None), torch.Tensor)
     linear_length = linear and isinstance(getattr(layer, _LINEAR_LENGTH, None), torch.Tensor)
+    prefill = kv and isinstance(getattr(layer, "prefill_keys", None), torch.Tensor)
+    prefill_done = prefill and _prefill_done(layer)
     skip = (
         (KV_DERIVED if kv else {"_sliding_window_tensor"})
         | (LINEAR_DERIVED if linear else frozenset())
         | (INDEXER_DERIVED if indexer else set())
         | ({_LINEAR_LENGTH} if linear_length else set())
+        | (PREFILL_DERIVED if prefill else set())
+        | ({"prefill_length"} if prefill_done else set())
     )
     state = tuple(
         (name, _freeze(layer, name, value))
@@ -194,7 +238,17 @@ def layer_spec(layer) -> LayerSpec:
     recurrent = _present(layer.recurrent_states) if linear else ()
     positions = indexer and isinstance(layer.indexer_position_ids, torch.Tensor)
     return LayerSpec(
-        type(layer), kv, length, conv, recurrent, state, indexer, positions, linear_length
+        type(layer),
+        kv,
+        length,
+        conv,
+        recurrent,
+        state,
+        indexer,
+        positions,
+        linear_length,
+        prefill,
+        prefill_done,
     )
 
 
@@ -228,6 +282,9 @@ def flatten_layers(layers) -> tuple[list[torch.Tensor], list[str], tuple[LayerSp
             )
         if spec.linear_length:
             groups["linear_length"].append((f"linear_length_{i}", getattr(layer, _LINEAR_LENGTH)))
+        if spec.prefill:
+            groups["prefill_key"].append((f"prefill_key_{i}", layer.prefill_keys))
+            groups["prefill_value"].append((f"prefill_value_{i}", layer.prefill_values))
     pairs = [p for k in LEAF_KINDS for p in groups[k]]
     return [t for _, t in pairs], [n for n, _ in pairs], specs
 
@@ -249,7 +306,7 @@ def _set_kv(layer, keys, values, length=None) -> None:
         layer.batch_size, layer.num_heads = keys.shape[:2]
         layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
     elif hasattr(layer, "sliding_window"):
-        layer.cumulative_length = keys.shape[-2]
+        layer.cumulative_length = _seq_length(keys)
         layer._sliding_window_tensor = torch.tensor(layer.sliding_window, dtype=torch.long)
 
 
@@ -271,6 +328,13 @@ def _set_indexer(layer, keys, positions) -> None:
     layer.is_indexer_initialized = True
 
 
+def _set_prefill(layer, spec: LayerSpec, keys, values) -> None:
+    layer.prefill_keys, layer.prefill_values = keys, values
+    layer.prefill_cumulative_length = _seq_length(keys)
+    if spec.prefill_done:
+        layer.prefill_length = layer.prefill_cumulative_length
+
+
 def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
     """The layers :func:`flatten_layers` flattened, rebuilt around ``leaves``."""
     it = iter(leaves)
@@ -283,6 +347,8 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
     indexer = {i: next(it) for i, s in enumerate(specs) if s.indexer}
     positions = {i: next(it) for i, s in enumerate(specs) if s.indexer_positions}
     linear_lengths = {i: next(it) for i, s in enumerate(specs) if s.linear_length}
+    prefill_keys = {i: next(it) for i, s in enumerate(specs) if s.prefill}
+    prefill_values = {i: next(it) for i, s in enumerate(specs) if s.prefill}
     layers = []
     for i, spec in enumerate(specs):
         layer = _new_layer(spec)
@@ -299,6 +365,8 @@ def unflatten_layers(leaves: list, specs: tuple[LayerSpec, ...]) -> list:
             _set_indexer(layer, indexer[i], positions.get(i))
         if spec.linear_length:
             setattr(layer, _LINEAR_LENGTH, linear_lengths[i])
+        if spec.prefill:
+            _set_prefill(layer, spec, prefill_keys[i], prefill_values[i])
         layers.append(layer)
     return layers
 
@@ -333,6 +401,21 @@ class CacheSpec:
 
     layers: tuple[LayerSpec, ...]
     lists: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
+
+
+def before_prompt(spec: CacheSpec) -> CacheSpec:
+    """The spec of a cache whose reference layers (:attr:`LayerSpec.prefill`) have not
+    seen their prompt yet (``prefill_length`` None): rebuilt around empty tensors, the
+    next call fills their prefill keys and values instead of the sliding window, as the
+    first call of ``generate`` does."""
+
+    def reopen(s: LayerSpec) -> LayerSpec:
+        if not s.prefill:
+            return s
+        state = tuple(sorted({**dict(s.state), "prefill_length": None}.items()))
+        return dataclasses.replace(s, state=state, prefill_done=False)
+
+    return dataclasses.replace(spec, layers=tuple(reopen(s) for s in spec.layers))
 
 
 def flatten_cache(cache) -> tuple[list[torch.Tensor], list[str], CacheSpec]:

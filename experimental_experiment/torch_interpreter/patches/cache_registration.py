@@ -6,8 +6,9 @@ transformers ships ``register_cache_pytrees_for_model`` but it registers for goo
 way back), and names the leaves by position (``past_key_values_0``...). The
 registration here is removed on exit, restores any registration made before (by
 transformers itself for example), and names the leaves after the layer index
-(``key_<i>``, ``value_<i>``, ``conv_state_<i>``, ``recurrent_state_<i>``, see
-:mod:`.cache_layers`) so the ONNX inputs read ``past_key_values_key_0``.
+(``key_<i>``, ``value_<i>``, ``conv_state_<i>``, ``recurrent_state_<i>``,
+``prefill_key_<i>``..., see :mod:`.cache_layers`) so the ONNX inputs read
+``past_key_values_key_0``.
 """
 
 from __future__ import annotations

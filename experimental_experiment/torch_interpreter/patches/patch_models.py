@@ -445,6 +445,28 @@ def _modernvbert_every_image(original):
     return get_image_features
 
 
+def _reference_window_mask_sizes(original):
+    """Replaces ``get_mask_sizes`` of UnlimitedOCR's reference sliding-window cache
+    layer once the prompt is complete: the prompt, the window and the new tokens, offset
+    0 (the window is never cut in the export, the mask applies it).
+
+    Fixes: ``The size of tensor a (s45 + s69 + 1) must match the size of tensor b
+    (s45 + 2*s69 + 1)`` for a decode step: the export traces the sliding-window layers
+    as ``DynamicLayer`` (transformers' own export patch, or
+    ``_sliding_layer_as_full_layer``), whose ``get_mask_sizes`` counts the tokens with
+    ``get_seq_length``, which this layer overrides to include the prompt; the original
+    then adds the prompt a second time.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    def get_mask_sizes(self, query_length):
+        if self.prefill_length is None or self.prefill_cumulative_length < self.prefill_length:
+            return original(self, query_length)
+        return self.prefill_length + DynamicLayer.get_seq_length(self) + query_length, 0
+
+    return get_mask_sizes
+
+
 def imported_model_classes(keep) -> list[type]:
     """The classes defined by the imported transformers model modules for which
     ``keep(cls)`` is true (never imports a module)."""
@@ -502,6 +524,12 @@ _PATCHES = (
         "ModernVBertModel",
         "get_image_features",
         _modernvbert_every_image,
+    ),
+    (
+        "unlimited_ocr.modeling_unlimited_ocr",
+        "UnlimitedOcrDynamicReferenceSlidingWindowLayer",
+        "get_mask_sizes",
+        _reference_window_mask_sizes,
     ),
 )
 

@@ -27,8 +27,8 @@ DECODER_EXAMPLE = dict(batch=2, seq=3, past=5)
 @dataclass
 class ExportedParts:
     """The ONNX models of the parts, by name (``vision``, ``merge``, ``decoder``, and
-    ``decoder_step`` for a hybrid decoder, see ``cache_layout``), and the seconds each
-    export took."""
+    ``decoder_step`` for a hybrid or reference decoder, see ``cache_layout``), and the
+    seconds each export took."""
 
     models: dict[str, Any] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)
@@ -65,7 +65,12 @@ def cache_layout(model) -> str:
     * ``"hybrid"``: a layer holds convolution or recurrent states (LFM3-VL,
       GLM-5-Next): the cache is probed and the decoder is exported twice, for the
       prompt (the states of an empty cache are zeros) and for one new token (the
-      linear layers take another path for one token).
+      linear layers take another path for one token);
+    * ``"reference"``: a layer keeps the prompt apart from a sliding window of the
+      generated tokens (reference sliding-window attention, UnlimitedOCR): the cache
+      is probed and the decoder is exported twice, for the prompt (an empty cache whose
+      layers store the next tokens as the prompt) and for one new token (the prompt
+      kept, the token in the window).
     """
     from ...torch_interpreter.patches.cache_layers import flatten_cache, is_linear_layer, leaf_kind
     from ..hybrid_cache import prefilled_cache
@@ -76,7 +81,9 @@ def cache_layout(model) -> str:
     probe = prefilled_cache(model)
     if any(is_linear_layer(layer) for layer in probe.layers):
         return "hybrid"
-    leaves, names, _ = flatten_cache(probe)
+    leaves, names, spec = flatten_cache(probe)
+    if any(s.prefill for s in spec.layers):
+        return "reference"
     n_layers, n_kv, head_dim = _cache_geometry(model.config)
     plain = len(names) == 2 * n_layers and all(
         leaf_kind(n) in ("key", "value") and t.shape[1] == n_kv and t.shape[3] == head_dim
@@ -94,21 +101,30 @@ def decoder_example(
     seed: int = 0,
     layout: str = "plain",
     deepstack: int = 0,
+    prefill: int | None = None,
 ) -> tuple[tuple, dict]:
     """Random inputs of ``Decoder`` (``inputs_embeds``, ``attention_mask``,
     ``position_ids`` (3, batch, seq) when ``mrope``, the cache) and their dynamic shapes.
     ``seq=1`` leaves the sequence dimension static (a decode step). ``layout`` is
     given by ``cache_layout``. ``deepstack``: the number of decoder layers receiving
     vision features (Qwen3-VL), given with the image positions (two per row).
+    ``prefill``: for the ``"reference"`` layout, the length of the prompt the cache
+    keeps apart from its ``past`` tokens (the attention sees ``prefill + past``); None
+    gives the empty cache before the prompt (``past`` must be 0, its axes are static).
     """
+    from ...torch_interpreter.patches.cache_layers import before_prompt, flatten_cache
+    from ...torch_interpreter.patches.cache_registration import cache_classes
     from ..hybrid_cache import make_hybrid_cache
     from ..llm_helper import cache_dynamic_shapes, dynamic_shapes_of_cache, make_dynamic_cache
 
     gen = torch.Generator().manual_seed(seed)
     text = model.config.get_text_config(decoder=True)
     embeds = torch.randn(batch, seq, text.hidden_size, generator=gen)
-    mask = torch.ones((batch, past + seq), dtype=torch.int64)
-    positions = torch.arange(past, past + seq, dtype=torch.int64).expand(batch, -1)
+    seen = past + (prefill or 0)  # the positions the cache holds
+    if layout == "reference" and prefill is None and past:
+        raise ValueError(f"an empty cache before the prompt has no past (past={past})")
+    mask = torch.ones((batch, seen + seq), dtype=torch.int64)
+    positions = torch.arange(seen, seen + seq, dtype=torch.int64).expand(batch, -1)
     seq_ds: dict[int, str] = {1: "seq"} if seq > 1 else {}
     pos_ds: dict[int, str] = {0: "batch", **seq_ds}
     if mrope:
@@ -117,6 +133,16 @@ def decoder_example(
     if layout == "plain":
         cache = make_dynamic_cache(model.config, batch, past, generator=gen)
         cache_ds = cache_dynamic_shapes(len(cache.layers))
+    elif layout == "reference":
+        cache = make_hybrid_cache(
+            model.config, batch, past, model=model, generator=gen, prefill=prefill or 0
+        )
+        if prefill is None:  # the same layers, their next call is the prompt
+            leaves, _, spec = flatten_cache(cache)
+            cache = cache_classes()[type(cache)][1](leaves, before_prompt(spec))
+            cache_ds = dynamic_shapes_of_cache(cache, past=None, prefill=None)
+        else:
+            cache_ds = dynamic_shapes_of_cache(cache)
     else:
         cache = make_hybrid_cache(model.config, batch, past, model=model, generator=gen)
         cache_ds = dynamic_shapes_of_cache(cache)
@@ -170,16 +196,18 @@ def export_parts(
         elif name == "decoder":
             lm = language_model_with_head(model)  # BLIP-2: the language model generates
             layout = cache_layout(lm)
-            args, ds = decoder_example(
-                lm, case.mrope, **DECODER_EXAMPLE, layout=layout, deepstack=deepstack
-            )
+            # the prompt of a reference decoder comes with an empty cache
+            first = {**DECODER_EXAMPLE, "past": 0} if layout == "reference" else DECODER_EXAMPLE
+            args, ds = decoder_example(lm, case.mrope, **first, layout=layout, deepstack=deepstack)
             names = list(ds)
             onx = export_part(Decoder(lm), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
-            if layout == "hybrid":  # one new token: another path in the linear layers
+            if layout in ("hybrid", "reference"):  # one new token: another path
                 result.models[name] = onx
                 result.times[name] = time.perf_counter() - begin
                 begin = time.perf_counter()
-                example = {**DECODER_EXAMPLE, "seq": 1}
+                example: dict[str, Any] = {**DECODER_EXAMPLE, "seq": 1}
+                if layout == "reference":  # a prompt and a window of distinct lengths
+                    example["prefill"] = DECODER_EXAMPLE["past"] + 2
                 args, ds = decoder_example(lm, case.mrope, **example, layout=layout)
                 name = "decoder_step"
                 onx = export_part(Decoder(lm), (), dynamic_shapes=ds, kwargs=dict(zip(names, args)))
