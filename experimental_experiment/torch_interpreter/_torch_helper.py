@@ -93,15 +93,14 @@ class TorchTensorRef:
         """Writes the tensor's bytes at the file position (no copy when contiguous)."""
         f.write(memoryview(self._cpu().numpy()).cast("B"))
 
-    def raw_array(self) -> np.ndarray:
-        """The tensor's bytes as a C-contiguous numpy array of the type ONNX stores
-        (bfloat16 as int16, bool as uint8), a view when the tensor is contiguous."""
-        return self._cpu().numpy()
-
     def to_tensor_proto(self, name: str) -> TensorProto:
-        proto = TensorProto()
+        return self.fill_tensor_proto(TensorProto(), name)
+
+    def fill_tensor_proto(self, proto: TensorProto, name: str) -> TensorProto:
+        """Writes name, type, shape and bytes into ``proto`` (e.g. an element just added
+        to ``model.graph.initializer``) and returns it."""
         proto.name = name
         proto.data_type = self.elem_type
         proto.dims.extend(self.shape)
-        proto.raw_data = self.raw_array().tobytes()
+        proto.raw_data = self._cpu().numpy().tobytes()
         return proto

@@ -8,7 +8,6 @@ from onnx import ModelProto, TensorProto, TypeProto, ValueInfoProto, helper, num
 from .. import __version__
 from ..progress import sub_bar
 from ._arrays import contiguous
-from ._raw_data import RawDataWriter
 
 MAX_IR_VERSION = 13
 
@@ -65,6 +64,16 @@ def _raw_type(value) -> int | None:
     return None if elem_type in _PACKED else elem_type
 
 
+def _fill_array(proto: TensorProto, name: str, value: np.ndarray, elem_type: int) -> None:
+    """Writes ``value`` into ``proto`` (an element just added to the graph) as
+    :func:`numpy_helper.from_array` does, without the copy appending its result makes."""
+    proto.dims.extend(value.shape)
+    if name:
+        proto.name = name
+    proto.data_type = elem_type
+    proto.raw_data = numpy_helper.tobytes_little_endian(contiguous(value))
+
+
 def ir_version_for(opsets: dict[str, int]) -> int:
     """Smallest IR version for the default opset, capped at what onnxruntime runs."""
     ir = helper.find_min_ir_version_for([helper.make_opsetid("", opsets[""])])
@@ -99,17 +108,15 @@ def builder_to_model(g, make_initializer=tensor_proto, progress=None) -> ModelPr
     model.graph.input.extend(inputs)
     model.graph.output.extend(outputs)
     total = sum(_size(v) for v in g.initializers.values()) if progress else None
-    writer = RawDataWriter()
     with sub_bar(progress, total, "serialize", unit="B") as bar:
         for name, value in g.initializers.items():
             # written where it stays: appending a proto would copy its bytes once more
             # (append costs 3 to 4 times the copy of the bytes)
             default = make_initializer is tensor_proto
-            if default and hasattr(value, "raw_array"):
-                proto = model.graph.initializer.add()
-                writer.fill(proto, name, value.elem_type, value.raw_array())
+            if default and hasattr(value, "fill_tensor_proto"):
+                value.fill_tensor_proto(model.graph.initializer.add(), name)
             elif default and (elem_type := _raw_type(value)) is not None:
-                writer.fill(model.graph.initializer.add(), name, elem_type, contiguous(value))
+                _fill_array(model.graph.initializer.add(), name, value, elem_type)
             else:
                 model.graph.initializer.append(make_initializer(name, value))
             bar.update(_size(value))
