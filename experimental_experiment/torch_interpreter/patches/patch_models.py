@@ -467,6 +467,97 @@ def _reference_window_mask_sizes(original):
     return get_mask_sizes
 
 
+def _kept_first(keep: torch.Tensor) -> torch.Tensor:
+    """The indices ``(batch, n)`` ordering, in every row, the positions ``keep`` marks
+    first, in their order, then the others in theirs: a stable partition computed with
+    cumulative sums and a scatter."""
+    flags = keep.to(torch.int64)
+    kept = flags.cumsum(1) - 1
+    dropped = flags.sum(1, keepdim=True) + (1 - flags).cumsum(1) - 1
+    place = torch.where(keep, kept, dropped)  # where every position goes
+    index = torch.arange(keep.shape[1], dtype=torch.int64, device=keep.device)
+    index = index.unsqueeze(0).expand(keep.shape[0], -1)
+    return torch.zeros_like(index).scatter(1, place, index)
+
+
+def _udop_patches_by_gather(original):
+    """Replaces ``combine_image_text_embeddings`` of UDOP: the image patches the word
+    boxes do not cover come first, in their order, through a gather (:func:`_kept_first`),
+    the covered ones after them are replaced by zeros, their boxes by zeros and their
+    attention mask by 0, as in eager mode, where a boolean index selects the kept patches
+    of every row and ``pad_sequence`` pads them with zeros to the number of patches. The
+    sequence keeps its length (the words, then as many positions as patches) and the
+    kept patches their positions: the encoder's relative position bias, computed from the
+    positions in the sequence, is the original's. The covered patches are marked with a
+    scatter instead of ``patch_inds[rows, cols] = False`` and the boxes of no word
+    (``target_seg``) with a ``masked_fill``.
+
+    Fixes: ``GuardOnDataDependentSymNode`` (or a number of kept patches specialized to
+    the example): ``image_embeddings[i][patch_inds[i]]`` has as many rows as patches
+    left uncovered, a number only the values of ``bbox`` know, and ``zip(*ind)`` iterates
+    over a tensor as long as the words.
+    """
+
+    def combine_image_text_embeddings(
+        image_embeddings,
+        inputs_embeds,
+        bbox,
+        visual_bbox,
+        attention_mask=None,
+        num_patches=14,
+        max_len=0,
+        image_size=224,
+        patch_size=16,
+    ):
+        if max_len != 0:  # never called so by UdopStack
+            return original(
+                image_embeddings,
+                inputs_embeds,
+                bbox,
+                visual_bbox,
+                attention_mask,
+                num_patches,
+                max_len,
+                image_size,
+                patch_size,
+            )
+        n = num_patches
+        xs = torch.floor((bbox[:, :, 0] + bbox[:, :, 2]) / 2.0 * n).long()
+        ys = torch.floor((bbox[:, :, 1] + bbox[:, :, 3]) / 2.0 * n).long()
+        points = torch.clip(xs, 0, n - 1) + torch.clip(ys, 0, n - 1) * n
+        bbox = bbox.to(torch.float32 if bbox.device.type == "mps" else torch.float64)
+        means = bbox.mean(-1)
+        no_word = (means == 0.0) | (means == 1.0)
+        hidden = image_embeddings.shape[-1]
+        under = torch.gather(image_embeddings, 1, points.unsqueeze(-1).expand(-1, -1, hidden))
+        inputs_embeds = inputs_embeds + under.masked_fill(no_word.unsqueeze(-1), 0.0)
+
+        covered = torch.zeros(
+            image_embeddings.shape[:2], dtype=torch.bool, device=image_embeddings.device
+        ).scatter(1, points, True)
+        order = _kept_first(~covered)
+        # the first count positions of every row hold the kept patches, zeros after them
+        kept = (~covered).gather(1, order).unsqueeze(-1)
+        patches = image_embeddings.gather(1, order.unsqueeze(-1).expand(-1, -1, hidden))
+        patches = torch.where(kept, patches, torch.zeros_like(patches))
+        if visual_bbox is None:
+            from transformers.models.udop.modeling_udop import get_visual_bbox
+
+            visual_bbox = get_visual_bbox(image_size=image_size, patch_size=patch_size)
+            visual_bbox = visual_bbox.unsqueeze(0).expand(image_embeddings.shape[0], -1, -1)
+            visual_bbox = visual_bbox.to(image_embeddings.device)
+        boxes = visual_bbox.gather(1, order.unsqueeze(-1).expand(-1, -1, visual_bbox.shape[-1]))
+        boxes = torch.where(kept, boxes, torch.zeros_like(boxes))
+        inputs_embeds = torch.cat([inputs_embeds, patches], 1)
+        bbox = torch.cat([bbox, boxes], 1)
+        if attention_mask is not None:
+            attention_mask = torch.cat([attention_mask, kept[..., 0].to(attention_mask.dtype)], 1)
+        return inputs_embeds, bbox, attention_mask
+
+    combine_image_text_embeddings.__wrapped__ = original  # type: ignore[attr-defined]
+    return combine_image_text_embeddings
+
+
 def imported_model_classes(keep) -> list[type]:
     """The classes defined by the imported transformers model modules for which
     ``keep(cls)`` is true (never imports a module)."""
@@ -546,5 +637,15 @@ def get_model_patches() -> list:
     for cls in imported_model_classes(lambda c: "_deepstack_process" in vars(c)):
         patches.append(
             Patch(cls, "_deepstack_process", _deepstack_by_gather, _deepstack_by_gather.__doc__)
+        )
+    udop = sys.modules.get("transformers.models.udop.modeling_udop")
+    if udop is not None and hasattr(udop, "combine_image_text_embeddings"):
+        patches.append(
+            Patch(
+                udop,
+                "combine_image_text_embeddings",
+                _udop_patches_by_gather,
+                _udop_patches_by_gather.__doc__,
+            )
         )
     return patches

@@ -52,16 +52,11 @@ class ImageSeq2SeqCase:
     encoder_dynamic_shapes: dict = field(default_factory=dict)
 
     def encoder(self) -> torch.nn.Module:
-        """The encoder part; ``MultimodalPartsError`` for an encoder reading word boxes
-        (UDOP): it drops the image patches the boxes cover, a number of positions
-        computed from the values of ``bbox`` (``patch_inds[rows, cols] = False``) no
-        graph of torch.export holds; eager generation works."""
+        """The encoder part: ``DocumentEncoder`` for an encoder reading word boxes
+        (UDOP), whose output has positions the decoder must not see, else
+        ``ImageEncoder``."""
         if "bbox" in self.encoder_inputs:
-            raise MultimodalPartsError(
-                f"{type(self.model).__name__}: its encoder drops the image patches the word "
-                "boxes cover (patch_inds[rows, cols] = False with indices computed from the "
-                "values of bbox), a data-dependent sequence length torch.export cannot capture"
-            )
+            return DocumentEncoder(self.model, list(self.encoder_inputs))
         return ImageEncoder(self.model, list(self.encoder_inputs))
 
     @property
@@ -110,6 +105,28 @@ class ImageEncoder(torch.nn.Module):
         start = torch.full((batch, 1), self.start, dtype=torch.int64, device=args[0].device)
         out = self.model(**kwargs, decoder_input_ids=start, use_cache=False)
         return out.encoder_last_hidden_state
+
+
+class DocumentEncoder(torch.nn.Module):
+    """The words, their boxes and the image of a document (UDOP, inputs named ``names``,
+    in order) to the encoder states and their attention mask, as ``generate`` computes
+    them (the model's encoder) and the decoder reads them (``encoder_outputs``).
+
+    The encoder drops the image patches the word boxes cover and pads the others with
+    zeros to the number of patches: the sequence keeps its length (the words, then the
+    patches), the mask is 0 on the padding, which the decoder must not attend to.
+    During the export the patch ``_udop_patches_by_gather`` (``patch_models``) moves
+    the kept patches first with a gather instead of a boolean index, whose number of
+    rows only the values of ``bbox`` know."""
+
+    def __init__(self, model, names: list[str]):
+        super().__init__()
+        self.model = model
+        self.names = names
+
+    def forward(self, *args):
+        out = self.model.get_encoder()(**dict(zip(self.names, args)))
+        return out.last_hidden_state, out.attention_mask
 
 
 def decoder_start_token_id(model) -> int:
@@ -173,7 +190,7 @@ def make_encoder_inputs(model, prompt: int = 3, seed: int = 0) -> tuple[dict, di
         ids = torch.randint(4, vocab - 64, (1, prompt), generator=gen)
         corners = torch.rand(1, prompt, 2, 2, generator=gen).sort(dim=2).values
         inputs["input_ids"] = ids
-        inputs["bbox"] = corners.transpose(2, 3).reshape(1, prompt, 4)  # x0, y0, x1, y1
+        inputs["bbox"] = corners.reshape(1, prompt, 4)  # x0, y0, x1, y1
         inputs["attention_mask"] = torch.ones_like(ids)
         ds.update(
             input_ids={0: "batch", 1: "seq"},
@@ -528,6 +545,7 @@ __all__ = [
     "CrossAttentionCase",
     "CrossAttentionDecoder",
     "CrossVisionEncoder",
+    "DocumentEncoder",
     "ENCODER_INPUTS",
     "ImageEncoder",
     "ImageSeq2SeqCase",

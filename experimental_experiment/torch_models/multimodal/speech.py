@@ -137,6 +137,30 @@ class SpeechDecoder(torch.nn.Module):
         return out.logits, cast(Any, output_cache(out)).self_attention_cache
 
 
+class MaskedSpeechDecoder(SpeechDecoder):
+    """``SpeechDecoder`` also taking the attention mask of the encoder states (UDOP: 0 on
+    the image patches its encoder padded), which the model reads from
+    ``encoder_outputs.attention_mask``."""
+
+    def forward(
+        self, decoder_input_ids, encoder_hidden_states, encoder_attention_mask, past_key_values
+    ):
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        from ..causal_lm import output_cache
+
+        states = EncoderStates(
+            last_hidden_state=encoder_hidden_states, attention_mask=encoder_attention_mask
+        )
+        out = self.model(
+            encoder_outputs=states,
+            decoder_input_ids=decoder_input_ids,
+            use_cache=True,
+            **{self.cache_name: EncoderDecoderCache(past_key_values, DynamicCache())},
+        )
+        return out.logits, cast(Any, output_cache(out)).self_attention_cache
+
+
 def build_speech_model(model_type: str = "whisper", seed: int = 0):
     """The tiny model (zoo configuration, perturbed normalization weights, sharpened
     logits), without the tokens ``generate`` suppresses (a tiny vocabulary has none of
@@ -195,21 +219,31 @@ def export_speech_parts(case) -> ExportedParts:
     begin = time.perf_counter()
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        shape = encoder(*inputs.values()).shape
+        encoded = encoder(*inputs.values())
+    # an encoder returning (states, mask): the number of states varies (UDOP: the words)
+    masked = isinstance(encoded, tuple)
+    shape = (encoded[0] if masked else encoded).shape
     states = torch.randn(*shape, generator=gen)
     vocab = model.config.get_text_config(decoder=True).vocab_size
     ids = torch.randint(0, vocab, (2, 3), generator=gen)
     cache = make_dynamic_cache(model.config, 2, 5, generator=gen)
-    ds = {
+    kwargs: dict[str, Any] = dict(decoder_input_ids=ids, encoder_hidden_states=states)
+    ds: dict[str, Any] = {
         "decoder_input_ids": {0: "batch", 1: "seq"},
-        "encoder_hidden_states": {0: "batch"},
-        "past_key_values": cache_dynamic_shapes(len(cache.layers)),
+        "encoder_hidden_states": {0: "batch", 1: "encoded"} if masked else {0: "batch"},
     }
+    if masked:
+        mask = torch.ones(shape[:2], dtype=encoded[1].dtype)
+        mask[:, -2:] = 0  # the padding of an encoder (UDOP's patches)
+        kwargs["encoder_attention_mask"] = mask
+        ds["encoder_attention_mask"] = {0: "batch", 1: "encoded"}
+    kwargs["past_key_values"] = cache
+    ds["past_key_values"] = cache_dynamic_shapes(len(cache.layers))
     result.models["decoder"] = export_part(
-        SpeechDecoder(model),
+        (MaskedSpeechDecoder if masked else SpeechDecoder)(model),
         (),
         dynamic_shapes=ds,
-        kwargs=dict(decoder_input_ids=ids, encoder_hidden_states=states, past_key_values=cache),
+        kwargs=kwargs,
     )
     result.times["decoder"] = time.perf_counter() - begin
     return result
@@ -224,25 +258,28 @@ def onnx_speech_generate(case, parts: ExportedParts, steps: int = 8):
 
     encoder, decoder = session(parts.models["encoder"]), session(parts.models["decoder"])
     feeds = [v.numpy() for v in case.encoder_inputs.values()]
-    states: Any = encoder.run(None, dict(zip([i.name for i in encoder.get_inputs()], feeds)))[0]
+    encoded: list[Any] = encoder.run(None, dict(zip([i.name for i in encoder.get_inputs()], feeds)))
     names = [i.name for i in decoder.get_inputs()]
+    # the encoder states, and their mask when the encoder returns one (UDOP)
+    first = len(user_outputs(encoder, encoded))
+    encoded_feeds = dict(zip(names[1 : 1 + first], encoded[:first]))
     ids = case.decoder_input_ids.numpy()
     batch = ids.shape[0]
     cache = {
         i.name: np.zeros((batch, i.shape[1], 0, i.shape[3]), dtype=np.float32)
-        for i in decoder.get_inputs()[2:]
+        for i in decoder.get_inputs()[1 + first :]
     }
     tokens, logits = [], []
     eos = case.end_tokens()
     for _ in range(steps):
         outputs: list[Any] = user_outputs(
-            decoder, list(decoder.run(None, {names[0]: ids, names[1]: states, **cache}))
+            decoder, list(decoder.run(None, {names[0]: ids, **encoded_feeds, **cache}))
         )
         last = outputs[0][:, -1, :]
         logits.append(last)
         ids = greedy_token(last, eos)
         tokens.append(ids)
-        cache = dict(zip(names[2:], outputs[1:]))
+        cache = dict(zip(names[1 + first :], outputs[1:]))
     return np.concatenate(tokens, axis=1), logits
 
 
@@ -259,6 +296,7 @@ def check_speech_generation(case, parts: ExportedParts, steps: int = 8) -> dict[
 
 __all__ = [
     "AudioEncoder",
+    "MaskedSpeechDecoder",
     "SPEECH_TYPES",
     "SpeechCase",
     "SpeechDecoder",
