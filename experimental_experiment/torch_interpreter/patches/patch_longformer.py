@@ -170,6 +170,8 @@ def _longformer_padding(original):
         padding = _padded_length(seq, window) - seq
 
         def right(x, value):
+            # the masks have the tokens' length: one symbolic length in the graph
+            torch._check(x.shape[1] == seq)
             return torch.nn.functional.pad(x, (0, padding), value=value)
 
         if input_ids is not None:
@@ -230,6 +232,8 @@ def _led_padded_encoder(original):
         padding = _padded_length(seq, _window(self.config)) - seq
 
         def right(x, value):
+            # the masks have the tokens' length: one symbolic length in the graph
+            torch._check(x.shape[1] == seq)
             return torch.nn.functional.pad(x, (0, padding), value=value)
 
         if attention_mask is None:
