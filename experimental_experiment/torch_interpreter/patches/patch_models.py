@@ -10,6 +10,13 @@ import types
 
 import torch
 
+from .patch_longformer import (
+    _chunked_probs_value,
+    _chunked_query_key,
+    _led_padded_encoder,
+    _local_attention_when_traced,
+    _longformer_padding,
+)
 from .patch_sparse_attention import _qwen4_exp_indexer
 
 
@@ -597,6 +604,25 @@ _PATCHES = (
     ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask", _canine_pooled_mask),
     ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
     ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward", _qwen4_exp_indexer),
+    *(
+        (module, cls, method, replacement)
+        for module, cls in (
+            ("longformer.modeling_longformer", "LongformerSelfAttention"),
+            ("led.modeling_led", "LEDEncoderSelfAttention"),
+        )
+        for method, replacement in (
+            ("forward", _local_attention_when_traced),
+            ("_sliding_chunks_query_key_matmul", _chunked_query_key),
+            ("_sliding_chunks_matmul_attn_probs_value", _chunked_probs_value),
+        )
+    ),
+    (
+        "longformer.modeling_longformer",
+        "LongformerModel",
+        "_pad_to_window_size",
+        _longformer_padding,
+    ),
+    ("led.modeling_led", "LEDEncoder", "forward", _led_padded_encoder),
     (
         "dots3_note.modeling_dots3_note",
         "Dots3NoteVisionAttention",
