@@ -10,7 +10,13 @@ import types
 
 import torch
 
-from .patch_sparse_attention import _qwen4_exp_indexer
+from .patch_sparse_attention import (
+    _deepseek_v4_attention,
+    _deepseek_v4_csa_compressor,
+    _deepseek_v4_hca_compressor,
+    _deepseek_v4_indexer,
+    _qwen4_exp_indexer,
+)
 
 
 def _cpmant_attention_mask(original):
@@ -597,6 +603,20 @@ _PATCHES = (
     ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask", _canine_pooled_mask),
     ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
     ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward", _qwen4_exp_indexer),
+    (
+        "deepseek_v4.modeling_deepseek_v4",
+        "DeepseekV4HCACompressor",
+        "forward",
+        _deepseek_v4_hca_compressor,
+    ),
+    (
+        "deepseek_v4.modeling_deepseek_v4",
+        "DeepseekV4CSACompressor",
+        "forward",
+        _deepseek_v4_csa_compressor,
+    ),
+    ("deepseek_v4.modeling_deepseek_v4", "DeepseekV4Indexer", "forward", _deepseek_v4_indexer),
+    ("deepseek_v4.modeling_deepseek_v4", "DeepseekV4Attention", "forward", _deepseek_v4_attention),
     (
         "dots3_note.modeling_dots3_note",
         "Dots3NoteVisionAttention",
