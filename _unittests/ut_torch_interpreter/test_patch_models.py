@@ -415,3 +415,30 @@ def test_deepseek_v4_compressed_attention_keeps_the_sequence_dynamic():
         assert any(n.endswith("DeepseekV4Indexer.forward") for n in names), names
 
     check_token_model(model, 128, patched=patched, shapes=((2, 3), (3, 9), (2, 21)))
+
+
+def test_blt_entropy_patches_keep_the_sequence_dynamic():
+    # the threshold is the median entropy: the rows of a batch have different numbers
+    # of patches, the exported model keeps every possible patch (sentinel ones included)
+    from transformers import BltForCausalLM
+
+    from experimental_experiment.bench.zoo_configs import tiny_config
+
+    torch.manual_seed(0)
+    config = tiny_config("blt")
+    config.use_cache = False
+    model = BltForCausalLM(config).eval()
+    vocab = config.vocab_size
+    ids = torch.randint(0, vocab, (3, 9))
+    with torch.no_grad():
+        entropies, _, _ = model.model.patcher(ids)
+    model.config.patching_threshold = float(entropies[:, 1:].median())
+    with torch.no_grad():
+        _, lengths, _ = model.model.patcher(ids, patch_size=4, threshold=config.patching_threshold)
+    assert (lengths > 0).sum(1).unique().numel() > 1, lengths  # rows differ
+
+    def patched():
+        names = [p.name for p in get_model_patches()]
+        assert any(n.endswith("patch_lengths_from_entropies") for n in names), names
+
+    check_token_model(model, vocab, patched=patched, shapes=((2, 3), (3, 9), (2, 17)))
