@@ -375,3 +375,70 @@ def test_glm5_next_indexer_one_new_token():
         with torch.no_grad():
             expected = Decoder(model)(embeds, mask, positions, cache)[0].numpy()
         np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-3)
+
+
+def test_deepseek_v4_compressed_attention_keeps_the_sequence_dynamic():
+    # exported with 3 tokens (no complete window), checked with 9 (two windows of the
+    # sparse attention, top-3 of them) and 21 (two windows of the heavy compression)
+    from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
+
+    torch.manual_seed(0)
+    config = DeepseekV4Config(
+        vocab_size=128,
+        hidden_size=32,
+        moe_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        head_dim=16,
+        q_lora_rank=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        layer_types=["heavily_compressed_attention", "compressed_sparse_attention"],
+        mlp_layer_types=["moe", "moe"],
+        compress_rates=dict(compressed_sparse_attention=4, heavily_compressed_attention=8),
+        sliding_window=16,
+        o_groups=2,
+        o_lora_rank=16,
+        index_n_heads=4,
+        index_head_dim=16,
+        index_topk=3,
+        use_cache=False,
+    )
+    model = DeepseekV4ForCausalLM(config).eval()
+    with torch.no_grad():  # routers and biases start at zero: ties between experts
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0, 0.5)
+
+    def patched():
+        names = [p.name for p in get_model_patches()]
+        assert any(n.endswith("DeepseekV4Indexer.forward") for n in names), names
+
+    check_token_model(model, 128, patched=patched, shapes=((2, 3), (3, 9), (2, 21)))
+
+
+def test_blt_entropy_patches_keep_the_sequence_dynamic():
+    # the threshold is the median entropy: the rows of a batch have different numbers
+    # of patches, the exported model keeps every possible patch (sentinel ones included)
+    from transformers import BltForCausalLM
+
+    from experimental_experiment.bench.zoo_configs import tiny_config
+
+    torch.manual_seed(0)
+    config = tiny_config("blt")
+    config.use_cache = False
+    model = BltForCausalLM(config).eval()
+    vocab = config.vocab_size
+    ids = torch.randint(0, vocab, (3, 9))
+    with torch.no_grad():
+        entropies, _, _ = model.model.patcher(ids)
+    model.config.patching_threshold = float(entropies[:, 1:].median())
+    with torch.no_grad():
+        _, lengths, _ = model.model.patcher(ids, patch_size=4, threshold=config.patching_threshold)
+    assert (lengths > 0).sum(1).unique().numel() > 1, lengths  # rows differ
+
+    def patched():
+        names = [p.name for p in get_model_patches()]
+        assert any(n.endswith("patch_lengths_from_entropies") for n in names), names
+
+    check_token_model(model, vocab, patched=patched, shapes=((2, 3), (3, 9), (2, 17)))

@@ -17,7 +17,13 @@ from .patch_longformer import (
     _local_attention_when_traced,
     _longformer_padding,
 )
-from .patch_sparse_attention import _qwen4_exp_indexer
+from .patch_sparse_attention import (
+    _deepseek_v4_attention,
+    _deepseek_v4_csa_compressor,
+    _deepseek_v4_hca_compressor,
+    _deepseek_v4_indexer,
+    _qwen4_exp_indexer,
+)
 
 
 def _cpmant_attention_mask(original):
@@ -565,6 +571,96 @@ def _udop_patches_by_gather(original):
     return combine_image_text_embeddings
 
 
+def _blt_every_patch_start(original):
+    """Replaces ``BltPatcher.patch_lengths_from_entropies`` (a static method): the patch
+    starts (tokens whose entropy exceeds the threshold, in order, then the sentinel
+    ``seq - 1``) are ordered by a sort of fixed size instead of a boolean selection,
+    and all ``seq + 1`` patches are kept, not only as many as the row with most starts
+    needs. The extra patches are the sentinel patches eager already gives the other
+    rows of the batch: they start after the last token, so no token belongs to them
+    (the patch ids, from the cumulated lengths, are the same), the local encoder leaves
+    them at zero, the global transformer is causal and the cross-attention masks keep
+    the tokens off them: the logits are eager's.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 1)``: ``padded_indices[padded_mask]`` and ``[:, :max_valid_patches]`` give
+    the number of patches from the entropies' values.
+    """
+
+    def patch_lengths_from_entropies(entropies, sequence_length, patch_size=None, threshold=None):
+        batch = entropies.shape[0]
+        device = entropies.device
+        starts_mask = entropies[:, 1:] > threshold  # the first token (BOS) is ignored
+        seq = starts_mask.shape[1]
+        index = torch.arange(seq, device=device).unsqueeze(0).expand(batch, -1)
+        # the starts first in their order, then the others (sentinel seq)
+        order = torch.where(starts_mask, index, index + seq).sort(dim=1).values
+        starts = torch.where(order < seq, order, torch.full_like(order, seq))
+        first = torch.arange(2, device=device).unsqueeze(0).expand(batch, -1)
+        starts = torch.cat([first, starts + 2], dim=1)  # tokens 0 and 1 always start
+        last = torch.full_like(starts[:, :1], sequence_length - 1)
+        ends = torch.cat([starts[:, 1:] - 1, last], dim=1)
+        return ends - starts + 1
+
+    return staticmethod(patch_lengths_from_entropies)
+
+
+def _blt_unvalidated_entropy(original):
+    """Replaces ``BltPatcher.forward``: the original runs with the argument validation of
+    ``torch.distributions`` off (restored after), so ``Categorical(logits=logits)`` does
+    not check its logits are finite. The validation only raises on invalid values, it
+    changes no result.
+
+    Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+    Eq(u0, 1)``: ``Distribution.__init__`` branches on ``constraint.check(logits).all()``.
+    """
+
+    def forward(self, *args, **kwargs):
+        validate = torch.distributions.Distribution._validate_args
+        torch.distributions.Distribution.set_default_validate_args(False)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            torch.distributions.Distribution.set_default_validate_args(validate)
+
+    return forward
+
+
+def _blt_hash_windows(original):
+    """Replaces ``byte_group_hash_function`` of BLT's module: the windows of ``group_size``
+    tokens (the sequence left-padded with zeros) are gathered by index instead of
+    ``unfold``, and the polynomial hash ``sum(token_j * prime ** j)`` (int64, wrapping
+    like eager) is a chain of additions over the ``group_size`` columns, the powers
+    computed in Python, instead of ``prime_tensor ** powers`` and ``torch.sum``.
+
+    Fixes: ``You marked seq as dynamic but your code specialized it to be a constant``:
+    ``unfold`` of a symbolic length bounds it between the group sizes; and wrong hashes
+    in onnxruntime, whose int64 ``ReduceSum`` and ``Pow`` lose the low bits of values
+    beyond 2**53 (every hash embedding differs).
+    """
+
+    def wrap(value: int) -> int:
+        value %= 1 << 64
+        return value - (1 << 64) if value >= 1 << 63 else value
+
+    def byte_group_hash_function(token_ids, group_size=2, prime=1000000007, max_hash=30000):
+        with torch.no_grad():
+            batch, seq = token_ids.shape
+            padding = torch.zeros(batch, group_size - 1, dtype=torch.int64, device=token_ids.device)
+            padded = torch.cat([padding, token_ids], dim=1)
+            index = torch.arange(seq, device=token_ids.device)[:, None] + torch.arange(
+                group_size, device=token_ids.device
+            )
+            windows = padded[:, index]  # (batch, seq, group_size)
+            hashes = windows[..., 0]
+            for j in range(1, group_size):
+                hashes = hashes + windows[..., j] * wrap(prime**j)
+            return hashes % max_hash
+
+    byte_group_hash_function.__wrapped__ = original  # type: ignore[attr-defined]
+    return byte_group_hash_function
+
+
 def imported_model_classes(keep) -> list[type]:
     """The classes defined by the imported transformers model modules for which
     ``keep(cls)`` is true (never imports a module)."""
@@ -624,6 +720,22 @@ _PATCHES = (
     ),
     ("led.modeling_led", "LEDEncoder", "forward", _led_padded_encoder),
     (
+        "deepseek_v4.modeling_deepseek_v4",
+        "DeepseekV4HCACompressor",
+        "forward",
+        _deepseek_v4_hca_compressor,
+    ),
+    (
+        "deepseek_v4.modeling_deepseek_v4",
+        "DeepseekV4CSACompressor",
+        "forward",
+        _deepseek_v4_csa_compressor,
+    ),
+    ("deepseek_v4.modeling_deepseek_v4", "DeepseekV4Indexer", "forward", _deepseek_v4_indexer),
+    ("deepseek_v4.modeling_deepseek_v4", "DeepseekV4Attention", "forward", _deepseek_v4_attention),
+    ("blt.modeling_blt", "BltPatcher", "patch_lengths_from_entropies", _blt_every_patch_start),
+    ("blt.modeling_blt", "BltPatcher", "forward", _blt_unvalidated_entropy),
+    (
         "dots3_note.modeling_dots3_note",
         "Dots3NoteVisionAttention",
         "forward",
@@ -673,5 +785,10 @@ def get_model_patches() -> list:
                 _udop_patches_by_gather,
                 _udop_patches_by_gather.__doc__,
             )
+        )
+    blt = sys.modules.get("transformers.models.blt.modeling_blt")
+    if blt is not None and hasattr(blt, "byte_group_hash_function"):
+        patches.append(
+            Patch(blt, "byte_group_hash_function", _blt_hash_windows, _blt_hash_windows.__doc__)
         )
     return patches
