@@ -482,6 +482,10 @@ def _funnel_position_embeds(original):
     Fixes: ``Constraints violated (L['attention_mask'].size()[1],
     L['input_ids'].size()[1])``: ``pos = list(range(seq_len))`` makes the sequence
     length a constant.
+
+    Any length stays possible (odd ones too, no multiple of the pooling is needed):
+    the model's own ``pooling_flag = hidden.size(1) > 2`` only bounds it from below
+    (``seq >= 5`` with three blocks).
     """
 
     def relative_pos(pos, stride, pooled_pos, shift, device):
@@ -498,7 +502,10 @@ def _funnel_position_embeds(original):
         if not config.separate_cls:
             return first, 2 * step, (count + 1) // 2
         # pos[1:-1] (or pos[1:]) then one out of two, after the <cls> position
-        rest = torch.sym_max(count - 2, 0) if config.truncate_seq else count - 1
+        if config.truncate_seq:  # a guard count >= 2, true for any length pooled
+            rest = count - 2 if count >= 2 else 0
+        else:
+            rest = count - 1
         cls_pos = -(2**block_index) + 1
         # the progression goes on: the <cls> position is one step before the others
         assert cls_pos == first + step - 2 * step, f"unexpected positions {pos}"
