@@ -442,3 +442,70 @@ def test_blt_entropy_patches_keep_the_sequence_dynamic():
         assert any(n.endswith("patch_lengths_from_entropies") for n in names), names
 
     check_token_model(model, vocab, patched=patched, shapes=((2, 3), (3, 9), (2, 17)))
+
+
+@pytest.mark.parametrize("separate_cls", [True, False])
+@pytest.mark.parametrize("truncate_seq", [True, False])
+def test_funnel_position_embeds_match_the_lists(separate_cls, truncate_seq):
+    """The progressions give the tensors the lists of positions give, for every length
+    the original accepts (one to four blocks)."""
+    from transformers import FunnelConfig
+    from transformers.models.funnel.modeling_funnel import FunnelAttentionStructure
+
+    from experimental_experiment.torch_interpreter.patches.patch_models import (
+        _funnel_position_embeds,
+    )
+
+    original = FunnelAttentionStructure.get_position_embeds
+    patched = _funnel_position_embeds(original)
+    checked = 0
+    for blocks in range(1, 5):
+        config = FunnelConfig(
+            d_model=16,
+            n_head=2,
+            d_head=8,
+            d_inner=32,
+            block_sizes=[1] * blocks,
+            separate_cls=separate_cls,
+            truncate_seq=truncate_seq,
+        )
+        structure = FunnelAttentionStructure(config).eval()
+        for seq in range(1, 34):
+            try:
+                expected = original(structure, seq, torch.float32, "cpu")
+            except RuntimeError:  # too short for the blocks (an index out of the table)
+                continue
+            got = patched(structure, seq, torch.float32, "cpu")
+            assert len(got) == len(expected)
+            for e_block, g_block in zip(expected, got):
+                for e, g in zip(e_block, g_block):
+                    if e is None:
+                        assert g is None
+                    else:
+                        torch.testing.assert_close(g, e, rtol=0, atol=0)
+                        checked += 1
+    assert checked > 100
+
+
+def test_funnel_keeps_the_sequence_dynamic():
+    """Three blocks pool the sequence twice: even and odd lengths."""
+    from transformers import FunnelConfig, FunnelForMaskedLM
+
+    torch.manual_seed(0)
+    config = FunnelConfig(
+        vocab_size=64,
+        d_model=32,
+        n_head=2,
+        d_head=16,
+        d_inner=64,
+        block_sizes=[1, 1, 1],
+        num_decoder_layers=1,
+    )
+    model = FunnelForMaskedLM(config).eval()
+    _check_with_mask(
+        model,
+        64,
+        ("FunnelAttentionStructure.get_position_embeds",),
+        [(2, 12), (3, 9), (2, 17)],
+        output=lambda out: out.logits,
+    )

@@ -69,12 +69,12 @@ def test_recurrent_gemma_scan_matches_the_loop(seq, with_state):
         torch.testing.assert_close(r, e, atol=1e-6, rtol=1e-6)
 
 
-def _check_dynamic_sequence(model, vocab):
+def _check_dynamic_sequence(model, vocab, name):
     """Exports with a dynamic batch and sequence, compares onnxruntime with the
     unpatched model (the Python loop) on two sizes."""
 
     def patched():
-        assert len(get_recurrence_patches()) == 2
+        assert any(p.name.endswith(name) for p in get_recurrence_patches())
 
     onx = check_token_model(model, vocab, patched=patched, shapes=((2, 3), (3, 7)))
     assert any(n.op_type == "Scan" for n in onx.graph.node)
@@ -94,7 +94,7 @@ def test_rwkv_dynamic_sequence_to_onnx():
         context_length=64,
         use_cache=False,
     )
-    _check_dynamic_sequence(RwkvForCausalLM(config).eval(), 64)
+    _check_dynamic_sequence(RwkvForCausalLM(config).eval(), 64, "rwkv_linear_attention_cpu")
 
 
 def test_recurrent_gemma_dynamic_sequence_to_onnx():
@@ -115,4 +115,44 @@ def test_recurrent_gemma_dynamic_sequence_to_onnx():
         attention_window_size=16,
         use_cache=False,
     )
-    _check_dynamic_sequence(RecurrentGemmaForCausalLM(config).eval(), 64)
+    _check_dynamic_sequence(RecurrentGemmaForCausalLM(config).eval(), 64, "_rnn_scan")
+
+
+def _xlstm(chunk_size=64):
+    from transformers import xLSTMConfig, xLSTMForCausalLM
+
+    torch.manual_seed(0)
+    config = xLSTMConfig(
+        vocab_size=64,
+        hidden_size=32,
+        embedding_dim=32,
+        num_hidden_layers=2,
+        num_blocks=2,
+        num_heads=4,
+        chunk_size=chunk_size,
+        use_cache=False,
+    )
+    return xLSTMForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("seqs", [(1, 2, 5), (11, 20)])
+def test_xlstm_scan_matches_the_loop(seqs):
+    """The same numbers as the loop: one token (the step kernel), tokens fewer than a
+    chunk (the sequence kernel), chunks and a remainder (chunk_size 8: the chunkwise
+    kernel then the sequence kernel from its states)."""
+    from experimental_experiment.torch_interpreter.patches import apply_patches
+
+    model = _xlstm(chunk_size=8)
+    for seq in seqs:
+        ids = torch.randint(0, 64, (2, seq))
+        with torch.no_grad():
+            expected = model(ids).logits
+            with apply_patches(get_recurrence_patches()) as names:
+                assert "xLSTMBackend.forward" in names
+                got = model(ids).logits
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, msg=f"seq={seq}")
+
+
+def test_xlstm_dynamic_sequence_to_onnx():
+    """The sequence (shorter than a chunk) stays dynamic: odd and even lengths."""
+    _check_dynamic_sequence(_xlstm(), 64, "xLSTMBackend.forward")

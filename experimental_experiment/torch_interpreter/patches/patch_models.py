@@ -661,6 +661,90 @@ def _blt_hash_windows(original):
     return byte_group_hash_function
 
 
+def _funnel_position_embeds(original):
+    """Replaces ``FunnelAttentionStructure.get_position_embeds`` for the relative shift
+    attention: the positions of every block are an arithmetic progression (first
+    position, step, count) instead of a Python list of ``seq_len`` ints, the count
+    stays symbolic. The factorized attention runs the original.
+
+    The original pools the list of positions: the ``<cls>`` position
+    ``1 - 2 ** block_index`` then one position out of two of the others (with
+    ``separate_cls``), or one out of two (without); both keep a progression whose step
+    doubles, and the relative positions read only the first and last positions and the
+    count: the same ``arange`` bounds, the same tensors.
+
+    Fixes: ``Constraints violated (L['attention_mask'].size()[1],
+    L['input_ids'].size()[1])``: ``pos = list(range(seq_len))`` makes the sequence
+    length a constant.
+
+    Any length stays possible (odd ones too, no multiple of the pooling is needed):
+    the model's own ``pooling_flag = hidden.size(1) > 2`` only bounds it from below
+    (``seq >= 5`` with three blocks).
+    """
+
+    def relative_pos(pos, stride, pooled_pos, shift, device):
+        # (first, step, count) of ``pos`` and ``pooled_pos``; ``relative_pos`` of the
+        # original: arange(max_dist, min_dist - 1, -stride)
+        max_dist = pooled_pos[0] - pos[0] + shift * pooled_pos[2] * stride
+        min_dist = pooled_pos[0] - (pos[0] + (pos[2] - 1) * pos[1])
+        count = (max_dist - min_dist + stride) // stride
+        steps = torch.arange(count, dtype=torch.long, device=device)
+        return max_dist - steps * stride
+
+    def pool(pos, block_index, config):
+        first, step, count = pos
+        if not config.separate_cls:
+            return first, 2 * step, (count + 1) // 2
+        # pos[1:-1] (or pos[1:]) then one out of two, after the <cls> position
+        if config.truncate_seq:  # a guard count >= 2, true for any length pooled
+            rest = count - 2 if count >= 2 else 0
+        else:
+            rest = count - 1
+        cls_pos = -(2**block_index) + 1
+        # the progression goes on: the <cls> position is one step before the others
+        assert cls_pos == first + step - 2 * step, f"unexpected positions {pos}"
+        return cls_pos, 2 * step, 1 + (rest + 1) // 2
+
+    def get_position_embeds(self, seq_len, dtype, device):
+        if self.config.attention_type == "factorized":
+            return original(self, seq_len, dtype, device)
+        d_model = self.config.d_model
+        freq_seq = torch.arange(0, d_model // 2, 1.0, dtype=torch.int64, device=device).to(dtype)
+        inv_freq = 1 / (10000 ** (freq_seq / (d_model // 2)))
+        rel_pos_id = torch.arange(
+            -seq_len * 2, seq_len * 2, 1.0, dtype=torch.int64, device=device
+        ).to(dtype)
+        zero_offset = seq_len * 2
+        sinusoid = rel_pos_id[:, None] * inv_freq[None]
+        sin_embed = self.sin_dropout(torch.sin(sinusoid))
+        cos_embed = self.cos_dropout(torch.cos(sinusoid))
+        pos_embed = torch.cat([sin_embed, cos_embed], dim=-1)
+
+        pos = (0, 1, seq_len)
+        pooled_pos = pos
+        position_embeds_list = []
+        for block_index in range(self.config.num_blocks):
+            if block_index == 0:
+                position_embeds_pooling = None
+            else:
+                pooled_pos = pool(pos, block_index, self.config)
+                stride = 2 ** (block_index - 1)
+                rel_pos = relative_pos(pos, stride, pooled_pos, 2, device)
+                rel_pos = rel_pos[:, None] + zero_offset
+                rel_pos = rel_pos.expand(rel_pos.size(0), d_model)
+                position_embeds_pooling = torch.gather(pos_embed, 0, rel_pos)
+            pos = pooled_pos
+            stride = 2**block_index
+            rel_pos = relative_pos(pos, stride, pos, 1, device)
+            rel_pos = rel_pos[:, None] + zero_offset
+            rel_pos = rel_pos.expand(rel_pos.size(0), d_model)
+            position_embeds_no_pooling = torch.gather(pos_embed, 0, rel_pos)
+            position_embeds_list.append([position_embeds_no_pooling, position_embeds_pooling])
+        return position_embeds_list
+
+    return get_position_embeds
+
+
 def imported_model_classes(keep) -> list[type]:
     """The classes defined by the imported transformers model modules for which
     ``keep(cls)`` is true (never imports a module)."""
@@ -698,6 +782,12 @@ _PATCHES = (
         _siglip2_resize_positions,
     ),
     ("canine.modeling_canine", "CanineModel", "_downsample_attention_mask", _canine_pooled_mask),
+    (
+        "funnel.modeling_funnel",
+        "FunnelAttentionStructure",
+        "get_position_embeds",
+        _funnel_position_embeds,
+    ),
     ("canine.modeling_canine", "CanineAttention", "forward", _canine_local_attention),
     ("qwen4_exp.modeling_qwen4_exp", "Qwen4ExpTextQSAIndexer", "forward", _qwen4_exp_indexer),
     *(

@@ -99,6 +99,138 @@ def _rwkv_linear_attention_cpu(original):
     return rwkv_linear_attention_cpu
 
 
+def _xlstm_scan_sequence(
+    query,
+    key,
+    value,
+    igate,
+    fgate,
+    c_initial=None,
+    n_initial=None,
+    m_initial=None,
+    return_last_states=False,
+    eps=1e-6,
+    dtype_state=torch.float32,
+    step_kernel=None,
+    **kwargs,
+):
+    """The loop of xLSTM's ``mlstm_recurrent_sequence_native`` as a ``scan``: every
+    step calls the same step kernel (``mlstm_recurrent_step_native``) on the same
+    slices, the states are the carries."""
+    batch_size, nh, _, dhqk = query.shape
+    dhv = value.shape[-1]
+    device = query.device
+    if c_initial is not None:
+        if n_initial is None or m_initial is None:
+            raise ValueError("Initial states must be provided together.")
+        init = (
+            c_initial.to(dtype=dtype_state),
+            n_initial.to(dtype=dtype_state),
+            m_initial.to(dtype=dtype_state),
+        )
+    else:
+        init = (
+            torch.zeros((batch_size, nh, dhqk, dhv), dtype=dtype_state, device=device),
+            torch.zeros((batch_size, nh, dhqk), dtype=dtype_state, device=device),
+            torch.zeros((batch_size, nh, 1), dtype=dtype_state, device=device),
+        )
+
+    def step(carry, xs):
+        q, k, v, i, f = xs
+        h, (c, n, m) = step_kernel(
+            cstate=carry[0],
+            nstate=carry[1],
+            mstate=carry[2],
+            query=q,
+            key=k,
+            value=v,
+            igate=i[..., None],
+            fgate=f[..., None],
+            eps=eps,
+            dtype_state=dtype_state,
+            **kwargs,
+        )
+        # a scan output cannot alias a carry
+        return (c, n, m), h.clone()
+
+    # the states left by the chunkwise kernel are views: a carry must be contiguous
+    init = tuple(t.contiguous() for t in init)
+    last, matH = _scan()(step, init, (query, key, value, igate, fgate), dim=2)
+    if return_last_states:
+        return matH, tuple(last)
+    return matH
+
+
+def _xlstm_backend_forward(original):
+    """Replaces ``xLSTMBackend.forward`` (xLSTM's native mLSTM kernels) in inference
+    mode: ``wrap_chunkwise_arbitrary_sequence_length`` runs as before (the chunks of
+    ``chunk_size`` tokens, then the remaining tokens one by one), with the sequence
+    kernel ``mlstm_recurrent_sequence_native`` replaced by the same steps in a ``scan``.
+    The training modes run the original.
+
+    Fixes: ``Constraints violated (L['input_ids'].size()[1])``: ``for t in
+    range(sequence_length)`` in ``mlstm_recurrent_sequence_native`` unrolls the sequence.
+
+    The sequence stays dynamic below ``chunk_size`` (64 by default): the
+    branch ``num_chunks > 0`` of the wrapper bounds it (``seq <= chunk_size - 1``) when
+    the example is shorter than a chunk; the chunkwise kernel loops over the chunks
+    (their number becomes a constant when the example is longer).
+    """
+    import functools
+
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        igate,
+        fgate,
+        c_initial=None,
+        n_initial=None,
+        m_initial=None,
+        return_last_states=None,
+        mode=None,
+    ):
+        fn = self._inference_fn
+        kernel = (
+            fn.keywords.get("mlstm_sequence_kernel") if isinstance(fn, functools.partial) else None
+        )
+        if "inference" not in (mode or self.config.mode) or not isinstance(
+            kernel, functools.partial
+        ):
+            return original(
+                self,
+                query,
+                key,
+                value,
+                igate,
+                fgate,
+                c_initial=c_initial,
+                n_initial=n_initial,
+                m_initial=m_initial,
+                return_last_states=return_last_states,
+                mode=mode,
+            )
+        keywords = dict(fn.keywords)
+        keywords["mlstm_sequence_kernel"] = functools.partial(
+            _xlstm_scan_sequence, step_kernel=self.step_kernel_fn, **kernel.keywords
+        )
+        return fn.func(
+            *fn.args,
+            query=query,
+            key=key,
+            value=value,
+            igate=igate,
+            fgate=fgate,
+            c_initial=c_initial,
+            n_initial=n_initial,
+            m_initial=m_initial,
+            **keywords,
+        )
+
+    return forward
+
+
 def get_recurrence_patches() -> list:
     """Patches of the recurrences of the modules already imported."""
     from . import Patch
@@ -119,5 +251,11 @@ def get_recurrence_patches() -> list:
                 _rwkv_linear_attention_cpu,
                 _rwkv_linear_attention_cpu.__doc__,
             )
+        )
+    module = sys.modules.get("transformers.models.xlstm.modeling_xlstm")
+    cls = getattr(module, "xLSTMBackend", None)
+    if cls is not None and "forward" in vars(cls):
+        patches.append(
+            Patch(cls, "forward", _xlstm_backend_forward, _xlstm_backend_forward.__doc__)
         )
     return patches
