@@ -8,6 +8,7 @@ import onnxruntime
 import pytest
 import torch
 
+from experimental_experiment.errors import ExportError
 from experimental_experiment.torch_interpreter import to_onnx
 from experimental_experiment.torch_interpreter.onnx_export_errors import (
     bypass_export_some_errors,
@@ -68,17 +69,18 @@ def kind_model(request):
     return request.param, MODELS[request.param]()
 
 
-def _inputs(kind, batch, seq, seed, global_tokens=()):
+def _inputs(kind, batch, seq, seed, global_tokens=None):
     """Random tokens, the last two of the first row padding, ``global_tokens`` with a
-    global attention."""
+    global attention (no global attention mask when None)."""
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(3, 128, (batch, seq), generator=generator)
     mask = torch.ones_like(ids)
     mask[0, -2:] = 0
-    global_mask = torch.zeros_like(ids)
-    for token in global_tokens:
-        global_mask[:, token] = 1
-    inputs = dict(input_ids=ids, attention_mask=mask, global_attention_mask=global_mask)
+    inputs = dict(input_ids=ids, attention_mask=mask)
+    if global_tokens is not None:
+        inputs["global_attention_mask"] = torch.zeros_like(ids)
+        for token in global_tokens:
+            inputs["global_attention_mask"][:, token] = 1
     if kind == "led":
         inputs["decoder_input_ids"] = ids[:, :3].contiguous()
     return inputs
@@ -143,15 +145,19 @@ def test_export_dynamic_batch_and_sequence(session, batch, seq):
         np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("batch,seq", SIZES[:2])
-def test_export_global_tokens_attend_locally(session, batch, seq):
-    """The docstring of ``_local_attention_when_traced``: the exported model treats the
-    tokens given a global attention as local ones."""
-    kind, model, sess = session
-    inputs = _inputs(kind, batch, seq, batch * seq, global_tokens=(0, 3))
-    local = dict(inputs, global_attention_mask=torch.zeros_like(inputs["input_ids"]))
-    with torch.no_grad():
-        expected = _outputs(kind, model(**local))  # unpatched
-    got = _run(sess, inputs)
-    for g, e in zip(got, expected):
-        np.testing.assert_allclose(g, e.numpy(), atol=1e-5, rtol=1e-5)
+@pytest.mark.parametrize("global_tokens", [(), (0, 3)])
+def test_export_with_global_attention_is_refused(kind_model, global_tokens):
+    """The exported layers attend locally only: a capture given a global attention mask
+    (even all zeros, as an ONNX input it could hold global tokens) stops with a typed
+    error instead of a model ignoring the mask."""
+    kind, model = kind_model
+    inputs = _inputs(kind, 2, 13, 0, global_tokens=global_tokens)
+    ds = {name: {0: "batch", 1: "seq"} for name in inputs}
+    if kind == "led":
+        ds["decoder_input_ids"] = {0: "batch", 1: "decoder_seq"}
+    with (
+        torch.no_grad(),
+        bypass_export_some_errors(patch_transformers=True),
+        pytest.raises(ExportError, match="global_attention_mask"),
+    ):
+        to_onnx(model, (), inputs, dynamic_shapes=ds)

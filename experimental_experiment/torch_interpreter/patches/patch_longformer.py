@@ -19,13 +19,48 @@ with a dynamic batch and a dynamic sequence.
 
 from __future__ import annotations
 
+import inspect
+
 import torch
+
+from ..errors import InvalidArgumentError
 
 
 def _window(config) -> int:
     """The largest attention window of the layers (what the model pads to)."""
     window = config.attention_window
     return window if isinstance(window, int) else max(window)
+
+
+def _refuse_global_attention(model: str, global_attention_mask) -> None:
+    """Raises before the capture goes on when a global attention mask is given: the
+    exported layers compute the local attention only (:func:`_local_attention_when_traced`),
+    an ONNX model taking the mask would silently ignore it."""
+    if global_attention_mask is not None and torch.compiler.is_exporting():
+        raise InvalidArgumentError(
+            f"{model}: global attention (argument 'global_attention_mask') cannot be "
+            "exported: the global tokens are gathered by a data-dependent count, and the "
+            "exported model would attend locally only, ignoring the mask. Export without "
+            "'global_attention_mask' (the sliding-window attention is exact); a "
+            "question-answering head, which sets global attention on the question itself, "
+            "cannot be exported."
+        )
+
+
+def _no_global_attention(original):
+    """Replaces ``LongformerModel.forward``: unchanged, except that a capture given a
+    global attention mask (by the user, or set by a question-answering head) stops with
+    :class:`InvalidArgumentError` (:func:`_refuse_global_attention`)."""
+    signature = inspect.signature(original)
+
+    def forward(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        _refuse_global_attention(type(self).__name__, bound.arguments.get("global_attention_mask"))
+        return original(self, *args, **kwargs)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__signature__ = signature  # type: ignore[attr-defined]
+    return forward
 
 
 def _traced(is_global_attn) -> bool:
@@ -40,10 +75,10 @@ def _local_attention_when_traced(original):
     value read from the mask, the layer runs its local (sliding-window) attention only.
 
     The exported model therefore computes the original model exactly when no token has
-    a global attention (``global_attention_mask`` all zeros, the common case). When
-    global attention is given, the exported model ignores it: the tokens marked global
-    attend and are attended like the other (local) tokens, within the sliding window
-    only; the padding tokens stay masked.
+    a global attention, the only case a capture accepts: a global attention mask given
+    to ``LongformerModel`` or ``LEDEncoder`` during a capture raises
+    :class:`InvalidArgumentError` (:func:`_refuse_global_attention`), since the
+    exported layers would ignore it.
 
     Fixes: ``GuardOnDataDependentSymNode: Could not guard on data-dependent expression
     Eq(u0, 1)``: every layer branches on ``is_global_attn``, a boolean read from the
@@ -214,6 +249,7 @@ def _led_padded_encoder(original):
         return_dict=None,
         **kwargs,
     ):
+        _refuse_global_attention(type(self).__name__, global_attention_mask)
         if (input_ids is None) == (inputs_embeds is None):
             # the original raises the error
             return original(

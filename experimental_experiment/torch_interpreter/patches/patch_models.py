@@ -16,6 +16,7 @@ from .patch_longformer import (
     _led_padded_encoder,
     _local_attention_when_traced,
     _longformer_padding,
+    _no_global_attention,
 )
 from .patch_sparse_attention import (
     _deepseek_v4_attention,
@@ -807,6 +808,12 @@ _PATCHES = (
         "LongformerModel",
         "_pad_to_window_size",
         _longformer_padding,
+    ),
+    (
+        "longformer.modeling_longformer",
+        "LongformerModel",
+        "forward",
+        _no_global_attention,
     ),
     ("led.modeling_led", "LEDEncoder", "forward", _led_padded_encoder),
     (
