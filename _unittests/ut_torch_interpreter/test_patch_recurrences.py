@@ -3,6 +3,7 @@ results as transformers' Python loops, and the models exported with a dynamic se
 length run in onnxruntime like eager on two sizes."""
 
 import inspect
+import json
 
 import pytest
 import torch
@@ -154,5 +155,20 @@ def test_xlstm_scan_matches_the_loop(seqs):
 
 
 def test_xlstm_dynamic_sequence_to_onnx():
-    """The sequence (shorter than a chunk) stays dynamic: odd and even lengths."""
-    _check_dynamic_sequence(_xlstm(), 64, "xLSTMBackend.forward")
+    """The sequence stays dynamic at any length, exported on 3 tokens: odd and even
+    lengths, shorter and longer than a chunk (16 tokens: eager runs chunks then the
+    recurrence, the exported model the recurrence only)."""
+    from experimental_experiment.ext_test_case import check_token_model
+
+    def patched():
+        assert any(p.name.endswith("xLSTMBackend.forward") for p in get_recurrence_patches())
+
+    onx = check_token_model(
+        _xlstm(chunk_size=16), 64, patched=patched, shapes=((2, 3), (3, 7), (2, 37))
+    )
+    assert any(n.op_type == "Scan" for n in onx.graph.node)
+    # the sequence is bounded by the model's own inference chunk only, not the kernel's
+    ranges = json.loads(
+        next(p.value for p in onx.metadata_props if p.key == "dynamic_dimension_ranges")
+    )
+    assert ranges["input_ids.shape[1]"]["max"] >= 16384, ranges

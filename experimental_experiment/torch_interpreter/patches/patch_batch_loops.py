@@ -62,6 +62,21 @@ def _timesfm_rows(
     return rows, padding, freq.reshape(-1, 1), smallest
 
 
+def _batched_when_2d(original, batched):
+    """A ``forward(self, past_values, ...)`` calling ``batched`` for a 2-D tensor
+    ``past_values`` (a batch of series of one length), ``original`` otherwise."""
+
+    def forward(self, past_values, *args, **kwargs):
+        if isinstance(past_values, torch.Tensor) and past_values.dim() == 2:
+            return batched(self, past_values, *args, **kwargs)
+        return original(self, past_values, *args, **kwargs)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    forward.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
+    return forward
+
+
 def _timesfm_batched_forward(original):
     """Replaces ``TimesFmModelForPrediction.forward`` for a 2-D tensor ``past_values``
     ``(batch, length)``: the rows are cut, decomposed, padded and masked as one tensor
@@ -138,17 +153,7 @@ def _timesfm_batched_forward(original):
             loss=loss,
         )
 
-    batched = can_return_tuple(batched)
-
-    def forward(self, past_values, *args, **kwargs):
-        if isinstance(past_values, torch.Tensor) and past_values.dim() == 2:
-            return batched(self, past_values, *args, **kwargs)
-        return original(self, past_values, *args, **kwargs)
-
-    forward.__wrapped__ = original  # type: ignore[attr-defined]
-    forward.__doc__ = original.__doc__
-    forward.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
-    return forward
+    return _batched_when_2d(original, can_return_tuple(batched))
 
 
 def _timesfm2_5_batched_forward(original):
@@ -242,17 +247,7 @@ def _timesfm2_5_batched_forward(original):
             loss=loss,
         )
 
-    batched = can_return_tuple(batched)
-
-    def forward(self, past_values, *args, **kwargs):
-        if isinstance(past_values, torch.Tensor) and past_values.dim() == 2:
-            return batched(self, past_values, *args, **kwargs)
-        return original(self, past_values, *args, **kwargs)
-
-    forward.__wrapped__ = original  # type: ignore[attr-defined]
-    forward.__doc__ = original.__doc__
-    forward.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]
-    return forward
+    return _batched_when_2d(original, can_return_tuple(batched))
 
 
 def _float_row(*values) -> torch.Tensor:

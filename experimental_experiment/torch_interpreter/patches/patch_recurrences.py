@@ -161,6 +161,12 @@ def _xlstm_scan_sequence(
     return matH
 
 
+#: chunk size of xLSTM's kernels during a capture: longer than any sequence, every
+#: token goes through the scan (the wrapper's guard ``seq // chunk < 1`` then bounds
+#: the sequence at this length only)
+_UNCHUNKED = 2**31
+
+
 def _xlstm_backend_forward(original):
     """Replaces ``xLSTMBackend.forward`` (xLSTM's native mLSTM kernels) in inference
     mode: ``wrap_chunkwise_arbitrary_sequence_length`` runs as before (the chunks of
@@ -171,10 +177,13 @@ def _xlstm_backend_forward(original):
     Fixes: ``Constraints violated (L['input_ids'].size()[1])``: ``for t in
     range(sequence_length)`` in ``mlstm_recurrent_sequence_native`` unrolls the sequence.
 
-    The sequence stays dynamic below ``chunk_size`` (64 by default): the
-    branch ``num_chunks > 0`` of the wrapper bounds it (``seq <= chunk_size - 1``) when
-    the example is shorter than a chunk; the chunkwise kernel loops over the chunks
-    (their number becomes a constant when the example is longer).
+    During a capture the chunk size is :data:`_UNCHUNKED`: the scan runs over the whole
+    sequence, which stays dynamic at any length. With the real chunk size (64 by
+    default), the branch ``num_chunks > 0`` of the wrapper would bound the sequence below
+    one chunk (an example shorter than a chunk), or the chunkwise kernel's loop would fix
+    the number of chunks (a longer one). Below a chunk the exported model computes
+    eager's numbers; beyond, the recurrent form of what eager computes by chunks (equal
+    up to float rounding).
     """
     import functools
 
@@ -212,6 +221,8 @@ def _xlstm_backend_forward(original):
                 mode=mode,
             )
         keywords = dict(fn.keywords)
+        if torch.compiler.is_exporting():
+            keywords["chunk_size"] = _UNCHUNKED
         keywords["mlstm_sequence_kernel"] = functools.partial(
             _xlstm_scan_sequence, step_kernel=self.step_kernel_fn, **kernel.keywords
         )
