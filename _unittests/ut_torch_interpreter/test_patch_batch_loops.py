@@ -83,18 +83,6 @@ def test_timesfm_batched_rows_equal_the_loop(kwargs):
             torch.testing.assert_close(g, e, rtol=0, atol=0)
 
 
-def test_timesfm_tuple_output_without_return_dict():
-    model = _timesfm()
-    values = torch.randn(2, 64)
-    with torch.no_grad():
-        expected = model(past_values=values, return_dict=False)
-        with apply_patches(get_batch_loop_patches()):
-            got = model(past_values=values, return_dict=False)
-    assert isinstance(got, tuple) and len(got) == len(expected)
-    for e, g in zip(expected, got):
-        torch.testing.assert_close(g, e, rtol=0, atol=0)
-
-
 def test_timesfm_exports_a_dynamic_batch_and_length():
     model = _timesfm()
     values, freq = torch.randn(2, 40), torch.zeros((2, 1), dtype=torch.int64)
@@ -172,18 +160,6 @@ def test_timesfm2_5_batched_rows_equal_the_loop(kwargs):
             unpatched = _outputs(model(past_values=rows, **one))
         for e, g in zip(expected + unpatched, got + listed):
             torch.testing.assert_close(g, e, rtol=0, atol=0)
-
-
-def test_timesfm2_5_tuple_output_without_return_dict():
-    model = _timesfm2_5()
-    values = torch.randn(2, 64)
-    with torch.no_grad():
-        expected = model(past_values=values, return_dict=False)
-        with apply_patches(get_batch_loop_patches()):
-            got = model(past_values=values, return_dict=False)
-    assert isinstance(got, tuple) and len(got) == len(expected)
-    for e, g in zip(expected, got):
-        torch.testing.assert_close(g, e, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("exported_length", [40, 80])
@@ -492,3 +468,16 @@ def test_vilt_exports_a_dynamic_batch_sequence_and_image_size():
         got = _run_ort(onx, [ids, pixels])[0]
         assert got.shape == tuple(expected.shape), (got.shape, expected.shape)
         np.testing.assert_allclose(got, expected.numpy(), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("make", ["_timesfm", "_timesfm2_5"])
+def test_timesfm_tuple_output_without_return_dict(make):
+    model = globals()[make]()
+    values = torch.randn(2, 64)
+    with torch.no_grad():
+        expected = model(past_values=values, return_dict=False)
+        with apply_patches(get_batch_loop_patches()):
+            got = model(past_values=values, return_dict=False)
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for e, g in zip(expected, got):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
