@@ -50,7 +50,10 @@ def _refuse_global_attention(model: str, global_attention_mask) -> None:
 def _no_global_attention(original):
     """Replaces ``LongformerModel.forward``: unchanged, except that a capture given a
     global attention mask (by the user, or set by a question-answering head) stops with
-    :class:`InvalidArgumentError` (:func:`_refuse_global_attention`)."""
+    :class:`InvalidArgumentError` (:func:`_refuse_global_attention`).
+
+    Fixes: an exported model silently ignoring ``global_attention_mask``: the exported
+    layers attend locally only (:func:`_local_attention_when_traced`)."""
     signature = inspect.signature(original)
 
     def forward(self, *args, **kwargs):
