@@ -98,13 +98,27 @@ def _capture_once(
     the decompositions of ``table``."""
 
     def capture_and_decompose():
-        if strict not in captured:
-            captured[strict] = _export(
-                model, args, kwargs, dynamic_shapes, strict, oblivious, record, layout
-            )
-        return decompose(captured[strict], table, owned=True)
+        with uncached_fake_dispatch():
+            if strict not in captured:
+                captured[strict] = _export(
+                    model, args, kwargs, dynamic_shapes, strict, oblivious, record, layout
+                )
+            return decompose(captured[strict], table, owned=True)
 
     return run_on_fresh_stack(capture_and_decompose)
+
+
+def uncached_fake_dispatch():
+    """Context in which torch's fake tensors do not cache their dispatches
+    (``torch._dynamo.config.fake_tensor_cache_enabled``). With dynamic dimensions most
+    outputs have symbolic sizes, whose cache entries are built (sympy relations checked)
+    and then not kept: capturing the 4-layer Llama of the export-time benchmark misses
+    809 times, hits 231 times and keeps 13 entries. Without the cache its capture takes
+    about half the time, the captured graph is the same (node names aside), see the
+    export-time page."""
+    import torch._dynamo.config
+
+    return torch._dynamo.config.patch(fake_tensor_cache_enabled=False)
 
 
 def _attempts(options: ExportOptions) -> list[tuple[bool, object]]:
