@@ -16,6 +16,17 @@ _SAME_TYPE_INPUTS = frozenset(
     "Where Sum Mean And Or Xor Clip PRelu BitwiseAnd BitwiseOr BitwiseXor".split()
 )
 
+#: branch types onnxruntime's Where has no CPU kernel for (the model is valid ONNX but
+#: does not load), with the type the selection is made in (exact both ways; None: bool,
+#: selected with And, Or and Not)
+_WHERE_IN = {
+    TensorProto.BOOL: None,
+    TensorProto.INT16: TensorProto.INT32,
+    TensorProto.UINT16: TensorProto.INT32,
+    TensorProto.UINT64: TensorProto.INT64,  # a cast keeps the bits both ways
+    TensorProto.BFLOAT16: TensorProto.FLOAT,
+}
+
 
 class OpProxy:
     """Gives access to ONNX operators as methods of a builder.
@@ -40,12 +51,27 @@ class OpProxy:
             **attributes: Any,
         ):
             names = self._inputs_to_names(op_type, inputs)
+            if op_type == "Where" and not domain and len(names) == 3:
+                branch = self._builder.get_type(names[1]) if self._builder.has_type(names[1]) else 0
+                if branch in _WHERE_IN:
+                    return self._where_in(names, branch, name)
             return self._builder.make_node(
                 op_type, names, outputs, domain=domain, name=name, **attributes
             )
 
         make.__name__ = op_type
         return make
+
+    def _where_in(self, names: list[str], branch: int, name: str | None) -> str:
+        """``Where(c, x, y)`` for a branch type onnxruntime's Where lacks (``_WHERE_IN``)."""
+        g, (c, x, y) = self._builder, names
+        if _WHERE_IN[branch] is None:  # bool: (c and x) or (not c and y)
+            return self.Or(self.And(c, x), self.And(self.Not(c), y), name=name)
+        wide = _WHERE_IN[branch]
+        picked = g.make_node(
+            "Where", [c, self.Cast(x, to=wide), self.Cast(y, to=wide)], 1, name=name
+        )
+        return self.Cast(picked, to=branch)
 
     def _inputs_to_names(self, op_type: str, inputs) -> list[str]:
         g = self._builder

@@ -305,9 +305,6 @@ def aten_isinf(g: GraphBuilder, x: str) -> str:
 def aten_where(g: GraphBuilder, condition, x, y, *, ctx: NodeContext):
     """where(Tensor condition, Tensor self, Tensor other) -> Tensor"""
     t = ctx.dtype()
-    if t == BOOL:  # onnxruntime has no Where kernel for bool
-        c = cast_to(g, condition, BOOL)
-        return g.op.Or(g.op.And(c, cast_to(g, x, t)), g.op.And(g.op.Not(c), cast_to(g, y, t)))
     return g.op.Where(cast_to(g, condition, BOOL), cast_to(g, x, t), cast_to(g, y, t))
 
 
