@@ -23,6 +23,15 @@ SKIPPED: dict[str, str] = {
     "MultiAdapter": "container of T2IAdapter models (covered by T2IAdapter)",
     "ControlNetXSAdapter": "no forward of its own, runs inside UNetControlNetXSModel",
     "MotionAdapter": "no forward of its own, runs inside UNetMotionModel",
+    "AutoencoderKLAllegro": (
+        "encode and decode exist only tiled (without tiling they raise "
+        "NotImplementedError): the tiles are cut by Python loops over fixed tile sizes"
+    ),
+    "RFD4ProteinaAutoencoder": (
+        "protein-structure autoencoder: needs residue tables (atom37_mask, "
+        "allowed_residue_types) and a dict of preprocessed features (conditioning: "
+        "is_in_context_conditioning...), not images or latents; its encoder samples the latent"
+    ),
 }
 
 _FRAME_LOOP = (
@@ -30,12 +39,22 @@ _FRAME_LOOP = (
     "carrying a cache of convolution features from one chunk to the next); the capture "
     "unrolls that loop for the example's frame count, so the ONNX model takes that count"
 )
+_ONE_FRAME = (
+    "frames static (1): an image VAE in the 5-D layout of Wan's video VAE whose "
+    "convolutions fold the single frame away (more frames raise ValueError)"
+)
 #: cases exported with a static frame count (checked on the export's frame count and
 #: other batch, height and width), with the reason written in the CSV's cause column
 STATIC_FRAMES: dict[str, str] = {
     "AutoencoderKLWan.encode": _FRAME_LOOP,
     "AutoencoderKLWan.decode": _FRAME_LOOP,
     "AutoencoderKLCogVideoX.decode": _FRAME_LOOP,
+    "AutoencoderKLQwenImage21.encode": _ONE_FRAME,
+    "AutoencoderKLQwenImage21.decode": _ONE_FRAME,
+    "AutoencoderKLTemporalDecoder.decode": (
+        "frames static: decode takes num_frames, a Python int splitting the first axis "
+        "(batch * frames) of the latents, which fixes the frame count"
+    ),
     "AnyFlowFARTransformer3DModel": (
         "frames static: forward takes chunk_partition, a Python list of the frames of "
         "each chunk summing to the frames, which fixes the frame count"
@@ -61,12 +80,20 @@ FAIL_CAUSES: dict[str, str] = {
         "at those sizes"
     ),
 }
-#: cases exported and checked with more frames than ``EXPORT_SIZES`` and
+#: cases exported and checked with other frame counts than ``EXPORT_SIZES`` and
 #: ``CHECK_SIZES`` give: ``(export frames, check frames)``. Cosmos' encoder patches
 #: 4 frames into 1 then halves the frames: 5 frames become one latent frame, a
 #: dimension torch.export specializes to 1 (the ONNX model then fails to broadcast
 #: on 9 frames); 9 frames keep 2 latent frames
-MORE_FRAMES: dict[str, tuple[int, int]] = {"AutoencoderKLCosmos.encode": (9, 17)}
+MORE_FRAMES: dict[str, tuple[int, int]] = {
+    "AutoencoderKLCosmos.encode": (9, 17),
+    # Mochi's encoder divides the frames by 6: 5 frames would give 1 latent frame
+    "AutoencoderKLMochi.encode": (13, 19),
+    # LTX-2's encoder divides the frames by 8 (9 frames: 2 latent frames); its decoder
+    # multiplies them by 8: 2 and 3 latent frames keep the check's 17 frames small
+    "AutoencoderKLLTX2Video.encode": (9, 17),
+    "AutoencoderKLLTX2Video.decode": (2, 3),
+}
 
 
 #: classes run first (the pipelines most used), the others follow in alphabetical order

@@ -94,6 +94,62 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     # channels: 32 latent channels need a last block of 64 channels at least
     "AutoencoderKLHunyuanImageRefiner": dict(latent_channels=8),
     "AutoencoderKLHunyuanVideo15": dict(latent_channels=8),
+    # the blocks below normalize with 32 groups (hard-coded): widths of 32
+    "AutoencoderKLTemporalDecoder": dict(block_out_channels=(32,)),
+    "AutoencoderKLMochi": dict(
+        encoder_block_out_channels=(32,) * 4, decoder_block_out_channels=(32,) * 4
+    ),
+    "ConsistencyDecoderVAE": dict(
+        encoder_block_out_channels=(32, 32),
+        encoder_down_block_types=("DownEncoderBlock2D",) * 2,
+        decoder_block_out_channels=(32, 32),
+        decoder_down_block_types=("ResnetDownsampleBlock2D",) * 2,
+        decoder_up_block_types=("ResnetUpsampleBlock2D",) * 2,
+    ),
+    # 256 channels in the deepest blocks would be most of the weights (16M)
+    "AutoencoderKLQwenImage21": dict(dim_mult=[1, 2, 2, 2, 2]),
+    # each up block of the decoder halves the channels of the one before
+    "AutoencoderKLLTX2Video": dict(decoder_block_out_channels=(16, 32, 64)),
+    # Stable Audio's VAE: 5 blocks of 128 to 2048 channels (83M weights) compressing
+    # 2048 times; 2 blocks compressing 8 times encode the 128 samples of the inputs
+    "AutoencoderOobleck": dict(
+        encoder_hidden_size=16,
+        downsampling_ratios=[2, 4],
+        channel_multiples=[1, 2],
+        decoder_channels=16,
+        decoder_input_channels=8,
+    ),
+    # KVAE audio: 5 blocks doubling 64 channels up to 2048 latent ones (100M weights)
+    "AutoencoderKLKVAEAudio": dict(
+        encoder_dim=16,
+        encoder_rates=[2, 4],
+        decoder_rates=[4, 2],
+        latent_dim=64,
+        codebook_dim=16,
+        attn_num_heads=2,
+    ),
+    # MMAudio: 512 to 2048 channels (more than 3 GB in the export), an STFT of 2048
+    "MMAudioVAE": dict(hidden_channels=32, n_fft=256, hop_length=64, mel_bins=32),
+    # MiniMax H3 audio: 7 up blocks halving the decoder's width (1024: 32 would reach
+    # 0 channels); 2 blocks each side compressing 8 times
+    "AutoencoderKLMiniMaxH3Audio": dict(
+        encoder_dim=16,
+        encoder_rates=(2, 4),
+        latent_dim=64,
+        latent_channels=16,
+        decoder_dim=64,
+        decoder_rates=(4, 2),
+        decoder_kernel_sizes=(8, 4),
+    ),
+    # RAE's encoder has heads of 64 (a width of 32 gives no head) and resizes every
+    # image to encoder_input_size (224): 56 pixels make a grid of 4 x 4 patches of 14
+    "AutoencoderRAE": dict(
+        encoder_hidden_size=64,
+        encoder_input_size=56,
+        encoder_num_hidden_layers=1,
+        decoder_num_hidden_layers=1,
+        decoder_intermediate_size=64,
+    ),
     # 32128 T5 token embeddings would be most of the model's weights
     "AnimaTextConditioner": dict(target_vocab_size=1000),
 }

@@ -177,6 +177,94 @@ def _anima_target_ids(config, sizes, gen):
     return value, {0: "batch", 1: "target"}
 
 
+def _pixels(layout: str, channels: int | str, scale: int = 1):
+    """The main tensor of an encoder, ``channels`` channels (a number, or the key of
+    the configuration giving it) and height and width ``scale`` times those of
+    ``main_tensor``: Mochi's encoder expands 3 RGB channels into 15 Fourier features
+    (``in_channels``), LTX-2's compresses 32 times and needs 64 pixels to keep 2
+    latent rows."""
+
+    def make(config, sizes, gen):
+        c = config[channels] if isinstance(channels, str) else channels
+        h, w = sizes["height"] * scale, sizes["width"] * scale
+        return main_tensor(layout, c, "vae-encoder", dict(sizes, height=h, width=w), gen)
+
+    return make
+
+
+def _frames_as_batch(config, sizes, gen):
+    """Latents of ``frames`` images of ``batch`` videos stacked along the first axis,
+    ``(batch * frames, latent_channels, h, w)``, for a decoder that takes the frame
+    count as a Python int (``num_frames``)."""
+    b, f = sizes["batch"], sizes["frames"]
+    h, w = _scaled("vae-decoder", sizes)
+    value = torch.randn(b * f, config["latent_channels"], h, w, generator=gen)
+    return value, {0: "batch", 2: "height", 3: "width"}
+
+
+def _num_frames(config, sizes, gen):
+    return sizes["frames"]
+
+
+def _one_frame(key: str, kind: str):
+    """A video of one frame, ``(batch, config[key], 1, h, w)``, for an image VAE
+    written in the 5-D layout of a video one (Qwen-Image 2.1 folds the single frame
+    of Wan's causal convolutions away): the frame axis stays static."""
+
+    def make(config, sizes, gen):
+        value, ds = main_tensor("5d", config[key], kind, dict(sizes, frames=1), gen)
+        return value, {a: d for a, d in ds.items() if d != "frames"}
+
+    return make
+
+
+def _audio(key: str, kind: str):
+    """A waveform or its latents, ``(batch, config[key], length)``, dynamic batch
+    and length, for an argument not among ``MAIN``."""
+
+    def make(config, sizes, gen):
+        return main_tensor("3d", config[key], kind, sizes, gen)
+
+    return make
+
+
+def _mono(config, sizes, gen):
+    """A mono waveform, ``(batch, 1, samples)``, dynamic batch and length."""
+    return main_tensor("3d", 1, "vae-encoder", sizes, gen)
+
+
+def _waveform(config, sizes, gen):
+    """A mono waveform, ``(batch, samples)``, of ``4 * height`` frames of the STFT
+    (``hop_length`` samples a frame), dynamic batch and length."""
+    samples = _audio_length(sizes) * config["hop_length"]
+    return torch.randn(sizes["batch"], samples, generator=gen) * 0.1, {0: "batch", 1: "length"}
+
+
+def _constant(value):
+    """A constant keyword argument (LongCat's encoder samples its posterior unless
+    ``sample_posterior=False``)."""
+
+    def make(config, sizes, gen):
+        return value
+
+    return make
+
+
+def _rae_latents(config, sizes, gen):
+    """Latents of RAE, ``(batch, encoder_hidden_size, grid, grid)``: its encoder
+    resizes any image to ``encoder_input_size`` and its ViT decoder has one position
+    embedding per token of that grid, so the latent height and width are static."""
+    grid = config["encoder_input_size"] // config["encoder_patch_size"]
+    value = torch.randn(sizes["batch"], config["encoder_hidden_size"], grid, grid, generator=gen)
+    return value, {0: "batch"}
+
+
+def _latents_4d(config, sizes, gen):
+    """Latents of an image decoder, ``(batch, latent_channels, h, w)``, for a decode
+    whose argument is not among ``MAIN`` (VQModel's ``h``)."""
+    return main_tensor("4d", config["latent_channels"], "vae-decoder", sizes, gen)
+
+
 #: per-class inputs: argument name -> function(config, sizes, generator) returning
 #: ``(tensor, dynamic axes)`` or a constant keyword argument
 INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -200,6 +288,21 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "AnimaTextConditioner": dict(
         source_hidden_states=_anima_source, target_input_ids=_anima_target_ids
     ),
+    "AutoencoderKLMochi": dict(x=_pixels("5d", 3)),
+    "VQModel": dict(h=_latents_4d),
+    "AutoencoderKLKVAEAudio": dict(
+        audio_data=_audio("num_channels", "vae-encoder"),
+        z=_audio("codebook_dim", "vae-decoder"),
+    ),
+    "AutoencoderRAE": dict(z=_rae_latents),
+    "MMAudioVAE": dict(audio=_waveform, z=_audio("latent_channels", "vae-decoder")),
+    "AutoencoderKLMiniMaxH3Audio": dict(sample=_mono),
+    "LongCatAudioDiTVae": dict(sample_posterior=_constant(False)),
+    "AutoencoderKLLTX2Video": dict(x=_pixels("5d", "in_channels", 2)),
+    "AutoencoderKLQwenImage21": dict(
+        x=_one_frame("in_channels", "vae-encoder"), z=_one_frame("z_dim", "vae-decoder")
+    ),
+    "AutoencoderKLTemporalDecoder": dict(z=_frames_as_batch, num_frames=_num_frames),
     "AnyFlowTransformer3DModel": dict(timestep=_frame_timesteps, r_timestep=_frame_timesteps),
     "AnyFlowFARTransformer3DModel": dict(
         timestep=_frame_timesteps, r_timestep=_frame_timesteps, chunk_partition=_chunk_partition
@@ -260,7 +363,14 @@ def config_value(config, keys, default=None):
 def channel_candidates(config, kind: str) -> list[int]:
     """Channels of the main tensor to try, most likely first."""
     keys = (
-        ("latent_channels", "z_channels", "z_dim", "latent_dim", "in_channels")
+        (
+            "latent_channels",
+            "z_channels",
+            "z_dim",
+            "latent_dim",
+            "in_channels",
+            "decoder_input_channels",
+        )
         if kind == "vae-decoder"
         else (
             "in_channels",
@@ -269,6 +379,7 @@ def channel_candidates(config, kind: str) -> list[int]:
             "audio_channels",
             "num_channels",
             "latent_channels",
+            "encoder_in_channels",
         )
     )
     out = []
