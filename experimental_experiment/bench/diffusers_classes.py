@@ -51,6 +51,14 @@ STATIC_BATCH: dict[str, str] = {
     )
     for m in ("encode", "decode")
 }
+#: cases whose latents must be square (checked on a square of the check's height),
+#: with the reason (the zoo writes it through FAIL_CAUSES when the case fails)
+SQUARE: dict[str, str] = {
+    "DiTTransformer2DModel": (
+        "square latents only: the unpatchify takes height = width = "
+        "int(tokens ** 0.5), a square root torch.export cannot keep symbolic"
+    ),
+}
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {
     "AnyFlowFARTransformer3DModel": (

@@ -96,6 +96,59 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "AutoencoderKLHunyuanVideo15": dict(latent_channels=8),
     # 32128 T5 token embeddings would be most of the model's weights
     "AnimaTextConditioner": dict(target_vocab_size=1000),
+    # 16 latent channels (128 by default): the packed tokens are 2x2 patches of them
+    "Flux2Transformer2DModel": dict(in_channels=64),
+    # a text of 226 tokens by default, the length the model takes (static)
+    "CogVideoXTransformer3DModel": dict(max_text_seq_length=8),
+    "ConsisIDTransformer3DModel": dict(max_text_seq_length=8),
+    # no default for the channels and the patch; 77 + 256 text tokens by default;
+    # style and image size conditions off (Hunyuan-DiT v1.2)
+    "HunyuanDiT2DModel": dict(
+        in_channels=4,
+        patch_size=2,
+        cross_attention_dim_t5=32,
+        text_len=4,
+        text_len_t5=6,
+        use_style_cond_and_image_meta_size=False,
+    ),
+    # its blocks normalize with `groups` groups of the first width's half; one block a
+    # level mismatches the channels of its up-sampling attention (3 by default)
+    "Kandinsky3UNet": dict(groups=8, block_out_channels=(32, 32, 32, 32), layers_per_block=2),
+    "EasyAnimateTransformer3DModel": dict(in_channels=16, out_channels=16, patch_size=2),
+    "HunyuanDiT2DControlNetModel": dict(
+        in_channels=4,
+        patch_size=2,
+        cross_attention_dim_t5=32,
+        text_len=4,
+        text_len_t5=6,
+        use_style_cond_and_image_meta_size=False,
+    ),
+    # a transformer block of a UNet: in_channels is the width of the block
+    "DreamLiteTransformer2DModel": dict(in_channels=16, cross_attention_dim=32),
+    # rope axes of the head dimension (128 by default)
+    "HeliosTransformer3DModel": dict(rope_dim=(4, 6, 6)),
+    # the head dimension is the sum of the rope axes
+    "Kandinsky5Transformer3DModel": dict(axes_dims=(4, 6, 6)),
+    "Kandinsky6Transformer3DModel": dict(axes_dims=(4, 6, 6)),
+    "Kandinsky6SRTransformer3DModel": dict(axes_dims=(4, 6, 6), in_visual_dim=4, out_visual_dim=16),
+    # the decoder takes the latents of the encoder's bottleneck: half its latent_dim
+    "Cosmos3AVAEAudioTokenizer": dict(vocoder_input_dim=16),
+    # one main block, an injection block reading the text; the Perceiver summarizes the
+    # text in 4 to 8 gist tokens (256 to 512 by default) by steps of 2
+    "BriaFibo2Transformer2DModel": dict(
+        injection_layer_ids=(0,),
+        perceiver_num_layers=1,
+        min_num_gist_tokens=4,
+        max_num_gist_tokens=8,
+        gist_step=2,
+        gist_min_text_len=4,
+        gist_max_text_len=16,
+    ),
+    "GlmImageTransformer2DModel": dict(prior_vq_quantizer_codebook_size=1024),
+    # the rope sections split a quarter of the head dimension (64 of 256)
+    "Ideogram4Transformer2DModel": dict(mrope_section=(2, 1, 1)),
+    # concat_padding_mask resizes the padding mask with torchvision, not installed here
+    "CosmosTransformer3DModel": dict(concat_padding_mask=False),
 }
 
 
