@@ -23,6 +23,20 @@ SKIPPED: dict[str, str] = {
     "MultiAdapter": "container of T2IAdapter models (covered by T2IAdapter)",
     "ControlNetXSAdapter": "no forward of its own, runs inside UNetControlNetXSModel",
     "MotionAdapter": "no forward of its own, runs inside UNetMotionModel",
+    "CosmosControlNetModel": (
+        "needs torchvision (its forward resizes the padding mask with "
+        "transforms.functional.resize whatever the configuration), not installed here"
+    ),
+    "Cosmos3OmniTransformer": (
+        "takes a packed multimodal sequence described by Python ints and lists "
+        "(und_len, sequence_length, vision_token_shapes, per-sample token lists): "
+        "every size is a constant of the call, nothing a pipeline varies stays dynamic"
+    ),
+    "JoyImageEditPlusTransformer3DModel": (
+        "shape_list, a Python list of (frames, height, width) per sample, drives a loop "
+        "over the batch and the rope of each image: batch and latent sizes are constants "
+        "of the call, only the text length could stay dynamic"
+    ),
 }
 
 _FRAME_LOOP = (

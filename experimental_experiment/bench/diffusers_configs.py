@@ -147,6 +147,26 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "GlmImageTransformer2DModel": dict(prior_vq_quantizer_codebook_size=1024),
     # the rope sections split a quarter of the head dimension (64 of 256)
     "Ideogram4Transformer2DModel": dict(mrope_section=(2, 1, 1)),
+    # no defaults for the patch and the text widths (T5, Llama 3); one Llama layer
+    # per block (2 double, 1 single); rope axes (t, h, w) of the head: (64, 32, 32) in
+    # the checkpoints, the default (32, 32) has no time axis
+    "HiDreamImageTransformer2DModel": dict(
+        patch_size=2, caption_channels=[32, 32], llama_layers=[0, 1, 2], axes_dims_rope=(8, 4, 4)
+    ),
+    # the tiny ControlNet, with the width of the first block for the transformer that
+    # fuses the conditions; no default for addition_time_embed_dim
+    "ControlNetUnionModel": dict(
+        block_out_channels=(16, 32),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        attention_head_dim=8,
+        conditioning_embedding_out_channels=(8, 8, 8, 8),
+        addition_time_embed_dim=8,
+        num_trans_channel=16,
+        num_proj_channel=16,
+        num_trans_head=2,
+    ),
+    # the FramePack checkpoints have both (off by default, the forward needs them)
+    "HunyuanVideoFramepackTransformer3DModel": dict(has_image_proj=True, has_clean_x_embedder=True),
     # concat_padding_mask resizes the padding mask with torchvision, not installed here
     "CosmosTransformer3DModel": dict(concat_padding_mask=False),
 }

@@ -345,6 +345,93 @@ def _packed_indicator(config, sizes, gen):
     return value, {0: "batch", 1: "tokens"}
 
 
+def _schedule_timestep(config, sizes, gen):
+    """A timestep of the schedule (0-1000), ``(batch,)``, for an argument the builder
+    does not recognize by its name (``timesteps``)."""
+    return torch.rand(sizes["batch"], generator=gen) * 900 + 0.05, {0: "batch"}
+
+
+def _text_of(index: int):
+    """Text embeddings ``(batch, seq, config["caption_channels"][index])``."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], sizes["seq"], config["caption_channels"][index])
+        return torch.randn(*shape, generator=gen), {0: "batch", 1: "seq"}
+
+    return make
+
+
+def _llama_layers(config, sizes, gen):
+    """Hidden states of the layers of HiDream's Llama 3, stacked:
+    ``(layers, batch, seq, caption_channels[1])``."""
+    shape = (
+        max(config["llama_layers"]) + 1,
+        sizes["batch"],
+        sizes["seq"],
+        config["caption_channels"][1],
+    )
+    return torch.randn(*shape, generator=gen), {1: "batch", 2: "seq"}
+
+
+def _union_conditions(config, sizes, gen):
+    """The conditioning images of ControlNet-Union, a list of one image (pixels, 8
+    times the latents) for the control type ``control_type_idx``."""
+    shape = (
+        sizes["batch"],
+        config["conditioning_channels"],
+        8 * sizes["height"],
+        8 * sizes["width"],
+    )
+    return [torch.randn(*shape, generator=gen)], [{0: "batch", 2: "cheight", 3: "cwidth"}]
+
+
+def _union_control_type(config, sizes, gen):
+    """``(batch, num_control_type)``: 1 for the control type given, 0 elsewhere."""
+    value = torch.zeros(sizes["batch"], config["num_control_type"])
+    value[:, 0] = 1
+    return value, {0: "batch"}
+
+
+def _union_control_index(config, sizes, gen):
+    """The control types of the images, a Python list (a constant of the call)."""
+    return [0]
+
+
+#: frames of the clean, 2x and 4x history latents of FramePack (its pipeline's counts)
+_FRAMEPACK_HISTORY = {"clean": 2, "2x": 2, "4x": 16}
+
+
+def _framepack_latents(which: str):
+    """History latents of FramePack ``(batch, C, frames, height, width)``, the frame
+    count of its pipeline (``_FRAMEPACK_HISTORY``), static."""
+
+    def make(config, sizes, gen):
+        shape = (
+            sizes["batch"],
+            config["in_channels"],
+            _FRAMEPACK_HISTORY[which],
+            sizes["height"],
+            sizes["width"],
+        )
+        return torch.randn(*shape, generator=gen), {0: "batch", 3: "height", 4: "width"}
+
+    return make
+
+
+def _framepack_indices(which: str | None):
+    """Frame indices ``(frames,)`` of the latents (``None``: the noisy ones, after
+    every history frame) or of one history (static)."""
+
+    def make(config, sizes, gen):
+        if which is None:
+            start = sum(_FRAMEPACK_HISTORY.values())
+            return torch.arange(start, start + sizes["frames"]), {0: "frames"}
+        offset = {"4x": 0, "2x": 16, "clean": 18}[which]
+        return torch.arange(offset, offset + _FRAMEPACK_HISTORY[which]), {}
+
+    return make
+
+
 def _class_labels(key: str):
     """Class labels ``(batch,)`` below ``config[key]`` (DiT: ImageNet classes)."""
 
@@ -442,6 +529,29 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
         position_ids=_packed_positions,
         segment_ids=_packed_segments,
         indicator=_packed_indicator,
+    ),
+    "HiDreamImageTransformer2DModel": dict(
+        timesteps=_schedule_timestep,
+        encoder_hidden_states_t5=_text_of(0),
+        encoder_hidden_states_llama3=_llama_layers,
+        pooled_embeds=_from_config("text_emb_dim"),
+    ),
+    "ControlNetUnionModel": dict(
+        controlnet_cond=_union_conditions,
+        control_type=_union_control_type,
+        control_type_idx=_union_control_index,
+    ),
+    # the forward packs the three histories (it fails without them) and the SigLIP
+    # features of the image
+    "HunyuanVideoFramepackTransformer3DModel": dict(
+        image_embeds=_from_config("image_proj_dim", 4),
+        indices_latents=_framepack_indices(None),
+        latents_clean=_framepack_latents("clean"),
+        indices_latents_clean=_framepack_indices("clean"),
+        latents_history_2x=_framepack_latents("2x"),
+        indices_latents_history_2x=_framepack_indices("2x"),
+        latents_history_4x=_framepack_latents("4x"),
+        indices_latents_history_4x=_framepack_indices("4x"),
     ),
     # timestep_r is the second time of a mean-flow model (use_meanflow)
     "HunyuanImageTransformer2DModel": dict(timestep_r=_none),
