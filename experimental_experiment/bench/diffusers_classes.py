@@ -73,8 +73,34 @@ SQUARE: dict[str, str] = {
         "int(tokens ** 0.5), a square root torch.export cannot keep symbolic"
     ),
 }
+_SINCOS_3D = (
+    "the patch embedding rebuilds its 3D sinusoidal position embedding for the latent "
+    "size inside the forward (get_3d_sincos_pos_embed written into a new tensor through "
+    ".data), a constant torch.export cannot trace as a function of the dynamic sizes; "
+    "the text is also static (max_text_seq_length tokens before the patches)"
+)
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {
+    "DiTTransformer2DModel": SQUARE["DiTTransformer2DModel"],
+    "CogVideoXTransformer3DModel": _SINCOS_3D,
+    "ConsisIDTransformer3DModel": _SINCOS_3D,
+    "BriaFibo2Transformer2DModel": (
+        "the Perceiver's gist token count is computed in Python from the list of the "
+        "batch's text lengths (compute_gist_count): batch and text length become "
+        "constants of the capture"
+    ),
+    "CosmosTransformer3DModel": (
+        "the learnable position embedding normalizes with np.sqrt(norm.numel() / "
+        "emb.numel()), numpy on a size that depends on the dynamic dimensions"
+    ),
+    "EasyAnimateTransformer3DModel": (
+        "get_3d_rotary_pos_embed builds the time grid with torch.linspace over the "
+        "frame count read as a Python int, which fixes the frames"
+    ),
+    "HiDreamImageTransformer2DModel": (
+        "the mixture of experts dispatches the tokens with "
+        "bincount().cpu().numpy().cumsum(): a data-dependent count read back in numpy"
+    ),
     "AnyFlowFARTransformer3DModel": (
         "the model pads its token sequence to a multiple of 128 with Python floats "
         "(math.ceil in _build_far_block_mask_from_far_cfg): torch.export fixes the padded "

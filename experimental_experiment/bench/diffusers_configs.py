@@ -96,7 +96,7 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "AutoencoderKLHunyuanVideo15": dict(latent_channels=8),
     # 32128 T5 token embeddings would be most of the model's weights
     "AnimaTextConditioner": dict(target_vocab_size=1000),
-    # 16 latent channels (128 by default): the packed tokens are 2x2 patches of them
+    # packed tokens of 64 channels: 2x2 patches of 16 latent channels (32 by default)
     "Flux2Transformer2DModel": dict(in_channels=64),
     # a text of 226 tokens by default, the length the model takes (static)
     "CogVideoXTransformer3DModel": dict(max_text_seq_length=8),
@@ -111,8 +111,8 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
         text_len_t5=6,
         use_style_cond_and_image_meta_size=False,
     ),
-    # its blocks normalize with `groups` groups of the first width's half; one block a
-    # level mismatches the channels of its up-sampling attention (3 by default)
+    # its blocks normalize with `groups` groups of half the first width; with one block
+    # a level (3 by default) the up-sampling attention gets the wrong channels
     "Kandinsky3UNet": dict(groups=8, block_out_channels=(32, 32, 32, 32), layers_per_block=2),
     "EasyAnimateTransformer3DModel": dict(in_channels=16, out_channels=16, patch_size=2),
     "HunyuanDiT2DControlNetModel": dict(
