@@ -24,6 +24,7 @@ import torch
 from .diffusers_classes import (
     MORE_FRAMES,
     SKIPPED,
+    SQUARE,
     STATIC_BATCH,
     STATIC_FRAMES,
     DiffusersCaseError,
@@ -130,6 +131,9 @@ def build_class_case(
         export_frames, check_frames = MORE_FRAMES[case.model_type]
         export_sizes = dict(export_sizes, frames=export_frames)
         check_sizes = dict(check_sizes, frames=check_frames)
+    if name in SQUARE:  # height and width equal, both dynamic
+        export_sizes = dict(export_sizes, width=export_sizes["height"])
+        check_sizes = dict(check_sizes, width=check_sizes["height"])
     static = set()
     if case.model_type in STATIC_FRAMES:  # checked on the export's frame count
         check_sizes = dict(check_sizes, frames=export_sizes["frames"])

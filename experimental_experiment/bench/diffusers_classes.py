@@ -32,6 +32,20 @@ SKIPPED: dict[str, str] = {
         "allowed_residue_types) and a dict of preprocessed features (conditioning: "
         "is_in_context_conditioning...), not images or latents; its encoder samples the latent"
     ),
+    "CosmosControlNetModel": (
+        "needs torchvision (its forward resizes the padding mask with "
+        "transforms.functional.resize whatever the configuration), not installed here"
+    ),
+    "Cosmos3OmniTransformer": (
+        "takes a packed multimodal sequence described by Python ints and lists "
+        "(und_len, sequence_length, vision_token_shapes, per-sample token lists): "
+        "every size is a constant of the call, nothing a pipeline varies stays dynamic"
+    ),
+    "JoyImageEditPlusTransformer3DModel": (
+        "shape_list, a Python list of (frames, height, width) per sample, drives a loop "
+        "over the batch and the rope of each image: batch and latent sizes are constants "
+        "of the call, only the text length could stay dynamic"
+    ),
 }
 
 _FRAME_LOOP = (
@@ -70,8 +84,42 @@ STATIC_BATCH: dict[str, str] = {
     )
     for m in ("encode", "decode")
 }
+#: cases whose latents must be square (checked on a square of the check's height),
+#: with the reason (the zoo writes it through FAIL_CAUSES when the case fails)
+SQUARE: dict[str, str] = {
+    "DiTTransformer2DModel": (
+        "square latents only: the unpatchify takes height = width = "
+        "int(tokens ** 0.5), a square root torch.export cannot keep symbolic"
+    ),
+}
+_SINCOS_3D = (
+    "the patch embedding rebuilds its 3D sinusoidal position embedding for the latent "
+    "size inside the forward (get_3d_sincos_pos_embed written into a new tensor through "
+    ".data), a constant torch.export cannot trace as a function of the dynamic sizes; "
+    "the text is also static (max_text_seq_length tokens before the patches)"
+)
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {
+    "DiTTransformer2DModel": SQUARE["DiTTransformer2DModel"],
+    "CogVideoXTransformer3DModel": _SINCOS_3D,
+    "ConsisIDTransformer3DModel": _SINCOS_3D,
+    "BriaFibo2Transformer2DModel": (
+        "the Perceiver's gist token count is computed in Python from the list of the "
+        "batch's text lengths (compute_gist_count): batch and text length become "
+        "constants of the capture"
+    ),
+    "CosmosTransformer3DModel": (
+        "the learnable position embedding normalizes with np.sqrt(norm.numel() / "
+        "emb.numel()), numpy on a size that depends on the dynamic dimensions"
+    ),
+    "EasyAnimateTransformer3DModel": (
+        "get_3d_rotary_pos_embed builds the time grid with torch.linspace over the "
+        "frame count read as a Python int, which fixes the frames"
+    ),
+    "HiDreamImageTransformer2DModel": (
+        "the mixture of experts dispatches the tokens with "
+        "bincount().cpu().numpy().cumsum(): a data-dependent count read back in numpy"
+    ),
     "AnyFlowFARTransformer3DModel": (
         "the model pads its token sequence to a multiple of 128 with Python floats "
         "(math.ceil in _build_far_block_mask_from_far_cfg): torch.export fixes the padded "

@@ -152,6 +152,79 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     ),
     # 32128 T5 token embeddings would be most of the model's weights
     "AnimaTextConditioner": dict(target_vocab_size=1000),
+    # packed tokens of 64 channels: 2x2 patches of 16 latent channels (32 by default)
+    "Flux2Transformer2DModel": dict(in_channels=64),
+    # a text of 226 tokens by default, the length the model takes (static)
+    "CogVideoXTransformer3DModel": dict(max_text_seq_length=8),
+    "ConsisIDTransformer3DModel": dict(max_text_seq_length=8),
+    # no default for the channels and the patch; 77 + 256 text tokens by default;
+    # style and image size conditions off (Hunyuan-DiT v1.2)
+    "HunyuanDiT2DModel": dict(
+        in_channels=4,
+        patch_size=2,
+        cross_attention_dim_t5=32,
+        text_len=4,
+        text_len_t5=6,
+        use_style_cond_and_image_meta_size=False,
+    ),
+    # its blocks normalize with `groups` groups of half the first width; with one block
+    # a level (3 by default) the up-sampling attention gets the wrong channels
+    "Kandinsky3UNet": dict(groups=8, block_out_channels=(32, 32, 32, 32), layers_per_block=2),
+    "EasyAnimateTransformer3DModel": dict(in_channels=16, out_channels=16, patch_size=2),
+    "HunyuanDiT2DControlNetModel": dict(
+        in_channels=4,
+        patch_size=2,
+        cross_attention_dim_t5=32,
+        text_len=4,
+        text_len_t5=6,
+        use_style_cond_and_image_meta_size=False,
+    ),
+    # a transformer block of a UNet: in_channels is the width of the block
+    "DreamLiteTransformer2DModel": dict(in_channels=16, cross_attention_dim=32),
+    # rope axes of the head dimension (128 by default)
+    "HeliosTransformer3DModel": dict(rope_dim=(4, 6, 6)),
+    # the head dimension is the sum of the rope axes
+    "Kandinsky5Transformer3DModel": dict(axes_dims=(4, 6, 6)),
+    "Kandinsky6Transformer3DModel": dict(axes_dims=(4, 6, 6)),
+    "Kandinsky6SRTransformer3DModel": dict(axes_dims=(4, 6, 6), in_visual_dim=4, out_visual_dim=16),
+    # the decoder takes the latents of the encoder's bottleneck: half its latent_dim
+    "Cosmos3AVAEAudioTokenizer": dict(vocoder_input_dim=16),
+    # one main block, an injection block reading the text; the Perceiver summarizes the
+    # text in 4 to 8 gist tokens (256 to 512 by default) by steps of 2
+    "BriaFibo2Transformer2DModel": dict(
+        injection_layer_ids=(0,),
+        perceiver_num_layers=1,
+        min_num_gist_tokens=4,
+        max_num_gist_tokens=8,
+        gist_step=2,
+        gist_min_text_len=4,
+        gist_max_text_len=16,
+    ),
+    "GlmImageTransformer2DModel": dict(prior_vq_quantizer_codebook_size=1024),
+    # the rope sections split a quarter of the head dimension (64 of 256)
+    "Ideogram4Transformer2DModel": dict(mrope_section=(2, 1, 1)),
+    # no defaults for the patch and the text widths (T5, Llama 3); one Llama layer
+    # per block (2 double, 1 single); rope axes (t, h, w) of the head: (64, 32, 32) in
+    # the checkpoints, the default (32, 32) has no time axis
+    "HiDreamImageTransformer2DModel": dict(
+        patch_size=2, caption_channels=[32, 32], llama_layers=[0, 1, 2], axes_dims_rope=(8, 4, 4)
+    ),
+    # the tiny ControlNet, with the width of the first block for the transformer that
+    # fuses the conditions; no default for addition_time_embed_dim
+    "ControlNetUnionModel": dict(
+        block_out_channels=(16, 32),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        attention_head_dim=8,
+        conditioning_embedding_out_channels=(8, 8, 8, 8),
+        addition_time_embed_dim=8,
+        num_trans_channel=16,
+        num_proj_channel=16,
+        num_trans_head=2,
+    ),
+    # the FramePack checkpoints have both (off by default, the forward needs them)
+    "HunyuanVideoFramepackTransformer3DModel": dict(has_image_proj=True, has_clean_x_embedder=True),
+    # concat_padding_mask resizes the padding mask with torchvision, not installed here
+    "CosmosTransformer3DModel": dict(concat_padding_mask=False),
 }
 
 

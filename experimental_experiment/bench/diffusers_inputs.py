@@ -189,6 +189,22 @@ def _pixels(layout: str, channels: int | str, scale: int = 1):
         h, w = sizes["height"] * scale, sizes["width"] * scale
         return main_tensor(layout, c, "vae-encoder", dict(sizes, height=h, width=w), gen)
 
+
+def _none(config, sizes, gen):
+    """``None``: an optional input the forward's default configuration does not use
+    (the builder would otherwise make it from its name)."""
+    return None
+
+
+def _position_ids(axes: int, text: bool = False):
+    """Position ids of the packed image tokens ``(height * width / 4, axes)`` (Flux 2:
+    4 axes) or of the text tokens ``(seq, axes)``, zeros as the builder's ``img_ids``."""
+
+    def make(config, sizes, gen):
+        if text:
+            return torch.zeros(sizes["seq"], axes), {0: "seq"}
+        return torch.zeros(sizes["height"] * sizes["width"] // 4, axes), {0: "tokens"}
+
     return make
 
 
@@ -218,12 +234,31 @@ def _one_frame(key: str, kind: str):
     return make
 
 
+def _static_text(dim_key: str, length_key: str):
+    """Text embeddings ``(batch, config[length_key], config[dim_key])`` of the length
+    the model was built for (a learned padding or pooling of that length): the text
+    length is static."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], config[length_key], config[dim_key])
+        return torch.randn(*shape, generator=gen), {0: "batch"}
+
+    return make
+
+
 def _audio(key: str, kind: str):
     """A waveform or its latents, ``(batch, config[key], length)``, dynamic batch
     and length, for an argument not among ``MAIN``."""
 
     def make(config, sizes, gen):
         return main_tensor("3d", config[key], kind, sizes, gen)
+
+
+def _static_mask(length_key: str):
+    """A mask of ones ``(batch, config[length_key])`` for ``_static_text``."""
+
+    def make(config, sizes, gen):
+        return torch.ones(sizes["batch"], config[length_key], dtype=torch.int64), {0: "batch"}
 
     return make
 
@@ -250,6 +285,17 @@ def _constant(value):
     return make
 
 
+def _second_text(dim_key: str):
+    """A second text ``(batch, seq2, config[dim_key])`` (byT5 glyphs of HunyuanVideo
+    1.5), its length a dynamic dimension of its own."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], sizes["seq"] + 1, config[dim_key])
+        return torch.randn(*shape, generator=gen), {0: "batch", 1: "seq2"}
+
+    return make
+
+
 def _rae_latents(config, sizes, gen):
     """Latents of RAE, ``(batch, encoder_hidden_size, grid, grid)``: its encoder
     resizes any image to ``encoder_input_size`` and its ViT decoder has one position
@@ -265,6 +311,220 @@ def _latents_4d(config, sizes, gen):
     return main_tensor("4d", config["latent_channels"], "vae-decoder", sizes, gen)
 
 
+def _second_mask(config, sizes, gen):
+    """A mask of ones for ``_second_text``."""
+    return torch.ones(sizes["batch"], sizes["seq"] + 1, dtype=torch.int64), {0: "batch", 1: "seq2"}
+
+
+def _text_lens(config, sizes, gen):
+    """Length of each text of the batch, ``(batch,)``: the whole text."""
+    return torch.full((sizes["batch"],), sizes["seq"], dtype=torch.int64), {0: "batch"}
+
+
+def _channels_last_video(extra: str, double: bool = False):
+    """Latents ``(batch, frames, height, width, C)``, C = ``config[extra]`` (twice plus
+    one with ``double``: the noisy latents, the condition and its mask)."""
+
+    def make(config, sizes, gen):
+        c = 2 * config[extra] + 1 if double else config[extra]
+        shape = (sizes["batch"], sizes["frames"], sizes["height"], sizes["width"], c)
+        value = torch.randn(*shape, generator=gen)
+        return value, {0: "batch", 1: "frames", 2: "height", 3: "width"}
+
+    return make
+
+
+def _stereo_audio(config, sizes, gen):
+    """Stereo waveform ``(batch, 2, samples)`` of Cosmos 3's audio tokenizer: the
+    encoder takes ``input_channels`` per side of a stereo signal, ``height / 8``
+    latent frames of 1920 samples (the product of the decoder's strides)."""
+    channels = config["input_channels"] * (2 if config["stereo"] else 1)
+    length = 1920 * (sizes["height"] // 8)
+    value = torch.randn(sizes["batch"], channels, length, generator=gen)
+    return value, {0: "batch", 2: "samples"}
+
+
+def _text_layers(config, sizes, gen):
+    """Hidden states of the text encoder's layers, one ``(batch, seq, text_encoder_dim)``
+    per block of Bria-FIBO (double then single), a Python list of tensors."""
+    count = config["num_layers"] + config["num_single_layers"]
+    shape = (sizes["batch"], sizes["seq"], config["text_encoder_dim"])
+    layers = [torch.randn(*shape, generator=gen) for _ in range(count)]
+    return layers, [{0: "batch", 1: "seq"}] * count
+
+
+def _text_bundles(config, sizes, gen):
+    """Text features of Bria-FIBO 2, ``(batch, 1 + injection blocks, seq, cap_feat_dim)``:
+    the Perceiver's bundle, then one bundle per injection block."""
+    bundles = 1 + len(config["injection_layer_ids"])
+    shape = (sizes["batch"], bundles, sizes["seq"], config["cap_feat_dim"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 2: "seq"}
+
+
+def _visual_rope_pos(config, sizes, gen):
+    """Rope positions of Kandinsky 5's patches, a list ``[arange(frames),
+    arange(height / 2), arange(width / 2)]`` as its pipeline makes them."""
+    sizes_ = (sizes["frames"], sizes["height"] // 2, sizes["width"] // 2)
+    return [torch.arange(n) for n in sizes_], [{0: "frames"}, {0: "pheight"}, {0: "pwidth"}]
+
+
+def _text_rope_pos(config, sizes, gen):
+    """Rope positions of the text tokens, ``arange(seq)``."""
+    return torch.arange(sizes["seq"]), {0: "seq"}
+
+
+def _prior_tokens(config, sizes, gen):
+    """Token ids of GLM-Image's autoregressive prior, one per 2x2 patch,
+    ``(batch, height * width / 4)``."""
+    shape = (sizes["batch"], sizes["height"] * sizes["width"] // 4)
+    value = torch.randint(0, config["prior_vq_quantizer_codebook_size"], shape, generator=gen)
+    return value, {0: "batch", 1: "tokens"}
+
+
+def _prior_drop(config, sizes, gen):
+    """Which prior embeddings are dropped (zeroed), a random boolean mask."""
+    shape = (sizes["batch"], sizes["height"] * sizes["width"] // 4)
+    return torch.rand(*shape, generator=gen) < 0.25, {0: "batch", 1: "tokens"}
+
+
+def _packed_length(sizes) -> int:
+    """Tokens of a sequence packing the text then the 2x2 patches of the image."""
+    return sizes["seq"] + sizes["height"] * sizes["width"] // 4
+
+
+def _packed_sequence(key: str):
+    """``(batch, text + image tokens, config[key])``: Ideogram 4 packs both in one
+    sequence (the indicator tells which is which)."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], _packed_length(sizes), config[key])
+        return torch.randn(*shape, generator=gen), {0: "batch", 1: "tokens"}
+
+    return make
+
+
+def _packed_positions(config, sizes, gen):
+    """``(t, h, w)`` rope positions of the packed sequence: the text on the time axis,
+    then the grid of the image."""
+    b, s, h, w = sizes["batch"], sizes["seq"], sizes["height"] // 2, sizes["width"] // 2
+    text = torch.arange(s)[:, None].expand(s, 3)
+    hh, ww = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    image = torch.stack([torch.full_like(hh, s), hh, ww], dim=-1).reshape(-1, 3)
+    value = torch.cat([text, image]).unsqueeze(0).expand(b, -1, -1).contiguous()
+    return value, {0: "batch", 1: "tokens"}
+
+
+def _packed_segments(config, sizes, gen):
+    """One sample per row: every token in segment 0."""
+    return torch.zeros(sizes["batch"], _packed_length(sizes), dtype=torch.int64), {
+        0: "batch",
+        1: "tokens",
+    }
+
+
+def _packed_indicator(config, sizes, gen):
+    """3 for a text token, 2 for an image token (Ideogram 4's indicators)."""
+    value = torch.full((sizes["batch"], _packed_length(sizes)), 2, dtype=torch.int64)
+    value[:, : sizes["seq"]] = 3
+    return value, {0: "batch", 1: "tokens"}
+
+
+def _schedule_timestep(config, sizes, gen):
+    """A timestep of the schedule (0-1000), ``(batch,)``, for an argument the builder
+    does not recognize by its name (``timesteps``)."""
+    return torch.rand(sizes["batch"], generator=gen) * 900 + 0.05, {0: "batch"}
+
+
+def _text_of(index: int):
+    """Text embeddings ``(batch, seq, config["caption_channels"][index])``."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], sizes["seq"], config["caption_channels"][index])
+        return torch.randn(*shape, generator=gen), {0: "batch", 1: "seq"}
+
+    return make
+
+
+def _llama_layers(config, sizes, gen):
+    """Hidden states of the layers of HiDream's Llama 3, stacked:
+    ``(layers, batch, seq, caption_channels[1])``."""
+    shape = (
+        max(config["llama_layers"]) + 1,
+        sizes["batch"],
+        sizes["seq"],
+        config["caption_channels"][1],
+    )
+    return torch.randn(*shape, generator=gen), {1: "batch", 2: "seq"}
+
+
+def _union_conditions(config, sizes, gen):
+    """The conditioning images of ControlNet-Union, a list of one image (pixels, 8
+    times the latents) for the control type ``control_type_idx``."""
+    shape = (
+        sizes["batch"],
+        config["conditioning_channels"],
+        8 * sizes["height"],
+        8 * sizes["width"],
+    )
+    return [torch.randn(*shape, generator=gen)], [{0: "batch", 2: "cheight", 3: "cwidth"}]
+
+
+def _union_control_type(config, sizes, gen):
+    """``(batch, num_control_type)``: 1 for the control type given, 0 elsewhere."""
+    value = torch.zeros(sizes["batch"], config["num_control_type"])
+    value[:, 0] = 1
+    return value, {0: "batch"}
+
+
+def _union_control_index(config, sizes, gen):
+    """The control types of the images, a Python list (a constant of the call)."""
+    return [0]
+
+
+#: frames of the clean, 2x and 4x history latents of FramePack (its pipeline's counts)
+_FRAMEPACK_HISTORY = {"clean": 2, "2x": 2, "4x": 16}
+
+
+def _framepack_latents(which: str):
+    """History latents of FramePack ``(batch, C, frames, height, width)``, the frame
+    count of its pipeline (``_FRAMEPACK_HISTORY``), static."""
+
+    def make(config, sizes, gen):
+        shape = (
+            sizes["batch"],
+            config["in_channels"],
+            _FRAMEPACK_HISTORY[which],
+            sizes["height"],
+            sizes["width"],
+        )
+        return torch.randn(*shape, generator=gen), {0: "batch", 3: "height", 4: "width"}
+
+    return make
+
+
+def _framepack_indices(which: str | None):
+    """Frame indices ``(frames,)`` of the latents (``None``: the noisy ones, after
+    every history frame) or of one history (static)."""
+
+    def make(config, sizes, gen):
+        if which is None:
+            start = sum(_FRAMEPACK_HISTORY.values())
+            return torch.arange(start, start + sizes["frames"]), {0: "frames"}
+        offset = {"4x": 0, "2x": 16, "clean": 18}[which]
+        return torch.arange(offset, offset + _FRAMEPACK_HISTORY[which]), {}
+
+    return make
+
+
+def _class_labels(key: str):
+    """Class labels ``(batch,)`` below ``config[key]`` (DiT: ImageNet classes)."""
+
+    def make(config, sizes, gen):
+        return torch.randint(0, config[key], (sizes["batch"],), generator=gen), {0: "batch"}
+
+    return make
+
+
 #: per-class inputs: argument name -> function(config, sizes, generator) returning
 #: ``(tensor, dynamic axes)`` or a constant keyword argument
 INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -275,7 +535,6 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
         clip_img=_from_config("clip_image_in_channels", 1),
     ),
     "UVit2DModel": dict(input_ids=_uvit_ids, micro_conds=_batch(5)),
-    "I2VGenXLUNet": dict(fps=_batch(), image_latents=_video_like_sample),
     "PriorTransformer": dict(
         hidden_states=_prior_states, proj_embedding=_prior_states, encoder_hidden_states=_prior_text
     ),
@@ -306,6 +565,101 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "AnyFlowTransformer3DModel": dict(timestep=_frame_timesteps, r_timestep=_frame_timesteps),
     "AnyFlowFARTransformer3DModel": dict(
         timestep=_frame_timesteps, r_timestep=_frame_timesteps, chunk_partition=_chunk_partition
+    ),
+    # Flux 2 positions have 4 axes (time, height, width, layer)
+    "Flux2Transformer2DModel": dict(img_ids=_position_ids(4), txt_ids=_position_ids(4, True)),
+    # the patch embedding adds a sinusoidal embedding of max_text_seq_length text
+    # positions then the patches: the text has that length
+    "CogVideoXTransformer3DModel": dict(
+        encoder_hidden_states=_static_text("text_embed_dim", "max_text_seq_length")
+    ),
+    "ConsisIDTransformer3DModel": dict(
+        encoder_hidden_states=_static_text("text_embed_dim", "max_text_seq_length")
+    ),
+    # both texts are replaced by a learned padding of text_len + text_len_t5 tokens
+    # where their mask is 0, and the T5 text is pooled with text_len_t5 positions
+    "HunyuanDiT2DModel": dict(
+        encoder_hidden_states=_static_text("cross_attention_dim", "text_len"),
+        text_embedding_mask=_static_mask("text_len"),
+        encoder_hidden_states_t5=_static_text("cross_attention_dim_t5", "text_len_t5"),
+        text_embedding_mask_t5=_static_mask("text_len_t5"),
+    ),
+    "DiTTransformer2DModel": dict(class_labels=_class_labels("num_embeds_ada_norm")),
+    "I2VGenXLUNet": dict(
+        fps=_batch(),
+        image_latents=_video_like_sample,
+        image_embeddings=_from_config("cross_attention_dim"),
+    ),
+    # its time embedding multiplies the timestep (a fraction) by 1000
+    "Flux3Transformer2DModel": dict(
+        timestep=_fraction_timestep, img_ids=_position_ids(4), txt_ids=_position_ids(4, True)
+    ),
+    "ErnieImageTransformer2DModel": dict(text_lens=_text_lens),
+    "HunyuanDiT2DControlNetModel": dict(
+        encoder_hidden_states=_static_text("cross_attention_dim", "text_len"),
+        text_embedding_mask=_static_mask("text_len"),
+        encoder_hidden_states_t5=_static_text("cross_attention_dim_t5", "text_len_t5"),
+        text_embedding_mask_t5=_static_mask("text_len_t5"),
+    ),
+    "Kandinsky6Transformer3DModel": dict(
+        hidden_states=_channels_last_video("in_visual_dim", double=True)
+    ),
+    "Kandinsky6SRTransformer3DModel": dict(
+        hidden_states=_channels_last_video("in_visual_dim", double=True)
+    ),
+    "Cosmos3AVAEAudioTokenizer": dict(sample=_stereo_audio),
+    "BriaFiboTransformer2DModel": dict(text_encoder_layers=_text_layers),
+    # no mask: the text lengths of a mask go through .tolist() (gist token counts)
+    "BriaFibo2Transformer2DModel": dict(
+        timestep=_fraction_timestep,
+        encoder_hidden_states=_text_bundles,
+        encoder_attention_mask=_none,
+    ),
+    "Kandinsky5Transformer3DModel": dict(
+        hidden_states=_channels_last_video("in_visual_dim"),
+        visual_rope_pos=_visual_rope_pos,
+        text_rope_pos=_text_rope_pos,
+    ),
+    "GlmImageTransformer2DModel": dict(prior_token_id=_prior_tokens, prior_token_drop=_prior_drop),
+    "Ideogram4Transformer2DModel": dict(
+        hidden_states=_packed_sequence("in_channels"),
+        timestep=_fraction_timestep,
+        encoder_hidden_states=_packed_sequence("llm_features_dim"),
+        position_ids=_packed_positions,
+        segment_ids=_packed_segments,
+        indicator=_packed_indicator,
+    ),
+    "HiDreamImageTransformer2DModel": dict(
+        timesteps=_schedule_timestep,
+        encoder_hidden_states_t5=_text_of(0),
+        encoder_hidden_states_llama3=_llama_layers,
+        pooled_embeds=_from_config("text_emb_dim"),
+    ),
+    "ControlNetUnionModel": dict(
+        controlnet_cond=_union_conditions,
+        control_type=_union_control_type,
+        control_type_idx=_union_control_index,
+    ),
+    # the forward packs the three histories (it fails without them) and the SigLIP
+    # features of the image
+    "HunyuanVideoFramepackTransformer3DModel": dict(
+        image_embeds=_from_config("image_proj_dim", 4),
+        indices_latents=_framepack_indices(None),
+        latents_clean=_framepack_latents("clean"),
+        indices_latents_clean=_framepack_indices("clean"),
+        latents_history_2x=_framepack_latents("2x"),
+        indices_latents_history_2x=_framepack_indices("2x"),
+        latents_history_4x=_framepack_latents("4x"),
+        indices_latents_history_4x=_framepack_indices("4x"),
+    ),
+    # timestep_r is the second time of a mean-flow model (use_meanflow)
+    "HunyuanImageTransformer2DModel": dict(timestep_r=_none),
+    # image_embeds: SigLIP features of the first frame (all zeros for text-to-video)
+    "HunyuanVideo15Transformer3DModel": dict(
+        timestep_r=_none,
+        encoder_hidden_states_2=_second_text("text_embed_2_dim"),
+        encoder_attention_mask_2=_second_mask,
+        image_embeds=_from_config("image_embed_dim", 4),
     ),
 }
 #: sizes of the image as conditions (CogView): ``(batch, 2)``
