@@ -26,6 +26,7 @@ from .diffusers_classes import (
     SKIPPED,
     STATIC_BATCH,
     STATIC_FRAMES,
+    STATIC_SIZE,
     DiffusersCaseError,
     diffusers_model_classes,
 )
@@ -134,6 +135,9 @@ def build_class_case(
     if case.model_type in STATIC_FRAMES:  # checked on the export's frame count
         check_sizes = dict(check_sizes, frames=export_sizes["frames"])
         static.add("frames")
+    if case.model_type in STATIC_SIZE:  # checked on the export's height and width
+        check_sizes = dict(check_sizes, height=export_sizes["height"], width=export_sizes["width"])
+        static.update(("height", "width", "tokens"))
     if case.model_type in STATIC_BATCH:  # exported and checked with a batch of 1
         export_sizes = dict(export_sizes, batch=1)
         check_sizes = dict(check_sizes, batch=1)

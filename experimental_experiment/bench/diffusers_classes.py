@@ -18,11 +18,26 @@ import re
 
 from ..errors import ExportError
 
-#: classes not exported on their own, with the reason (status ``skip``)
+#: classes not exported on their own, or whose forward takes inputs the zoo's wrapper
+#: (named tensors) cannot make, with the reason (status ``skip``)
 SKIPPED: dict[str, str] = {
     "MultiAdapter": "container of T2IAdapter models (covered by T2IAdapter)",
     "ControlNetXSAdapter": "no forward of its own, runs inside UNetControlNetXSModel",
     "MotionAdapter": "no forward of its own, runs inside UNetMotionModel",
+    "ZImageTransformer2DModel": (
+        "forward takes Python lists of one tensor per image (x, cap_feats), each padded "
+        "to a multiple of 32 tokens with Python lengths: no batched tensor input the "
+        "zoo's wrapper can make dynamic"
+    ),
+    "ZImageControlNetModel": (
+        "forward takes Python lists of one tensor per image (x, cap_feats, "
+        "control_context), as ZImageTransformer2DModel"
+    ),
+    "T5FilmDecoder": (
+        "forward takes encodings_and_masks, a Python list of (encoding, mask) pairs, one "
+        "per encoder of the spectrogram diffusion pipeline: a nested input the zoo's "
+        "wrapper (named tensors) does not make"
+    ),
 }
 
 _FRAME_LOOP = (
@@ -40,6 +55,14 @@ STATIC_FRAMES: dict[str, str] = {
         "frames static: forward takes chunk_partition, a Python list of the frames of "
         "each chunk summing to the frames, which fixes the frame count"
     ),
+    "LatteTransformer3DModel": (
+        "frames static: the temporal position embedding is a buffer of video_length "
+        "frames added to the frames, which must be that many"
+    ),
+    "TransformerTemporalModel": (
+        "frames static: forward takes num_frames, a Python int, to split its input "
+        "(batch * frames, C, H, W) into the frames its attention runs along"
+    ),
 }
 #: cases exported and checked with a batch of 1 (batch static), with the reason written
 #: in the CSV's cause column
@@ -50,6 +73,18 @@ STATIC_BATCH: dict[str, str] = {
         "to (batch, batch, L, L) and fails in eager for a batch above 1"
     )
     for m in ("encode", "decode")
+}
+_QWEN_SHAPES = (
+    "height and width static: forward takes img_shapes, Python (frames, height, width) "
+    "of the latents, from which the rotary embedding is computed (cached per size); "
+    "the ONNX model takes the export's image size, any batch and text length"
+)
+#: cases exported with a static latent height and width (checked on the export's size
+#: and another batch and text length), with the reason
+STATIC_SIZE: dict[str, str] = {
+    "QwenImageTransformer2DModel": _QWEN_SHAPES,
+    "QwenImageControlNetModel": _QWEN_SHAPES,
+    "NucleusMoEImageTransformer2DModel": _QWEN_SHAPES,
 }
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {

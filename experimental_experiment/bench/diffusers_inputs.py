@@ -177,6 +177,142 @@ def _anima_target_ids(config, sizes, gen):
     return value, {0: "batch", 1: "target"}
 
 
+def _per_frame_text(config, sizes, gen):
+    """Text embeddings repeated for each frame, ``(batch * frames, seq, dim)``: the
+    pipeline of AnimateDiff gives every frame the prompt (UNetMotionModel runs its
+    spatial blocks on the frames as a batch)."""
+    dim = config["cross_attention_dim"]
+    shape = (sizes["batch"] * sizes["frames"], sizes["seq"], dim)
+    return torch.randn(*shape, generator=gen), {0: "batch_frames", 1: "seq"}
+
+
+def _frames_as_batch(config, sizes, gen):
+    """Features of a video whose frames are in the batch, ``(batch * frames, C, H, W)``,
+    as a UNet block gives them to its temporal transformer."""
+    shape = (
+        sizes["batch"] * sizes["frames"],
+        config["in_channels"],
+        sizes["height"],
+        sizes["width"],
+    )
+    return torch.randn(*shape, generator=gen), {0: "batch_frames", 2: "height", 3: "width"}
+
+
+def _ltx_grid(sizes) -> tuple[int, int, int]:
+    """Latent frames, height and width of LTX-Video: its latents are compressed 32
+    times in space, half the sizes of an image model (the check keeps 1728 tokens)."""
+    return sizes["frames"], sizes["height"] // 2, sizes["width"] // 2
+
+
+def _video_tokens(config, sizes, gen):
+    """The latents of a video patchified, ``(batch, frames * height * width, C)``."""
+    f, h, w = _ltx_grid(sizes)
+    tokens = f * h * w
+    shape = (sizes["batch"], tokens, config["in_channels"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "tokens"}
+
+
+def _video_coords(config, sizes, gen):
+    """Coordinates (frame, row, column) of each token of ``_video_tokens``,
+    ``(batch, 3, tokens)``, in pixels (latents compressed 8 times in time, 32 in
+    space, LTX-Video): the rotary embedding reads them, not Python sizes."""
+    f, h, w = _ltx_grid(sizes)
+    grid = torch.stack(
+        torch.meshgrid(
+            torch.arange(f) * 8.0, torch.arange(h) * 32.0, torch.arange(w) * 32.0, indexing="ij"
+        )
+    ).reshape(3, -1)
+    return grid.unsqueeze(0).repeat(sizes["batch"], 1, 1), {0: "batch", 2: "tokens"}
+
+
+def _audio_latents(key: str):
+    """Latents of an audio, ``(batch, config[key], length)``, dynamic batch and length."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], config[key], _audio_length(sizes))
+        return torch.randn(*shape, generator=gen), {0: "batch", 2: "length"}
+
+    return make
+
+
+def _latents(channels: int):
+    """Image latents of ``channels`` channels, ``(batch, channels, height, width)``,
+    for a class whose configuration does not give them."""
+
+    def make(config, sizes, gen):
+        return main_tensor("4d", channels, "unet", sizes, gen)
+
+    return make
+
+
+def _video_channels(key: str | int):
+    """A video of ``config[key]`` channels (or ``key`` channels),
+    ``(batch, C, frames, height, width)``."""
+
+    def make(config, sizes, gen):
+        channels = key if isinstance(key, int) else config[key]
+        return main_tensor("5d", channels, "unet", sizes, gen)
+
+    return make
+
+
+def _qwen_img_shapes(config, sizes, gen):
+    """``img_shapes`` of Qwen-Image: (frames, height, width) of the packed latents of
+    each image, Python integers (the image size is static, ``STATIC_SIZE``)."""
+    return [(1, sizes["height"] // 2, sizes["width"] // 2)] * sizes["batch"]
+
+
+def _lumina_rope(config, sizes, gen):
+    """The rotary table Lumina-Next's pipeline gives the model, complex, for up to 384
+    patches in height and width (it slices it to the image): a static shape."""
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
+
+    head_dim = config["hidden_size"] // config["num_attention_heads"]
+    return get_2d_rotary_pos_embed_lumina(head_dim, 384, 384), {}
+
+
+def _no_kwargs(config, sizes, gen):
+    """An empty dictionary of keyword arguments."""
+    return {}
+
+
+def _audio_sequence(key: str):
+    """Audio latents as a sequence, ``(batch, length, config[key])``."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], _audio_length(sizes), config[key])
+        return torch.randn(*shape, generator=gen), {0: "batch", 1: "length"}
+
+    return make
+
+
+def _krea2_text(config, sizes, gen):
+    """Hidden states of the text encoder tapped at ``num_text_layers`` layers,
+    ``(batch, seq, num_text_layers, text_hidden_dim)``."""
+    shape = (sizes["batch"], sizes["seq"], config["num_text_layers"], config["text_hidden_dim"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "seq"}
+
+
+def _krea2_positions(config, sizes, gen):
+    """Rotary coordinates (t, h, w) of the text tokens (zeros) then of the packed
+    image tokens (their grid), ``(seq + tokens, 3)``."""
+    h, w = sizes["height"] // 2, sizes["width"] // 2
+    rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    image = torch.stack([torch.zeros_like(rows), rows, cols], dim=-1).reshape(-1, 3)
+    text = torch.zeros(sizes["seq"], 3, dtype=image.dtype)
+    return torch.cat([text, image]), {0: "positions"}
+
+
+def _num_frames(config, sizes, gen):
+    """The frame count, a Python int."""
+    return sizes["frames"]
+
+
+def _none(config, sizes, gen):
+    """An optional input left out (None)."""
+    return None
+
+
 #: per-class inputs: argument name -> function(config, sizes, generator) returning
 #: ``(tensor, dynamic axes)`` or a constant keyword argument
 INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -203,6 +339,51 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "AnyFlowTransformer3DModel": dict(timestep=_frame_timesteps, r_timestep=_frame_timesteps),
     "AnyFlowFARTransformer3DModel": dict(
         timestep=_frame_timesteps, r_timestep=_frame_timesteps, chunk_partition=_chunk_partition
+    ),
+    "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
+    "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
+    "NucleusMoEImageTransformer2DModel": dict(
+        img_shapes=_qwen_img_shapes, timestep=_fraction_timestep
+    ),
+    # timestep: a flow-matching time in [0, 1]
+    "Krea2Transformer2DModel": dict(
+        encoder_hidden_states=_krea2_text,
+        position_ids=_krea2_positions,
+        timestep=_fraction_timestep,
+    ),
+    # the time embedding multiplies the timestep by time_factor (1000)
+    "PRXTransformer2DModel": dict(timestep=_fraction_timestep),
+    # the latents of the audio and of the audio it continues, (batch, length, latent_dim)
+    "LongCatAudioDiTTransformer": dict(
+        hidden_states=_audio_sequence("latent_dim"),
+        latent_cond=_audio_sequence("latent_dim"),
+        timestep=_fraction_timestep,  # its sinusoidal embedding scales it by 1000
+    ),
+    # its blocks unpack cross_attention_kwargs (None fails)
+    "LuminaNextDiT2DModel": dict(image_rotary_emb=_lumina_rope, cross_attention_kwargs=_no_kwargs),
+    # the time projection scales the timestep by 1000: a fraction of the schedule
+    "QwenImageTransformer2DModel": dict(img_shapes=_qwen_img_shapes, timestep=_fraction_timestep),
+    "QwenImageControlNetModel": dict(img_shapes=_qwen_img_shapes, timestep=_fraction_timestep),
+    # the control video (masked video latents and mask) of VACE, 96 channels
+    "WanVACETransformer3DModel": dict(control_hidden_states=_video_channels("vace_in_channels")),
+    # SparseCtrl (simplified embedding): latent conditions and their mask per frame
+    "SparseControlNetModel": dict(
+        encoder_hidden_states=_per_frame_text,
+        controlnet_cond=_video_channels("conditioning_channels"),
+        conditioning_mask=_video_channels(1),
+    ),
+    # the UNet of Stable Diffusion: 4 latent channels (its configuration has no in_channels)
+    "UNetControlNetXSModel": dict(sample=_latents(4)),
+    "StableAudio3DiTModel": dict(hidden_states=_audio_latents("io_channels")),
+    "LTXVideoTransformer3DModel": dict(hidden_states=_video_tokens, video_coords=_video_coords),
+    # the mask of the text is not repeated for the frames its spatial blocks batch
+    "LatteTransformer3DModel": dict(encoder_attention_mask=_none),
+    # the motion module: no text (self-attention twice), no timestep (layer norms)
+    "TransformerTemporalModel": dict(
+        hidden_states=_frames_as_batch,
+        num_frames=_num_frames,
+        encoder_hidden_states=_none,
+        timestep=_none,
     ),
 }
 #: sizes of the image as conditions (CogView): ``(batch, 2)``
