@@ -54,6 +54,9 @@ def _eager(data: dict, key: str) -> list[torch.Tensor]:
         "PRXTransformer2DModel",
         "Krea2Transformer2DModel",
         "NucleusMoEImageTransformer2DModel",
+        "MiniMaxMusic3ConditionEncoder",
+        "MiniMaxMusic3RVQDepthDecoder",
+        "MiniMaxMusic3Transformer1DModel",
     ],
 )
 def test_case_builds_and_runs_on_both_sizes(case_name):

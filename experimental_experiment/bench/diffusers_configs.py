@@ -165,6 +165,8 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
         dense_moe_strategy="leave_first_block_dense",
         capacity_factors=2.0,  # each expert takes half the tokens (8: twice the tokens)
     ),
+    # partial rotary embedding: half of the head dimension of 16
+    "MiniMaxMusic3Transformer1DModel": dict(rotary_dim=8),
     # the temporal transformer of AnimateDiff's motion modules, on a UNet block's features
     "TransformerTemporalModel": dict(in_channels=32, norm_num_groups=8),
 }

@@ -303,6 +303,22 @@ def _krea2_positions(config, sizes, gen):
     return torch.cat([text, image]), {0: "positions"}
 
 
+def _minimax_condition(config, sizes, gen):
+    """Hidden states of the autoregressive stage, the layers concatenated per frame,
+    ``(batch, frames, num_condition_layers * condition_hidden_dim)``."""
+    width = config["num_condition_layers"] * config["condition_hidden_dim"]
+    shape = (sizes["batch"], _audio_length(sizes), width)
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "length"}
+
+
+def _depth_steps(config, sizes, gen):
+    """The depth sequence of the RVQ decoder, ``(batch, steps, hidden_size)``: the
+    global state then the codes sampled so far (``seq`` steps, below
+    ``max_position_embeddings``)."""
+    shape = (sizes["batch"], sizes["seq"], config["hidden_size"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "steps"}
+
+
 def _num_frames(config, sizes, gen):
     """The frame count, a Python int."""
     return sizes["frames"]
@@ -342,6 +358,14 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     ),
     "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
     "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
+    "MiniMaxMusic3ConditionEncoder": dict(hidden_states=_minimax_condition),
+    "MiniMaxMusic3RVQDepthDecoder": dict(inputs_embeds=_depth_steps),
+    # conditions aligned on the latent frames; timestep: a flow-matching time in [0, 1]
+    "MiniMaxMusic3Transformer1DModel": dict(
+        hidden_states=_audio_latents("in_channels"),
+        encoder_hidden_states=_audio_sequence("condition_dim"),
+        timestep=_fraction_timestep,
+    ),
     "NucleusMoEImageTransformer2DModel": dict(
         img_shapes=_qwen_img_shapes, timestep=_fraction_timestep
     ),
