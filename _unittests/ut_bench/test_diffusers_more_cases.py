@@ -57,6 +57,7 @@ def _eager(data: dict, key: str) -> list[torch.Tensor]:
         "MiniMaxMusic3ConditionEncoder",
         "MiniMaxMusic3RVQDepthDecoder",
         "MiniMaxMusic3Transformer1DModel",
+        "QwenImage21Transformer2DModel",
     ],
 )
 def test_case_builds_and_runs_on_both_sizes(case_name):
@@ -122,7 +123,13 @@ def test_ltx_video_coordinates_follow_the_tokens():
 
 
 @pytest.mark.parametrize(
-    "case_name", ["ZImageTransformer2DModel", "ZImageControlNetModel", "T5FilmDecoder"]
+    "case_name",
+    [
+        "ZImageTransformer2DModel",
+        "ZImageControlNetModel",
+        "T5FilmDecoder",
+        "WanAnimate2Transformer3DModel",
+    ],
 )
 def test_list_inputs_are_skipped_with_their_reason(case_name):
     from experimental_experiment.bench.diffusers_classes import DiffusersCaseError

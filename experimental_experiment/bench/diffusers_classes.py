@@ -33,6 +33,10 @@ SKIPPED: dict[str, str] = {
         "forward takes Python lists of one tensor per image (x, cap_feats, "
         "control_context), as ZImageTransformer2DModel"
     ),
+    "WanAnimate2Transformer3DModel": (
+        "forward takes Python lists of one tensor per sample (hidden_states, "
+        "encoder_hidden_states, condition_latents) and a required KV cache object"
+    ),
     "T5FilmDecoder": (
         "forward takes encodings_and_masks, a Python list of (encoding, mask) pairs, one "
         "per encoder of the spectrogram diffusion pipeline: a nested input the zoo's "
@@ -85,6 +89,7 @@ STATIC_SIZE: dict[str, str] = {
     "QwenImageTransformer2DModel": _QWEN_SHAPES,
     "QwenImageControlNetModel": _QWEN_SHAPES,
     "NucleusMoEImageTransformer2DModel": _QWEN_SHAPES,
+    "QwenImage21Transformer2DModel": _QWEN_SHAPES,
 }
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {

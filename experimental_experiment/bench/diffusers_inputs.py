@@ -319,6 +319,22 @@ def _depth_steps(config, sizes, gen):
     return torch.randn(*shape, generator=gen), {0: "batch", 1: "steps"}
 
 
+def _qwen21_img_shapes(config, sizes, gen):
+    """``img_shapes`` of Qwen-Image 2.1, one list per sample (condition images then
+    the target): the target only, Python integers (``STATIC_SIZE``)."""
+    return [[(1, sizes["height"] // 2, sizes["width"] // 2)]] * sizes["batch"]
+
+
+def _qwen21_img_mask(config, sizes, gen):
+    """Slots of the vision-language sequence, ``(batch, seq + tokens // 4)``: the text
+    tokens (False) then one slot (True) per 2x2 group of target latent tokens."""
+    slots = (sizes["height"] // 2) * (sizes["width"] // 2) // 4
+    row = torch.cat(
+        [torch.zeros(sizes["seq"], dtype=torch.bool), torch.ones(slots, dtype=torch.bool)]
+    )
+    return row.unsqueeze(0).repeat(sizes["batch"], 1), {0: "batch", 1: "slots"}
+
+
 def _num_frames(config, sizes, gen):
     """The frame count, a Python int."""
     return sizes["frames"]
@@ -359,6 +375,9 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
     "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
     "MiniMaxMusic3ConditionEncoder": dict(hidden_states=_minimax_condition),
+    "QwenImage21Transformer2DModel": dict(
+        img_shapes=_qwen21_img_shapes, img_mask=_qwen21_img_mask, timestep=_fraction_timestep
+    ),
     "MiniMaxMusic3RVQDepthDecoder": dict(inputs_embeds=_depth_steps),
     # conditions aligned on the latent frames; timestep: a flow-matching time in [0, 1]
     "MiniMaxMusic3Transformer1DModel": dict(
