@@ -372,6 +372,7 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "AnyFlowFARTransformer3DModel": dict(
         timestep=_frame_timesteps, r_timestep=_frame_timesteps, chunk_partition=_chunk_partition
     ),
+    # AnimateDiff: the prompt repeated for each frame
     "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
     "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
     "MiniMaxMusic3ConditionEncoder": dict(hidden_states=_minimax_condition),
