@@ -58,6 +58,7 @@ def _eager(data: dict, key: str) -> list[torch.Tensor]:
         "MiniMaxMusic3RVQDepthDecoder",
         "MiniMaxMusic3Transformer1DModel",
         "QwenImage21Transformer2DModel",
+        "OmniGenTransformer2DModel",
     ],
 )
 def test_case_builds_and_runs_on_both_sizes(case_name):

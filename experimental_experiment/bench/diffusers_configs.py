@@ -167,6 +167,13 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     ),
     # partial rotary embedding: half of the head dimension of 16
     "MiniMaxMusic3Transformer1DModel": dict(rotary_dim=8),
+    # Phi-3's long-context rope factors (one per frequency of a head of 16), a small
+    # vocabulary
+    "OmniGenTransformer2DModel": dict(
+        rope_scaling=dict(short_factor=[1.0] * 8, long_factor=[1.0] * 8),
+        vocab_size=100,
+        pad_token_id=0,
+    ),
     # the temporal transformer of AnimateDiff's motion modules, on a UNet block's features
     "TransformerTemporalModel": dict(in_channels=32, norm_num_groups=8),
 }

@@ -335,6 +335,36 @@ def _qwen21_img_mask(config, sizes, gen):
     return row.unsqueeze(0).repeat(sizes["batch"], 1), {0: "batch", 1: "slots"}
 
 
+def _omnigen_length(config, sizes) -> int:
+    """Joint sequence of OmniGen: the prompt's tokens, the time token, the patches."""
+    p = config["patch_size"]
+    return sizes["seq"] + 1 + (sizes["height"] // p) * (sizes["width"] // p)
+
+
+def _omnigen_ids(config, sizes, gen):
+    """Token ids of the prompt (no input image), ``(batch, seq)``."""
+    shape = (sizes["batch"], sizes["seq"])
+    return torch.randint(1, config["vocab_size"], shape, generator=gen), {0: "batch", 1: "seq"}
+
+
+def _omnigen_mask(config, sizes, gen):
+    """Attention mask of the joint sequence, ``(batch, length, length)``, 1 (float) where
+    a token is visible: every token."""
+    n = _omnigen_length(config, sizes)
+    return torch.ones(sizes["batch"], n, n), {0: "batch", 1: "joint", 2: "joint"}
+
+
+def _omnigen_positions(config, sizes, gen):
+    """Positions of the joint sequence, ``(batch, length)``."""
+    n = _omnigen_length(config, sizes)
+    return torch.arange(n).unsqueeze(0).repeat(sizes["batch"], 1), {0: "batch", 1: "joint"}
+
+
+def _empty_list(config, sizes, gen):
+    """No input image latents (an empty list)."""
+    return []
+
+
 def _num_frames(config, sizes, gen):
     """The frame count, a Python int."""
     return sizes["frames"]
@@ -376,6 +406,14 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
     "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
     "MiniMaxMusic3ConditionEncoder": dict(hidden_states=_minimax_condition),
+    # text to image: the prompt's ids, no input image
+    "OmniGenTransformer2DModel": dict(
+        input_ids=_omnigen_ids,
+        input_img_latents=_empty_list,
+        input_image_sizes=_no_kwargs,
+        attention_mask=_omnigen_mask,
+        position_ids=_omnigen_positions,
+    ),
     "QwenImage21Transformer2DModel": dict(
         img_shapes=_qwen21_img_shapes, img_mask=_qwen21_img_mask, timestep=_fraction_timestep
     ),
