@@ -59,6 +59,7 @@ def _eager(data: dict, key: str) -> list[torch.Tensor]:
         "MiniMaxMusic3Transformer1DModel",
         "QwenImage21Transformer2DModel",
         "OmniGenTransformer2DModel",
+        "WanAnimateTransformer3DModel",
     ],
 )
 def test_case_builds_and_runs_on_both_sizes(case_name):

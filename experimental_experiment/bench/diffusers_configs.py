@@ -174,6 +174,15 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
         vocab_size=100,
         pad_token_id=0,
     ),
+    # faces of 16x16 pixels (512 by default) through 16-channel convolutions; a face
+    # adapter after each of the two blocks (every 5th by default: none of two)
+    "WanAnimateTransformer3DModel": dict(
+        motion_encoder_size=16,
+        motion_encoder_channel_sizes={"16": 16, "8": 16, "4": 16},
+        face_encoder_num_heads=2,
+        face_encoder_hidden_dim=32,
+        inject_face_latents_blocks=1,
+    ),
     # the temporal transformer of AnimateDiff's motion modules, on a UNet block's features
     "TransformerTemporalModel": dict(in_channels=32, norm_num_groups=8),
 }

@@ -365,6 +365,27 @@ def _empty_list(config, sizes, gen):
     return []
 
 
+def _wan_animate_pose(config, sizes, gen):
+    """Pose latents of Wan-Animate, one frame less than the latents (the reference
+    frame), ``(batch, latent_channels, frames - 1, height, width)``."""
+    shape = (sizes["batch"], config["latent_channels"], sizes["frames"] - 1)
+    shape = (*shape, sizes["height"], sizes["width"])
+    return torch.randn(*shape, generator=gen), {
+        0: "batch",
+        2: "pose_frames",
+        3: "height",
+        4: "width",
+    }
+
+
+def _wan_animate_faces(config, sizes, gen):
+    """Face video in pixels, ``(batch, 3, 4 * (frames - 1), size, size)``: the face
+    encoder divides its frames by 4 (rounded up) into the frames of the pose."""
+    size = config["motion_encoder_size"]
+    shape = (sizes["batch"], 3, 4 * (sizes["frames"] - 1), size, size)
+    return torch.randn(*shape, generator=gen), {0: "batch", 2: "face_frames"}
+
+
 def _num_frames(config, sizes, gen):
     """The frame count, a Python int."""
     return sizes["frames"]
@@ -406,6 +427,9 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
     "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
     "MiniMaxMusic3ConditionEncoder": dict(hidden_states=_minimax_condition),
+    "WanAnimateTransformer3DModel": dict(
+        pose_hidden_states=_wan_animate_pose, face_pixel_values=_wan_animate_faces
+    ),
     # text to image: the prompt's ids, no input image
     "OmniGenTransformer2DModel": dict(
         input_ids=_omnigen_ids,
