@@ -27,6 +27,7 @@ from .diffusers_classes import (
     STATIC_BATCH,
     STATIC_FRAMES,
     STATIC_SIZE,
+    UNINITIALIZED,
     DiffusersCaseError,
     diffusers_model_classes,
 )
@@ -110,6 +111,13 @@ def tiny_model(name: str, seed: int = 0):
         model = cls(**tiny_kwargs(cls))
     except Exception as e:
         raise DiffusersCaseError(f"tiny configuration of {name}: {type(e).__name__}: {e}") from e
+    names = UNINITIALIZED.get(name, ())
+    if names:
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for pname, param in model.named_parameters():
+                if pname.rsplit(".", 1)[-1] in names:
+                    param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
     return _randomize_zero_weights(model.eval(), seed)
 
 

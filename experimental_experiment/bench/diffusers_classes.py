@@ -91,6 +91,11 @@ STATIC_SIZE: dict[str, str] = {
     "NucleusMoEImageTransformer2DModel": _QWEN_SHAPES,
     "QwenImage21Transformer2DModel": _QWEN_SHAPES,
 }
+#: parameters a class creates with ``torch.empty`` and leaves to the checkpoint: the
+#: tiny model gives them random values (uninitialized memory gives NaN at random)
+UNINITIALIZED: dict[str, tuple[str, ...]] = {
+    "NucleusMoEImageTransformer2DModel": ("gate_up_proj", "down_proj"),
+}
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {
     "AnyFlowFARTransformer3DModel": (
