@@ -27,6 +27,8 @@ from .diffusers_classes import (
     SQUARE,
     STATIC_BATCH,
     STATIC_FRAMES,
+    STATIC_SIZE,
+    UNINITIALIZED,
     DiffusersCaseError,
     diffusers_model_classes,
 )
@@ -110,6 +112,13 @@ def tiny_model(name: str, seed: int = 0):
         model = cls(**tiny_kwargs(cls))
     except Exception as e:
         raise DiffusersCaseError(f"tiny configuration of {name}: {type(e).__name__}: {e}") from e
+    names = UNINITIALIZED.get(name, ())
+    if names:
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for pname, param in model.named_parameters():
+                if pname.rsplit(".", 1)[-1] in names:
+                    param.copy_(torch.randn(param.shape, generator=generator) * 0.02)
     return _randomize_zero_weights(model.eval(), seed)
 
 
@@ -138,6 +147,9 @@ def build_class_case(
     if case.model_type in STATIC_FRAMES:  # checked on the export's frame count
         check_sizes = dict(check_sizes, frames=export_sizes["frames"])
         static.add("frames")
+    if case.model_type in STATIC_SIZE:  # checked on the export's height and width
+        check_sizes = dict(check_sizes, height=export_sizes["height"], width=export_sizes["width"])
+        static.update(("height", "width", "tokens"))
     if case.model_type in STATIC_BATCH:  # exported and checked with a batch of 1
         export_sizes = dict(export_sizes, batch=1)
         check_sizes = dict(check_sizes, batch=1)

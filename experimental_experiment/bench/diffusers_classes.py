@@ -18,7 +18,8 @@ import re
 
 from ..errors import ExportError
 
-#: classes not exported on their own, with the reason (status ``skip``)
+#: classes not exported on their own, or whose forward takes inputs the zoo's wrapper
+#: (named tensors) cannot make, with the reason (status ``skip``)
 SKIPPED: dict[str, str] = {
     "MultiAdapter": "container of T2IAdapter models (covered by T2IAdapter)",
     "ControlNetXSAdapter": "no forward of its own, runs inside UNetControlNetXSModel",
@@ -45,6 +46,24 @@ SKIPPED: dict[str, str] = {
         "shape_list, a Python list of (frames, height, width) per sample, drives a loop "
         "over the batch and the rope of each image: batch and latent sizes are constants "
         "of the call, only the text length could stay dynamic"
+    ),
+    "ZImageTransformer2DModel": (
+        "forward takes Python lists of one tensor per image (x, cap_feats), each padded "
+        "to a multiple of 32 tokens with Python lengths: no batched tensor input the "
+        "zoo's wrapper can make dynamic"
+    ),
+    "ZImageControlNetModel": (
+        "forward takes Python lists of one tensor per image (x, cap_feats, "
+        "control_context), as ZImageTransformer2DModel"
+    ),
+    "WanAnimate2Transformer3DModel": (
+        "forward takes Python lists of one tensor per sample (hidden_states, "
+        "encoder_hidden_states, condition_latents) and a required KV cache object"
+    ),
+    "T5FilmDecoder": (
+        "forward takes encodings_and_masks, a Python list of (encoding, mask) pairs, one "
+        "per encoder of the spectrogram diffusion pipeline: a nested input the zoo's "
+        "wrapper (named tensors) does not make"
     ),
 }
 
@@ -73,6 +92,14 @@ STATIC_FRAMES: dict[str, str] = {
         "frames static: forward takes chunk_partition, a Python list of the frames of "
         "each chunk summing to the frames, which fixes the frame count"
     ),
+    "LatteTransformer3DModel": (
+        "frames static: the temporal position embedding is a buffer of video_length "
+        "frames added to the frames, which must be that many"
+    ),
+    "TransformerTemporalModel": (
+        "frames static: forward takes num_frames, a Python int, to split its input "
+        "(batch * frames, C, H, W) into the frames its attention runs along"
+    ),
 }
 #: cases exported and checked with a batch of 1 (batch static), with the reason written
 #: in the CSV's cause column
@@ -98,6 +125,24 @@ _SINCOS_3D = (
     ".data), a constant torch.export cannot trace as a function of the dynamic sizes; "
     "the text is also static (max_text_seq_length tokens before the patches)"
 )
+_QWEN_SHAPES = (
+    "height and width static: forward takes img_shapes, Python (frames, height, width) "
+    "of the latents, from which the rotary embedding is computed (cached per size); "
+    "the ONNX model takes the export's image size, any batch and text length"
+)
+#: cases exported with a static latent height and width (checked on the export's size
+#: and another batch and text length), with the reason
+STATIC_SIZE: dict[str, str] = {
+    "QwenImageTransformer2DModel": _QWEN_SHAPES,
+    "QwenImageControlNetModel": _QWEN_SHAPES,
+    "NucleusMoEImageTransformer2DModel": _QWEN_SHAPES,
+    "QwenImage21Transformer2DModel": _QWEN_SHAPES,
+}
+#: parameters a class creates with ``torch.empty`` and leaves to the checkpoint: the
+#: tiny model gives them random values (uninitialized memory gives NaN at random)
+UNINITIALIZED: dict[str, tuple[str, ...]] = {
+    "NucleusMoEImageTransformer2DModel": ("gate_up_proj", "down_proj"),
+}
 #: known causes of a failing case, appended to the CSV's cause column
 FAIL_CAUSES: dict[str, str] = {
     "DiTTransformer2DModel": SQUARE["DiTTransformer2DModel"],
@@ -120,6 +165,18 @@ FAIL_CAUSES: dict[str, str] = {
         "the mixture of experts dispatches the tokens with "
         "bincount().cpu().numpy().cumsum(): a data-dependent count read back in numpy"
     ),
+    "Lumina2Transformer2DModel": (
+        "the rotary embedding reads the caption lengths with "
+        "encoder_attention_mask.sum(dim=1).tolist() and pads to their Python max: the "
+        "capture cannot hash the symbolic lengths"
+    ),
+    **{
+        name: (
+            "the rotary embedding slices its text table with int(max_txt_seq_len) "
+            "(QwenEmbedRope.forward): torch.export fixes the text length of the example"
+        )
+        for name in ("QwenImageTransformer2DModel", "QwenImageControlNetModel")
+    },
     "AnyFlowFARTransformer3DModel": (
         "the model pads its token sequence to a multiple of 128 with Python floats "
         "(math.ceil in _build_far_block_mask_from_far_cfg): torch.export fixes the padded "

@@ -59,8 +59,14 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
         attention_head_dim=8,
         conditioning_embedding_out_channels=(8, 8, 8, 8),
     ),
+    # the output normalization has 32 groups whatever the configuration: widths of 32
     "UNetSpatioTemporalConditionModel": dict(
-        addition_time_embed_dim=8, projection_class_embeddings_input_dim=24
+        block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlockSpatioTemporal", "DownBlockSpatioTemporal"),
+        up_block_types=("UpBlockSpatioTemporal", "CrossAttnUpBlockSpatioTemporal"),
+        num_attention_heads=(2, 2),
+        addition_time_embed_dim=8,
+        projection_class_embeddings_input_dim=24,
     ),
     # the tiny autoencoder's blocks keep their width: one width for all
     "AutoencoderTiny": dict(
@@ -225,6 +231,89 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
     "HunyuanVideoFramepackTransformer3DModel": dict(has_image_proj=True, has_clean_x_embedder=True),
     # concat_padding_mask resizes the padding mask with torchvision, not installed here
     "CosmosTransformer3DModel": dict(concat_padding_mask=False),
+    # continuous input (no default for in_channels, num_vector_embeds or patch_size):
+    # the spatial transformer of Stable Diffusion's UNets, 4 latent channels
+    "Transformer2DModel": dict(in_channels=4, norm_num_groups=2, cross_attention_dim=32),
+    # the first block concatenates the time embedding (time_embedding_dim channels) to
+    # the sample: extra_in_channels must match it (Dance Diffusion)
+    "UNet1DModel": dict(extra_in_channels=16, time_embedding_dim=16),
+    # Latte-1: patches of 2, captions projected to the width, adaLN-single
+    "LatteTransformer3DModel": dict(
+        in_channels=4,
+        out_channels=4,
+        patch_size=2,
+        caption_channels=32,
+        cross_attention_dim=32,
+        norm_type="ada_norm_single",
+        video_length=5,  # the frames of EXPORT_SIZES (STATIC_FRAMES)
+    ),
+    # rope axes (axes_dim_rope) splitting the head dimension of 16
+    "Lumina2Transformer2DModel": dict(axes_dim_rope=(4, 4, 8)),
+    # Stable Cascade's prior (stage C): text, pooled text and image CLIP embeddings
+    "StableCascadeUNet": dict(
+        clip_text_in_channels=32,
+        clip_text_pooled_in_channels=32,
+        clip_image_in_channels=32,
+        switch_level=(False,),
+    ),
+    # 256 latent channels of the audio autoencoder: 16
+    "StableAudio3DiTModel": dict(io_channels=16),
+    # one VACE block, on the first of the two layers (layer 0 is required)
+    "WanVACETransformer3DModel": dict(vace_layers=(0,)),
+    # five micro-conditions of micro_cond_encode_dim each; a codebook of 64 tokens
+    # embedded in 32 channels (in_channels: the width of the token embedding)
+    "UVit2DModel": dict(
+        micro_cond_embed_dim=5 * 32,
+        vocab_size=80,
+        codebook_size=64,
+        in_channels=32,
+        block_out_channels=32,
+        block_num_heads=2,
+    ),
+    # num_kv_heads has no default (None breaks the attention's constructor)
+    "LuminaNextDiT2DModel": dict(num_kv_heads=2),
+    # two upsamplings (x16 in length) from 32 channels, one residual kernel
+    "MMAudioVocoder": dict(
+        upsample_initial_channel=32,
+        upsample_rates=(4, 4),
+        upsample_kernel_sizes=(8, 8),
+        resblock_kernel_sizes=(3,),
+        resblock_dilation_sizes=((1, 3),),
+    ),
+    # rope axes (height, width) splitting the head dimension of 16
+    "PRXTransformer2DModel": dict(axes_dim=(8, 8)),
+    # dit_heads escapes the generic rule: 24 heads of a width of 32 would be of size 1
+    "LongCatAudioDiTTransformer": dict(dit_heads=2),
+    # the text fusion's sizes escape the generic rules
+    "Krea2Transformer2DModel": dict(text_num_key_value_heads=2, text_intermediate_size=64),
+    # 4 experts of 32; by default the first three and the last blocks are dense (all
+    # of two layers): the first dense, the second a mixture of experts
+    "NucleusMoEImageTransformer2DModel": dict(
+        num_experts=4,
+        moe_intermediate_dim=32,
+        dense_moe_strategy="leave_first_block_dense",
+        capacity_factors=2.0,  # each expert takes half the tokens (8: twice the tokens)
+    ),
+    # partial rotary embedding: half of the head dimension of 16
+    "MiniMaxMusic3Transformer1DModel": dict(rotary_dim=8),
+    # Phi-3's long-context rope factors (one per frequency of a head of 16), a small
+    # vocabulary
+    "OmniGenTransformer2DModel": dict(
+        rope_scaling=dict(short_factor=[1.0] * 8, long_factor=[1.0] * 8),
+        vocab_size=100,
+        pad_token_id=0,
+    ),
+    # faces of 16x16 pixels (512 by default) through 16-channel convolutions; a face
+    # adapter after each of the two blocks (every 5th by default: none of two)
+    "WanAnimateTransformer3DModel": dict(
+        motion_encoder_size=16,
+        motion_encoder_channel_sizes={"16": 16, "8": 16, "4": 16},
+        face_encoder_num_heads=2,
+        face_encoder_hidden_dim=32,
+        inject_face_latents_blocks=1,
+    ),
+    # the temporal transformer of AnimateDiff's motion modules, on a UNet block's features
+    "TransformerTemporalModel": dict(in_channels=32, norm_num_groups=8),
 }
 
 

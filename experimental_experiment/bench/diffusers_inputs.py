@@ -234,6 +234,64 @@ def _one_frame(key: str, kind: str):
     return make
 
 
+def _per_frame_text(config, sizes, gen):
+    """Text embeddings repeated for each frame, ``(batch * frames, seq, dim)``: the
+    pipeline of AnimateDiff gives every frame the prompt (UNetMotionModel runs its
+    spatial blocks on the frames as a batch)."""
+    dim = config["cross_attention_dim"]
+    shape = (sizes["batch"] * sizes["frames"], sizes["seq"], dim)
+    return torch.randn(*shape, generator=gen), {0: "batch_frames", 1: "seq"}
+
+
+def _frames_as_batch(config, sizes, gen):
+    """Features of a video whose frames are in the batch, ``(batch * frames, C, H, W)``,
+    as a UNet block gives them to its temporal transformer."""
+    shape = (
+        sizes["batch"] * sizes["frames"],
+        config["in_channels"],
+        sizes["height"],
+        sizes["width"],
+    )
+    return torch.randn(*shape, generator=gen), {0: "batch_frames", 2: "height", 3: "width"}
+
+
+def _ltx_grid(sizes) -> tuple[int, int, int]:
+    """Latent frames, height and width of LTX-Video: its latents are compressed 32
+    times in space, half the sizes of an image model (the check keeps 1728 tokens)."""
+    return sizes["frames"], sizes["height"] // 2, sizes["width"] // 2
+
+
+def _video_tokens(config, sizes, gen):
+    """The latents of a video patchified, ``(batch, frames * height * width, C)``."""
+    f, h, w = _ltx_grid(sizes)
+    tokens = f * h * w
+    shape = (sizes["batch"], tokens, config["in_channels"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "tokens"}
+
+
+def _video_coords(config, sizes, gen):
+    """Coordinates (frame, row, column) of each token of ``_video_tokens``,
+    ``(batch, 3, tokens)``, in pixels (latents compressed 8 times in time, 32 in
+    space, LTX-Video): the rotary embedding reads them, not Python sizes."""
+    f, h, w = _ltx_grid(sizes)
+    grid = torch.stack(
+        torch.meshgrid(
+            torch.arange(f) * 8.0, torch.arange(h) * 32.0, torch.arange(w) * 32.0, indexing="ij"
+        )
+    ).reshape(3, -1)
+    return grid.unsqueeze(0).repeat(sizes["batch"], 1, 1), {0: "batch", 2: "tokens"}
+
+
+def _audio_latents(key: str):
+    """Latents of an audio, ``(batch, config[key], length)``, dynamic batch and length."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], config[key], _audio_length(sizes))
+        return torch.randn(*shape, generator=gen), {0: "batch", 2: "length"}
+
+    return make
+
+
 def _static_text(dim_key: str, length_key: str):
     """Text embeddings ``(batch, config[length_key], config[dim_key])`` of the length
     the model was built for (a learned padding or pooling of that length): the text
@@ -242,6 +300,14 @@ def _static_text(dim_key: str, length_key: str):
     def make(config, sizes, gen):
         shape = (sizes["batch"], config[length_key], config[dim_key])
         return torch.randn(*shape, generator=gen), {0: "batch"}
+
+
+def _latents(channels: int):
+    """Image latents of ``channels`` channels, ``(batch, channels, height, width)``,
+    for a class whose configuration does not give them."""
+
+    def make(config, sizes, gen):
+        return main_tensor("4d", channels, "unet", sizes, gen)
 
     return make
 
@@ -259,6 +325,17 @@ def _static_mask(length_key: str):
 
     def make(config, sizes, gen):
         return torch.ones(sizes["batch"], config[length_key], dtype=torch.int64), {0: "batch"}
+
+    return make
+
+
+def _video_channels(key: str | int):
+    """A video of ``config[key]`` channels (or ``key`` channels),
+    ``(batch, C, frames, height, width)``."""
+
+    def make(config, sizes, gen):
+        channels = key if isinstance(key, int) else config[key]
+        return main_tensor("5d", channels, "unet", sizes, gen)
 
     return make
 
@@ -281,6 +358,36 @@ def _constant(value):
 
     def make(config, sizes, gen):
         return value
+
+    return make
+
+
+def _qwen_img_shapes(config, sizes, gen):
+    """``img_shapes`` of Qwen-Image: (frames, height, width) of the packed latents of
+    each image, Python integers (the image size is static, ``STATIC_SIZE``)."""
+    return [(1, sizes["height"] // 2, sizes["width"] // 2)] * sizes["batch"]
+
+
+def _lumina_rope(config, sizes, gen):
+    """The rotary table Lumina-Next's pipeline gives the model, complex, for up to 384
+    patches in height and width (it slices it to the image): a static shape."""
+    from diffusers.models.embeddings import get_2d_rotary_pos_embed_lumina
+
+    head_dim = config["hidden_size"] // config["num_attention_heads"]
+    return get_2d_rotary_pos_embed_lumina(head_dim, 384, 384), {}
+
+
+def _no_kwargs(config, sizes, gen):
+    """An empty dictionary of keyword arguments."""
+    return {}
+
+
+def _audio_sequence(key: str):
+    """Audio latents as a sequence, ``(batch, length, config[key])``."""
+
+    def make(config, sizes, gen):
+        shape = (sizes["batch"], _audio_length(sizes), config[key])
+        return torch.randn(*shape, generator=gen), {0: "batch", 1: "length"}
 
     return make
 
@@ -525,6 +632,116 @@ def _class_labels(key: str):
     return make
 
 
+def _krea2_text(config, sizes, gen):
+    """Hidden states of the text encoder tapped at ``num_text_layers`` layers,
+    ``(batch, seq, num_text_layers, text_hidden_dim)``."""
+    shape = (sizes["batch"], sizes["seq"], config["num_text_layers"], config["text_hidden_dim"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "seq"}
+
+
+def _krea2_positions(config, sizes, gen):
+    """Rotary coordinates (t, h, w) of the text tokens (zeros) then of the packed
+    image tokens (their grid), ``(seq + tokens, 3)``."""
+    h, w = sizes["height"] // 2, sizes["width"] // 2
+    rows, cols = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
+    image = torch.stack([torch.zeros_like(rows), rows, cols], dim=-1).reshape(-1, 3)
+    text = torch.zeros(sizes["seq"], 3, dtype=image.dtype)
+    return torch.cat([text, image]), {0: "positions"}
+
+
+def _minimax_condition(config, sizes, gen):
+    """Hidden states of the autoregressive stage, the layers concatenated per frame,
+    ``(batch, frames, num_condition_layers * condition_hidden_dim)``."""
+    width = config["num_condition_layers"] * config["condition_hidden_dim"]
+    shape = (sizes["batch"], _audio_length(sizes), width)
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "length"}
+
+
+def _depth_steps(config, sizes, gen):
+    """The depth sequence of the RVQ decoder, ``(batch, steps, hidden_size)``: the
+    global state then the codes sampled so far (``seq`` steps, below
+    ``max_position_embeddings``)."""
+    shape = (sizes["batch"], sizes["seq"], config["hidden_size"])
+    return torch.randn(*shape, generator=gen), {0: "batch", 1: "steps"}
+
+
+def _qwen21_img_shapes(config, sizes, gen):
+    """``img_shapes`` of Qwen-Image 2.1, one list per sample (condition images then
+    the target): the target only, Python integers (``STATIC_SIZE``)."""
+    return [[(1, sizes["height"] // 2, sizes["width"] // 2)]] * sizes["batch"]
+
+
+def _qwen21_img_mask(config, sizes, gen):
+    """Slots of the vision-language sequence, ``(batch, seq + tokens // 4)``: the text
+    tokens (False) then one slot (True) per 2x2 group of target latent tokens."""
+    slots = (sizes["height"] // 2) * (sizes["width"] // 2) // 4
+    row = torch.cat(
+        [torch.zeros(sizes["seq"], dtype=torch.bool), torch.ones(slots, dtype=torch.bool)]
+    )
+    return row.unsqueeze(0).repeat(sizes["batch"], 1), {0: "batch", 1: "slots"}
+
+
+def _omnigen_length(config, sizes) -> int:
+    """Joint sequence of OmniGen: the prompt's tokens, the time token, the patches."""
+    p = config["patch_size"]
+    return sizes["seq"] + 1 + (sizes["height"] // p) * (sizes["width"] // p)
+
+
+def _omnigen_ids(config, sizes, gen):
+    """Token ids of the prompt (no input image), ``(batch, seq)``."""
+    shape = (sizes["batch"], sizes["seq"])
+    return torch.randint(1, config["vocab_size"], shape, generator=gen), {0: "batch", 1: "seq"}
+
+
+def _omnigen_mask(config, sizes, gen):
+    """Attention mask of the joint sequence, ``(batch, length, length)``, 1 (float) where
+    a token is visible: every token."""
+    n = _omnigen_length(config, sizes)
+    return torch.ones(sizes["batch"], n, n), {0: "batch", 1: "joint", 2: "joint"}
+
+
+def _omnigen_positions(config, sizes, gen):
+    """Positions of the joint sequence, ``(batch, length)``."""
+    n = _omnigen_length(config, sizes)
+    return torch.arange(n).unsqueeze(0).repeat(sizes["batch"], 1), {0: "batch", 1: "joint"}
+
+
+def _empty_list(config, sizes, gen):
+    """No input image latents (an empty list)."""
+    return []
+
+
+def _wan_animate_pose(config, sizes, gen):
+    """Pose latents of Wan-Animate, one frame less than the latents (the reference
+    frame), ``(batch, latent_channels, frames - 1, height, width)``."""
+    shape = (sizes["batch"], config["latent_channels"], sizes["frames"] - 1)
+    shape = (*shape, sizes["height"], sizes["width"])
+    return torch.randn(*shape, generator=gen), {
+        0: "batch",
+        2: "pose_frames",
+        3: "height",
+        4: "width",
+    }
+
+
+def _wan_animate_faces(config, sizes, gen):
+    """Face video in pixels, ``(batch, 3, 4 * (frames - 1), size, size)``: the face
+    encoder divides its frames by 4 (rounded up) into the frames of the pose."""
+    size = config["motion_encoder_size"]
+    shape = (sizes["batch"], 3, 4 * (sizes["frames"] - 1), size, size)
+    return torch.randn(*shape, generator=gen), {0: "batch", 2: "face_frames"}
+
+
+def _num_frames(config, sizes, gen):
+    """The frame count, a Python int."""
+    return sizes["frames"]
+
+
+def _none(config, sizes, gen):
+    """An optional input left out (None)."""
+    return None
+
+
 #: per-class inputs: argument name -> function(config, sizes, generator) returning
 #: ``(tensor, dynamic axes)`` or a constant keyword argument
 INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -660,6 +877,74 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
         encoder_hidden_states_2=_second_text("text_embed_2_dim"),
         encoder_attention_mask_2=_second_mask,
         image_embeds=_from_config("image_embed_dim", 4),
+    ),
+    # AnimateDiff: the prompt repeated for each frame
+    "UNetMotionModel": dict(encoder_hidden_states=_per_frame_text),
+    "MMAudioVocoder": dict(mel=_audio_latents("num_mels")),
+    "MiniMaxMusic3ConditionEncoder": dict(hidden_states=_minimax_condition),
+    "WanAnimateTransformer3DModel": dict(
+        pose_hidden_states=_wan_animate_pose, face_pixel_values=_wan_animate_faces
+    ),
+    # text to image: the prompt's ids, no input image
+    "OmniGenTransformer2DModel": dict(
+        input_ids=_omnigen_ids,
+        input_img_latents=_empty_list,
+        input_image_sizes=_no_kwargs,
+        attention_mask=_omnigen_mask,
+        position_ids=_omnigen_positions,
+    ),
+    "QwenImage21Transformer2DModel": dict(
+        img_shapes=_qwen21_img_shapes, img_mask=_qwen21_img_mask, timestep=_fraction_timestep
+    ),
+    "MiniMaxMusic3RVQDepthDecoder": dict(inputs_embeds=_depth_steps),
+    # conditions aligned on the latent frames; timestep: a flow-matching time in [0, 1]
+    "MiniMaxMusic3Transformer1DModel": dict(
+        hidden_states=_audio_latents("in_channels"),
+        encoder_hidden_states=_audio_sequence("condition_dim"),
+        timestep=_fraction_timestep,
+    ),
+    "NucleusMoEImageTransformer2DModel": dict(
+        img_shapes=_qwen_img_shapes, timestep=_fraction_timestep
+    ),
+    # timestep: a flow-matching time in [0, 1]
+    "Krea2Transformer2DModel": dict(
+        encoder_hidden_states=_krea2_text,
+        position_ids=_krea2_positions,
+        timestep=_fraction_timestep,
+    ),
+    # the time embedding multiplies the timestep by time_factor (1000)
+    "PRXTransformer2DModel": dict(timestep=_fraction_timestep),
+    # the latents of the audio and of the audio it continues, (batch, length, latent_dim)
+    "LongCatAudioDiTTransformer": dict(
+        hidden_states=_audio_sequence("latent_dim"),
+        latent_cond=_audio_sequence("latent_dim"),
+        timestep=_fraction_timestep,  # its sinusoidal embedding scales it by 1000
+    ),
+    # its blocks unpack cross_attention_kwargs (None fails)
+    "LuminaNextDiT2DModel": dict(image_rotary_emb=_lumina_rope, cross_attention_kwargs=_no_kwargs),
+    # the time projection scales the timestep by 1000: a fraction of the schedule
+    "QwenImageTransformer2DModel": dict(img_shapes=_qwen_img_shapes, timestep=_fraction_timestep),
+    "QwenImageControlNetModel": dict(img_shapes=_qwen_img_shapes, timestep=_fraction_timestep),
+    # the control video (masked video latents and mask) of VACE, 96 channels
+    "WanVACETransformer3DModel": dict(control_hidden_states=_video_channels("vace_in_channels")),
+    # SparseCtrl (simplified embedding): latent conditions and their mask per frame
+    "SparseControlNetModel": dict(
+        encoder_hidden_states=_per_frame_text,
+        controlnet_cond=_video_channels("conditioning_channels"),
+        conditioning_mask=_video_channels(1),
+    ),
+    # the UNet of Stable Diffusion: 4 latent channels (its configuration has no in_channels)
+    "UNetControlNetXSModel": dict(sample=_latents(4)),
+    "StableAudio3DiTModel": dict(hidden_states=_audio_latents("io_channels")),
+    "LTXVideoTransformer3DModel": dict(hidden_states=_video_tokens, video_coords=_video_coords),
+    # the mask of the text is not repeated for the frames its spatial blocks batch
+    "LatteTransformer3DModel": dict(encoder_attention_mask=_none),
+    # the motion module: no text (self-attention twice), no timestep (layer norms)
+    "TransformerTemporalModel": dict(
+        hidden_states=_frames_as_batch,
+        num_frames=_num_frames,
+        encoder_hidden_states=_none,
+        timestep=_none,
     ),
 }
 #: sizes of the image as conditions (CogView): ``(batch, 2)``
