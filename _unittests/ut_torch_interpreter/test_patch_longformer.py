@@ -110,7 +110,10 @@ def test_eager_is_unchanged(kind_model, seq, global_tokens):
             got = _states(kind, model(**inputs, output_hidden_states=True))
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
-        torch.testing.assert_close(g, e, rtol=0, atol=0)
+        # bit-identical where the matrix products of the padded and unpadded chunks use
+        # the same kernel blocking (Intel CPUs); a rounding apart on others (AMD EPYC,
+        # AVX2: 2 of 832 values 1.5e-8 off)
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-7)
 
 
 @pytest.fixture(scope="module")

@@ -137,6 +137,10 @@ STATIC_SIZE: dict[str, str] = {
     "QwenImageControlNetModel": _QWEN_SHAPES,
     "NucleusMoEImageTransformer2DModel": _QWEN_SHAPES,
     "QwenImage21Transformer2DModel": _QWEN_SHAPES,
+    "AutoencoderRAE.decode": (
+        "latent height and width static: the ViT decoder has one position embedding per "
+        "token of the encoder's fixed grid (encoder_input_size / encoder_patch_size)"
+    ),
 }
 #: parameters a class creates with ``torch.empty`` and leaves to the checkpoint: the
 #: tiny model gives them random values (uninitialized memory gives NaN at random)

@@ -22,7 +22,14 @@ import csv
 import os
 
 from .diffusers_cases import build_class_case
-from .diffusers_classes import FAIL_CAUSES, STATIC_BATCH, STATIC_FRAMES, list_diffusers_cases
+from .diffusers_classes import (
+    FAIL_CAUSES,
+    SQUARE,
+    STATIC_BATCH,
+    STATIC_FRAMES,
+    STATIC_SIZE,
+    list_diffusers_cases,
+)
 
 FIELDS = [
     "class",
@@ -45,7 +52,8 @@ def to_row(zoo_row: dict) -> dict:
     for key in FIELDS[2:]:
         row[key] = zoo_row.get(key, "")
     if row["status"] == "pass":
-        static = [d[row["class"]] for d in (STATIC_FRAMES, STATIC_BATCH) if row["class"] in d]
+        tables = (STATIC_FRAMES, STATIC_BATCH, STATIC_SIZE, SQUARE)
+        static = [d[row["class"]] for d in tables if row["class"] in d]
         if static:
             row["cause"] = "; ".join(static)
     if row["status"] == "fail" and row["class"] in FAIL_CAUSES:
