@@ -189,6 +189,8 @@ def _pixels(layout: str, channels: int | str, scale: int = 1):
         h, w = sizes["height"] * scale, sizes["width"] * scale
         return main_tensor(layout, c, "vae-encoder", dict(sizes, height=h, width=w), gen)
 
+    return make
+
 
 def _none(config, sizes, gen):
     """``None``: an optional input the forward's default configuration does not use
@@ -243,7 +245,7 @@ def _per_frame_text(config, sizes, gen):
     return torch.randn(*shape, generator=gen), {0: "batch_frames", 1: "seq"}
 
 
-def _frames_as_batch(config, sizes, gen):
+def _features_frames_as_batch(config, sizes, gen):
     """Features of a video whose frames are in the batch, ``(batch * frames, C, H, W)``,
     as a UNet block gives them to its temporal transformer."""
     shape = (
@@ -301,6 +303,8 @@ def _static_text(dim_key: str, length_key: str):
         shape = (sizes["batch"], config[length_key], config[dim_key])
         return torch.randn(*shape, generator=gen), {0: "batch"}
 
+    return make
+
 
 def _latents(channels: int):
     """Image latents of ``channels`` channels, ``(batch, channels, height, width)``,
@@ -318,6 +322,8 @@ def _audio(key: str, kind: str):
 
     def make(config, sizes, gen):
         return main_tensor("3d", config[key], kind, sizes, gen)
+
+    return make
 
 
 def _static_mask(length_key: str):
@@ -732,16 +738,6 @@ def _wan_animate_faces(config, sizes, gen):
     return torch.randn(*shape, generator=gen), {0: "batch", 2: "face_frames"}
 
 
-def _num_frames(config, sizes, gen):
-    """The frame count, a Python int."""
-    return sizes["frames"]
-
-
-def _none(config, sizes, gen):
-    """An optional input left out (None)."""
-    return None
-
-
 #: per-class inputs: argument name -> function(config, sizes, generator) returning
 #: ``(tensor, dynamic axes)`` or a constant keyword argument
 INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -941,7 +937,7 @@ INPUT_OVERRIDES: dict[str, dict[str, Any]] = {
     "LatteTransformer3DModel": dict(encoder_attention_mask=_none),
     # the motion module: no text (self-attention twice), no timestep (layer norms)
     "TransformerTemporalModel": dict(
-        hidden_states=_frames_as_batch,
+        hidden_states=_features_frames_as_batch,
         num_frames=_num_frames,
         encoder_hidden_states=_none,
         timestep=_none,
