@@ -19,7 +19,7 @@ _SAME_TYPE_INPUTS = frozenset(
 #: branch types onnxruntime's Where has no CPU kernel for (the model is valid ONNX but
 #: does not load), with the type the selection is made in (exact both ways; None: bool,
 #: selected with And, Or and Not)
-_WHERE_IN = {
+_WHERE_IN: dict[int, int | None] = {
     TensorProto.BOOL: None,
     TensorProto.INT16: TensorProto.INT32,
     TensorProto.UINT16: TensorProto.INT32,
